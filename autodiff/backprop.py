@@ -1,0 +1,168 @@
+"""Reverse mode: topological order, the backward pass, and grad / jacobian / hessian.
+
+No recursion anywhere, so a graph of a million nodes in a chain is fine.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from .registry import ARRAY_MATH, TENSOR_MATH, unbroadcast
+from .tensor import Tensor, set_grad_enabled, to_array
+
+
+class Node(Protocol):
+    """What the graph tools need of a node, in either engine."""
+
+    @property
+    def parents(self) -> Sequence[Any]: ...
+
+
+def topological_order(root: Any) -> list[Any]:
+    """Every node reachable from `root`, each once, parents before children.
+
+    An iterative depth-first search: a node is emitted after all of its parents, and a
+    node reached twice (fan-out) is visited once.
+    """
+    order: list[Any] = []
+    seen: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for parent in node.parents:
+            if id(parent) not in seen:
+                stack.append((parent, False))
+    return order
+
+
+def _accumulate(grads: dict[int, Any], owned: set[int], key: int, g: Any, create_graph: bool) -> None:
+    """Add g into grads[key]. The first gradient to arrive may be shared with another
+    input (`a + b` hands both the same array), so it is never modified in place; the sum
+    made on the second arrival is ours, and later arrivals add into it in place."""
+    previous = grads.get(key)
+    if previous is None:
+        grads[key] = g
+    elif key in owned and type(previous) is np.ndarray and previous.shape == g.shape and previous.dtype == g.dtype:
+        previous += g
+    else:
+        grads[key] = previous + g
+        if not create_graph:
+            owned.add(key)
+
+
+def backprop(root: Tensor, seed: Any, create_graph: bool = False, keep: set[int] | None = None) -> dict[int, Any]:
+    """Propagate `seed` (d out / d root) back through the graph of `root`.
+
+    Returns the gradient of every leaf that requires grad, and of every node whose id
+    is in `keep`, keyed by id. Gradients are arrays, or Tensors with a graph of their
+    own when `create_graph` is set (so they can be differentiated again).
+    """
+    m = TENSOR_MATH if create_graph else ARRAY_MATH
+    grads: dict[int, Any] = {id(root): seed}
+    owned: set[int] = set()
+    result: dict[int, Any] = {}
+    with set_grad_enabled(create_graph):
+        for node in reversed(topological_order(root)):
+            key = id(node)
+            g = grads.pop(key, None)
+            if g is None:
+                continue
+            if node.op is None or (keep is not None and key in keep):
+                result[key] = g
+            if node.op is None:
+                continue
+            op, params, parents = node.op, node.params, node.parents
+            inputs = parents if create_graph else [p.data for p in parents]
+            ans = node if create_graph else node.data
+            for k, parent in enumerate(parents):
+                if not parent.requires_grad:
+                    continue
+                vjp = op.vjp_for(k)
+                if vjp is None:
+                    continue
+                gk = vjp(m, g, ans, *inputs, k=k, **params) if op.n_in is None else vjp(m, g, ans, *inputs, **params)
+                if gk is None:
+                    continue
+                _accumulate(grads, owned, id(parent), unbroadcast(m, gk, parent.data.shape), create_graph)
+    return result
+
+
+def _seed(y: Tensor, grad: Any) -> np.ndarray:
+    if grad is None:
+        return np.ones_like(y.data)
+    seed = to_array(grad)
+    if seed.shape != y.shape:
+        raise ValueError(f"the seed gradient has shape {seed.shape}, the output {y.shape}")
+    return seed
+
+
+def backward(y: Tensor, grad: Any = None, retain_grads: bool = False) -> None:
+    """Accumulate into `.grad` of every leaf that requires grad (see Tensor.backward)."""
+    if not y.requires_grad:
+        raise ValueError("backward() on a tensor that does not require grad: no input requires grad")
+    order = topological_order(y)
+    keep = {id(n) for n in order if retain_grads or n.retains_grad}
+    grads = backprop(y, _seed(y, grad), keep=keep)
+    for node in order:
+        g = grads.get(id(node))
+        if g is None or not (node.op is None or id(node) in keep):
+            continue
+        # A gradient array may be shared between nodes (add passes g to both sides),
+        # so each node's .grad gets its own array.
+        node.grad = np.array(g, dtype=np.result_type(g, np.float64)) if node.grad is None else node.grad + g
+
+
+def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, create_graph: bool = False) -> Any:
+    """dy/dx for each x (of the sum of y when y is not a scalar), as Tensors.
+
+    Leaves' `.grad` are not touched. With `create_graph=True` the results carry a graph
+    and can be differentiated again (grad of grad, Hessians).
+    """
+    single = isinstance(xs, Tensor)
+    targets = [xs] if single else list(xs)
+    if not y.requires_grad:
+        zeros = [Tensor(np.zeros_like(x.data)) for x in targets]
+        return zeros[0] if single else zeros
+    seed = _seed(y, grad_output)
+    grads = backprop(y, Tensor(seed) if create_graph else seed, create_graph, keep={id(x) for x in targets})
+    out = []
+    for x in targets:
+        g = grads.get(id(x))
+        if g is None:
+            out.append(Tensor(np.zeros_like(x.data)))
+        elif isinstance(g, Tensor):
+            out.append(g)
+        else:
+            out.append(Tensor(g))
+    return out[0] if single else out
+
+
+def jacobian(f_out: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
+    """d out / d x as a tensor of shape out.shape + x.shape, one backward pass per output element."""
+    rows = []
+    for i in range(f_out.size):
+        seed = np.zeros(f_out.size)
+        seed[i] = 1.0
+        rows.append(grad(f_out, x, seed.reshape(f_out.shape), create_graph=create_graph))
+    if create_graph:
+        from .ops.shaping import reshape, stack
+
+        return reshape(stack(*rows), f_out.shape + x.shape)
+    return Tensor(np.stack([r.data for r in rows]).reshape(f_out.shape + x.shape))
+
+
+def hessian(y: Tensor, x: Tensor) -> Tensor:
+    """Second derivatives of a scalar y: the Jacobian of its gradient, shape x.shape * 2."""
+    if y.size != 1:
+        raise ValueError(f"hessian needs a scalar output, got shape {y.shape}")
+    g = grad(y, x, create_graph=True)
+    return jacobian(g, x)

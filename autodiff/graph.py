@@ -1,0 +1,185 @@
+"""Graph tools for either engine: statistics, a tree that draws shared nodes once, DOT.
+
+They rely only on the graph protocol: `parents`, `label` (the op, '' for a leaf),
+`data`, `grad`, `name`, `requires_grad`.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .backprop import topological_order
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    nodes: int
+    edges: int
+    leaves: int
+    constants: int
+    op_nodes: int
+    fan_out: list[Any]
+    depth: int
+    histogram: dict[str, int]
+
+    @property
+    def fan_out_count(self) -> int:
+        return len(self.fan_out)
+
+
+def graph_stats(root: Any) -> GraphStats:
+    """Counts over the graph actually built.
+
+    An edge is one input slot (x*x has two edges from x); a fan-out node is one used as
+    an input more than once; depth is the longest path, in edges, from root to a leaf.
+    """
+    order = topological_order(root)
+    uses: Counter[int] = Counter()
+    depth: dict[int, int] = {}
+    edges = 0
+    histogram: Counter[str] = Counter()
+    for node in order:
+        parents = node.parents
+        edges += len(parents)
+        for p in parents:
+            uses[id(p)] += 1
+        depth[id(node)] = 1 + max(depth[id(p)] for p in parents) if parents else 0
+        if parents:
+            histogram[node.label] += 1
+    leaves = [n for n in order if not n.parents]
+    return GraphStats(
+        nodes=len(order),
+        edges=edges,
+        leaves=len(leaves),
+        constants=sum(1 for n in leaves if not n.requires_grad),
+        op_nodes=len(order) - len(leaves),
+        fan_out=[n for n in order if uses[id(n)] > 1],
+        depth=depth[id(root)],
+        histogram=dict(histogram.most_common()),
+    )
+
+
+def node_title(node: Any) -> str:
+    """How a node is named in trees and pictures: its variable name, op, or value."""
+    name = getattr(node, "name", None)
+    if name:
+        return name if not node.parents else f"{name} = {node.label}"
+    if node.parents:
+        return node.label
+    return "const" if not node.requires_grad else "leaf"
+
+
+@dataclass
+class TreeNode:
+    """One line of the tree view. `ref` is set when the node was drawn earlier, whose
+    number is `ref`; its children are then not repeated."""
+
+    node: Any
+    number: int
+    ref: int | None = None
+    children: list[TreeNode] = field(default_factory=list)
+
+
+def graph_tree(root: Any) -> TreeNode:
+    """The graph as a tree from the output down; a node reached again is a reference.
+
+    Nodes are numbered in the order they are first drawn, so a reference `see #3`
+    points up the page. Built iteratively: deep graphs do not hit the recursion limit.
+    """
+    numbers: dict[int, int] = {}
+    top = TreeNode(root, 1)
+    numbers[id(root)] = 1
+    stack: list[TreeNode] = [top]
+    while stack:
+        item = stack.pop()
+        if item.ref is not None:
+            continue
+        children = []
+        for parent in item.node.parents:
+            seen = numbers.get(id(parent))
+            if seen is not None:
+                children.append(TreeNode(parent, seen, ref=seen))
+            else:
+                numbers[id(parent)] = len(numbers) + 1
+                children.append(TreeNode(parent, numbers[id(parent)]))
+        item.children = children
+        stack.extend(reversed(children))
+    return top
+
+
+def walk_tree(tree: TreeNode) -> Iterator[tuple[int, TreeNode]]:
+    """(depth, node) pairs in drawing order, without recursion."""
+    stack = [(0, tree)]
+    while stack:
+        level, item = stack.pop()
+        yield level, item
+        stack.extend((level + 1, c) for c in reversed(item.children))
+
+
+def format_array(value: Any, digits: int | None = None) -> str:
+    """Numbers at full precision (shortest round-trip repr) unless digits is given."""
+    array = np.asarray(value)
+    if array.ndim == 0:
+        return format_number(array.item(), digits)
+    with np.printoptions(precision=digits, floatmode="maxprec" if digits is not None else "unique", threshold=64, linewidth=10**6):
+        return np.array2string(array, separator=", ")
+
+
+def format_number(x: float | complex, digits: int | None = None) -> str:
+    if isinstance(x, complex):
+        return repr(x) if digits is None else f"{x:.{digits}g}"
+    x = float(x)
+    if digits is None:
+        return repr(x)
+    return f"{x:.{digits}g}"
+
+
+def _dot_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def graph_dot(root: Any, digits: int | None = 6) -> str:
+    """Graphviz DOT text: one record per node with its title, value and grad."""
+    order = topological_order(root)
+    index = {id(n): i for i, n in enumerate(order)}
+    lines = ["digraph gradcalc {", '  rankdir="LR";', '  node [shape=record, fontname="Helvetica"];']
+    for node in order:
+        i = index[id(node)]
+        grad = node.grad
+        grad_text = "None" if grad is None else _short(grad, digits)
+        fields = [node_title(node), f"data {_short(node.data, digits)}", f"grad {grad_text}"]
+        label = " | ".join(_dot_escape(f).replace("|", "\\|").replace("{", "\\{").replace("}", "\\}").replace("<", "\\<").replace(">", "\\>") for f in fields)
+        style = ', style=filled, fillcolor="#e8f0fe"' if not node.parents else ""
+        lines.append(f'  n{i} [label="{{{label}}}"{style}];')
+    for node in order:
+        for slot, parent in enumerate(node.parents):
+            lines.append(f"  n{index[id(parent)]} -> n{index[id(node)]};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _short(value: Any, digits: int | None) -> str:
+    array = np.asarray(value)
+    if array.ndim == 0:
+        return format_number(array.item(), digits)
+    if array.size <= 6:
+        return format_array(array, digits)
+    return f"shape {array.shape}"
+
+
+def first_nonfinite(root: Any) -> Any | None:
+    """The first node, in evaluation order, whose value holds an inf or nan while all of
+    its inputs are finite: the op that produced it (or a leaf that came in that way)."""
+    bad: set[int] = set()
+    for node in topological_order(root):
+        finite = bool(np.all(np.isfinite(node.data)))
+        if finite:
+            continue
+        if not any(id(p) in bad for p in node.parents):
+            return node
+        bad.add(id(node))
+    return None

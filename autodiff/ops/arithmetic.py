@@ -1,0 +1,115 @@
+"""The arithmetic operators: + - * / unary - ** and @."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..registry import BINARY_SHAPES, Check, defop
+
+ARITH = "arithmetic"
+
+
+def _add(a: Any, b: Any) -> Any:
+    return a + b
+
+
+def _sub(a: Any, b: Any) -> Any:
+    return a - b
+
+
+def _mul(a: Any, b: Any) -> Any:
+    return a * b
+
+
+def _div(a: Any, b: Any) -> Any:
+    return a / b
+
+
+def _neg(x: Any) -> Any:
+    return -x
+
+
+def _pow(a: Any, b: Any) -> Any:
+    return a**b
+
+
+def _matmul(a: Any, b: Any) -> Any:
+    return a @ b
+
+
+add = defop(
+    "add", _add, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: g),
+    doc="a + b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True,
+    operators=("__add__", "__radd__"), check=Check(shapes=BINARY_SHAPES),
+)
+sub = defop(
+    "sub", _sub, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: -g),
+    doc="a - b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True,
+    operators=("__sub__", "__rsub__"), check=Check(shapes=BINARY_SHAPES),
+)
+mul = defop(
+    "mul", _mul, (lambda m, g, ans, a, b: g * b, lambda m, g, ans, a, b: g * a),
+    doc="a * b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True,
+    operators=("__mul__", "__rmul__"), check=Check(shapes=BINARY_SHAPES),
+)
+div = defop(
+    "div", _div, (lambda m, g, ans, a, b: g / b, lambda m, g, ans, a, b: -g * ans / b),
+    doc="a / b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True,
+    operators=("__truediv__", "__rtruediv__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0),
+)
+neg = defop(
+    "neg", _neg, (lambda m, g, ans, x: -g,),
+    doc="-x", category=ARITH, complex_safe=True, operators=("__neg__",), check=Check(),
+)
+
+
+def _pow_dexponent(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
+    # d(a**b)/db = a**b * log(a). At a == 0 the limit is 0 (log is replaced by 0 there);
+    # for a < 0 the real power has no derivative in b, and log gives nan to say so.
+    log_a = m.log(m.where(m.raw(a) == 0, 1.0, a))
+    return g * ans * log_a
+
+
+pow_ = defop(
+    "pow", _pow, (lambda m, g, ans, a, b: g * b * a ** (b - 1), _pow_dexponent),
+    doc="a ** b (also a ^ b); the exponent may be a tensor", category=ARITH, n_in=2, complex_safe=True,
+    operators=("__pow__", "__rpow__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0),
+)
+
+
+def _swap_last(m: Any, x: Any) -> Any:
+    axes = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    return m.transpose(x, axes=axes)
+
+
+def _matmul_operands(m: Any, g: Any, a: Any, b: Any) -> tuple[Any, Any, Any]:
+    """Lift 1-d operands to matrices (a row, b a column) and g to match, as NumPy does."""
+    if b.ndim == 1:
+        g = m.reshape(g, shape=g.shape + (1,))
+        b = m.reshape(b, shape=(-1, 1))
+    if a.ndim == 1:
+        g = m.reshape(g, shape=g.shape[:-1] + (1,) + g.shape[-1:])
+        a = m.reshape(a, shape=(1, -1))
+    return g, a, b
+
+
+def _matmul_da(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
+    g2, _, b2 = _matmul_operands(m, g, a, b)
+    da = g2 @ _swap_last(m, b2)
+    # A 1-d `a` came back as a (..., 1, k) stack; un-broadcasting sums it to (k,).
+    return da
+
+
+def _matmul_db(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
+    g2, a2, _ = _matmul_operands(m, g, a, b)
+    db = _swap_last(m, a2) @ g2
+    if b.ndim == 1:  # drop the column axis the lift added
+        db = m.reshape(db, shape=db.shape[:-1])
+    return db
+
+
+matmul = defop(
+    "matmul", _matmul, (_matmul_da, _matmul_db),
+    doc="matrix product a @ b (1-d operands act as vectors; leading axes broadcast)", category=ARITH,
+    n_in=2, complex_safe=True, operators=("__matmul__", "__rmatmul__"),
+    check=Check(shapes=(((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (3,)), ((2, 2, 3), (3, 2)))),
+)

@@ -1,0 +1,47 @@
+"""Ops without a gradient (Lucid's has_gradient=False): comparisons, rounding, arg-reductions.
+
+Their results never require grad, so nothing flows back through them; `where(x > 0, ...)`
+uses them as constant masks.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..registry import defop
+
+CMP = "no gradient"
+
+
+def _compare(name: str, fn: Any, symbol: str, dunder: str) -> Any:
+    # `2 < x` needs no reflected binding: Python tries x.__gt__(2) by itself.
+    return defop(name, fn, None, n_in=2, doc=f"1 where a {symbol} b, else 0", category=CMP, operators=(dunder,))
+
+
+lt = _compare("lt", lambda a, b: a < b, "<", "__lt__")
+le = _compare("le", lambda a, b: a <= b, "<=", "__le__")
+gt = _compare("gt", lambda a, b: a > b, ">", "__gt__")
+ge = _compare("ge", lambda a, b: a >= b, ">=", "__ge__")
+eq = _compare("eq", lambda a, b: a == b, "==", "__eq__")
+ne = _compare("ne", lambda a, b: a != b, "!=", "__ne__")
+
+sign = defop("sign", lambda x: np.sign(x), None, doc="-1, 0 or 1 by the sign of x", category=CMP, method=True)
+floor = defop("floor", lambda x: np.floor(x), None, doc="largest integer <= x", category=CMP, method=True)
+ceil = defop("ceil", lambda x: np.ceil(x), None, doc="smallest integer >= x", category=CMP, method=True)
+round_ = defop(
+    "round", lambda x, decimals=0: np.round(x, int(decimals)), None,
+    doc="x rounded to decimals places (halves to even)", category=CMP, method=True,
+)
+
+
+def _argmax(x: Any, axis: int | None = None) -> Any:
+    return np.argmax(x, axis=axis)
+
+
+def _argmin(x: Any, axis: int | None = None) -> Any:
+    return np.argmin(x, axis=axis)
+
+
+argmax = defop("argmax", _argmax, None, doc="index of the largest element (flat, or along axis)", category=CMP, method=True)
+argmin = defop("argmin", _argmin, None, doc="index of the smallest element (flat, or along axis)", category=CMP, method=True)

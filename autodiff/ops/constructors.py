@@ -1,0 +1,78 @@
+"""Constructors: new constant tensors, refused before allocation when over the size cap."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..limits import check_size
+from ..registry import defop
+
+NEW = "constructor"
+
+
+def _dims(shape: Any, what: str) -> tuple[int, ...]:
+    """A shape from ints, integral floats, or one list of them."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
+        shape = tuple(np.ravel(shape[0]))
+    dims = []
+    for d in shape:
+        if isinstance(d, (bool, np.bool_)) or not float(d).is_integer():
+            raise ValueError(f"{what}: dimensions must be whole numbers, got {d!r}")
+        dims.append(int(d))
+    check_size(dims, what)
+    return tuple(dims)
+
+
+def _zeros(shape: tuple[int, ...] = ()) -> Any:
+    return np.zeros(_dims(shape, "zeros"))
+
+
+def _ones(shape: tuple[int, ...] = ()) -> Any:
+    return np.ones(_dims(shape, "ones"))
+
+
+def _full(shape: Any, value: float) -> Any:
+    return np.full(_dims((shape,), "full"), value)
+
+
+def _eye(n: int, m: int | None = None) -> Any:
+    rows, cols = _dims((n, n if m is None else m), "eye")
+    return np.eye(rows, cols)
+
+
+def _arange(start: float, stop: float | None = None, step: float = 1.0) -> Any:
+    if stop is None:
+        start, stop = 0.0, start
+    if step == 0:
+        raise ValueError("arange: step must not be 0")
+    count = max(math.ceil((stop - start) / step), 0)
+    check_size((count,), "arange")
+    return np.arange(start, stop, step, dtype=np.float64)
+
+
+def _linspace(start: float, stop: float, num: int = 50) -> Any:
+    return np.linspace(start, stop, _dims((num,), "linspace")[0])
+
+
+def _rand(shape: tuple[int, ...] = (), seed: int | None = None) -> Any:
+    return np.random.default_rng(None if seed is None else int(seed)).random(_dims(shape, "rand"))
+
+
+def _randn(shape: tuple[int, ...] = (), seed: int | None = None) -> Any:
+    return np.random.default_rng(None if seed is None else int(seed)).standard_normal(_dims(shape, "randn"))
+
+
+def _new(name: str, fn: Any, doc: str, variadic: str | None = None) -> Any:
+    return defop(name, fn, None, n_in=0, doc=doc, category=NEW, variadic=variadic)
+
+
+zeros = _new("zeros", _zeros, "a tensor of zeros: zeros(2, 3)", "shape")
+ones = _new("ones", _ones, "a tensor of ones: ones(2, 3)", "shape")
+full = _new("full", _full, "a tensor of one value: full([2, 3], 7)")
+eye = _new("eye", _eye, "identity matrix n x n (or n x m)")
+arange = _new("arange", _arange, "evenly spaced values in [start, stop): arange(5), arange(1, 2, 0.25)")
+linspace = _new("linspace", _linspace, "num evenly spaced values from start to stop inclusive")
+rand = _new("rand", _rand, "uniform samples in [0, 1): rand(2, 3, seed=0)", "shape")
+randn = _new("randn", _randn, "standard normal samples: randn(3, 3, seed=0)", "shape")

@@ -1,0 +1,151 @@
+"""Ops that move elements around: reshape, transpose, broadcast, index, join and split."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..limits import check_size
+from ..registry import Check, defop, unbroadcast
+from ..tensor import Tensor
+
+SHAPE = "shape"
+
+
+def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
+    return np.reshape(x, shape)
+
+
+def _flatten(x: Any) -> Any:
+    return np.reshape(x, -1)
+
+
+def _transpose(x: Any, axes: tuple[int, ...] = ()) -> Any:
+    return np.transpose(x, axes or None)
+
+
+def _broadcast_to(x: Any, shape: tuple[int, ...]) -> Any:
+    check_size(shape, "broadcast_to")
+    return np.broadcast_to(x, shape)
+
+
+def _inverse_axes(axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
+    if not axes:
+        return ()
+    return tuple(np.argsort([a % ndim for a in axes]))
+
+
+reshape = defop(
+    "reshape", _reshape, (lambda m, g, ans, x, shape: m.reshape(g, shape=x.shape),),
+    doc="the same elements in a new shape (one dimension may be -1)", category=SHAPE, method=True,
+    variadic="shape",
+    complex_safe=True, check=Check(shapes=(((3, 4),),), params={"shape": (2, 6)}),
+)
+flatten = defop(
+    "flatten", _flatten, (lambda m, g, ans, x: m.reshape(g, shape=x.shape),),
+    doc="the elements as a 1-d tensor", category=SHAPE, method=True, complex_safe=True,
+    check=Check(shapes=(((3, 4),), ((2, 3, 2),))),
+)
+transpose = defop(
+    "transpose", _transpose,
+    (lambda m, g, ans, x, axes=(): m.transpose(g, axes=_inverse_axes(axes, x.ndim)),),
+    doc="axes reversed, or permuted as given (x.T reverses)", category=SHAPE, method=True, variadic="axes",
+    complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),))),
+)
+Tensor.T = property(lambda self: transpose(self), doc="the tensor with its axes reversed")  # type: ignore[attr-defined]
+broadcast_to = defop(
+    "broadcast_to", _broadcast_to, (lambda m, g, ans, x, shape: unbroadcast(m, g, x.shape),),
+    doc="x repeated along new or size-1 axes to the given shape", category=SHAPE, complex_safe=True,
+    variadic="shape", method=True,
+    check=Check(shapes=(((4,),), ((3, 1),)), params={"shape": (3, 4)}),
+)
+
+# ---- indexing ---------------------------------------------------------------------------
+
+
+def _is_basic(index: Any) -> bool:
+    """Ints, slices, None and Ellipsis only: each element is picked at most once."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(p is None or p is Ellipsis or isinstance(p, (int, np.integer, slice)) for p in parts)
+
+
+def _getitem(x: Any, index: Any) -> Any:
+    return x[index]
+
+
+def _unindex(g: Any, index: Any, shape: tuple[int, ...]) -> Any:
+    """Zeros of `shape` with `g` added at `index` (repeated picks add up)."""
+    out = np.zeros(shape, dtype=np.result_type(g, np.float64))
+    if _is_basic(index):
+        out[index] = g
+    else:
+        np.add.at(out, index, g)
+    return out
+
+
+getitem = defop(
+    "getitem", _getitem, (lambda m, g, ans, x, index: m.unindex(g, index=index, shape=x.shape),),
+    doc="x[index]: integers, slices and integer tensors", category=SHAPE, complex_safe=True,
+    operators=("__getitem__",),
+    check=Check(shapes=(((3, 4),),), params={"index": (slice(0, 2), 1)}),
+)
+unindex = defop(
+    "unindex", _unindex, (lambda m, g, ans, gx, index, shape: m.getitem(g, index=index),),
+    doc="zeros of shape with g added at index (the VJP of getitem)", category=SHAPE, complex_safe=True,
+    public=False, check=Check(shapes=(((2,),),), params={"index": (slice(0, 2), 1), "shape": (3, 4)}),
+)
+
+# ---- joining and splitting ----------------------------------------------------------------
+
+
+def _concatenate(*xs: Any, axis: int = 0) -> Any:
+    return np.concatenate(xs, axis=axis)
+
+
+def _stack(*xs: Any, axis: int = 0) -> Any:
+    return np.stack(xs, axis=axis)
+
+
+def _concatenate_vjp(m: Any, g: Any, ans: Any, *xs: Any, axis: int = 0, k: int) -> Any:
+    axis = axis % ans.ndim
+    start = int(np.sum([x.shape[axis] for x in xs[:k]], dtype=int))
+    index = (slice(None),) * axis + (slice(start, start + xs[k].shape[axis]),)
+    return m.getitem(g, index=index)
+
+
+def _stack_vjp(m: Any, g: Any, ans: Any, *xs: Any, axis: int = 0, k: int) -> Any:
+    return m.getitem(g, index=(slice(None),) * (axis % ans.ndim) + (k,))
+
+
+def _join_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    return [rng.uniform(-2, 2, (2, 3)), rng.uniform(-2, 2, (2, 3))], {"axis": 1}
+
+
+concatenate = defop(
+    "concatenate", _concatenate, _concatenate_vjp, n_in=None, aliases=("concat",),
+    doc="the inputs joined along an existing axis", category=SHAPE, complex_safe=True,
+    check=Check(make=_join_check),
+)
+stack = defop(
+    "stack", _stack, _stack_vjp, n_in=None,
+    doc="the inputs joined along a new axis", category=SHAPE, complex_safe=True,
+    check=Check(make=_join_check),
+)
+
+
+def _split(x: Any, sections: int = 2, axis: int = 0) -> Any:
+    return tuple(np.split(x, int(sections), axis=axis))
+
+
+def _split_vjp(m: Any, g: Any, ans: Any, x: Any, sections: int = 2, axis: int = 0, *, output: int) -> Any:
+    axis = axis % x.ndim
+    size = x.shape[axis] // int(sections)
+    index = (slice(None),) * axis + (slice(output * size, (output + 1) * size),)
+    return m.unindex(g, index=index, shape=x.shape)
+
+
+split = defop(
+    "split", _split, (_split_vjp,), n_ret=None,
+    doc="x cut into equal sections along axis (several outputs)", category=SHAPE, complex_safe=True,
+    check=Check(shapes=(((4, 3),),), params={"sections": 2}),
+)

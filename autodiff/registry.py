@@ -1,0 +1,304 @@
+"""The op registry and the one wiring mechanism every op goes through (Lucid's `func_op`).
+
+An op is a forward function over NumPy arrays and, beside it, one VJP per tensor input.
+`defop` registers both; `apply` does everything else for every op: turning numbers into
+tensors, OR-ing `requires_grad`, recording parents, and (in `backprop`) un-broadcasting
+and accumulating gradients.
+
+A VJP is written once and runs two ways. Its first argument `m` is a namespace of ops:
+`ARRAY_MATH` (the forwards themselves, over raw arrays: fast, records nothing) for an
+ordinary backward pass, or `TENSOR_MATH` (the registered ops, over Tensors: records a
+graph) when `create_graph=True`, which is what makes grad of grad work for free. So a
+VJP uses Python operators and `m.<op>(...)`, never `np.<fn>` on its inputs.
+
+    vjp(m, g, ans, *inputs, **params) -> gradient for one input
+
+where `g` is the gradient of the output and `ans` the output itself.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentError, ShapeError
+from .limits import check_size, max_elements
+from .tensor import Tensor, is_grad_enabled, to_array
+
+VJP = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Check:
+    """How the every-op gradient check exercises an op.
+
+    `shapes` lists alternative input shape tuples (one shape per tensor input);
+    inputs are drawn uniformly from [low, high]. `make(rng)` replaces all of that for ops
+    whose inputs need structure (class targets, say) and returns (inputs, params).
+    `diff` names the inputs that are differentiated (default: all).
+    `kink_gap` keeps inputs at least that far from the op's kinks (see OpDef.kink).
+    """
+
+    shapes: tuple[tuple[tuple[int, ...], ...], ...] = (((),), ((3,),), ((2, 3),))
+    low: float = -2.0
+    high: float = 2.0
+    params: dict[str, Any] = field(default_factory=dict)
+    make: Callable[[np.random.Generator], tuple[list[np.ndarray], dict[str, Any]]] | None = None
+    diff: tuple[int, ...] | None = None
+    kink_gap: float = 0.0
+    second_order: bool = True
+
+
+BINARY_SHAPES = (((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((2, 3), ()))
+
+
+@dataclass(eq=False)
+class OpDef:
+    """One registered op. Calling it applies it to tensors (or numbers, or arrays)."""
+
+    name: str
+    forward: Callable[..., Any]
+    vjps: tuple[VJP | None, ...] | VJP | None
+    n_in: int | None
+    n_ret: int | None
+    doc: str
+    category: str
+    complex_safe: bool
+    method: bool
+    public: bool
+    kink: Callable[..., bool] | None
+    check: Check | None
+    variadic_param: str | None
+    param_names: tuple[str, ...]
+    signature: str
+
+    @property
+    def has_gradient(self) -> bool:
+        return self.vjps is not None
+
+    def vjp_for(self, k: int) -> VJP | None:
+        """The VJP of input k (variadic ops share one VJP that takes `k` as a keyword)."""
+        if self.vjps is None:
+            return None
+        if callable(self.vjps):
+            return self.vjps
+        return self.vjps[k]
+
+    def __call__(self, *args: Any, **params: Any) -> Any:
+        return apply(self, args, params)
+
+    def __repr__(self) -> str:
+        return f"<op {self.signature}>"
+
+
+REGISTRY: dict[str, OpDef] = {}
+ALIASES: dict[str, str] = {}
+
+
+class _Namespace:
+    """Attribute access to ops: `m.exp(x)`. Filled as ops are defined."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+
+ARRAY_MATH: Any = _Namespace("array")
+TENSOR_MATH: Any = _Namespace("tensor")
+ARRAY_MATH.raw = lambda x: x
+TENSOR_MATH.raw = lambda x: x.data if isinstance(x, Tensor) else np.asarray(x)
+
+
+def _describe_signature(name: str, forward: Callable[..., Any], n_in: int | None, variadic: str | None) -> tuple[tuple[str, ...], str]:
+    """The names of an op's parameters (after its tensor inputs) and its signature text."""
+    names: list[str] = []
+    shown: list[str] = []
+    for i, p in enumerate(inspect.signature(forward).parameters.values()):
+        if p.kind is p.VAR_POSITIONAL:
+            shown.append(f"*{p.name}")
+        elif p.name == variadic:
+            shown.append(f"*{p.name}")
+        else:
+            shown.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+        if n_in is not None and i >= n_in and p.kind is not p.VAR_POSITIONAL:
+            names.append(p.name)
+    return tuple(names), f"{name}({', '.join(shown)})"
+
+
+def defop(
+    name: str,
+    forward: Callable[..., Any],
+    vjps: tuple[VJP | None, ...] | VJP | None,
+    *,
+    doc: str,
+    category: str,
+    n_in: int | None = 1,
+    n_ret: int | None = 1,
+    complex_safe: bool = False,
+    method: bool = False,
+    variadic: str | None = None,
+    operators: Sequence[str] = (),
+    aliases: Sequence[str] = (),
+    public: bool = True,
+    kink: Callable[..., bool] | None = None,
+    check: Check | None = None,
+) -> OpDef:
+    """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
+
+    `variadic` names a parameter that collects the remaining positional arguments into a
+    tuple (`reshape(x, 2, 3)`: shape=(2, 3)). `operators` binds Tensor dunders (`__radd__`-style names apply the op with the operands
+    swapped); `method=True` makes `x.name(...)` work.
+    """
+    if name in REGISTRY:
+        raise ValueError(f"op {name!r} is already registered")
+    if isinstance(vjps, tuple) and n_in is not None and len(vjps) != n_in:
+        raise ValueError(f"op {name!r}: {n_in} inputs but {len(vjps)} VJPs")
+    param_names, signature = _describe_signature(name, forward, n_in, variadic)
+    op = OpDef(
+        name=name, forward=forward, vjps=vjps, n_in=n_in, n_ret=n_ret, doc=doc, category=category,
+        complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
+        variadic_param=variadic, param_names=param_names, signature=signature,
+    )
+    REGISTRY[name] = op
+    for alias in aliases:
+        ALIASES[alias] = name
+    for ns_name in (name, *aliases):
+        setattr(ARRAY_MATH, ns_name, forward)
+        setattr(TENSOR_MATH, ns_name, op)
+    for dunder in operators:
+        reflected = dunder.startswith("__r") and dunder != "__round__"
+        setattr(Tensor, dunder, _operator(op, reflected, unary=dunder in _UNARY_DUNDERS))
+    if method:
+        for method_name in (name, *aliases):
+            setattr(Tensor, method_name, _method(op))
+    return op
+
+
+_UNARY_DUNDERS = frozenset({"__neg__", "__pos__", "__abs__", "__invert__"})
+
+
+def _operator(op: OpDef, reflected: bool, unary: bool) -> Callable[..., Any]:
+    if unary:
+        return lambda self: apply(op, (self,), {})
+    if reflected:
+        return lambda self, other: apply(op, (other, self), {})
+    return lambda self, other: apply(op, (self, other), {})
+
+
+def _method(op: OpDef) -> Callable[..., Any]:
+    def method(self: Tensor, *args: Any, **params: Any) -> Any:
+        return apply(op, (self, *args), params)
+
+    method.__name__ = op.name
+    method.__doc__ = f"{op.signature}: {op.doc}"
+    return method
+
+
+def lookup(name: str) -> OpDef | None:
+    """The op called `name`, following aliases."""
+    return REGISTRY.get(ALIASES.get(name, name))
+
+
+# ---- the wiring -----------------------------------------------------------------------
+
+
+def _bind_params(op: OpDef, extra: tuple[Any, ...], params: dict[str, Any]) -> dict[str, Any]:
+    """Turn positional arguments after the tensor inputs into named parameters."""
+    params = dict(params)
+    if op.variadic_param is not None:
+        if op.variadic_param in params:
+            raise ArgumentError(f"{op.signature}: {op.variadic_param} given twice")
+        # `reshape(x, 2, 3)` and `reshape(x, (2, 3))` both mean shape (2, 3).
+        if len(extra) == 1 and isinstance(extra[0], (tuple, list)):
+            extra = tuple(extra[0])
+        params[op.variadic_param] = extra
+        return params
+    if len(extra) > len(op.param_names):
+        raise ArgumentError(f"{op.signature} takes at most {len(op.param_names)} parameters after its inputs, got {len(extra)}")
+    for pname, value in zip(op.param_names, extra):
+        if pname in params:
+            raise ArgumentError(f"{op.signature}: {pname} given twice")
+        params[pname] = value
+    return params
+
+
+def _input_error(op: OpDef, inputs: Sequence[Tensor], err: Exception) -> Exception:
+    shapes = " and ".join(str(t.shape) for t in inputs) or "no inputs"
+    text = str(err)
+    if isinstance(err, (ValueError, IndexError)) and ("shape" in text or "broadcast" in text or "align" in text or "dimension" in text or "axis" in text or "index" in text or "size" in text):
+        return ShapeError(f"{op.name}: operands of shapes {shapes} do not fit: {text}")
+    return ArgumentError(f"{op.signature}: {text}")
+
+
+def _check_broadcast_size(op: OpDef, inputs: Sequence[Tensor]) -> None:
+    # The product of input sizes bounds the size of a broadcast result, so the exact
+    # (slower) shape computation runs only when the cap could be hit.
+    bound = 1
+    for t in inputs:
+        bound *= max(t.data.size, 1)
+    if bound > max_elements():
+        try:
+            shape = np.broadcast_shapes(*(t.shape for t in inputs))
+        except ValueError:
+            return  # the forward reports the mismatch with both shapes
+        check_size(shape, op.name)
+
+
+def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
+    """Run `op` on `args`, recording the graph when any input requires grad."""
+    if op.n_in is None:
+        tensor_args, extra = args, ()
+    else:
+        if len(args) < op.n_in:
+            raise ArgumentError(f"{op.signature} needs {op.n_in} input{'s' * (op.n_in != 1)}, got {len(args)}")
+        tensor_args, extra = args[: op.n_in], args[op.n_in :]
+    if extra:
+        params = _bind_params(op, extra, params)
+    inputs = tuple(a if type(a) is Tensor else Tensor(a) for a in tensor_args)
+    if len(inputs) > 1:
+        _check_broadcast_size(op, inputs)
+    try:
+        out = op.forward(*[t.data for t in inputs], **params)
+    except (ValueError, IndexError, TypeError) as err:
+        raise _input_error(op, inputs, err) from None
+    record = op.vjps is not None and _grad_enabled_for(inputs)
+    if op.n_ret == 1:
+        return Tensor._from_op(_as_output(out), inputs if record else (), op if record else None, params if record else None)
+    return tuple(
+        Tensor._from_op(_as_output(o), inputs if record else (), op if record else None, {**params, "output": k} if record else None)
+        for k, o in enumerate(out)
+    )
+
+
+def _grad_enabled_for(inputs: tuple[Tensor, ...]) -> bool:
+    if not is_grad_enabled():
+        return False
+    for t in inputs:
+        if t.requires_grad:
+            return True
+    return False
+
+
+def _as_output(out: Any) -> np.ndarray:
+    # NumPy returns scalars (np.float64) for 0-d results; the engine keeps arrays.
+    if type(out) is np.ndarray and (out.dtype == np.float64 or out.dtype == np.complex128):
+        return out
+    return to_array(out)
+
+
+def unbroadcast(m: Any, g: Any, shape: tuple[int, ...]) -> Any:
+    """Sum `g` down to `shape`: over the leading axes broadcasting added, then (keeping
+    dims) over every axis where the input had size 1. Correct for every NumPy broadcast."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    if lead < 0:  # a VJP that returned a broadcastable gradient rather than a full one
+        return m.broadcast_to(g, shape=shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+    )
+    if axes:
+        g = m.sum(g, axis=axes, keepdims=True)
+    return m.reshape(g, shape=shape)

@@ -1,0 +1,183 @@
+"""The Tensor: a NumPy array that remembers how it was made.
+
+Arithmetic operators, methods such as `x.relu()` and `x.T` are not written here: the op
+registry binds them when each op is defined (see `registry.defop`), so an op lives in
+exactly one place.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .registry import OpDef
+
+_grad_enabled = True
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled
+
+
+@contextmanager
+def set_grad_enabled(enabled: bool) -> Iterator[None]:
+    global _grad_enabled
+    previous, _grad_enabled = _grad_enabled, enabled
+    try:
+        yield
+    finally:
+        _grad_enabled = previous
+
+
+def no_grad() -> Any:
+    """Context manager: ops inside record no graph (results do not require grad)."""
+    return set_grad_enabled(False)
+
+
+def to_array(value: Any) -> np.ndarray:
+    """float64 for everything real (ints and bools included), complex128 for complex."""
+    if isinstance(value, Tensor):
+        return value.data
+    array = np.asarray(value)
+    if array.dtype == np.float64 or array.dtype == np.complex128:
+        return array
+    if np.iscomplexobj(array):
+        return array.astype(np.complex128)
+    if array.dtype == object:
+        raise TypeError(f"cannot make a tensor from {type(value).__name__}")
+    return array.astype(np.float64)
+
+
+class Tensor:
+    """An n-dimensional array node in a define-by-run graph.
+
+    `parents`, `op` and `params` describe the op that made the tensor (empty for a leaf);
+    `grad` is a NumPy array filled by `backward()` for leaves that require grad and for
+    tensors that called `retain_grad()`.
+    """
+
+    __slots__ = ("data", "grad", "requires_grad", "parents", "op", "params", "name", "retains_grad")
+    # Makes `ndarray * Tensor` call Tensor.__rmul__ instead of NumPy looping over the tensor.
+    __array_priority__ = 1000
+
+    data: np.ndarray
+    grad: np.ndarray | None
+    requires_grad: bool
+    parents: tuple[Tensor, ...]
+    op: OpDef | None
+    params: dict[str, Any] | None
+    name: str | None
+    retains_grad: bool
+
+    def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
+        self.data = to_array(data)
+        self.grad = None
+        self.requires_grad = requires_grad
+        self.parents = ()
+        self.op = None
+        self.params = None
+        self.name = name
+        self.retains_grad = False
+
+    @classmethod
+    def _from_op(
+        cls, data: np.ndarray, parents: tuple[Tensor, ...], op: OpDef | None, params: dict[str, Any] | None
+    ) -> Tensor:
+        """The wiring's constructor: no conversion, no checks (it is on the hot path)."""
+        t = object.__new__(cls)
+        t.data = data
+        t.grad = None
+        t.requires_grad = op is not None
+        t.parents = parents
+        t.op = op
+        t.params = params
+        t.name = None
+        t.retains_grad = False
+        return t
+
+    # ---- array facts -------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.op is None
+
+    @property
+    def label(self) -> str:
+        """The op that made this tensor, or '' for a leaf (the graph protocol)."""
+        return self.op.name if self.op is not None else ""
+
+    def item(self) -> float | complex:
+        return self.data.item()
+
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return len(self.data)
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(self.data.reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.data.real if np.iscomplexobj(self.data) else self.data)
+
+    # Tensors are graph nodes compared by identity; `==` is the elementwise op.
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        grad = None if self.grad is None else str(self.grad)
+        name = f", name={self.name!r}" if self.name else ""
+        return f"Tensor({self.data}, grad={grad}{name})"
+
+    # ---- autodiff ----------------------------------------------------------------
+    def backward(self, grad: Any = None, retain_grads: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's `.grad`.
+
+        The seed is `grad`, or ones of this tensor's shape (the gradient of its sum).
+        Interior gradients are dropped afterwards unless `retain_grads` is set or the
+        tensor called `retain_grad()`.
+        """
+        from .backprop import backward
+
+        backward(self, grad, retain_grads=retain_grads)
+
+    def retain_grad(self) -> Tensor:
+        self.retains_grad = True
+        return self
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    def detach(self) -> Tensor:
+        """The same data as a new leaf that does not require grad."""
+        return Tensor(self.data)
+
+    def requires_grad_(self, flag: bool = True) -> Tensor:
+        self.requires_grad = flag
+        return self
+
+
+def as_tensor(value: Any) -> Tensor:
+    return value if isinstance(value, Tensor) else Tensor(value)

@@ -1,0 +1,94 @@
+"""Every op in the registry passes a gradient check, first and second order.
+
+The test walks the registry: an op added without a check spec fails here.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from gradcalc.autodiff import REGISTRY, Tensor, grad
+from gradcalc.autodiff.gradcheck import gradcheck
+
+DIFFERENTIABLE = [op for op in REGISTRY.values() if op.has_gradient]
+NO_GRADIENT = [op for op in REGISTRY.values() if not op.has_gradient]
+
+
+def ids(op):
+    return op.name
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE, ids=ids)
+def test_every_differentiable_op_has_a_check_spec(op):
+    assert op.check is not None, f"op {op.name} has a VJP but no Check: add one beside its definition"
+
+
+def draw_case(op, data):
+    """Inputs, params and differentiated positions for one example of `op`."""
+    spec = op.check
+    if spec.make is not None:
+        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+        inputs, params = spec.make(np.random.default_rng(seed))
+    else:
+        shapes = data.draw(st.sampled_from(spec.shapes), label="shapes")
+        elements = st.floats(spec.low, spec.high, allow_nan=False, allow_infinity=False)
+        inputs = [data.draw(arrays(np.float64, shape, elements=elements), label=f"x{i}") for i, shape in enumerate(shapes)]
+        params = dict(spec.params)
+    if op.kink is not None:
+        assume(not op.kink(*inputs, tol=spec.kink_gap, **params))
+    diff = list(spec.diff) if spec.diff is not None else list(range(len(inputs)))
+    return inputs, params, diff
+
+
+def outputs_of(op, params):
+    """One function per output of the op (several for multi-output ops)."""
+    if op.n_ret == 1:
+        return [lambda *ts: op(*ts, **params)]
+    count = len(op.forward(*[np.ones((4, 3))], **params))
+    return [lambda *ts, k=k: op(*ts, **params)[k] for k in range(count)]
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE, ids=ids)
+@settings(max_examples=12)
+@given(data=st.data())
+def test_first_derivatives_match_numerical_ones(op, data):
+    inputs, params, diff = draw_case(op, data)
+    for f in outputs_of(op, params):
+        methods = ["central", "complex"] if op.complex_safe else ["central"]
+        for method in methods:
+            result = gradcheck(f, inputs, wrt=diff, method=method)
+            assert result.passed, f"{op.name} ({method}): {result.worst}"
+
+
+@pytest.mark.parametrize("op", [op for op in DIFFERENTIABLE if op.check and op.check.second_order], ids=ids)
+@settings(max_examples=6)
+@given(data=st.data())
+def test_second_derivatives_match_numerical_ones(op, data):
+    """grad of grad: the VJPs are differentiable, checked by differencing the gradient."""
+    inputs, params, diff = draw_case(op, data)
+    rng = np.random.default_rng(0)
+    for f in outputs_of(op, params):
+        probe = f(*[Tensor(x) for x in inputs])
+        w = rng.uniform(0.5, 1.5, probe.shape)
+        us = [rng.uniform(0.5, 1.5, np.shape(inputs[i])) for i in diff]
+
+        def directional_gradient(*ts, f=f, w=w, us=us):
+            gs = grad((f(*ts) * w).sum(), [ts[i] for i in diff], create_graph=True)
+            return sum((g * u).sum() for g, u in zip(gs, us))
+
+        result = gradcheck(directional_gradient, inputs, wrt=diff, method="central", atol=1e-4, rtol=1e-3)
+        assert result.passed, f"{op.name}: {result.worst}"
+
+
+@pytest.mark.parametrize("op", NO_GRADIENT, ids=ids)
+def test_ops_without_gradient_never_require_grad(op):
+    x = Tensor(np.array([[0.5, 1.0], [2.0, 3.0]]), requires_grad=True)
+    args = {0: (), 1: (x,), 2: (x, x)}[op.n_in]
+    if op.category == "constructor":
+        args = {"full": (2, 3.0), "linspace": (0, 1, 5)}.get(op.name, (2,))
+    out = op(*args)
+    assert not out.requires_grad
+    assert out.parents == ()
