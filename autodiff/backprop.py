@@ -24,7 +24,8 @@ def topological_order(root: Any) -> list[Any]:
     """Every node reachable from `root`, each once, parents before children.
 
     An iterative depth-first search: a node is emitted after all of its parents, and a
-    node reached twice (fan-out) is visited once.
+    node reached twice (fan-out) is visited once. Parents are explored first to last, so
+    for an expression evaluated left to right the order is the evaluation order.
     """
     order: list[Any] = []
     seen: set[int] = set()
@@ -38,7 +39,7 @@ def topological_order(root: Any) -> list[Any]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        for parent in node.parents:
+        for parent in reversed(node.parents):
             if id(parent) not in seen:
                 stack.append((parent, False))
     return order

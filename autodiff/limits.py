@@ -32,5 +32,5 @@ def check_size(shape: Iterable[int], what: str) -> None:
     if n > _max_elements:
         raise SizeLimitError(
             f"{what}: a tensor of shape {dims} has {n:,} elements, over the cap of "
-            f"{_max_elements:,} (raise it with --max-elements)"
+            f"{_max_elements:,}"
         )

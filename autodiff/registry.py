@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, EngineError, ShapeError
 from .limits import check_size, max_elements
 from .tensor import Tensor, is_grad_enabled, to_array
 
@@ -261,6 +261,8 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         _check_broadcast_size(op, inputs)
     try:
         out = op.forward(*[t.data for t in inputs], **params)
+    except EngineError:
+        raise
     except (ValueError, IndexError, TypeError) as err:
         raise _input_error(op, inputs, err) from None
     record = op.vjps is not None and _grad_enabled_for(inputs)

@@ -30,7 +30,7 @@ def _logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     return out if keepdims else np.reshape(out, np.sum(np.real(x), axis=axis).shape)
 
 
-def _softmax(x: Any, axis: int = -1) -> Any:
+def _softmax(x: Any, axis: Axis = -1) -> Any:
     e = np.exp(x - _shift(x, axis))
     return e / np.sum(e, axis=axis, keepdims=True)
 
@@ -40,8 +40,9 @@ def _log_softmax(x: Any, axis: int = -1) -> Any:
 
 
 def _logsumexp_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    # d logsumexp / dx = softmax(x) over the reduced axes.
-    return expand_reduced(m, g, x.shape, axis) * m.exp(x - expand_reduced(m, ans, x.shape, axis))
+    # d logsumexp / dx = softmax(x) over the reduced axes (computed max-shifted, which is
+    # more exact than exp(x - logsumexp)).
+    return expand_reduced(m, g, x.shape, axis) * m.softmax(x, axis=axis)
 
 
 def _softmax_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int = -1) -> Any:
