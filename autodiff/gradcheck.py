@@ -61,29 +61,48 @@ def kinks(output: Any, tol: float = 0.0) -> list[str]:
     return found
 
 
-def analytic_jacobian(f: Callable[..., Tensor], inputs: Sequence[np.ndarray], wrt: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The output and d out / d input for each input in `wrt`, as (out.size, x.size) matrices."""
-    tensors = [Tensor(x, requires_grad=i in wrt) for i, x in enumerate(inputs)]
-    out = f(*tensors)
-    value = np.asarray(out.data)
-    jacs = [np.zeros((value.size, np.size(inputs[i])), dtype=np.float64) for i in wrt]
-    if not out.requires_grad:
-        return value, jacs
-    for row in range(value.size):
-        seed = np.zeros(value.size)
+def replay(output: Tensor, values: dict[int, Any]) -> np.ndarray:
+    """Recompute the recorded graph of `output` with some leaves' data replaced.
+
+    The graph acts as a function of its leaves (a trace, in JAX's terms): every op
+    node runs its forward again on its parents' new data. Branches taken while the
+    graph was recorded (`a if c else b`) stay taken.
+    """
+    data: dict[int, Any] = {}
+    for node in topological_order(output):
+        if node.op is None:
+            data[id(node)] = values.get(id(node), node.data)
+            continue
+        inputs = [data[id(p)] for p in node.parents]
+        params = node.params or {}
+        if "output" in params:  # one output of a multi-output op
+            rest = {k: v for k, v in params.items() if k != "output"}
+            data[id(node)] = node.op.forward(*inputs, **rest)[params["output"]]
+        else:
+            data[id(node)] = node.op.forward(*inputs, **params)
+    return np.asarray(data[id(output)])
+
+
+def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor]) -> list[np.ndarray]:
+    """d output / d leaf for each leaf as (output.size, leaf.size) matrices, one backward
+    pass per output element."""
+    jacs = [np.zeros((output.size, leaf.size)) for leaf in leaves]
+    if not output.requires_grad:
+        return jacs
+    for row in range(output.size):
+        seed = np.zeros(output.size)
         seed[row] = 1.0
-        grads = grad(out, [tensors[i] for i in wrt], seed.reshape(value.shape))
-        for jac, g in zip(jacs, grads):
+        for jac, g in zip(jacs, grad(output, list(leaves), seed.reshape(output.shape))):
             jac[row] = np.real(g.data).reshape(-1)
-    return value, jacs
+    return jacs
 
 
 def numerical_jacobian(
-    f: Callable[..., Tensor], inputs: Sequence[np.ndarray], wrt: Sequence[int], method: str, step: float | None = None
+    f: Callable[[list[np.ndarray]], np.ndarray], inputs: Sequence[np.ndarray], wrt: Sequence[int], method: str,
+    step: float | None = None,
 ) -> list[np.ndarray]:
-    """d out / d input by complex step or central differences, one column per element."""
-    # Inputs are evaluated as requiring grad: f may itself take a gradient (a check of
-    # second derivatives), which needs the graph.
+    """d f / d input by complex step or central differences, one column per element.
+    `f` maps a list of input arrays to an output array."""
     jacs = []
     for i in wrt:
         x = np.asarray(inputs[i], dtype=np.float64)
@@ -93,22 +112,21 @@ def numerical_jacobian(
                 h = step or COMPLEX_STEP
                 bumped = x.astype(np.complex128).reshape(-1)
                 bumped[j] += 1j * h
-                out = f(*_replace(inputs, i, bumped.reshape(x.shape), wrt))
-                columns.append(np.imag(out.data).reshape(-1) / h)
+                columns.append(np.imag(f(_replace(inputs, i, bumped.reshape(x.shape)))).reshape(-1) / h)
             else:
                 h = step or CENTRAL_STEP
                 up, down = x.copy().reshape(-1), x.copy().reshape(-1)
                 up[j] += h
                 down[j] -= h
-                f_up = np.real(f(*_replace(inputs, i, up.reshape(x.shape), wrt)).data)
-                f_down = np.real(f(*_replace(inputs, i, down.reshape(x.shape), wrt)).data)
+                f_up = np.real(f(_replace(inputs, i, up.reshape(x.shape))))
+                f_down = np.real(f(_replace(inputs, i, down.reshape(x.shape))))
                 columns.append(((f_up - f_down) / (2 * h)).reshape(-1))
         jacs.append(np.stack(columns, axis=1) if columns else np.zeros((0, 0)))
     return jacs
 
 
-def _replace(inputs: Sequence[Any], i: int, value: Any, wrt: Sequence[int]) -> list[Tensor]:
-    return [Tensor(value if k == i else x, requires_grad=k in wrt) for k, x in enumerate(inputs)]
+def _replace(inputs: Sequence[Any], i: int, value: Any) -> list[Any]:
+    return [value if k == i else x for k, x in enumerate(inputs)]
 
 
 def compare(analytic: Sequence[np.ndarray], numeric: Sequence[np.ndarray], atol: float, rtol: float) -> tuple[float, float, bool, str]:
@@ -134,6 +152,17 @@ def compare(analytic: Sequence[np.ndarray], numeric: Sequence[np.ndarray], atol:
     return max_abs, max_rel, passed, worst
 
 
+def _finish(method: str, atol: float | None, rtol: float | None, analytic: list[np.ndarray], numeric: list[np.ndarray], output: Any) -> CheckResult:
+    default_atol, default_rtol = TOLERANCES[method]
+    atol = default_atol if atol is None else atol
+    rtol = default_rtol if rtol is None else rtol
+    max_abs, max_rel, passed, worst = compare(analytic, numeric, atol, rtol)
+    return CheckResult(
+        method=method, max_abs_error=max_abs, max_rel_error=max_rel, passed=passed, atol=atol, rtol=rtol,
+        worst=worst, kinks=kinks(output), analytic=list(analytic), numeric=list(numeric),
+    )
+
+
 def gradcheck(
     f: Callable[..., Tensor],
     inputs: Sequence[Any],
@@ -142,23 +171,69 @@ def gradcheck(
     atol: float | None = None,
     rtol: float | None = None,
 ) -> CheckResult:
-    """Check the reverse-mode Jacobian of f at `inputs` against a numerical one.
+    """Check the reverse-mode Jacobian of `f` (Tensors in, a Tensor out) at `inputs`.
 
     method: "complex", "central", or "auto" (complex step when every op on the path is
-    complex-safe). Tolerances default per method (TOLERANCES).
+    complex-safe). Tolerances default per method (TOLERANCES). `f` is called again for
+    each perturbation, with inputs that require grad (so `f` may itself take gradients).
     """
     arrays = [np.asarray(x, dtype=np.float64) for x in inputs]
     wrt = list(range(len(arrays))) if wrt is None else list(wrt)
-    probe = f(*[Tensor(x, requires_grad=i in wrt) for i, x in enumerate(arrays)])
+
+    def evaluate(values: list[np.ndarray]) -> Tensor:
+        return f(*[Tensor(x, requires_grad=i in wrt) for i, x in enumerate(values)])
+
+    tensors = [Tensor(x, requires_grad=i in wrt) for i, x in enumerate(arrays)]
+    output = f(*tensors)
     if method == "auto":
-        method = "complex" if complex_safe(probe) else "central"
-    default_atol, default_rtol = TOLERANCES[method]
-    atol = default_atol if atol is None else atol
-    rtol = default_rtol if rtol is None else rtol
-    _, analytic = analytic_jacobian(f, arrays, wrt)
-    numeric = numerical_jacobian(f, arrays, wrt, method)
-    max_abs, max_rel, passed, worst = compare(analytic, numeric, atol, rtol)
-    return CheckResult(
-        method=method, max_abs_error=max_abs, max_rel_error=max_rel, passed=passed, atol=atol, rtol=rtol,
-        worst=worst, kinks=kinks(probe), analytic=list(analytic), numeric=list(numeric),
-    )
+        method = "complex" if complex_safe(output) else "central"
+    analytic = reverse_jacobian(output, [tensors[i] for i in wrt])
+    numeric = numerical_jacobian(lambda values: evaluate(values).data, arrays, wrt, method)
+    return _finish(method, atol, rtol, analytic, numeric, output)
+
+
+def gradcheck_graph(
+    output: Tensor, leaves: Sequence[Tensor], method: str = "auto", atol: float | None = None, rtol: float | None = None
+) -> CheckResult:
+    """Check a recorded graph: reverse mode against differences of the replayed graph."""
+    if method == "auto":
+        method = "complex" if complex_safe(output) else "central"
+    keys = [id(leaf) for leaf in leaves]
+    arrays = [np.real(leaf.data) for leaf in leaves]
+
+    def evaluate(values: list[np.ndarray]) -> np.ndarray:
+        return replay(output, dict(zip(keys, values)))
+
+    analytic = reverse_jacobian(output, leaves)
+    numeric = numerical_jacobian(evaluate, arrays, range(len(leaves)), method)
+    return _finish(method, atol, rtol, analytic, numeric, output)
+
+
+def suspect_ops(output: Tensor, method: str = "central", limit: int = 200) -> list[str]:
+    """The ops on the graph whose own VJP disagrees with differences of their own forward,
+    each checked at the inputs it saw: where a failing check points."""
+    suspects: list[str] = []
+    for node in topological_order(output)[::-1][:limit]:
+        op = node.op
+        if op is None or op.name in suspects or not op.has_gradient:
+            continue
+        parents = [p for p in node.parents]
+        wrt = [k for k, p in enumerate(parents) if p.requires_grad and op.vjp_for(k) is not None]
+        if not wrt:
+            continue
+        params = dict(node.params or {})
+        pick = params.pop("output", None)
+
+        def local(*ts: Tensor, op: Any = op, params: dict[str, Any] = params, pick: Any = pick) -> Tensor:
+            out = op(*ts, **params)
+            return out if pick is None else out[pick]
+
+        use = "complex" if method == "complex" and op.complex_safe else "central"
+        try:
+            result = gradcheck(local, [np.real(p.data) for p in parents], wrt=wrt, method=use)
+        except Exception:  # noqa: BLE001 - a check that cannot even run is a suspect too
+            suspects.append(op.name)
+            continue
+        if not result.passed:
+            suspects.append(op.name)
+    return suspects

@@ -24,15 +24,20 @@ def _noop(g: float) -> None:
 class Value:
     """A scalar in a define-by-run graph: data, grad, _prev (parents), _backward, _op."""
 
-    __slots__ = ("data", "grad", "_prev", "_backward", "_op", "name")
+    __slots__ = ("data", "grad", "_prev", "_backward", "_op", "name", "requires_grad")
 
-    def __init__(self, data: Number, _prev: tuple[Value, ...] = (), _op: str = "", name: str | None = None) -> None:
+    def __init__(
+        self, data: Number, _prev: tuple[Value, ...] = (), _op: str = "", name: str | None = None, requires_grad: bool = True
+    ) -> None:
         self.data = float(data)
         self.grad = 0.0
         self._prev = _prev
         self._backward: Callable[[float], None] = _noop
         self._op = _op
         self.name = name
+        # False for numbers that entered as constants (2 in 2 * x): the graph tools count
+        # them as constants; gradients still flow into them, as in micrograd.
+        self.requires_grad = requires_grad
 
     # The graph protocol shared with Tensor.
     @property
@@ -44,10 +49,6 @@ class Value:
         return self._op
 
     @property
-    def requires_grad(self) -> bool:
-        return True
-
-    @property
     def shape(self) -> tuple[int, ...]:
         return ()
 
@@ -56,7 +57,7 @@ class Value:
 
     # ---- the seven primitives --------------------------------------------------------
     def __add__(self, other: Value | Number) -> Value:
-        other = other if isinstance(other, Value) else Value(other)
+        other = other if isinstance(other, Value) else Value(other, requires_grad=False)
         out = Value(self.data + other.data, (self, other), "+")
 
         def _backward(g: float) -> None:
@@ -67,7 +68,7 @@ class Value:
         return out
 
     def __mul__(self, other: Value | Number) -> Value:
-        other = other if isinstance(other, Value) else Value(other)
+        other = other if isinstance(other, Value) else Value(other, requires_grad=False)
         out = Value(self.data * other.data, (self, other), "*")
 
         def _backward(g: float) -> None:
@@ -134,7 +135,7 @@ class Value:
         return self + (-other)
 
     def __truediv__(self, other: Value | Number) -> Value:
-        other = other if isinstance(other, Value) else Value(other)
+        other = other if isinstance(other, Value) else Value(other, requires_grad=False)
         return self * other**-1
 
     def __radd__(self, other: Number) -> Value:

@@ -1,0 +1,14 @@
+"""gradcalc's expression language: a Lark grammar, a compiler to flat code, a stack machine.
+
+    from gradcalc.parser import Session, compile_program
+    session = Session()
+    session.run_source("x = 3; y = x ** 2")
+"""
+from .compiler import Program, Statement, UserFunction, compile_program
+from .errors import LanguageError
+from .machine import CheckStatementResult, ExpressionResult, Session
+
+__all__ = [
+    "CheckStatementResult", "ExpressionResult", "LanguageError", "Program", "Session", "Statement", "UserFunction",
+    "compile_program",
+]

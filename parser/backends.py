@@ -1,0 +1,241 @@
+"""How language operations map onto an engine: the tensor engine or the scalar engine.
+
+The machine calls the same methods on either; each backend turns them into engine calls
+and says what the engine cannot do in words a user understands.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian
+from gradcalc.autodiff.registry import OpDef
+from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
+
+from .errors import LanguageError
+
+CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
+ATTRIBUTES = ("T", "shape", "ndim", "size")
+AUTODIFF_FUNCTIONS = {
+    "grad": "grad(y, x): dy/dx (of the sum of y if it is not a scalar); differentiable again",
+    "jacobian": "jacobian(y, x): dy/dx with shape y.shape + x.shape",
+    "hessian": "hessian(y, x): second derivatives of a scalar y, shape x.shape + x.shape",
+}
+
+
+_public: tuple[tuple[int, int], dict[str, OpDef]] = ((-1, -1), {})
+
+
+def public_ops() -> dict[str, OpDef]:
+    """The registry's ops that the language offers, by every name (aliases included).
+    Rebuilt only when the registry has grown (tests register throwaway ops)."""
+    global _public
+    key = (len(REGISTRY), len(ALIASES))
+    if _public[0] != key:
+        ops = {name: op for name, op in REGISTRY.items() if op.public}
+        ops.update({alias: REGISTRY[name] for alias, name in ALIASES.items() if REGISTRY[name].public})
+        _public = (key, ops)
+    return _public[1]
+
+
+def to_param(value: Any, what: str) -> Any:
+    """A language value as an op parameter: a whole number as int, a vector as a tuple."""
+    if isinstance(value, (str, tuple)) or value is None:
+        return value
+    data = np.asarray(value.data if isinstance(value, (Tensor, Value)) else value)
+    if data.ndim > 1:
+        raise LanguageError("argument", f"{what} must be a number or a list of numbers, got a tensor of shape {data.shape}")
+    if np.iscomplexobj(data):
+        data = data.real
+    items = [float(v) for v in np.ravel(data)]
+    items_py = [int(v) if v.is_integer() else v for v in items]
+    return items_py[0] if data.ndim == 0 else tuple(items_py)
+
+
+def _index_part(part: Any) -> Any:
+    if part is None or isinstance(part, slice):
+        return part
+    data = np.asarray(part.data)
+    if data.ndim == 0:
+        if not float(data.real).is_integer():
+            raise LanguageError("argument", f"an index must be a whole number, got {data.item()!r}")
+        return int(data.real)
+    if not np.all(np.equal(np.mod(data.real, 1), 0)):
+        raise LanguageError("argument", "an index tensor must hold whole numbers")
+    return data.real.astype(np.intp)
+
+
+class TensorBackend:
+    """The default engine: n-dimensional NumPy tensors, every registry op."""
+
+    name = "tensor"
+
+    def constant(self, value: float) -> Tensor:
+        return Tensor(value)
+
+    def variable(self, value: Any, name: str) -> Any:
+        """The value bound to a name: a constant becomes a leaf that requires grad."""
+        if isinstance(value, Tensor):
+            if value.op is None and not (value.requires_grad and value.name):
+                return Tensor(value.data, requires_grad=True, name=name)
+            if value.name is None:
+                value.name = name
+        return value
+
+    def binary(self, op: str, a: Any, b: Any) -> Any:
+        return REGISTRY[op](a, b)
+
+    def unary(self, op: str, a: Any) -> Any:
+        return -a if op == "neg" else a
+
+    def truth(self, value: Any) -> bool:
+        data = np.asarray(value.data)
+        if data.size != 1:
+            raise LanguageError("value", f"the condition of 'if' must be a scalar, got shape {data.shape}; use where(cond, a, b) for tensors")
+        return bool(data.reshape(()).real != 0)
+
+    def function_names(self) -> list[str]:
+        return sorted([*public_ops(), *AUTODIFF_FUNCTIONS])
+
+    def method_names(self) -> list[str]:
+        return sorted(name for name, op in public_ops().items() if op.method)
+
+    def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name in AUTODIFF_FUNCTIONS:
+            return self._autodiff(name, args, kwargs)
+        op = public_ops().get(name)
+        if op is None:
+            raise LanguageError("name", f"unknown function {name!r}")
+        return self._apply(op, args, kwargs)
+
+    def method(self, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        op = public_ops().get(name)
+        if op is None or not op.method:
+            raise LanguageError("name", f"tensors have no method {name!r}")
+        return self._apply(op, [target, *args], kwargs)
+
+    def _apply(self, op: OpDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        n_in = len(args) if op.n_in is None else op.n_in
+        if len(args) < n_in:
+            raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
+        params = [to_param(v, f"{op.name}: parameter {i + 1}") for i, v in enumerate(args[n_in:], start=n_in)]
+        known = set(op.param_names) | ({op.variadic_param} if op.variadic_param else set())
+        for key in kwargs:
+            if key not in known:
+                raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
+        named = {k: to_param(v, f"{op.name}: {k}") for k, v in kwargs.items()}
+        return op(*args[:n_in], *params, **named)
+
+    def _autodiff(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if len(args) != 2 or kwargs:
+            raise LanguageError("argument", f"{AUTODIFF_FUNCTIONS[name]}: takes exactly two arguments")
+        y, x = args
+        if not isinstance(x, Tensor) or not isinstance(y, Tensor):
+            raise LanguageError("argument", f"{name}: both arguments must be tensors")
+        if name == "grad":
+            return grad(y, x, create_graph=True)
+        if name == "jacobian":
+            return jacobian(y, x, create_graph=True)
+        if y.size != 1:
+            raise LanguageError("shape", f"hessian needs a scalar output, got shape {y.shape}")
+        return hessian(y, x)
+
+    def attribute(self, target: Any, name: str) -> Any:
+        if not isinstance(target, Tensor):
+            raise LanguageError("argument", f"only tensors have attributes, not {type(target).__name__}")
+        if name == "T":
+            return target.T
+        if name == "shape":
+            return Tensor(np.array(target.shape, dtype=float))
+        if name in ("ndim", "size"):
+            return Tensor(float(getattr(target, name)))
+        raise LanguageError("name", f"tensors have no attribute {name!r} (attributes: {', '.join(ATTRIBUTES)})")
+
+    def index(self, target: Any, parts: list[Any]) -> Any:
+        if isinstance(target, tuple):
+            if len(parts) != 1:
+                raise LanguageError("argument", "a tuple of results takes one index")
+            k = _index_part(parts[0])
+            if not isinstance(k, int) or not -len(target) <= k < len(target):
+                raise LanguageError("argument", f"index {k} is out of range for {len(target)} results")
+            return target[k]
+        index = tuple(_index_part(p) for p in parts)
+        return REGISTRY["getitem"](target, index=index[0] if len(index) == 1 else index)
+
+    def tensor_literal(self, items: list[Any]) -> Any:
+        if not items:
+            return Tensor(np.zeros(0))
+        shapes = {tuple(np.shape(i.data)) for i in items}
+        if len(shapes) > 1:
+            listed = " and ".join(str(s) for s in sorted(shapes, key=len))
+            raise LanguageError("shape", f"ragged tensor literal: its elements have shapes {listed}")
+        if any(i.requires_grad for i in items):
+            return REGISTRY["stack"](*items)
+        return Tensor(np.stack([i.data for i in items]))
+
+
+class ScalarBackend:
+    """The course's scalar engine: one node per number, seven primitives and composites."""
+
+    name = "scalar"
+
+    def constant(self, value: float) -> Value:
+        return Value(value, requires_grad=False)
+
+    def variable(self, value: Any, name: str) -> Any:
+        if isinstance(value, Value) and not value._prev and not (value.requires_grad and value.name):
+            return Value(value.data, name=name)
+        if isinstance(value, Value) and value.name is None:
+            value.name = name
+        return value
+
+    def binary(self, op: str, a: Any, b: Any) -> Any:
+        if op in ("add", "sub", "mul", "div"):
+            return {"add": a.__add__, "sub": a.__sub__, "mul": a.__mul__, "div": a.__truediv__}[op](b)
+        if op == "pow":
+            if b._prev or b.requires_grad:
+                raise LanguageError("argument", "the scalar engine takes only constant exponents (x ** 2, not x ** y); use --engine tensor")
+            return a ** b.data
+        if op in ("lt", "le", "gt", "ge", "eq", "ne"):
+            result = {"lt": a.data < b.data, "le": a.data <= b.data, "gt": a.data > b.data,
+                      "ge": a.data >= b.data, "eq": a.data == b.data, "ne": a.data != b.data}[op]
+            return Value(float(result), requires_grad=False)
+        raise LanguageError("argument", f"the scalar engine has no '{op}'; use --engine tensor")
+
+    def unary(self, op: str, a: Any) -> Any:
+        return -a if op == "neg" else a
+
+    def truth(self, value: Any) -> bool:
+        return value.data != 0
+
+    def function_names(self) -> list[str]:
+        return sorted(SCALAR_FUNCTIONS)
+
+    def method_names(self) -> list[str]:
+        return sorted(SCALAR_FUNCTIONS)
+
+    def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name not in SCALAR_FUNCTIONS:
+            known = name in public_ops() or name in AUTODIFF_FUNCTIONS
+            hint = "; use --engine tensor" if known else ""
+            raise LanguageError("name", f"{'the scalar engine has no function' if known else 'unknown function'} {name!r}{hint}")
+        if len(args) != 1 or kwargs:
+            raise LanguageError("argument", f"{name}(x) takes one argument")
+        return getattr(args[0], name)()
+
+    def method(self, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return self.call(name, [target, *args], kwargs)
+
+    def attribute(self, target: Any, name: str) -> Any:
+        raise LanguageError("name", f"scalar values have no attribute {name!r}")
+
+    def index(self, target: Any, parts: list[Any]) -> Any:
+        raise LanguageError("argument", "the scalar engine has no tensors to index; use --engine tensor")
+
+    def tensor_literal(self, items: list[Any]) -> Any:
+        raise LanguageError("argument", "the scalar engine has no tensors; use --engine tensor")
+
+
+BACKENDS = {"tensor": TensorBackend, "scalar": ScalarBackend}

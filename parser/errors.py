@@ -1,0 +1,43 @@
+"""The language's one error type: a kind, a message and the place in the source."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Span = tuple[int, int, int, int]  # line, column, end line, end column (1-based; end exclusive)
+
+
+@dataclass(eq=False)
+class LanguageError(Exception):
+    """Anything wrong with user input. `kind` is one of: syntax, incomplete, name,
+    shape, argument, size, value, recursion, safety."""
+
+    kind: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+    end_line: int | None = None
+    end_column: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+    @property
+    def incomplete(self) -> bool:
+        """True when the input stopped early (an open bracket, a trailing operator)."""
+        return self.kind == "incomplete"
+
+    def at(self, span: Span | None) -> LanguageError:
+        """This error placed at `span` unless it already has a place."""
+        if span is not None and self.line is None:
+            self.line, self.column, self.end_line, self.end_column = span
+        return self
+
+    def located(self) -> str:
+        where = f"line {self.line}, column {self.column}: " if self.line is not None else ""
+        return f"{where}{self.message}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "message": self.message, "line": self.line, "column": self.column}

@@ -1,0 +1,243 @@
+"""The stack machine that runs compiled programs against an engine.
+
+One loop, no recursion: nesting in the input becomes stack depth, and calls to user
+functions push frames on an explicit list (with a depth cap), so neither deep
+expressions nor recursive `def`s can exhaust Python's stack.
+"""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError
+
+from .backends import BACKENDS, CONSTANTS, ScalarBackend, TensorBackend
+from .compiler import (
+    ATTR, BINARY, CALL, CONST, INDEX, JUMP, JUMP_IF_FALSE, LOAD, METHOD, NONE, SLICE, STRING, SYMBOLS, TENSOR, UNARY,
+    Instruction, Program, Statement, UserFunction, compile_program,
+)
+from .errors import LanguageError, Span
+
+DEFAULT_MAX_CALL_DEPTH = 200
+
+
+@dataclass
+class ExpressionResult:
+    """The value of an expression statement."""
+
+    value: Any
+    text: str
+    span: Span
+
+
+@dataclass
+class CheckStatementResult:
+    """What a `check` statement found (see checks.py)."""
+
+    text: str
+    span: Span
+    outcome: Any
+
+
+@dataclass
+class Session:
+    """Variables, user functions and the engine, kept across programs (a REPL's state).
+
+    `on_check` handles `check` statements; without one they are an error.
+    """
+
+    engine: str = "tensor"
+    variables: dict[str, Any] = field(default_factory=dict)
+    functions: dict[str, UserFunction] = field(default_factory=dict)
+    max_call_depth: int = DEFAULT_MAX_CALL_DEPTH
+    on_check: Callable[[Session, Statement, Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.engine not in BACKENDS:
+            raise LanguageError("argument", f"unknown engine {self.engine!r}: choose tensor or scalar")
+        self.backend: TensorBackend | ScalarBackend = BACKENDS[self.engine]()
+
+    # ---- running -------------------------------------------------------------------
+    def run_source(self, source: str) -> list[Any]:
+        return self.run(compile_program(source))
+
+    def run(self, program: Program, bindings: dict[str, Any] | None = None) -> list[Any]:
+        """Run every statement; return the results of expression and check statements.
+
+        `bindings` set variables first (as leaves that require grad), so a program parsed
+        once can be run again at other values. On an error the variables assigned by the
+        statements before it are kept, and nothing of the failing statement is.
+        """
+        for name, value in (bindings or {}).items():
+            self.assign(name, value)
+        results: list[Any] = []
+        for statement in program.statements:
+            result = self.run_statement(statement)
+            if result is not None:
+                results.append(result)
+        return results
+
+    def run_statement(self, statement: Statement) -> Any:
+        if statement.kind == "def":
+            assert statement.function is not None
+            self.functions[statement.function.name] = statement.function
+            return None
+        if statement.kind == "check":
+            if self.on_check is None:
+                raise LanguageError("argument", "check statements run with `gradcalc check` or `gradcalc run`").at(statement.span)
+            return CheckStatementResult(statement.text, statement.span, self.on_check(self, statement, self.evaluate(statement.code)))
+        value = self.evaluate(statement.code)
+        if statement.kind == "assign":
+            self._store(statement, value)
+            return None
+        return ExpressionResult(value, statement.text, statement.span)
+
+    def assign(self, name: str, value: Any) -> Any:
+        bound = self.backend.variable(value, name)
+        self.variables[name] = bound
+        return bound
+
+    def _store(self, statement: Statement, value: Any) -> None:
+        names = statement.targets
+        if len(names) == 1:
+            self.assign(names[0], value)
+            return
+        if not isinstance(value, tuple) or len(value) != len(names):
+            count = len(value) if isinstance(value, tuple) else 1
+            raise LanguageError("value", f"cannot unpack {count} value{'s' * (count != 1)} into {len(names)} names").at(statement.span)
+        for name, item in zip(names, value):
+            self.assign(name, item)
+
+    def names(self) -> list[str]:
+        """Everything a name can refer to now: for completion and suggestions."""
+        return sorted({*self.variables, *self.functions, *CONSTANTS, *self.backend.function_names()})
+
+    # ---- the machine ---------------------------------------------------------------------
+    def evaluate(self, code: list[Instruction], local: dict[str, Any] | None = None) -> Any:
+        """Run one statement's instructions and return the value left on the stack."""
+        backend = self.backend
+        stack: list[Any] = []
+        frames: list[tuple[list[Instruction], int, dict[str, Any] | None]] = []
+        pc = 0
+        while True:
+            if pc >= len(code):
+                if not frames:
+                    break
+                code, pc, local = frames.pop()  # return from a user function
+                continue
+            op, arg, span = code[pc]
+            pc += 1
+            try:
+                if op == CONST:
+                    stack.append(backend.constant(arg))
+                elif op == LOAD:
+                    stack.append(self._load(arg, local))
+                elif op == BINARY:
+                    b = stack.pop()
+                    a = stack.pop()
+                    stack.append(self._binary(arg, a, b))
+                elif op == UNARY:
+                    stack.append(backend.unary(arg, self._operand(stack.pop(), SYMBOLS[arg])))
+                elif op == CALL or op == METHOD:
+                    name, n_positional, keywords = arg
+                    kw_values = [stack.pop() for _ in keywords][::-1]
+                    args = [stack.pop() for _ in range(n_positional)][::-1]
+                    kwargs = dict(zip(keywords, kw_values))
+                    if op == METHOD:
+                        target = stack.pop()
+                        stack.append(backend.method(self._operand(target, "."), name, args, kwargs))
+                        continue
+                    function = self.functions.get(name)
+                    if function is None:
+                        stack.append(self._call(name, args, kwargs))
+                        continue
+                    if kwargs or len(args) != len(function.params):
+                        raise LanguageError("argument", f"{function.text.split('=')[0].strip()} takes {len(function.params)} argument{'s' * (len(function.params) != 1)}, got {len(args) + len(kwargs)}")
+                    if len(frames) >= self.max_call_depth:
+                        raise LanguageError("recursion", f"calls nested deeper than {self.max_call_depth} (in {name}); is a recursion missing its base case?")
+                    frames.append((code, pc, local))
+                    code, pc, local = function.code, 0, dict(zip(function.params, args))
+                elif op == JUMP_IF_FALSE:
+                    if not backend.truth(self._operand(stack.pop(), "if")):
+                        pc = arg
+                elif op == JUMP:
+                    pc = arg
+                elif op == ATTR:
+                    stack.append(backend.attribute(stack.pop(), arg))
+                elif op == INDEX:
+                    parts = [stack.pop() for _ in range(arg)][::-1]
+                    stack.append(backend.index(stack.pop(), parts))
+                elif op == SLICE:
+                    stop_step = [stack.pop(), stack.pop()]
+                    start = stack.pop()
+                    stack.append(slice(*(None if v is None else _whole(v) for v in (start, stop_step[1], stop_step[0]))))
+                elif op == TENSOR:
+                    items = [stack.pop() for _ in range(arg)][::-1]
+                    stack.append(backend.tensor_literal([self._operand(i, "[...]") for i in items]))
+                elif op == STRING:
+                    stack.append(arg)
+                elif op == NONE:
+                    stack.append(None)
+            except LanguageError as err:
+                raise err.at(span) from None
+            except SizeLimitError as err:
+                raise LanguageError("size", str(err)).at(span) from None
+            except ShapeError as err:
+                raise LanguageError("shape", str(err)).at(span) from None
+            except (EngineError, TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
+                raise LanguageError("argument", str(err)).at(span) from None
+        return stack.pop()
+
+    def _load(self, name: str, local: dict[str, Any] | None) -> Any:
+        if local is not None and name in local:
+            return local[name]
+        if name in self.variables:
+            return self.variables[name]
+        if name in CONSTANTS:
+            return self.backend.constant(CONSTANTS[name])
+        if name in self.functions or name in self.backend.function_names():
+            raise LanguageError("name", f"{name} is a function: call it, as in {name}(...)")
+        known = [*(local or {}), *self.variables, *CONSTANTS]
+        raise LanguageError("name", f"unknown name {name!r}{_suggest(name, known)}")
+
+    def _call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        try:
+            return self.backend.call(name, [self._operand(a, name) for a in args], kwargs)
+        except LanguageError as err:
+            if err.kind == "name" and err.message.startswith("unknown function"):
+                err.message += _suggest(name, [*self.functions, *self.backend.function_names()])
+            raise
+
+    def _binary(self, op: str, a: Any, b: Any) -> Any:
+        a, b = self._operand(a, SYMBOLS[op]), self._operand(b, SYMBOLS[op])
+        try:
+            return self.backend.binary(op, a, b)
+        except ShapeError as err:
+            shapes = f"{tuple(a.shape)} {SYMBOLS[op]} {tuple(b.shape)}"
+            raise LanguageError("shape", f"shapes do not fit for {SYMBOLS[op]}: {shapes}") from err
+
+    @staticmethod
+    def _operand(value: Any, where: str) -> Any:
+        if isinstance(value, str):
+            raise LanguageError("argument", f"a string cannot be used with {where}")
+        if isinstance(value, tuple):
+            raise LanguageError("argument", f"{where} needs a tensor, got {len(value)} results: pick one with [k] or unpack them")
+        if value is None:
+            raise LanguageError("argument", f"{where} needs a value")
+        return value
+
+
+def _whole(value: Any) -> int:
+    number = float(getattr(value, "data", value))
+    if not number.is_integer():
+        raise LanguageError("argument", f"slice bounds must be whole numbers, got {number!r}")
+    return int(number)
+
+
+def _suggest(name: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + (close[0] if len(close) == 1 else ", ".join(close[:-1]) + " or " + close[-1]) + "?"
