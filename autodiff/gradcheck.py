@@ -146,7 +146,7 @@ def compare(analytic: Sequence[np.ndarray], numeric: Sequence[np.ndarray], atol:
         if diff.max() > max_abs:
             max_abs = float(diff.max())
             r, c = np.unravel_index(int(np.argmax(diff)), diff.shape)
-            worst = f"input {k}, element {c}, output {r}: analytic {a[r, c]!r}, numeric {n[r, c]!r}"
+            worst = f"input {k}, element {c}, output {r}: analytic {float(a[r, c])!r}, numeric {float(n[r, c])!r}"
         max_rel = float(np.maximum(max_rel, np.where(diff == 0, 0.0, rel).max()))
         passed = passed and bool(np.all(diff <= atol + rtol * np.abs(np.where(np.isfinite(n), n, 0.0))))
     return max_abs, max_rel, passed, worst

@@ -122,7 +122,7 @@ def _describe_signature(name: str, forward: Callable[..., Any], n_in: int | None
             shown.append(f"*{p.name}")
         else:
             shown.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
-        if n_in is not None and i >= n_in and p.kind is not p.VAR_POSITIONAL:
+        if p.kind is p.KEYWORD_ONLY or (n_in is not None and i >= n_in and p.kind is not p.VAR_POSITIONAL):
             names.append(p.name)
     return tuple(names), f"{name}({', '.join(shown)})"
 

@@ -35,8 +35,10 @@ class Value:
         self._backward: Callable[[float], None] = _noop
         self._op = _op
         self.name = name
-        # False for numbers that entered as constants (2 in 2 * x): the graph tools count
-        # them as constants; gradients still flow into them, as in micrograd.
+        # False for numbers that entered as constants (2 in 2 * x) and for results computed
+        # from constants alone: the graph tools count them as constants, and the language
+        # turns such a value into a fresh variable when it is assigned to a name.
+        # Gradients still flow into them, as in micrograd.
         self.requires_grad = requires_grad
 
     # The graph protocol shared with Tensor.
@@ -58,7 +60,7 @@ class Value:
     # ---- the seven primitives --------------------------------------------------------
     def __add__(self, other: Value | Number) -> Value:
         other = other if isinstance(other, Value) else Value(other, requires_grad=False)
-        out = Value(self.data + other.data, (self, other), "+")
+        out = Value(self.data + other.data, (self, other), "+", requires_grad=self.requires_grad or other.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g
@@ -69,7 +71,7 @@ class Value:
 
     def __mul__(self, other: Value | Number) -> Value:
         other = other if isinstance(other, Value) else Value(other, requires_grad=False)
-        out = Value(self.data * other.data, (self, other), "*")
+        out = Value(self.data * other.data, (self, other), "*", requires_grad=self.requires_grad or other.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g * other.data
@@ -81,7 +83,7 @@ class Value:
     def __pow__(self, n: Number) -> Value:
         if isinstance(n, Value):
             raise TypeError("the scalar engine supports only constant exponents (x ** 2, not x ** y)")
-        out = Value(_power(self.data, n), (self,), f"**{n:g}")
+        out = Value(_power(self.data, n), (self,), f"**{n:g}", requires_grad=self.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g * n * _power(self.data, n - 1)
@@ -90,7 +92,7 @@ class Value:
         return out
 
     def relu(self) -> Value:
-        out = Value(self.data if self.data > 0 else 0.0, (self,), "relu")
+        out = Value(self.data if self.data > 0 else 0.0, (self,), "relu", requires_grad=self.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g * (self.data > 0)
@@ -100,7 +102,7 @@ class Value:
 
     def tanh(self) -> Value:
         t = math.tanh(self.data)
-        out = Value(t, (self,), "tanh")
+        out = Value(t, (self,), "tanh", requires_grad=self.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g * (1.0 - t * t)
@@ -110,7 +112,7 @@ class Value:
 
     def exp(self) -> Value:
         e = _exp(self.data)
-        out = Value(e, (self,), "exp")
+        out = Value(e, (self,), "exp", requires_grad=self.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g * e
@@ -119,7 +121,7 @@ class Value:
         return out
 
     def log(self) -> Value:
-        out = Value(_log(self.data), (self,), "log")
+        out = Value(_log(self.data), (self,), "log", requires_grad=self.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g / self.data if self.data != 0 else g * math.copysign(math.inf, self.data)

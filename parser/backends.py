@@ -185,7 +185,7 @@ class ScalarBackend:
         return Value(value, requires_grad=False)
 
     def variable(self, value: Any, name: str) -> Any:
-        if isinstance(value, Value) and not value._prev and not (value.requires_grad and value.name):
+        if isinstance(value, Value) and (not value.requires_grad or (not value._prev and not value.name)):
             return Value(value.data, name=name)
         if isinstance(value, Value) and value.name is None:
             value.name = name
