@@ -87,27 +87,23 @@ class TreeNode:
 def graph_tree(root: Any) -> TreeNode:
     """The graph as a tree from the output down; a node reached again is a reference.
 
-    Nodes are numbered in the order they are first drawn, so a reference `see #3`
-    points up the page. Built iteratively: deep graphs do not hit the recursion limit.
+    Nodes are numbered in drawing order (depth first, inputs in order), so the first
+    time a node appears it is drawn with its inputs, and every later `ref` points up the
+    page. Built iteratively: deep graphs do not hit the recursion limit.
     """
-    numbers: dict[int, int] = {}
+    numbers: dict[int, int] = {id(root): 1}
     top = TreeNode(root, 1)
-    numbers[id(root)] = 1
-    stack: list[TreeNode] = [top]
+    stack: list[tuple[TreeNode, Any]] = [(top, p) for p in reversed(root.parents)]
     while stack:
-        item = stack.pop()
-        if item.ref is not None:
+        parent, node = stack.pop()
+        seen = numbers.get(id(node))
+        if seen is not None:
+            parent.children.append(TreeNode(node, seen, ref=seen))
             continue
-        children = []
-        for parent in item.node.parents:
-            seen = numbers.get(id(parent))
-            if seen is not None:
-                children.append(TreeNode(parent, seen, ref=seen))
-            else:
-                numbers[id(parent)] = len(numbers) + 1
-                children.append(TreeNode(parent, numbers[id(parent)]))
-        item.children = children
-        stack.extend(reversed(children))
+        numbers[id(node)] = len(numbers) + 1
+        item = TreeNode(node, numbers[id(node)])
+        parent.children.append(item)
+        stack.extend((item, p) for p in reversed(node.parents))
     return top
 
 

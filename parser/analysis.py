@@ -22,6 +22,7 @@ class Analysis:
     grad_of: str | None
     stats: GraphStats
     variables: list[str]
+    leaf_names: list[str] = field(default_factory=list)
     nonfinite: Any | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -54,7 +55,7 @@ def analyze(output: Any, wrt: list[str] | None = None, known: dict[str, Any] | N
     value = np.asarray(output.data)
     return Analysis(
         output=output, value=value, grads=grads, grad_of="sum" if value.size != 1 or value.ndim else None,
-        stats=graph_stats(output), variables=names, nonfinite=first_nonfinite(output) if isinstance(output, Tensor) else None,
+        stats=graph_stats(output), variables=names, leaf_names=[leaf.name for leaf in leaves], nonfinite=first_nonfinite(output) if isinstance(output, Tensor) else None,
     )
 
 

@@ -1,0 +1,197 @@
+"""`gradcalc check`: run gradcheck batch files; a table, JSON, JUnit XML and exit codes."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from gradcalc.parser.checks import CheckDefaults, CheckOutcome
+
+PROGRESS_THRESHOLD = 20  # checks; a progress bar on stderr for longer batches
+
+
+def check_line(o: CheckOutcome) -> str:
+    where = f"{o.file}:{o.line}" if o.file else f"line {o.line}"
+    if o.status == "error":
+        return f"ERROR {where}  {o.text}  {o.message}"
+    status = "PASS " if o.passed else "FAIL "
+    text = f"{status}{where}  {o.text}  wrt {', '.join(o.variables)}  {o.method}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
+    if o.message:
+        text += f"  ({o.message})"
+    return text + "".join(f"\n      warning: {w}" for w in o.warnings)
+
+
+def outcome_object(o: CheckOutcome) -> dict[str, Any]:
+    from .jsonout import _number
+
+    return {
+        "file": o.file, "line": o.line, "expression": o.text, "status": o.status, "variables": o.variables,
+        "method": o.method, "max_abs_error": _number(o.max_abs_error), "max_rel_error": _number(o.max_rel_error),
+        "atol": o.atol, "rtol": o.rtol, "warnings": o.warnings, "message": o.message,
+    }
+
+
+def run_check_file(origin: str, source: str, defaults: CheckDefaults, on_outcome: Any = None) -> list[CheckOutcome]:
+    """Every check of one file; an error in one statement never stops the others."""
+    from gradcalc.parser import CheckStatementResult, LanguageError, Session, compile_program
+    from gradcalc.parser.checks import CheckOutcome, make_check_handler
+
+    session = Session(on_check=make_check_handler(defaults))
+    outcomes: list[CheckOutcome] = []
+
+    def record(outcome: CheckOutcome) -> None:
+        outcome.file = origin
+        outcomes.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+
+    try:
+        program = compile_program(source)
+    except LanguageError as err:
+        record(CheckOutcome(text="(file)", line=err.line or 0, status="error", message=err.located()))
+        return outcomes
+    for statement in program.statements:
+        try:
+            result = session.run_statement(statement)
+        except LanguageError as err:
+            text = statement.text if statement.kind == "check" else f"(setup) {statement.text}"
+            record(CheckOutcome(text=text, line=statement.span[0], status="error", message=err.located()))
+            continue
+        if isinstance(result, CheckStatementResult):
+            record(result.outcome)
+    return outcomes
+
+
+def count_checks(source: str) -> int:
+    return sum(1 for line in source.splitlines() if line.lstrip().startswith("check"))
+
+
+def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
+    """JUnit XML: a testsuite per file, a testcase per check, failure / error elements."""
+    import xml.etree.ElementTree as ET
+
+    suites = ET.Element("testsuites", name="gradcalc check")
+    for origin, outcomes in outcomes_by_file:
+        suite = ET.SubElement(
+            suites, "testsuite", name=origin, tests=str(len(outcomes)),
+            failures=str(sum(o.status == "fail" for o in outcomes)), errors=str(sum(o.status == "error" for o in outcomes)),
+        )
+        for o in outcomes:
+            case = ET.SubElement(suite, "testcase", classname=origin, name=f"line {o.line}: {o.text}")
+            if o.status == "fail":
+                failure = ET.SubElement(case, "failure", message=f"max abs error {o.max_abs_error:.3g}, max rel error {o.max_rel_error:.3g} ({o.method})")
+                failure.text = o.message
+            elif o.status == "error":
+                error = ET.SubElement(case, "error", message=o.message)
+                error.text = o.message
+            if o.warnings:
+                ET.SubElement(case, "system-out").text = "\n".join(o.warnings)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("check")
+    def check_command(
+        files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Gradcheck files ('-' reads stdin).", show_default=False)],
+        as_json: Annotated[bool, typer.Option("--json", help="Print all results as one JSON document.")] = False,
+        junit: Annotated[Optional[Path], typer.Option("--junit-xml", metavar="PATH", help="Also write JUnit XML for CI.")] = None,
+        tol: Annotated[Optional[float], typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
+        method: Annotated[str, typer.Option("--method", help="auto, complex or central.")] = "auto",
+        max_elements: Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed.")] = None,
+    ) -> None:
+        """Run the `check` statements of gradcheck files and report each one.
+
+        Exit status: 0 when every check passes, 1 when any fails or errors, 2 on bad usage.
+
+        Example: gradcalc check examples/*.gc --junit-xml report.xml
+        """
+        from gradcalc.parser.checks import METHODS, CheckDefaults
+
+        from . import render
+        from .main import _limit, _read_sources
+
+        if method not in METHODS:
+            render.warn(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+            raise typer.Exit(2)
+        _limit(max_elements)
+        defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
+        sources = _read_sources(files)
+        total = sum(count_checks(s) for _, s in sources)
+        results: list[tuple[str, list[CheckOutcome]]] = []
+        with _progress(total) as advance:
+            for origin, source in sources:
+                results.append((origin, run_check_file(origin, source, defaults, on_outcome=lambda _o: advance())))
+        outcomes = [o for _, batch in results for o in batch]
+        if junit is not None:
+            try:
+                junit.write_text(junit_xml(results))
+            except OSError as err:
+                render.warn(f"cannot write {junit}: {err.strerror}")
+                raise typer.Exit(2) from None
+        if as_json:
+            from .jsonout import dumps
+
+            print(dumps({"checks": [outcome_object(o) for o in outcomes], "summary": _summary_counts(outcomes)}))
+        else:
+            _report(outcomes, render.use_rich(sys.stdout))
+        raise typer.Exit(0 if all(o.passed for o in outcomes) else 1)
+
+
+def _summary_counts(outcomes: list[CheckOutcome]) -> dict[str, int]:
+    return {status: sum(o.status == status for o in outcomes) for status in ("pass", "fail", "error")}
+
+
+def _summary(outcomes: list[CheckOutcome]) -> str:
+    counts = _summary_counts(outcomes)
+    warned = sum(bool(o.warnings) for o in outcomes)
+    return f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors" + (f" ({warned} with warnings)" if warned else "")
+
+
+def _report(outcomes: list[CheckOutcome], rich: bool) -> None:
+    if not rich:
+        for o in outcomes:
+            print(check_line(o))
+        print(_summary(outcomes))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("", "where", "check", "wrt", "method", "max abs", "max rel", "notes"):
+        table.add_column(column, overflow="fold")
+    marks = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "error": "[red]ERROR[/]"}
+    for o in outcomes:
+        notes = "; ".join([*([o.message] if o.message else []), *o.warnings])
+        numbers = ("", "") if o.status == "error" else (f"{o.max_abs_error:.2e}", f"{o.max_rel_error:.2e}")
+        table.add_row(marks[o.status], f"{o.file}:{o.line}", o.text.replace("[", "\\["), ", ".join(o.variables), o.method, *numbers, notes.replace("[", "\\["))
+    console = Console()
+    console.print(table)
+    console.print(_summary(outcomes))
+
+
+class _progress:
+    """A rich progress bar on stderr when the batch is long and stderr is a terminal."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.bar: Any = None
+
+    def __enter__(self) -> Any:
+        from . import render
+
+        if self.total > PROGRESS_THRESHOLD and render.use_rich(sys.stderr):
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.start()
+            task = self.bar.add_task("checking", total=self.total)
+            return lambda: self.bar.advance(task)
+        return lambda: None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()

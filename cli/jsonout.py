@@ -1,0 +1,62 @@
+"""The JSON contract of SPEC.md: one object per result, or {"error": {...}}.
+
+JSON has no inf or nan, so those numbers are written as the strings "inf", "-inf" and
+"nan" (documented in docs/cli.md).
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from gradcalc.autodiff.graph import node_title
+from gradcalc.parser.analysis import Analysis
+from gradcalc.parser.errors import LanguageError
+
+
+def _number(x: float) -> float | str:
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def plain(value: Any) -> Any:
+    """A number, or nested lists of numbers, from an array."""
+    array = np.asarray(value)
+    if np.iscomplexobj(array):
+        array = array.real
+    if array.ndim == 0:
+        return _number(array.item())
+    return [plain(row) for row in array]
+
+
+def analysis_object(a: Analysis) -> dict[str, Any]:
+    s = a.stats
+    obj: dict[str, Any] = {
+        "value": plain(a.value),
+        "shape": list(a.shape),
+        "grads": {name: plain(g) for name, g in a.grads.items()},
+        "graph": {
+            "nodes": s.nodes,
+            "edges": s.edges,
+            "leaves": a.leaf_names,
+            "fan_out": [node_title(n) for n in s.fan_out],
+            "depth": s.depth,
+        },
+    }
+    if a.grad_of:
+        obj["grad_of"] = a.grad_of
+    return obj
+
+
+def error_object(err: LanguageError) -> dict[str, Any]:
+    return {"error": err.as_dict()}
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, allow_nan=False)

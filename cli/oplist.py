@@ -1,0 +1,25 @@
+"""The language's functions as rows, read from the op registry (and the autodiff builtins)."""
+from __future__ import annotations
+
+from gradcalc.autodiff import ALIASES, REGISTRY
+from gradcalc.parser.backends import AUTODIFF_FUNCTIONS
+
+
+def op_rows() -> list[tuple[str, str, str, bool, str]]:
+    """(name, signature, category, has gradient, description), one per function."""
+    aliases: dict[str, list[str]] = {}
+    for alias, name in ALIASES.items():
+        aliases.setdefault(name, []).append(alias)
+    rows = []
+    for op in REGISTRY.values():
+        if not op.public:
+            continue
+        doc = op.doc + (f" (also: {', '.join(aliases[op.name])})" if op.name in aliases else "")
+        if op.method:
+            doc += "; also a method"
+        rows.append((op.name, op.signature, op.category, op.has_gradient, doc))
+    for name, doc in AUTODIFF_FUNCTIONS.items():
+        signature, _, text = doc.partition(": ")
+        rows.append((name, signature, "autodiff", True, text))
+    order = ["arithmetic", "elementwise", "reduction", "shape", "softmax and losses", "no gradient", "constructor", "autodiff"]
+    return sorted(rows, key=lambda r: (order.index(r[2]) if r[2] in order else len(order), r[0]))

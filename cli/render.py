@@ -1,0 +1,201 @@
+"""How results look: rich on a terminal, plain text in a pipe or with NO_COLOR.
+
+The plain renderer prints with `print`, so a one-shot command writing to a pipe never
+imports rich at all (start-up time), and nothing is wrapped or coloured.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from gradcalc.autodiff.graph import format_array, graph_tree, node_title, walk_tree
+from gradcalc.parser.analysis import Analysis
+from gradcalc.parser.errors import LanguageError
+
+TREE_LIMIT = 400  # lines of a tree shown before it is cut short
+
+
+def use_rich(stream: TextIO) -> bool:
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+@dataclass
+class Style:
+    digits: int | None = None
+    rich: bool = False
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "scalar" if shape == () else "x".join(str(n) for n in shape)
+
+
+def graph_line(a: Analysis) -> str:
+    s = a.stats
+    fan = ", ".join(node_title(n) for n in s.fan_out) or "none"
+    return (f"{s.nodes} nodes, {s.edges} edges, {s.leaves} leaves ({s.constants} constant), "
+            f"{s.op_nodes} ops, depth {s.depth}, fan-out: {fan}")
+
+
+def node_line(node: Any, digits: int | None) -> str:
+    value = _brief(node.data, digits)
+    grad = getattr(node, "grad", None)
+    grad_text = "" if grad is None else f"  grad {_brief(grad, digits)}"
+    return f"{node_title(node)}  {value}{grad_text}"
+
+
+def _brief(value: Any, digits: int | None) -> str:
+    import numpy as np
+
+    array = np.asarray(value)
+    if array.size > 8:
+        return f"<{_shape(array.shape)} tensor>"
+    return format_array(array, digits)
+
+
+def tree_lines(output: Any, digits: int | None) -> list[tuple[int, str]]:
+    """(depth, text) per line; a node drawn before is a reference `see #n`."""
+    lines = []
+    for depth, item in walk_tree(graph_tree(output)):
+        if len(lines) >= TREE_LIMIT:
+            lines.append((0, f"... cut at {TREE_LIMIT} lines"))
+            break
+        if item.ref is not None:
+            lines.append((depth, f"#{item.number} {node_title(item.node)}  (drawn above)"))
+        else:
+            lines.append((depth, f"#{item.number} {node_line(item.node, digits)}"))
+    return lines
+
+
+class PlainRenderer:
+    def __init__(self, style: Style, out: TextIO | None = None) -> None:
+        self.style = style
+        self.out = out or sys.stdout
+
+    def write(self, text: str = "") -> None:
+        print(text, file=self.out)
+
+    def heading(self, text: str) -> None:
+        self.write(f"== {text}")
+
+    def analysis(self, a: Analysis, tree: bool = False) -> None:
+        d = self.style.digits
+        shape = "" if a.shape == () else f"  (shape {_shape(a.shape)})"
+        self.write(f"value: {format_array(a.value, d)}{shape}")
+        label = "grad of sum" if a.grad_of else "grad"
+        for name, g in a.grads.items():
+            self.write(f"{label} {name}: {format_array(g, d)}")
+        self.write(f"graph: {graph_line(a)}")
+        for note in _notes(a):
+            self.write(f"note: {note}")
+        if tree:
+            self.write("tree:")
+            for depth, text in tree_lines(a.output, d):
+                self.write("  " * (depth + 1) + text)
+
+    def value(self, value: Any) -> None:
+        self.write(format_array(value.data, self.style.digits))
+
+
+def _notes(a: Analysis) -> list[str]:
+    notes = list(a.notes)
+    if a.nonfinite is not None:
+        notes.append(f"the first inf or nan came from {node_title(a.nonfinite)}")
+    return notes
+
+
+class RichRenderer(PlainRenderer):
+    def __init__(self, style: Style) -> None:
+        super().__init__(style)
+        from rich.console import Console
+
+        self.console = Console(highlight=False)
+
+    def write(self, text: str = "") -> None:
+        self.console.print(text, markup=False)
+
+    def heading(self, text: str) -> None:
+        self.console.print(f"[bold cyan]{_escape(text)}[/]")
+
+    def analysis(self, a: Analysis, tree: bool = False) -> None:
+        from rich.table import Table
+
+        d = self.style.digits
+        shape = "" if a.shape == () else f"  [dim](shape {_shape(a.shape)})[/]"
+        self.console.print(f"[bold]value[/] {_escape(format_array(a.value, d))}{shape}")
+        if a.grads:
+            title = "gradient of sum(output)" if a.grad_of else "gradient"
+            table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+            table.add_column("variable", style="cyan")
+            table.add_column("shape", style="dim")
+            table.add_column("d output / d variable", overflow="fold")
+            for name, g in a.grads.items():
+                table.add_row(name, _shape(g.shape), format_array(g, d))
+            self.console.print(table)
+        self.console.print(f"[bold]graph[/] {_escape(graph_line(a))}")
+        for note in _notes(a):
+            self.console.print(f"[yellow]note:[/] {_escape(note)}")
+        if tree:
+            self.console.print(self._tree(a.output, d))
+
+    def _tree(self, output: Any, digits: int | None) -> Any:
+        from rich.tree import Tree
+
+        root: Any = None
+        parents: list[Any] = []
+        for depth, text in tree_lines(output, digits):
+            label = _escape(text)
+            if "(drawn above)" in text:
+                label = f"[dim]{label}[/]"
+            if root is None:
+                root = Tree(label, guide_style="dim")
+                parents = [root]
+                continue
+            del parents[depth:]
+            node = parents[-1].add(label)
+            parents.append(node)
+        return root
+
+
+def _escape(text: str) -> str:
+    return text.replace("[", "\\[")
+
+
+def renderer(style: Style) -> PlainRenderer:
+    return RichRenderer(style) if style.rich else PlainRenderer(style)
+
+
+def print_error(err: LanguageError, source: str | None, origin: str = "") -> None:
+    """The message, the offending line and a caret under the span, on stderr."""
+    if origin:
+        where = origin + (f":{err.line}:{err.column}" if err.line is not None else "")
+    else:
+        where = f"line {err.line}, column {err.column}" if err.line is not None else ""
+    lines = [f"error: {err.message}" + (f"  [{where}]" if where else "")]
+    if source is not None and err.line is not None:
+        text_lines = source.split("\n")
+        if 1 <= err.line <= len(text_lines):
+            text = text_lines[err.line - 1]
+            start = max((err.column or 1) - 1, 0)
+            end = err.end_column if err.end_line == err.line and err.end_column else start + 2
+            width = max(min(end - 1, len(text)) - start, 1)
+            gutter = f"{err.line} | "
+            lines.append(f"{gutter}{text}")
+            lines.append(" " * len(gutter) + " " * start + "^" * width)
+    message = "\n".join(lines)
+    if use_rich(sys.stderr):
+        from rich.console import Console
+
+        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {_escape(message[7:])}")
+    else:
+        print(message, file=sys.stderr)
+
+
+def warn(text: str) -> None:
+    if use_rich(sys.stderr):
+        from rich.console import Console
+
+        Console(stderr=True, highlight=False).print(f"[yellow]warning:[/] {_escape(text)}")
+    else:
+        print(f"warning: {text}", file=sys.stderr)
