@@ -109,7 +109,7 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
 
 @app.command("eval")
 def eval_command(
-    expr: Annotated[str, typer.Argument(help="The expression; several statements may be separated by ';'.", show_default=False)],
+    expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression; several statements may be separated by ';'.", show_default=False)],
     bindings: Annotated[Optional[list[str]], typer.Argument(metavar="[NAME=VALUE]...", help="Variables; each VALUE is an expression.", show_default=False)] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Draw the computation graph as a tree.")] = False,
     dot: Annotated[Optional[Path], typer.Option("--dot", metavar="FILE", help="Write the graph as Graphviz DOT; .svg or .png renders a picture.")] = None,

@@ -1,0 +1,4 @@
+"""`python -m gradcalc.cli` runs the gradcalc command."""
+from .main import run
+
+run()

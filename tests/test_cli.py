@@ -1,0 +1,224 @@
+"""The gradcalc command, run for real as a subprocess: output, JSON, errors, exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).with_name("gradcalc")
+GRADCALC = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "gradcalc.cli"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gradcalc(*args, stdin=None, env=None, cwd=None):
+    environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "80", **(env or {})}
+    done = subprocess.run([*GRADCALC, *args], input=stdin, capture_output=True, text=True, env=environment, cwd=cwd, timeout=60)
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    return done
+
+
+def test_seed_example_one_shot():
+    done = gradcalc("eval", "(a*b + exp(c)).relu()/a", "a=2", "b=-3", "c=10")
+    assert done.returncode == 0
+    out = done.stdout
+    assert "value: 11010.232897403359" in out
+    assert "grad a: -5506.6164487016795" in out
+    assert "grad b: 1.0" in out
+    assert "grad c: 11013.232897403359" in out
+    assert "8 nodes, 8 edges" in out and "fan-out: a" in out
+
+
+def test_expression_starting_with_minus_works_as_typed():
+    done = gradcalc("eval", "-a*b", "a=2", "b=3")
+    assert done.returncode == 0, done.stderr
+    assert "value: -6.0" in done.stdout and "grad a: -3.0" in done.stdout and "grad b: -2.0" in done.stdout
+    assert gradcalc("eval", "-a*b", "a=2", "b=3", "--json").returncode == 0
+
+
+def test_json_contract():
+    done = gradcalc("eval", "(a*b + exp(c)).relu()/a", "a=2", "b=-3", "c=10", "--json")
+    doc = json.loads(done.stdout)  # one document, nothing else on stdout
+    assert set(doc) == {"value", "shape", "grads", "graph"}
+    assert doc["value"] == pytest.approx(11010.232897403359, rel=1e-15)
+    assert doc["shape"] == []
+    assert doc["grads"]["a"] == pytest.approx(-5506.6164487016795, rel=1e-15)
+    assert doc["graph"] == {"nodes": 8, "edges": 8, "leaves": ["a", "b", "c"], "fan_out": ["a"], "depth": 4}
+
+
+def test_json_for_a_non_scalar_output_says_grad_of_sum():
+    doc = json.loads(gradcalc("eval", "W @ x", "W=[[1, 2], [3, 4]]", "x=[1, 1]", "--json").stdout)
+    assert doc["value"] == [3.0, 7.0] and doc["shape"] == [2]
+    assert doc["grad_of"] == "sum"
+    assert doc["grads"] == {"W": [[1.0, 1.0], [1.0, 1.0]], "x": [4.0, 6.0]}
+
+
+def test_json_writes_inf_and_nan_as_strings():
+    doc = json.loads(gradcalc("eval", "[exp(x), log(-x)]", "x=1000", "--json").stdout)
+    assert doc["value"] == ["inf", "nan"]
+
+
+def test_non_scalar_output_is_labelled():
+    out = gradcalc("eval", "x * x", "x=[1, 2, 3]").stdout
+    assert "grad of sum x: [2.0, 4.0, 6.0]" in out or "grad of sum x: [2., 4., 6.]" in out
+
+
+def test_wrt_and_digits():
+    out = gradcalc("eval", "a*b + c", "a=1/3", "b=2", "c=1", "--wrt", "a", "--digits", "3").stdout
+    assert "value: 1.67" in out
+    assert "grad a: 2" in out and "grad b" not in out
+
+
+def test_scalar_engine():
+    out = gradcalc("eval", "(a*b + exp(c)).relu()/a", "a=2", "b=-3", "c=10", "--engine", "scalar").stdout
+    assert "value: 11010.232897403359" in out
+    assert "9 nodes" in out  # division is composed from ** -1 and *
+
+
+def test_tree_draws_shared_node_once():
+    out = gradcalc("eval", "(a*b + exp(c)).relu()/a", "a=2", "b=-3", "c=10", "--tree").stdout
+    tree = out.split("tree:")[1]
+    assert tree.count(" a  2.0") == 1 and "a  (drawn above)" in tree
+
+
+def test_several_statements_last_expression_is_output():
+    out = gradcalc("eval", "y = x**2; z = y + 1; z * 2", "x=3").stdout
+    assert "value: 20.0" in out and "grad x: 12.0" in out
+
+
+def test_dot_output(tmp_path):
+    path = tmp_path / "g.dot"
+    assert gradcalc("eval", "x*x", "x=3", "--dot", str(path)).returncode == 0
+    assert path.read_text().startswith("digraph")
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
+def test_dot_renders_svg(tmp_path):
+    path = tmp_path / "g.svg"
+    done = gradcalc("eval", "(a*b + exp(c)).relu()/a", "a=2", "b=-3", "c=10", "--dot", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "<svg" in path.read_text()
+
+
+def test_dot_without_graphviz_says_so(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {"PATH": str(empty)}
+    done = gradcalc("eval", "x*x", "x=3", "--dot", str(tmp_path / "g.svg"), env=env)
+    assert done.returncode == 2 and "Graphviz" in done.stderr
+
+
+@pytest.mark.parametrize("args, kind, words", [
+    (["eval", "(a*"], "incomplete", "unfinished"),
+    (["eval", "[1, 2"], "incomplete", "unfinished"),
+    (["eval", "a + )", "a=1"], "syntax", "expected an expression"),
+    (["eval", "nosuchfunction(1)"], "name", "unknown function"),
+    (["eval", "sigmod(x)", "x=1"], "name", "sigmoid"),
+    (["eval", "valeu + 1", "value=1"], "name", "value"),
+    (["eval", "x.__class__", "x=1"], "safety", "'_'"),
+    (["eval", "__import__('os')"], "safety", "cannot be called"),
+    (["eval", "[1, 2] + [1, 2, 3]"], "shape", "(2,) + (3,)"),
+    (["eval", "zeros(100000, 100000)"], "size", "over the cap"),
+    (["eval", "ones(10**9)"], "size", "over the cap"),
+    (["eval", "x + 1", "x"], "argument", "NAME=VALUE"),
+    (["eval", "x + 1", "x=(1"], "incomplete", "in the value of x"),
+    (["eval", "x + 1", "3=4"], "argument", "NAME=VALUE"),
+    (["eval", ""], "argument", "empty"),
+    (["eval", "x = 3"], "argument", "end with an expression"),
+    (["eval", "def f(n) = f(n); f(1)"], "recursion", "deeper than"),
+])
+def test_bad_input_exits_2_with_a_clear_message(args, kind, words):
+    done = gradcalc(*args)
+    assert done.returncode == 2
+    assert words in done.stderr
+    assert "error:" in done.stderr
+    doc = json.loads(gradcalc(*args, "--json").stdout)
+    assert doc["error"]["kind"] == kind
+    assert words in doc["error"]["message"]
+
+
+def test_error_shows_the_line_and_a_caret_under_the_span():
+    done = gradcalc("eval", "a = [1, 2]; b = [1, 2, 3]; a + b")
+    lines = done.stderr.splitlines()
+    source_line = next(line for line in lines if "a + b" in line)
+    caret_line = lines[lines.index(source_line) + 1]
+    assert caret_line.index("^") == source_line.index("a + b")
+    assert caret_line.count("^") == len("a + b")
+
+
+def test_usage_errors_exit_2():
+    assert gradcalc("eval").returncode == 2
+    assert gradcalc("eval", "x", "--engine", "quantum").returncode == 2
+    assert gradcalc("nosuchcommand").returncode == 2
+    assert gradcalc("run", "/no/such/file.gc").returncode == 2
+
+
+def test_plain_output_has_no_escape_codes_and_no_hard_wraps():
+    long = " + ".join(f"{i}.123456789 * x" for i in range(30))
+    out = gradcalc("eval", long, "x=1", "--tree").stdout
+    assert "\x1b[" not in out
+    value_line = next(line for line in out.splitlines() if line.startswith("value:"))
+    assert len(value_line) > 0 and "grad x:" in out
+    out = gradcalc("eval", "x * 1.2345678901234567", "x=" + "1" * 3, env={"NO_COLOR": "", "TERM": "xterm"}).stdout
+    assert "\x1b[" not in out  # a pipe is not a terminal: still plain
+
+
+def test_version_and_help_on_every_command():
+    assert gradcalc("--version").stdout.startswith("gradcalc ")
+    for command in ([], ["eval"], ["run"], ["check"], ["ops"]):
+        done = gradcalc(*command, "--help")
+        assert done.returncode == 0
+        assert "Example" in done.stdout or command == []
+
+
+def test_shell_completion_is_offered():
+    assert "--install-completion" in gradcalc("--help").stdout
+
+
+def test_ops_lists_every_public_op():
+    from gradcalc.parser.backends import public_ops
+
+    out = gradcalc("ops").stdout
+    for name, op in public_ops().items():
+        if name == op.name:
+            assert op.signature in out
+    assert "grad(y, x)" in out
+
+
+def test_run_scripts_and_json_lines(tmp_path):
+    script = tmp_path / "s.gc"
+    script.write_text("x = 2\nx**2\n# comment\ny = x * 3\ny + x\n")
+    done = gradcalc("run", str(script))
+    assert done.returncode == 0
+    assert f"{script}:2" in done.stdout and "value: 4.0" in done.stdout and "value: 8.0" in done.stdout
+    lines = gradcalc("run", str(script), "--json").stdout.splitlines()
+    objects = [json.loads(line) for line in lines]
+    assert [o["value"] for o in objects] == [4.0, 8.0]
+    assert objects[1]["grads"] == {"x": 4.0}
+
+
+def test_run_reports_an_error_with_its_file_and_line(tmp_path):
+    script = tmp_path / "bad.gc"
+    script.write_text("x = 1\ny = x +\n")
+    done = gradcalc("run", str(script))
+    assert done.returncode == 2 and f"{script}:2" in done.stderr
+
+
+def test_piped_stdin_runs_as_a_script():
+    done = gradcalc(stdin="x = 3\nx**2\n")
+    assert done.returncode == 0 and "value: 9.0" in done.stdout and "grad x: 6.0" in done.stdout
+
+
+def test_one_shot_eval_does_not_import_prompt_toolkit():
+    code = (
+        "import sys; sys.argv=['gradcalc','eval','x**2','x=3']\n"
+        "from gradcalc.cli.main import run\n"
+        "try:\n    run()\nexcept SystemExit:\n    pass\n"
+        "print('prompt_toolkit' in sys.modules, 'rich' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    assert done.stdout.strip().splitlines()[-1] == "False False"
