@@ -161,9 +161,9 @@ def jacobian(f_out: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
     return Tensor(np.stack([r.data for r in rows]).reshape(f_out.shape + x.shape))
 
 
-def hessian(y: Tensor, x: Tensor) -> Tensor:
+def hessian(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
     """Second derivatives of a scalar y: the Jacobian of its gradient, shape x.shape * 2."""
     if y.size != 1:
         raise ValueError(f"hessian needs a scalar output, got shape {y.shape}")
     g = grad(y, x, create_graph=True)
-    return jacobian(g, x)
+    return jacobian(g, x, create_graph=create_graph)

@@ -196,6 +196,20 @@ def _method(op: OpDef) -> Callable[..., Any]:
     return method
 
 
+def unregister(name: str) -> None:
+    """Remove an op and everything defop bound for it (tests register throwaway ops)."""
+    op = REGISTRY.pop(name)
+    names = [name, *(alias for alias, target in list(ALIASES.items()) if target == name)]
+    for alias in names[1:]:
+        del ALIASES[alias]
+    for ns_name in names:
+        for namespace in (ARRAY_MATH, TENSOR_MATH):
+            if hasattr(namespace, ns_name):
+                delattr(namespace, ns_name)
+        if op.method and getattr(Tensor, ns_name, None) is not None:
+            delattr(Tensor, ns_name)
+
+
 def lookup(name: str) -> OpDef | None:
     """The op called `name`, following aliases."""
     return REGISTRY.get(ALIASES.get(name, name))

@@ -140,7 +140,7 @@ class TensorBackend:
             return jacobian(y, x, create_graph=True)
         if y.size != 1:
             raise LanguageError("shape", f"hessian needs a scalar output, got shape {y.shape}")
-        return hessian(y, x)
+        return hessian(y, x, create_graph=True)
 
     def attribute(self, target: Any, name: str) -> Any:
         if not isinstance(target, Tensor):

@@ -1,0 +1,167 @@
+"""Gradcheck: check statements, `gradcalc check`, its reports, and that it catches wrong VJPs."""
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gradcalc.autodiff import REGISTRY, Check, Tensor, defop
+from gradcalc.autodiff.gradcheck import gradcheck, gradcheck_graph
+from gradcalc.autodiff.registry import unregister
+from gradcalc.cli.checking import junit_xml, run_check_file
+from gradcalc.parser import Session
+from gradcalc.parser.checks import CheckDefaults, make_check_handler
+
+from .test_cli import gradcalc
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def checks(source, **defaults):
+    return run_check_file("t.gc", source, CheckDefaults(**defaults))
+
+
+def test_complex_step_is_used_where_every_op_is_complex_safe_and_is_exact():
+    [o] = checks("x = 0.7\ncheck tanh(x) * exp(x) / (1 + x**2)")
+    assert o.passed and o.method == "complex"
+    assert o.max_rel_error <= 1e-15
+
+
+def test_central_differences_where_an_op_is_not_complex_safe():
+    [o] = checks("x = 0.7\ncheck relu(x) * softplus(x)")
+    assert o.passed and o.method == "central"
+    assert o.max_abs_error < 1e-7
+
+
+def test_full_jacobian_of_a_non_scalar_output():
+    x = Tensor(np.array([0.5, -0.2, 1.1]), requires_grad=True)
+    y = Tensor(np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]]), requires_grad=True)
+    result = gradcheck_graph(y @ x * x[0], [x, y])
+    assert result.passed
+    assert result.analytic[0].shape == (2, 3) and result.analytic[1].shape == (2, 6)
+
+
+def test_second_derivative_checks_on_tanh_and_a_two_variable_function():
+    outcomes = checks("x = 0.8\ny = -0.6\ncheck grad(tanh(x), x)\ncheck grad(x**3 * y + sin(x * y), x) wrt x, y")
+    assert [o.status for o in outcomes] == ["pass", "pass"]
+    assert outcomes[1].variables == ["x", "y"]
+
+
+def test_a_wrong_vjp_is_caught_and_its_op_named():
+    # cube with the derivative 2x instead of 3x^2: a deliberately wrong VJP.
+    defop("bad_cube", lambda x: x**3, (lambda m, g, ans, x: g * 2 * x,), doc="wrong on purpose", category="test",
+          complex_safe=True, check=Check())
+    try:
+        [ok, bad, mixed] = checks("x = 0.9\ncheck x ** 3\ncheck bad_cube(x)\ncheck tanh(bad_cube(x) + x)")
+        assert ok.passed
+        assert bad.status == "fail" and "bad_cube" in bad.message
+        assert mixed.status == "fail" and "bad_cube" in mixed.message and "tanh" not in mixed.message.split("disagrees:")[1]
+    finally:
+        unregister("bad_cube")
+    assert "bad_cube" not in REGISTRY
+
+
+def test_a_failing_or_erroring_check_never_stops_the_others():
+    outcomes = checks("x = 0.5\ncheck nosuch(x)\ny = undefined + 1\ncheck relu(x - 0.5)\ncheck [1, 2] + [1, 2, 3]\ncheck exp(x)")
+    assert [o.status for o in outcomes] == ["error", "error", "fail", "error", "pass"]
+    assert outcomes[0].line == 2 and "unknown function" in outcomes[0].message
+    assert outcomes[1].text.startswith("(setup)")
+
+
+def test_kink_warning():
+    outcomes = checks("x = [0.0, 1.0]\ncheck abs(x)\ny = [1.0, 1.0]\ncheck max(y)\ncheck clip(x, low=0, high=2)")
+    assert all(any("kink" in w for w in o.warnings) for o in outcomes)
+    [clean] = checks("x = 0.3\ncheck relu(x)")
+    assert clean.warnings == []
+
+
+def test_tolerances_per_check_and_per_run():
+    source = "x = 0.3\ncheck relu(x) * x wrt x tol=1e-12\ncheck relu(x) * x"
+    strict, default = checks(source, method="central")
+    assert strict.atol == 1e-12 and strict.rtol == 1e-12 and default.atol == 1e-5
+    [forced] = checks("x = 0.3\ncheck tanh(x)", method="central", atol=1e-4, rtol=1e-4)
+    assert forced.method == "central" and forced.atol == 1e-4
+    [own] = checks("x = 0.3\ncheck tanh(x) method='central'")
+    assert own.method == "central"
+    [bad] = checks("x = 0.3\ncheck tanh(x) method='guess'")
+    assert bad.status == "error" and "method" in bad.message
+
+
+def test_checks_work_in_scripts_run_by_the_session():
+    session = Session(on_check=make_check_handler())
+    [result] = session.run_source("w = [0.2, 0.4]\ncheck softmax(w * 3)")
+    assert result.outcome.passed
+
+
+def test_gradcheck_on_python_functions():
+    assert gradcheck(lambda a, b: (a * b).sum(), [np.ones(3), np.arange(3.0)]).passed
+    wrong = gradcheck(lambda a: a.relu() * 0 + a.detach() * a, [np.array([0.5])], method="central")
+    assert not wrong.passed  # detach hides a term: reverse mode differs from differences
+
+
+def test_junit_xml_structure():
+    outcomes = checks("x = 0.5\ncheck exp(x)\ncheck relu(x - 0.5)\ncheck nosuch(x)")
+    root = ET.fromstring(junit_xml([("t.gc", outcomes)]))
+    [suite] = root.findall("testsuite")
+    assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("errors") == "1"
+    cases = suite.findall("testcase")
+    assert cases[0].find("failure") is None and cases[1].find("failure") is not None and cases[2].find("error") is not None
+
+
+def test_check_command_exit_codes_json_and_junit(tmp_path):
+    good = tmp_path / "good.gc"
+    good.write_text("x = 0.5\ncheck exp(x)\ncheck tanh(x) * x\n")
+    bad = tmp_path / "bad.gc"
+    bad.write_text("x = 0.5\ncheck relu(x - 0.5)\ncheck nosuch(x)\n")
+    assert gradcalc("check", str(good)).returncode == 0
+    done = gradcalc("check", str(good), str(bad), "--json", "--junit-xml", str(tmp_path / "r.xml"))
+    assert done.returncode == 1
+    doc = json.loads(done.stdout)
+    assert doc["summary"] == {"pass": 2, "fail": 1, "error": 1}
+    assert {c["file"] for c in doc["checks"]} == {str(good), str(bad)}
+    suites = ET.parse(tmp_path / "r.xml").getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == [str(good), str(bad)]
+    assert gradcalc("check", str(tmp_path / "missing.gc")).returncode == 2
+    assert gradcalc("check", str(good), "--method", "psychic").returncode == 2
+    text = gradcalc("check", str(good), str(bad)).stdout
+    assert "2 passed, 1 failed, 1 errors" in text
+
+
+def test_examples_all_pass():
+    done = gradcalc("check", *sorted(str(p) for p in EXAMPLES.glob("*.gc")))
+    assert done.returncode == 0, done.stdout
+    assert " 0 failed, 0 errors" in done.stdout
+
+
+def test_examples_cover_every_op():
+    """Every differentiable op is on the graph of some example check; every other op
+    appears in some example. Adding an op without an example fails here."""
+    checked: set[str] = set()
+
+    def record(session, statement, value):
+        from gradcalc.autodiff import topological_order
+
+        checked.update(n.op.name for n in topological_order(value) if n.op is not None)
+        return make_check_handler()(session, statement, value)
+
+    text = ""
+    for path in EXAMPLES.glob("*.gc"):
+        text += path.read_text()
+        Session(on_check=record).run_source(path.read_text())
+    missing = [op.name for op in REGISTRY.values() if op.has_gradient and op.name not in checked]
+    assert missing == [], f"no example checks {missing}"
+    unused = [op.name for op in REGISTRY.values() if not op.has_gradient and op.name not in text]
+    comparisons = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+    unused = [name for name in unused if not (name in comparisons and comparisons[name] in text)]
+    assert unused == [], f"no example uses {unused}"
+
+
+def test_a_thousand_scalar_checks_run(tmp_path):
+    lines = ["x = 0.7", "y = -1.3"] + [f"check tanh(x) * y + exp(x / {i + 2})" for i in range(1000)]
+    outcomes = checks("\n".join(lines))
+    assert len(outcomes) == 1000 and all(o.passed for o in outcomes)
+    assert math.isfinite(outcomes[0].max_rel_error)
