@@ -116,13 +116,26 @@ def walk_tree(tree: TreeNode) -> Iterator[tuple[int, TreeNode]]:
         stack.extend((level + 1, c) for c in reversed(item.children))
 
 
+SUMMARY_THRESHOLD = 1000
+
+
 def format_array(value: Any, digits: int | None = None) -> str:
-    """Numbers at full precision (shortest round-trip repr) unless digits is given."""
+    """Numbers at full precision (the shortest repr that round-trips, as Python prints a
+    float) unless `digits` is given; a tensor on one line as nested lists. Tensors of
+    more than SUMMARY_THRESHOLD elements are summarised by NumPy."""
     array = np.asarray(value)
     if array.ndim == 0:
         return format_number(array.item(), digits)
-    with np.printoptions(precision=digits, floatmode="maxprec" if digits is not None else "unique", threshold=64, linewidth=10**6):
-        return np.array2string(array, separator=", ")
+    if array.size > SUMMARY_THRESHOLD:
+        with np.printoptions(precision=digits, floatmode="maxprec" if digits is not None else "unique", threshold=64, linewidth=10**6):
+            return np.array2string(array, separator=", ").replace("\n", "")
+    return _nested(array, digits)
+
+
+def _nested(array: np.ndarray, digits: int | None) -> str:
+    if array.ndim == 1:
+        return "[" + ", ".join(format_number(x, digits) for x in array.tolist()) + "]"
+    return "[" + ", ".join(_nested(row, digits) for row in array) + "]"
 
 
 def format_number(x: float | complex, digits: int | None = None) -> str:
