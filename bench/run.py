@@ -1,0 +1,323 @@
+"""gradcalc's benchmark suite: gradcalc beside micrograd, PyTorch, HIPS autograd and NumPy.
+
+    python bench/run.py                 # the full suite (a few minutes)
+    python bench/run.py --only scalar   # workloads whose name contains 'scalar'
+    python bench/run.py --smoke         # every workload once at a tiny size; checks the
+                                        # engines agree numerically; asserts no timing
+    python bench/run.py --write docs/benchmark-results.md
+
+Times are medians over repeated runs, with min-max; ratios are to gradcalc in the same
+run. Anchors that are not installed are skipped with a note (pip install '.[bench]').
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import gc
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+
+import engines  # noqa: E402
+import workloads as W  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+GRADCALC = Path(sys.executable).with_name("gradcalc")
+
+
+@dataclass
+class Row:
+    engine: str
+    times: list[float] = field(default_factory=list)  # seconds per repeat
+    per: float = 1.0  # units (nodes, ops, chars) per repeat
+    unit: str = "node"
+    note: str = ""
+    extra: str = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times) / self.per
+
+    def spread(self) -> str:
+        return f"{min(self.times) / self.per * 1e6:.2f}-{max(self.times) / self.per * 1e6:.2f}"
+
+
+@dataclass
+class Section:
+    title: str
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return times, result
+
+
+def agree(section: Section, name: str, reference: Any, other: Any, tol: float = 1e-9) -> None:
+    value_ref, grads_ref = reference[0], reference[1]
+    value, grads = other[0], other[1]
+    err = max(W.relative_error(value, value_ref), W.relative_error(np.asarray(grads, dtype=float), np.asarray(grads_ref, dtype=float)))
+    if not err <= tol:
+        raise AssertionError(f"{section.title}: {name} disagrees with gradcalc (relative error {err:.3g})")
+
+
+# ---- sections --------------------------------------------------------------------------------
+
+
+def scalar_section(title: str, workload: Callable[[Any], Any], repeat: int, unit_count: Callable[[Any], int], unit: str) -> Section:
+    section = Section(title)
+    reference = None
+    for key, factory in engines.SCALAR_ENGINES.items():
+        engine, note = engines.load(factory)
+        if engine is None:
+            section.notes.append(f"{key}: {note}")
+            continue
+        times, result = timed(lambda: workload(engine), repeat)
+        count = unit_count(result[2]) if result[2] is not None and engine.node_count else None
+        if reference is None:
+            reference = result
+            reference_count = count
+        else:
+            agree(section, engine.name, reference, result)
+        nodes = count or reference_count
+        section.rows.append(Row(engine.name, times, per=nodes, unit=unit, extra=f"{nodes} nodes"))
+    return section
+
+
+def deep_section(n: int, repeat: int) -> Section:
+    """10^6-node chains, each engine in its own process so peak memory is its own."""
+    section = Section(f"deep chain: {n:,} ops, forward + backward, one process per engine")
+    for key in engines.SCALAR_ENGINES:
+        code = (
+            "import sys, time, resource, json; sys.path.insert(0, sys.argv[1]); sys.setrecursionlimit(10000)\n"
+            "import engines, workloads as W\n"
+            "E = engines.SCALAR_ENGINES[sys.argv[2]]()\n"
+            "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "times = []\n"
+            "try:\n"
+            "    for _ in range(int(sys.argv[4])):\n"
+            "        t = time.perf_counter(); value, grads, _ = W.scalar_deep_chain(E, int(sys.argv[3])); times.append(time.perf_counter() - t)\n"
+            "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "    print(json.dumps({'times': times, 'bytes': (peak - base) * 1024, 'grad': grads[0]}))\n"
+            "except RecursionError as err:\n"
+            "    print(json.dumps({'error': 'RecursionError'}))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), key, str(n), str(repeat)],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not done.stdout.strip():
+            last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+            section.notes.append(f"{key}: {last}")
+            continue
+        import json
+
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        if "error" in result:
+            section.rows.append(Row(key, [float("nan")], per=n, unit="op", note=f"fails: {result['error']}"))
+            continue
+        section.rows.append(Row(key, result["times"], per=n, unit="op", extra=f"peak {result['bytes'] / n:.0f} bytes/op"))
+    return section
+
+
+def tensor_section(title: str, runs: dict[str, Callable[[], Any]], repeat: int, ops: int, tol: float = 1e-9) -> Section:
+    section = Section(title)
+    reference = None
+    for name, fn in runs.items():
+        try:
+            fn()  # warm up (imports, caches)
+        except ImportError as err:
+            section.notes.append(f"{name}: not installed ({err.name}); pip install '.[bench]'")
+            continue
+        times, result = timed(fn, repeat)
+        if reference is None:
+            reference = result
+        else:
+            agree(section, name, reference, result, tol)
+        section.rows.append(Row(name, times, per=ops, unit="op"))
+    return section
+
+
+def parse_section(chars: int, repeat: int) -> Section:
+    from gradcalc.parser import compile_program
+    from gradcalc.parser.syntax import lark_parser
+
+    text = W.long_expression(chars)
+    section = Section(f"parsing a {len(text):,}-character expression")
+    parser = lark_parser()
+    runs = {"lark parse (gradcalc grammar)": lambda: parser.parse(text), "gradcalc parse + compile": lambda: compile_program(text),
+            "python ast.parse": lambda: ast.parse(text)}
+    for name, fn in runs.items():
+        times, _ = timed(fn, repeat)
+        section.rows.append(Row(name, times, per=len(text), unit="char", extra=f"{len(text) / statistics.median(times) / 1e3:,.0f}k chars/s"))
+    return section
+
+
+def process_times(argv: list[str], repeat: int, stdin: str | None = None) -> list[float]:
+    times = []
+    env = {**os.environ, "NO_COLOR": "1"}
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, check=True)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def startup_section(repeat: int) -> Section:
+    section = Section("start-up: whole processes")
+    gradcalc = [str(GRADCALC)] if GRADCALC.exists() else [sys.executable, "-m", "gradcalc.cli"]
+    runs = {
+        "gradcalc eval 'x**2' x=3": [*gradcalc, "eval", "x**2", "x=3"],
+        'python -c "import numpy"': [sys.executable, "-c", "import numpy"],
+        'python -c "pass"': [sys.executable, "-c", "pass"],
+    }
+    for name, argv in runs.items():
+        process_times(argv, 1)  # warm the caches
+        section.rows.append(Row(name, process_times(argv, repeat), per=1, unit="run"))
+    return section
+
+
+def gradcheck_section(n: int, repeat: int) -> Section:
+    section = Section(f"gradcheck: a file of {n:,} scalar checks, end to end")
+    lines = ["x = 0.7", "y = -1.3", "z = 2.1"]
+    exprs = ["tanh(x) * y + exp(z / 3)", "sigmoid(x * y) - log(z)", "relu(x) * sin(y) + z**2", "(x*y + exp(z)).relu()/x", "softplus(x - y) * cos(z)"]
+    lines += [f"check {exprs[i % len(exprs)]}" for i in range(n)]
+    with tempfile.NamedTemporaryFile("w", suffix=".gc", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    gradcalc = [str(GRADCALC)] if GRADCALC.exists() else [sys.executable, "-m", "gradcalc.cli"]
+    times = process_times([*gradcalc, "check", f.name], repeat)
+    os.unlink(f.name)
+    section.rows.append(Row("gradcalc check", times, per=1, unit="run", extra=f"{n} checks"))
+    return section
+
+
+# ---- the suite --------------------------------------------------------------------------------
+
+
+def suite(smoke: bool, only: str | None) -> list[Section]:
+    rep = 1 if smoke else 7
+    sizes = {
+        "chain_cycles": 3 if smoke else 100, "deep": 2_000 if smoke else 1_000_000, "mlp": [2, 4, 1] if smoke else [2, 16, 16, 1],
+        "small_cycles": 2 if smoke else 10, "big": 20 if smoke else 1000, "chars": 2_000 if smoke else 100_000,
+        "checks": 10 if smoke else 1000,
+    }
+    d8, dbig = W.tensor_inputs(8), W.tensor_inputs(sizes["big"])
+    cycles = sizes["small_cycles"]
+    plan: list[tuple[str, Callable[[], Section]]] = [
+        ("scalar chain", lambda: scalar_section(
+            f"scalar engines: {7 * sizes['chain_cycles']}-op mixed chain, forward + backward", lambda E: W.scalar_chain(E, sizes["chain_cycles"]),
+            rep * 10, lambda root: engines._count_prev(root), "node")),
+        ("scalar mlp", lambda: scalar_section(
+            f"scalar engines: micrograd's demo MLP {'-'.join(map(str, sizes['mlp']))}, 8 samples, forward + backward",
+            lambda E: W.scalar_mlp(E, sizes["mlp"]), rep * 3, lambda root: engines._count_prev(root), "node")),
+        ("scalar deep", lambda: deep_section(sizes["deep"], 1 if smoke else 3)),
+        ("tensor small chain", lambda: tensor_section(
+            f"tensor engines, 8x8: {7 * cycles + 1}-op chain, forward + backward (torch on one thread)",
+            {"gradcalc tensor": lambda: W.chain_gradcalc(d8, cycles), "torch eager": lambda: W.chain_torch(d8, cycles),
+             "HIPS autograd": lambda: W.chain_autograd(d8, cycles), "NumPy by hand": lambda: W.chain_numpy(d8, cycles)},
+            rep * 100, 7 * cycles + 1)),
+        ("tensor small mlp", lambda: tensor_section(
+            "tensor engines, 8x8: 12-op MLP step, forward + backward",
+            {"gradcalc tensor": lambda: W.mlp_step_gradcalc(d8), "torch eager": lambda: W.mlp_step_torch(d8),
+             "NumPy by hand": lambda: W.mlp_step_numpy(d8)}, rep * 300, 12)),
+        ("tensor big chain", lambda: tensor_section(
+            f"tensor engines, {sizes['big']}x{sizes['big']}: 15-op chain, forward + backward",
+            {"gradcalc tensor": lambda: W.big_chain_gradcalc(dbig), "NumPy by hand": lambda: W.big_chain_numpy(dbig),
+             "torch eager": lambda: W.big_chain_torch(dbig)}, rep * 2, 15, tol=1e-7)),
+        ("parse", lambda: parse_section(sizes["chars"], rep)),
+        ("startup", lambda: startup_section(2 if smoke else 15)),
+        ("gradcheck", lambda: gradcheck_section(sizes["checks"], 1 if smoke else 5)),
+    ]
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+    sections = []
+    for key, make in plan:
+        if only and only not in key:
+            continue
+        gc.collect()
+        sections.append(make())
+        if not smoke:
+            print(render([sections[-1]]), flush=True)
+    return sections
+
+
+def render(sections: list[Section]) -> str:
+    out = []
+    for s in sections:
+        out.append(f"\n### {s.title}\n")
+        if s.rows:
+            unit = s.rows[0].unit
+            ref = next((r for r in s.rows if r.engine.startswith("gradcalc")), s.rows[0])
+            out.append(f"| engine | median us/{unit} | min-max | vs {ref.engine} | |")
+            out.append("|---|---|---|---|---|")
+            for r in s.rows:
+                if r.note:
+                    out.append(f"| {r.engine} | - | - | - | {r.note} |")
+                    continue
+                ratio = r.median / ref.median if ref.median else float("nan")
+                scale = 1e3 if unit == "run" else 1e6
+                label = "ms" if unit == "run" else "us"
+                median = f"{r.median * scale:,.2f} {label}" if unit == "run" else f"{r.median * 1e6:.3f}"
+                spread = f"{min(r.times) * scale:,.1f}-{max(r.times) * scale:,.1f} ms" if unit == "run" else r.spread()
+                out.append(f"| {r.engine} | {median} | {spread} | {ratio:.2f}x | {r.extra} |")
+        for note in s.notes:
+            out.append(f"\n- skipped {note}")
+    return "\n".join(out)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = [f"Python {platform.python_version()}", f"NumPy {np.__version__}"]
+    for name in ("torch", "micrograd", "autograd"):
+        try:
+            from importlib.metadata import version
+
+            versions.append(f"{name} {version(name)}")
+        except Exception:  # noqa: BLE001
+            pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; " + ", ".join(versions)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat, agreement checks only")
+    parser.add_argument("--only", help="run workloads whose key contains this")
+    parser.add_argument("--write", type=Path, help="write the report as Markdown to this file")
+    args = parser.parse_args()
+    sections = suite(args.smoke, args.only)
+    report = f"Machine: {machine()}\n\nCommand: python bench/run.py{' --smoke' if args.smoke else ''}{' --only ' + args.only if args.only else ''}\n" + render(sections)
+    if args.smoke:
+        print(f"benchmark smoke: {len(sections)} workloads ran and agree; 0 failed")
+    if args.write:
+        args.write.write_text(report + "\n")
+        print(f"wrote {args.write}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,294 @@
+"""The workloads, each defined once; engines plug in through bench/engines.py.
+
+Every workload returns (value, gradients) so the suite can check that the engines agree
+before it compares their times.
+"""
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import numpy as np
+
+from engines import ScalarEngine
+
+# ---- scalar engines ---------------------------------------------------------------------------
+
+
+def scalar_chain(E: ScalarEngine, cycles: int = 100) -> tuple[float, list[float], Any]:
+    """A 7-op cycle (mul, add, tanh, exp, log, relu, pow) repeated: 700 ops by default."""
+    x = E.leaf(0.5)
+    y = x
+    for _ in range(cycles):
+        y = y * 0.9 + 0.1
+        y = y.tanh().exp().log().relu() ** 2
+    E.backward(y)
+    return E.value(y), [E.grad(x)], y
+
+
+def scalar_deep_chain(E: ScalarEngine, n: int) -> tuple[float, list[float], Any]:
+    """n ops alternating * and +: the deep-graph workload."""
+    x = E.leaf(0.5)
+    y = x
+    for i in range(n // 2):
+        y = y * 0.999999
+        y = y + 1e-6
+    E.backward(y)
+    return E.value(y), [E.grad(x)], None
+
+
+def mlp_parameters(sizes: list[int], seed: int = 1337) -> list[list[list[float]]]:
+    """Weights per layer: for each neuron, nin weights then a bias (micrograd's layout)."""
+    rng = random.Random(seed)
+    return [[[rng.uniform(-1, 1) for _ in range(nin + 1)] for _ in range(nout)] for nin, nout in zip(sizes, sizes[1:])]
+
+
+DEMO_X = [[2.0, 3.0], [-1.0, -1.0], [0.5, 1.0], [1.0, -1.5], [-2.0, 0.5], [0.3, -0.7], [1.7, 1.1], [-0.4, 2.2]]
+DEMO_Y = [1.0, -1.0, -1.0, 1.0, -1.0, 1.0, 1.0, -1.0]
+
+
+def scalar_mlp(E: ScalarEngine, sizes: list[int] | None = None) -> tuple[float, list[float], Any]:
+    """micrograd's demo: an MLP 2-16-16-1 (ReLU), max-margin loss over 8 samples, L2 term."""
+    sizes = sizes or [2, 16, 16, 1]
+    layers = [[[E.leaf(w) for w in neuron] for neuron in layer] for layer in mlp_parameters(sizes)]
+    params = [p for layer in layers for neuron in layer for p in neuron]
+    scores = []
+    for xs in DEMO_X:
+        act: list[Any] = list(xs)
+        for depth, layer in enumerate(layers):
+            out = []
+            for neuron in layer:
+                total = neuron[-1]
+                for w, a in zip(neuron[:-1], act):
+                    total = total + w * a
+                out.append(total.relu() if depth < len(layers) - 1 else total)
+            act = out
+        scores.append(act[0])
+    losses = [(1 + -y * s).relu() for y, s in zip(DEMO_Y, scores)]
+    data_loss = sum(losses) * (1.0 / len(losses))
+    reg = 1e-4 * sum(p * p for p in params)
+    loss = data_loss + reg
+    E.backward(loss)
+    return E.value(loss), [E.grad(p) for p in params], loss
+
+
+# ---- tensor engines -----------------------------------------------------------------------------
+
+
+def tensor_inputs(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "x": rng.uniform(0.1, 0.9, (n, n)),
+        "W": rng.uniform(-1, 1, (n, n)) / n,
+        "B": rng.uniform(-0.1, 0.1, (n, n)),
+        "C": rng.uniform(0.5, 1.5, (n, n)),
+    }
+
+
+def chain_gradcalc(d: dict[str, np.ndarray], cycles: int) -> tuple[float, np.ndarray]:
+    """7 ops a cycle (matmul, add, tanh, mul, exp, log, relu) and a final sum."""
+    from gradcalc.autodiff import Tensor
+
+    x = Tensor(d["x"], requires_grad=True)
+    W, B, C = Tensor(d["W"]), Tensor(d["B"]), Tensor(d["C"])
+    y = x
+    for _ in range(cycles):
+        y = (y @ W + B).tanh() * C
+        y = y.exp().log().relu()
+    out = y.sum()
+    out.backward()
+    return out.item(), x.grad
+
+
+def chain_torch(d: dict[str, np.ndarray], cycles: int) -> tuple[float, np.ndarray]:
+    import torch
+
+    x = torch.tensor(d["x"], requires_grad=True)
+    W, B, C = (torch.tensor(d[k]) for k in ("W", "B", "C"))
+    y = x
+    for _ in range(cycles):
+        y = (y @ W + B).tanh() * C
+        y = y.exp().log().relu()
+    out = y.sum()
+    out.backward()
+    return out.item(), x.grad.numpy()
+
+
+def chain_numpy(d: dict[str, np.ndarray], cycles: int) -> tuple[float, np.ndarray]:
+    """The same math by hand: forward keeping what backward needs, then backward."""
+    W, B, C = d["W"], d["B"], d["C"]
+    y = d["x"]
+    tape = []
+    for _ in range(cycles):
+        t = np.tanh(y @ W + B)
+        e = np.exp(t * C)
+        lg = np.log(e)
+        r = np.where(lg > 0, lg, 0.0)
+        tape.append((t, e, lg))
+        y = r
+    out = y.sum()
+    g = np.ones_like(y)
+    for t, e, lg in reversed(tape):
+        g = g * (lg > 0)
+        g = g / e
+        g = g * e
+        g = g * C
+        g = g * (1 - t * t)
+        g = g @ W.T
+    return float(out), g
+
+
+def chain_autograd(d: dict[str, np.ndarray], cycles: int) -> tuple[float, np.ndarray]:
+    import autograd.numpy as anp
+    from autograd import value_and_grad
+
+    W, B, C = d["W"], d["B"], d["C"]
+
+    def f(x: Any) -> Any:
+        y = x
+        for _ in range(cycles):
+            y = anp.tanh(anp.dot(y, W) + B) * C
+            y = anp.exp(y)
+            y = anp.log(y)
+            y = anp.maximum(y, 0.0)
+        return anp.sum(y)
+
+    value, g = value_and_grad(f)(d["x"])
+    return float(value), g
+
+
+def mlp_step_gradcalc(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+    """12 ops: three layers (relu, tanh, linear) and a halved mean squared error."""
+    from gradcalc.autodiff import Tensor
+
+    x = Tensor(d["x"])
+    W1 = Tensor(d["W"], requires_grad=True)
+    W2 = Tensor(d["C"] / 8, requires_grad=True)
+    W3 = Tensor(d["W"].T, requires_grad=True)
+    b = Tensor(d["B"][0], requires_grad=True)
+    h1 = (x @ W1 + b).relu()
+    h2 = (h1 @ W2 + b).tanh()
+    out = h2 @ W3 + b
+    diff = out - x
+    loss = (diff * diff).mean() * 0.5
+    loss.backward()
+    return loss.item(), W1.grad
+
+
+def mlp_step_torch(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+    import torch
+
+    x = torch.tensor(d["x"])
+    W1 = torch.tensor(d["W"], requires_grad=True)
+    W2 = torch.tensor(d["C"] / 8, requires_grad=True)
+    W3 = torch.tensor(d["W"].T.copy(), requires_grad=True)
+    b = torch.tensor(d["B"][0], requires_grad=True)
+    h1 = (x @ W1 + b).relu()
+    h2 = (h1 @ W2 + b).tanh()
+    out = h2 @ W3 + b
+    diff = out - x
+    loss = (diff * diff).mean() * 0.5
+    loss.backward()
+    return loss.item(), W1.grad.numpy()
+
+
+def mlp_step_numpy(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+    x, W1, W2, W3, b = d["x"], d["W"], d["C"] / 8, d["W"].T, d["B"][0]
+    a1 = x @ W1 + b
+    h1 = np.where(a1 > 0, a1, 0.0)
+    h2 = np.tanh(h1 @ W2 + b)
+    out = h2 @ W3 + b
+    diff = out - x
+    loss = 0.5 * np.mean(diff * diff)
+    g_out = diff / diff.size
+    g_h2 = g_out @ W3.T
+    g_a2 = g_h2 * (1 - h2 * h2)
+    g_h1 = g_a2 @ W2.T
+    g_a1 = g_h1 * (a1 > 0)
+    return float(loss), x.T @ g_a1
+
+
+def big_chain_gradcalc(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+    """15 elementwise ops on large tensors, then a sum (x is used twice)."""
+    from gradcalc.autodiff import Tensor
+
+    x = Tensor(d["x"], requires_grad=True)
+    B, C = Tensor(d["B"]), Tensor(d["C"])
+    y = x * 0.5 + B
+    y = y.tanh() * C
+    y = y.exp() - 1.0
+    y = y * x + B
+    y = y.sigmoid() * C
+    y = y.sqrt() + y
+    y = y * y - B
+    out = y.sum()
+    out.backward()
+    return out.item(), x.grad
+
+
+def big_chain_numpy(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+    x, B, C = d["x"], d["B"], d["C"]
+    a = x * 0.5 + B
+    t = np.tanh(a)
+    b = t * C
+    e = np.exp(b)
+    c = e - 1.0
+    dd = c * x + B
+    s = 0.5 * (1.0 + np.tanh(0.5 * dd))
+    f = s * C
+    r = np.sqrt(f)
+    h = r + f
+    y = h * h - B
+    out = y.sum()
+    g_h = 2 * h
+    g_f = g_h / (2 * r) + g_h
+    g_dd = g_f * C * s * (1 - s)
+    g_x = g_dd * c
+    g_c = g_dd * x
+    g_b = g_c * e
+    g_a = g_b * C * (1 - t * t)
+    g_x = g_x + g_a * 0.5
+    return float(out), g_x
+
+
+def big_chain_torch(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+    import torch
+
+    x = torch.tensor(d["x"], requires_grad=True)
+    B, C = torch.tensor(d["B"]), torch.tensor(d["C"])
+    y = x * 0.5 + B
+    y = y.tanh() * C
+    y = y.exp() - 1.0
+    y = y * x + B
+    y = y.sigmoid() * C
+    y = y.sqrt() + y
+    y = y * y - B
+    out = y.sum()
+    out.backward()
+    return out.item(), x.grad.numpy()
+
+
+# ---- parsing -------------------------------------------------------------------------------------
+
+
+def long_expression(chars: int, seed: int = 0) -> str:
+    """A valid expression (in gradcalc and in Python) of about `chars` characters."""
+    rng = random.Random(seed)
+    terms = ["x * 1.5", "tanh(y)", "2.25 * x * y", "exp(x / 3)", "(x - y) * 0.5", "log(1 + x * x)", "sigmoid(y) * 4"]
+    parts: list[str] = []
+    size = 0
+    while size < chars:
+        term = rng.choice(terms)
+        parts.append(term)
+        size += len(term) + 3
+    return " + ".join(parts)
+
+
+def relative_error(a: Any, b: Any) -> float:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    scale = max(float(np.max(np.abs(b))), 1e-300) if b.size else 1.0
+    return float(np.max(np.abs(a - b))) / scale if a.size else 0.0
+
+
+__all__ = ["math"]
