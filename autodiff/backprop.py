@@ -4,8 +4,10 @@ No recursion anywhere, so a graph of a million nodes in a chain is fine.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -13,36 +15,50 @@ from .registry import ARRAY_MATH, TENSOR_MATH, unbroadcast
 from .tensor import Tensor, set_grad_enabled, to_array
 
 
-class Node(Protocol):
-    """What the graph tools need of a node, in either engine."""
-
-    @property
-    def parents(self) -> Sequence[Any]: ...
-
-
 def topological_order(root: Any) -> list[Any]:
     """Every node reachable from `root`, each once, parents before children.
 
-    An iterative depth-first search: a node is emitted after all of its parents, and a
-    node reached twice (fan-out) is visited once. Parents are explored first to last, so
-    for an expression evaluated left to right the order is the evaluation order.
+    An iterative depth-first search over `_prev` (the parents, in both engines): a node
+    is emitted after all of its parents, and a node reached twice (fan-out) is expanded
+    once. Parents are explored first to last, so for an expression evaluated left to
+    right the order is the evaluation order. Nodes hash by identity, so the set holds
+    them directly.
     """
     order: list[Any] = []
-    seen: set[int] = set()
+    seen: set[Any] = set()
     stack: list[tuple[Any, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for parent in reversed(node.parents):
-            if id(parent) not in seen:
-                stack.append((parent, False))
+    push, pop, emit, mark = stack.append, stack.pop, order.append, seen.add
+    with collector_paused():
+        while stack:
+            node, expanded = pop()
+            if expanded:
+                emit(node)
+                continue
+            if node in seen:
+                continue
+            mark(node)
+            push((node, True))
+            for parent in reversed(node._prev):
+                if parent not in seen:
+                    push((parent, False))
     return order
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause CPython's cyclic garbage collector while building or walking a big graph.
+
+    The engines' nodes form no reference cycles (reference counting frees them), yet
+    every allocation counts towards a collection, and each full collection traces every
+    live node: on a graph of a million nodes that is most of the run time. Whatever
+    cycles other code makes meanwhile are collected once the collector resumes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _accumulate(grads: dict[int, Any], owned: set[int], key: int, g: Any, create_graph: bool) -> None:
@@ -81,7 +97,7 @@ def backprop(root: Tensor, seed: Any, create_graph: bool = False, keep: set[int]
                 result[key] = g
             if node.op is None:
                 continue
-            op, params, parents = node.op, node.params, node.parents
+            op, params, parents = node.op, node.params, node._prev
             inputs = parents if create_graph else [p.data for p in parents]
             ans = node if create_graph else node.data
             for k, parent in enumerate(parents):

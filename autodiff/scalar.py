@@ -9,6 +9,7 @@ to trace it (a cost that is about half of micrograd's run time).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from collections.abc import Callable
 from typing import Any
 
@@ -59,8 +60,9 @@ class Value:
 
     # ---- the seven primitives --------------------------------------------------------
     def __add__(self, other: Value | Number) -> Value:
-        other = other if isinstance(other, Value) else Value(other, requires_grad=False)
-        out = Value(self.data + other.data, (self, other), "+", requires_grad=self.requires_grad or other.requires_grad)
+        if other.__class__ is not Value:
+            other = Value(other, (), "", None, False)
+        out = Value(self.data + other.data, (self, other), "+", None, self.requires_grad or other.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g
@@ -70,8 +72,9 @@ class Value:
         return out
 
     def __mul__(self, other: Value | Number) -> Value:
-        other = other if isinstance(other, Value) else Value(other, requires_grad=False)
-        out = Value(self.data * other.data, (self, other), "*", requires_grad=self.requires_grad or other.requires_grad)
+        if other.__class__ is not Value:
+            other = Value(other, (), "", None, False)
+        out = Value(self.data * other.data, (self, other), "*", None, self.requires_grad or other.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g * other.data
@@ -83,7 +86,7 @@ class Value:
     def __pow__(self, n: Number) -> Value:
         if isinstance(n, Value):
             raise TypeError("the scalar engine supports only constant exponents (x ** 2, not x ** y)")
-        out = Value(_power(self.data, n), (self,), f"**{n:g}", requires_grad=self.requires_grad)
+        out = Value(_power(self.data, n), (self,), _power_label(n), None, self.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g * n * _power(self.data, n - 1)
@@ -92,7 +95,7 @@ class Value:
         return out
 
     def relu(self) -> Value:
-        out = Value(self.data if self.data > 0 else 0.0, (self,), "relu", requires_grad=self.requires_grad)
+        out = Value(self.data if self.data > 0 else 0.0, (self,), "relu", None, self.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g * (self.data > 0)
@@ -102,7 +105,7 @@ class Value:
 
     def tanh(self) -> Value:
         t = math.tanh(self.data)
-        out = Value(t, (self,), "tanh", requires_grad=self.requires_grad)
+        out = Value(t, (self,), "tanh", None, self.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g * (1.0 - t * t)
@@ -112,7 +115,7 @@ class Value:
 
     def exp(self) -> Value:
         e = _exp(self.data)
-        out = Value(e, (self,), "exp", requires_grad=self.requires_grad)
+        out = Value(e, (self,), "exp", None, self.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g * e
@@ -121,7 +124,7 @@ class Value:
         return out
 
     def log(self) -> Value:
-        out = Value(_log(self.data), (self,), "log", requires_grad=self.requires_grad)
+        out = Value(_log(self.data), (self,), "log", None, self.requires_grad)
 
         def _backward(g: float) -> None:
             self.grad += g / self.data if self.data != 0 else g * math.copysign(math.inf, self.data)
@@ -137,7 +140,8 @@ class Value:
         return self + (-other)
 
     def __truediv__(self, other: Value | Number) -> Value:
-        other = other if isinstance(other, Value) else Value(other, requires_grad=False)
+        if other.__class__ is not Value:
+            other = Value(other, (), "", None, False)
         return self * other**-1
 
     def __radd__(self, other: Number) -> Value:
@@ -172,11 +176,11 @@ class Value:
         interior nodes.
         """
         order = topological_order(self)
-        for node in order:
-            if node._prev:
-                node.grad = 0.0
+        interior = [node for node in order if node._prev]
+        for node in interior:
+            node.grad = 0.0
         self.grad = 1.0
-        for node in reversed(order):
+        for node in reversed(interior):
             node._backward(node.grad)
 
 
@@ -186,6 +190,11 @@ SCALAR_FUNCTIONS: dict[str, str] = {
     "abs": "relu(x) + relu(-x)",
 }
 """Functions the scalar engine offers (the language's `--engine scalar` reads this)."""
+
+
+@lru_cache(maxsize=64)
+def _power_label(n: Number) -> str:
+    return f"**{n:g}"
 
 
 def _power(x: float, n: Number) -> float:

@@ -54,19 +54,20 @@ def to_array(value: Any) -> np.ndarray:
 class Tensor:
     """An n-dimensional array node in a define-by-run graph.
 
-    `parents`, `op` and `params` describe the op that made the tensor (empty for a leaf);
+    `_prev` (the parents), `op` and `params` describe the op that made the tensor (empty
+    for a leaf);
     `grad` is a NumPy array filled by `backward()` for leaves that require grad and for
     tensors that called `retain_grad()`.
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "parents", "op", "params", "name", "retains_grad")
+    __slots__ = ("data", "grad", "requires_grad", "_prev", "op", "params", "name", "retains_grad")
     # Makes `ndarray * Tensor` call Tensor.__rmul__ instead of NumPy looping over the tensor.
     __array_priority__ = 1000
 
     data: np.ndarray
     grad: np.ndarray | None
     requires_grad: bool
-    parents: tuple[Tensor, ...]
+    _prev: tuple[Tensor, ...]
     op: OpDef | None
     params: dict[str, Any] | None
     name: str | None
@@ -76,7 +77,7 @@ class Tensor:
         self.data = to_array(data)
         self.grad = None
         self.requires_grad = requires_grad
-        self.parents = ()
+        self._prev = ()
         self.op = None
         self.params = None
         self.name = name
@@ -91,7 +92,7 @@ class Tensor:
         t.data = data
         t.grad = None
         t.requires_grad = op is not None
-        t.parents = parents
+        t._prev = parents
         t.op = op
         t.params = params
         t.name = None
@@ -114,6 +115,11 @@ class Tensor:
     @property
     def dtype(self) -> np.dtype:
         return self.data.dtype
+
+    @property
+    def parents(self) -> tuple[Tensor, ...]:
+        """The inputs of the op that made this tensor (the graph protocol)."""
+        return self._prev
 
     @property
     def is_leaf(self) -> bool:

@@ -101,37 +101,39 @@ def scalar_section(title: str, workload: Callable[[Any], Any], repeat: int, unit
     return section
 
 
-def deep_section(n: int, repeat: int) -> Section:
-    """10^6-node chains, each engine in its own process so peak memory is its own."""
-    section = Section(f"deep chain: {n:,} ops, forward + backward, one process per engine")
+def deep_section(n: int, repeat: int, paused: bool) -> Section:
+    """Deep chains, each engine in its own process so peak memory is its own."""
+    how = "collector paused while building" if paused else "default garbage collector"
+    section = Section(f"deep chain: {n:,} nodes (tanh, relu alternating), forward + backward, {how}")
+    code = (
+        "import sys, time, resource, json, gc; sys.path.insert(0, sys.argv[1]); sys.setrecursionlimit(10000)\n"
+        "import engines, workloads as W\n"
+        "E = engines.SCALAR_ENGINES[sys.argv[2]]()\n"
+        "if sys.argv[5] == '1': gc.disable()\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "times = []\n"
+        "try:\n"
+        "    for _ in range(int(sys.argv[4])):\n"
+        "        t = time.perf_counter(); value, grads, _ = W.scalar_deep_chain(E, int(sys.argv[3])); times.append(time.perf_counter() - t)\n"
+        "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "    print(json.dumps({'times': times, 'bytes': (peak - base) * 1024, 'grad': grads[0]}))\n"
+        "except RecursionError as err:\n"
+        "    print(json.dumps({'error': 'RecursionError'}))\n"
+    )
+    import json
+
     for key in engines.SCALAR_ENGINES:
-        code = (
-            "import sys, time, resource, json; sys.path.insert(0, sys.argv[1]); sys.setrecursionlimit(10000)\n"
-            "import engines, workloads as W\n"
-            "E = engines.SCALAR_ENGINES[sys.argv[2]]()\n"
-            "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-            "times = []\n"
-            "try:\n"
-            "    for _ in range(int(sys.argv[4])):\n"
-            "        t = time.perf_counter(); value, grads, _ = W.scalar_deep_chain(E, int(sys.argv[3])); times.append(time.perf_counter() - t)\n"
-            "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-            "    print(json.dumps({'times': times, 'bytes': (peak - base) * 1024, 'grad': grads[0]}))\n"
-            "except RecursionError as err:\n"
-            "    print(json.dumps({'error': 'RecursionError'}))\n"
-        )
-        done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), key, str(n), str(repeat)],
+        done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), key, str(n), str(repeat), "1" if paused else "0"],
                               capture_output=True, text=True, check=False)
         if done.returncode != 0 or not done.stdout.strip():
             last = (done.stderr.strip().splitlines() or ["failed"])[-1]
             section.notes.append(f"{key}: {last}")
             continue
-        import json
-
         result = json.loads(done.stdout.strip().splitlines()[-1])
         if "error" in result:
-            section.rows.append(Row(key, [float("nan")], per=n, unit="op", note=f"fails: {result['error']}"))
+            section.rows.append(Row(key, [float("nan")], per=n, note=f"fails: {result['error']}"))
             continue
-        section.rows.append(Row(key, result["times"], per=n, unit="op", extra=f"peak {result['bytes'] / n:.0f} bytes/op"))
+        section.rows.append(Row(key, result["times"], per=n, extra=f"peak {result['bytes'] / n:.0f} bytes/node"))
     return section
 
 
@@ -225,7 +227,8 @@ def suite(smoke: bool, only: str | None) -> list[Section]:
         ("scalar mlp", lambda: scalar_section(
             f"scalar engines: micrograd's demo MLP {'-'.join(map(str, sizes['mlp']))}, 8 samples, forward + backward",
             lambda E: W.scalar_mlp(E, sizes["mlp"]), rep * 3, lambda root: engines._count_prev(root), "node")),
-        ("scalar deep", lambda: deep_section(sizes["deep"], 1 if smoke else 3)),
+        ("scalar deep", lambda: deep_section(sizes["deep"], 1 if smoke else 3, paused=False)),
+        ("scalar deep paused", lambda: deep_section(sizes["deep"], 1 if smoke else 3, paused=True)),
         ("tensor small chain", lambda: tensor_section(
             f"tensor engines, 8x8: {7 * cycles + 1}-op chain, forward + backward (torch on one thread)",
             {"gradcalc tensor": lambda: W.chain_gradcalc(d8, cycles), "torch eager": lambda: W.chain_torch(d8, cycles),

@@ -28,12 +28,11 @@ def scalar_chain(E: ScalarEngine, cycles: int = 100) -> tuple[float, list[float]
 
 
 def scalar_deep_chain(E: ScalarEngine, n: int) -> tuple[float, list[float], Any]:
-    """n ops alternating * and +: the deep-graph workload."""
+    """A chain of n nodes, each the only input of the next (tanh and relu alternating)."""
     x = E.leaf(0.5)
     y = x
-    for i in range(n // 2):
-        y = y * 0.999999
-        y = y + 1e-6
+    for _ in range(n // 2):
+        y = y.tanh().relu()
     E.backward(y)
     return E.value(y), [E.grad(x)], None
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError
+from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector_paused
 
 from .backends import BACKENDS, CONSTANTS, ScalarBackend, TensorBackend
 from .compiler import (
@@ -80,6 +80,11 @@ class Session:
         return results
 
     def run_statement(self, statement: Statement) -> Any:
+        # Graph building allocates many nodes and no cycles: see collector_paused.
+        with collector_paused():
+            return self._run_statement(statement)
+
+    def _run_statement(self, statement: Statement) -> Any:
         if statement.kind == "def":
             assert statement.function is not None
             self.functions[statement.function.name] = statement.function
