@@ -61,55 +61,67 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _accumulate(grads: dict[int, Any], owned: set[int], key: int, g: Any, create_graph: bool) -> None:
-    """Add g into grads[key]. The first gradient to arrive may be shared with another
+def _accumulate(grads: dict[Any, Any], owned: set[Any], node: Any, g: Any) -> None:
+    """Add g into grads[node]. The first gradient to arrive may be shared with another
     input (`a + b` hands both the same array), so it is never modified in place; the sum
     made on the second arrival is ours, and later arrivals add into it in place."""
-    previous = grads.get(key)
+    previous = grads.get(node)
     if previous is None:
-        grads[key] = g
-    elif key in owned and type(previous) is np.ndarray and previous.shape == g.shape and previous.dtype == g.dtype:
+        grads[node] = g
+    elif node in owned and type(previous) is np.ndarray and previous.shape == g.shape and previous.dtype == g.dtype:
         previous += g
     else:
-        grads[key] = previous + g
-        if not create_graph:
-            owned.add(key)
+        grads[node] = previous + g
+        owned.add(node)
 
 
-def backprop(root: Tensor, seed: Any, create_graph: bool = False, keep: set[int] | None = None) -> dict[int, Any]:
+def backprop(
+    root: Tensor, seed: Any, create_graph: bool = False, keep: set[Any] | None = None, order: list[Any] | None = None
+) -> dict[Any, Any]:
     """Propagate `seed` (d out / d root) back through the graph of `root`.
 
-    Returns the gradient of every leaf that requires grad, and of every node whose id
-    is in `keep`, keyed by id. Gradients are arrays, or Tensors with a graph of their
-    own when `create_graph` is set (so they can be differentiated again).
+    Returns the gradient of every leaf that requires grad, and of every node in `keep`,
+    keyed by node. Gradients are arrays, or Tensors with a graph of their own when
+    `create_graph` is set (so they can be differentiated again). `order` may pass in
+    `topological_order(root)` when the caller already has it.
     """
     m = TENSOR_MATH if create_graph else ARRAY_MATH
-    grads: dict[int, Any] = {id(root): seed}
-    owned: set[int] = set()
-    result: dict[int, Any] = {}
+    grads: dict[Any, Any] = {root: seed}
+    owned: set[Any] = set()  # Tensors are never accumulated in place, so this stays empty then
+    result: dict[Any, Any] = {}
+    keep = keep or set()
     with set_grad_enabled(create_graph):
-        for node in reversed(topological_order(root)):
-            key = id(node)
-            g = grads.pop(key, None)
+        for node in reversed(order if order is not None else topological_order(root)):
+            g = grads.pop(node, None)
             if g is None:
                 continue
-            if node.op is None or (keep is not None and key in keep):
-                result[key] = g
-            if node.op is None:
-                continue
-            op, params, parents = node.op, node.params, node._prev
+            op = node.op
+            if op is None or node in keep:
+                result[node] = g
+                if op is None:
+                    continue
+            params, parents, vjps = node.params, node._prev, op.vjps
             inputs = parents if create_graph else [p.data for p in parents]
             ans = node if create_graph else node.data
+            variadic = op.n_in is None
             for k, parent in enumerate(parents):
                 if not parent.requires_grad:
                     continue
-                vjp = op.vjp_for(k)
-                if vjp is None:
-                    continue
-                gk = vjp(m, g, ans, *inputs, k=k, **params) if op.n_in is None else vjp(m, g, ans, *inputs, **params)
+                if variadic:
+                    gk = vjps(m, g, ans, *inputs, k=k, **params)
+                else:
+                    vjp = vjps[k]
+                    gk = None if vjp is None else vjp(m, g, ans, *inputs, **params)
                 if gk is None:
                     continue
-                _accumulate(grads, owned, id(parent), unbroadcast(m, gk, parent.data.shape), create_graph)
+                shape = parent.data.shape
+                if gk.shape != shape:
+                    gk = unbroadcast(m, gk, shape)
+                if create_graph:
+                    previous = grads.get(parent)
+                    grads[parent] = gk if previous is None else previous + gk
+                else:
+                    _accumulate(grads, owned, parent, gk)
     return result
 
 
@@ -127,12 +139,9 @@ def backward(y: Tensor, grad: Any = None, retain_grads: bool = False) -> None:
     if not y.requires_grad:
         raise ValueError("backward() on a tensor that does not require grad: no input requires grad")
     order = topological_order(y)
-    keep = {id(n) for n in order if retain_grads or n.retains_grad}
-    grads = backprop(y, _seed(y, grad), keep=keep)
-    for node in order:
-        g = grads.get(id(node))
-        if g is None or not (node.op is None or id(node) in keep):
-            continue
+    keep = {n for n in order if retain_grads or n.retains_grad}
+    grads = backprop(y, _seed(y, grad), keep=keep, order=order)
+    for node, g in grads.items():
         # A gradient array may be shared between nodes (add passes g to both sides),
         # so each node's .grad gets its own array.
         node.grad = np.array(g, dtype=np.result_type(g, np.float64)) if node.grad is None else node.grad + g
@@ -150,10 +159,10 @@ def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, crea
         zeros = [Tensor(np.zeros_like(x.data)) for x in targets]
         return zeros[0] if single else zeros
     seed = _seed(y, grad_output)
-    grads = backprop(y, Tensor(seed) if create_graph else seed, create_graph, keep={id(x) for x in targets})
+    grads = backprop(y, Tensor(seed) if create_graph else seed, create_graph, keep=set(targets))
     out = []
     for x in targets:
-        g = grads.get(id(x))
+        g = grads.get(x)
         if g is None:
             out.append(Tensor(np.zeros_like(x.data)))
         elif isinstance(g, Tensor):

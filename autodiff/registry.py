@@ -153,6 +153,8 @@ def defop(
     """
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
+    if vjps is not None and (n_in is None) != callable(vjps):
+        raise ValueError(f"op {name!r}: give one VJP per input as a tuple, or one VJP taking k= for any number of inputs")
     if isinstance(vjps, tuple) and n_in is not None and len(vjps) != n_in:
         raise ValueError(f"op {name!r}: {n_in} inputs but {len(vjps)} VJPs")
     param_names, signature = _describe_signature(name, forward, n_in, variadic)
@@ -270,11 +272,15 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         tensor_args, extra = args[: op.n_in], args[op.n_in :]
     if extra:
         params = _bind_params(op, extra, params)
-    inputs = tuple(a if type(a) is Tensor else Tensor(a) for a in tensor_args)
-    if len(inputs) > 1:
+    inputs = tuple([a if type(a) is Tensor else Tensor(a) for a in tensor_args])
+    arrays = [t.data for t in inputs]
+    if len(arrays) == 2:
+        if arrays[0].size * arrays[1].size > max_elements():
+            _check_broadcast_size(op, inputs)
+    elif len(arrays) > 2:
         _check_broadcast_size(op, inputs)
     try:
-        out = op.forward(*[t.data for t in inputs], **params)
+        out = op.forward(*arrays, **params)
     except EngineError:
         raise
     except (ValueError, IndexError, TypeError) as err:
@@ -297,9 +303,12 @@ def _grad_enabled_for(inputs: tuple[Tensor, ...]) -> bool:
     return False
 
 
+_NATIVE = (np.dtype(np.float64), np.dtype(np.complex128))
+
+
 def _as_output(out: Any) -> np.ndarray:
     # NumPy returns scalars (np.float64) for 0-d results; the engine keeps arrays.
-    if type(out) is np.ndarray and (out.dtype == np.float64 or out.dtype == np.complex128):
+    if type(out) is np.ndarray and out.dtype in _NATIVE:
         return out
     return to_array(out)
 
