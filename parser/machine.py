@@ -6,7 +6,6 @@ expressions nor recursive `def`s can exhaust Python's stack.
 """
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -242,6 +241,8 @@ def _whole(value: Any) -> int:
 
 
 def _suggest(name: str, candidates: list[str]) -> str:
+    import difflib  # only on errors: keep it out of start-up
+
     close = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.6)
     if not close:
         return ""

@@ -1,22 +1,19 @@
 """Source text to a Lark parse tree, with readable errors.
 
-The LALR parser is built once per process and reused; Lark's cache keeps the built
-tables on disk so a fresh process skips the grammar analysis.
+The LALR parser is Lark's stand-alone parser generated from grammar.lark (see
+generate.py): a fresh process loads its tables without importing Lark or analysing the
+grammar. It is built once per process and reused.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator
 from functools import lru_cache
-from pathlib import Path
-
-from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from typing import Any
 
 from .errors import LanguageError
+from .standalone import Lark_StandAlone, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-GRAMMAR = Path(__file__).with_name("grammar.lark")
+__all__ = ["Token", "Tree", "describe_expected", "lark_parser", "parse_tree"]
 _OPENERS = {"LPAR", "LSQB"}
 _CLOSERS = {"RPAR", "RSQB"}
 
@@ -38,23 +35,9 @@ class _BracketNewlines:
             yield token
 
 
-def _cache_path() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = os.path.join(base, "gradcalc")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        folder = tempfile.gettempdir()
-    return os.path.join(folder, "grammar.lark.cache")
-
-
 @lru_cache(maxsize=1)
-def lark_parser() -> Lark:
-    options = dict(parser="lalr", start="program", postlex=_BracketNewlines(), propagate_positions=True, maybe_placeholders=True)
-    try:
-        return Lark(GRAMMAR.read_text(), cache=_cache_path(), **options)
-    except OSError:  # an unwritable cache must not stop the calculator
-        return Lark(GRAMMAR.read_text(), **options)
+def lark_parser() -> Any:
+    return Lark_StandAlone(postlex=_BracketNewlines())
 
 
 _READABLE = {
