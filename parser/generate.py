@@ -21,7 +21,7 @@ def standalone_source() -> str:
     from lark import Lark
     from lark.tools.standalone import gen_standalone
 
-    parser = Lark((HERE / "grammar.lark").read_text(), parser="lalr", start="program", propagate_positions=True, maybe_placeholders=True)
+    parser = Lark((HERE / "grammar.lark").read_text(), parser="lalr", start="program", maybe_placeholders=True)
     out = io.StringIO()
     gen_standalone(parser, out=out, compress=True)
     return HEADER + out.getvalue()

@@ -80,8 +80,11 @@ class Session:
 
     def run_statement(self, statement: Statement) -> Any:
         # Graph building allocates many nodes and no cycles: see collector_paused.
-        with collector_paused():
-            return self._run_statement(statement)
+        try:
+            with collector_paused():
+                return self._run_statement(statement)
+        except LanguageError as err:
+            raise err.at(statement.span) from None  # a place for errors that had none
 
     def _run_statement(self, statement: Statement) -> Any:
         if statement.kind == "def":
