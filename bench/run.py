@@ -81,23 +81,77 @@ def agree(section: Section, name: str, reference: Any, other: Any, tol: float = 
 # ---- sections --------------------------------------------------------------------------------
 
 
-def scalar_section(title: str, workload: Callable[[Any], Any], repeat: int, unit_count: Callable[[Any], int], unit: str) -> Section:
+_ISOLATED = """
+import gc, json, sys, time
+sys.path.insert(0, sys.argv[1])
+import engines, workloads as W
+E = engines.SCALAR_ENGINES[sys.argv[2]]()
+run = eval(sys.argv[3], {"W": W, "E": E})
+count = None
+run()  # warm up
+times = []
+for _ in range(int(sys.argv[4])):
+    t = time.perf_counter(); value, grads, root = run(); times.append(time.perf_counter() - t)
+if root is not None and sys.argv[2] != "torch":
+    count = engines._count_prev(root)
+print(json.dumps({"times": times, "value": value, "grads": grads, "nodes": count}))
+"""
+
+
+def isolated(key: str, call: str, repeat: int) -> dict[str, Any] | str:
+    """Run `call` (a workload on engine E) in a fresh process: each engine gets a heap of
+    its own, so one engine's garbage never costs another time."""
+    import json
+
+    done = subprocess.run([sys.executable, "-c", _ISOLATED, str(Path(__file__).parent), key, call, str(repeat)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return (done.stderr.strip().splitlines() or ["failed"])[-1]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def scalar_section(title: str, call: str, repeat: int, rounds: int = 3) -> Section:
+    """Engines take turns, a process each per round, so a machine that speeds up or slows
+    down during the run affects them alike."""
     section = Section(title)
-    reference = None
-    for key, factory in engines.SCALAR_ENGINES.items():
-        engine, note = engines.load(factory)
-        if engine is None:
-            section.notes.append(f"{key}: {note}")
-            continue
-        times, result = timed(lambda: workload(engine), repeat)
-        count = unit_count(result[2]) if result[2] is not None and engine.node_count else None
-        if reference is None:
-            reference = result
-            reference_count = count
-        else:
-            agree(section, engine.name, reference, result)
-        nodes = count or reference_count
-        section.rows.append(Row(engine.name, times, per=nodes, unit=unit, extra=f"{nodes} nodes"))
+    results: dict[str, dict[str, Any]] = {}
+    failed: set[str] = set()
+    for _ in range(rounds):
+        for key in engines.SCALAR_ENGINES:
+            if key in failed:
+                continue
+            result = isolated(key, call, max(repeat // rounds, 1))
+            if isinstance(result, str):
+                section.notes.append(f"{key}: {result}")
+                failed.add(key)
+                continue
+            if key in results:
+                results[key]["times"] += result["times"]
+            else:
+                results[key] = result
+    reference = next(iter(results.values()), None)
+    for key, result in results.items():
+        assert reference is not None
+        agree(section, key, (reference["value"], reference["grads"]), (result["value"], result["grads"]))
+        nodes = reference["nodes"] or result["nodes"] or 1
+        section.rows.append(Row(key, result["times"], per=nodes, extra=f"{result['nodes'] or '-'} nodes"))
+    return section
+
+
+def scalar_vs_tensor_section(configs: list[tuple[list[int], int]], repeat: int) -> Section:
+    """The same MLP and loss on gradcalc's two engines: graph size and time side by side."""
+    from gradcalc.autodiff import graph_stats
+
+    section = Section("one MLP, two engines: gradcalc scalar vs gradcalc tensor (forward + backward of the loss)")
+    scalar = engines.gradcalc_scalar()
+    for sizes, samples in configs:
+        label = f"{'-'.join(map(str, sizes))}, {samples} samples"
+        s_times, s_result = timed(lambda: W.scalar_mlp(scalar, sizes, samples), repeat)
+        t_times, t_result = timed(lambda: W.tensor_mlp(sizes, samples), repeat)
+        agree(section, label, s_result, t_result)
+        s_nodes, t_nodes = graph_stats(s_result[2]).nodes, graph_stats(t_result[2]).nodes
+        section.rows.append(Row(f"scalar engine, {label}", s_times, per=1, unit="run", extra=f"{s_nodes:,} nodes"))
+        section.rows.append(Row(f"tensor engine, {label}", t_times, per=1, unit="run", extra=f"{t_nodes:,} nodes"))
     return section
 
 
@@ -252,11 +306,13 @@ def suite(smoke: bool, only: str | None) -> list[Section]:
     cycles = sizes["small_cycles"]
     plan: list[tuple[str, Callable[[], Section]]] = [
         ("scalar chain", lambda: scalar_section(
-            f"scalar engines: {7 * sizes['chain_cycles']}-op mixed chain, forward + backward", lambda E: W.scalar_chain(E, sizes["chain_cycles"]),
-            rep * 10, lambda root: engines._count_prev(root), "node")),
+            f"scalar engines: {7 * sizes['chain_cycles']}-op mixed chain, forward + backward, one process per engine",
+            f"lambda: W.scalar_chain(E, {sizes['chain_cycles']})", rep * 30)),
         ("scalar mlp", lambda: scalar_section(
-            f"scalar engines: micrograd's demo MLP {'-'.join(map(str, sizes['mlp']))}, 8 samples, forward + backward",
-            lambda E: W.scalar_mlp(E, sizes["mlp"]), rep * 3, lambda root: engines._count_prev(root), "node")),
+            f"scalar engines: micrograd's demo MLP {'-'.join(map(str, sizes['mlp']))}, 8 samples, forward + backward, one process per engine",
+            f"lambda: W.scalar_mlp(E, {sizes['mlp']})", rep * 5)),
+        ("scalar vs tensor", lambda: scalar_vs_tensor_section(
+            [([2, 4, 1], 8)] if smoke else [([2, 16, 16, 1], 8), ([2, 32, 32, 1], 32), ([2, 64, 64, 1], 64)], 1 if smoke else 5)),
         ("scalar deep", lambda: deep_section(sizes["deep"], 1 if smoke else 3, paused=False)),
         ("scalar deep paused", lambda: deep_section(sizes["deep"], 1 if smoke else 3, paused=True)),
         ("tensor small chain", lambda: tensor_section(

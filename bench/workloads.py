@@ -47,13 +47,22 @@ DEMO_X = [[2.0, 3.0], [-1.0, -1.0], [0.5, 1.0], [1.0, -1.5], [-2.0, 0.5], [0.3, 
 DEMO_Y = [1.0, -1.0, -1.0, 1.0, -1.0, 1.0, 1.0, -1.0]
 
 
-def scalar_mlp(E: ScalarEngine, sizes: list[int] | None = None) -> tuple[float, list[float], Any]:
+def mlp_data(samples: int, seed: int = 7) -> tuple[list[list[float]], list[float]]:
+    """Two-feature points and +-1 labels; the first eight are the demo's."""
+    rng = random.Random(seed)
+    xs = DEMO_X + [[rng.uniform(-2, 2), rng.uniform(-2, 2)] for _ in range(max(samples - len(DEMO_X), 0))]
+    ys = DEMO_Y + [1.0 if x[0] * x[1] > 0 else -1.0 for x in xs[len(DEMO_Y):]]
+    return xs[:samples], ys[:samples]
+
+
+def scalar_mlp(E: ScalarEngine, sizes: list[int] | None = None, samples: int = 8) -> tuple[float, list[float], Any]:
     """micrograd's demo: an MLP 2-16-16-1 (ReLU), max-margin loss over 8 samples, L2 term."""
     sizes = sizes or [2, 16, 16, 1]
+    data_x, data_y = mlp_data(samples)
     layers = [[[E.leaf(w) for w in neuron] for neuron in layer] for layer in mlp_parameters(sizes)]
     params = [p for layer in layers for neuron in layer for p in neuron]
     scores = []
-    for xs in DEMO_X:
+    for xs in data_x:
         act: list[Any] = list(xs)
         for depth, layer in enumerate(layers):
             out = []
@@ -64,12 +73,38 @@ def scalar_mlp(E: ScalarEngine, sizes: list[int] | None = None) -> tuple[float, 
                 out.append(total.relu() if depth < len(layers) - 1 else total)
             act = out
         scores.append(act[0])
-    losses = [(1 + -y * s).relu() for y, s in zip(DEMO_Y, scores)]
+    losses = [(1 + -y * s).relu() for y, s in zip(data_y, scores)]
     data_loss = sum(losses) * (1.0 / len(losses))
     reg = 1e-4 * sum(p * p for p in params)
     loss = data_loss + reg
     E.backward(loss)
     return E.value(loss), [E.grad(p) for p in params], loss
+
+
+def tensor_mlp(sizes: list[int], samples: int) -> tuple[float, list[float], Any]:
+    """The same MLP and loss on gradcalc's tensor engine: one node per layer op."""
+    from gradcalc.autodiff import Tensor
+
+    data_x, data_y = mlp_data(samples)
+    layers = []
+    for layer in mlp_parameters(sizes):
+        weights = np.array([neuron[:-1] for neuron in layer]).T
+        layers.append((Tensor(weights, requires_grad=True), Tensor(np.array([neuron[-1] for neuron in layer]), requires_grad=True)))
+    h = Tensor(np.array(data_x))
+    for depth, (W, b) in enumerate(layers):
+        h = h @ W + b
+        if depth < len(layers) - 1:
+            h = h.relu()
+    scores = h.reshape(-1)
+    data_loss = (1 + -Tensor(np.array(data_y)) * scores).relu().mean()
+    reg = sum(((W * W).sum() + (b * b).sum() for W, b in layers), Tensor(0.0)) * 1e-4
+    loss = data_loss + reg
+    loss.backward()
+    grads: list[float] = []
+    for W, b in layers:  # in the scalar engine's order: per neuron, weights then bias
+        for j in range(W.shape[1]):
+            grads += list(W.grad[:, j]) + [float(b.grad[j])]
+    return loss.item(), grads, loss
 
 
 # ---- tensor engines -----------------------------------------------------------------------------
