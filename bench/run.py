@@ -138,6 +138,18 @@ def scalar_section(title: str, call: str, repeat: int, rounds: int = 3) -> Secti
     return section
 
 
+def engines_section(n: int, repeat: int) -> Section:
+    """gradcalc's two engines on the same chain (the first benchmark of the engine issue)."""
+    section = Section(f"gradcalc's engines: a {n:,}-node chain (tanh, relu alternating), forward + backward")
+    scalar = engines.gradcalc_scalar()
+    s_times, s_result = timed(lambda: W.scalar_deep_chain(scalar, n), repeat)
+    t_times, t_result = timed(lambda: W.tensor_deep_chain(n), repeat)
+    agree(section, "tensor engine", s_result, t_result)
+    section.rows.append(Row("gradcalc scalar", s_times, per=n))
+    section.rows.append(Row("gradcalc tensor (0-d tensors)", t_times, per=n))
+    return section
+
+
 def scalar_vs_tensor_section(configs: list[tuple[list[int], int]], repeat: int) -> Section:
     """The same MLP and loss on gradcalc's two engines: graph size and time side by side."""
     from gradcalc.autodiff import graph_stats
@@ -160,17 +172,16 @@ def deep_section(n: int, repeat: int, paused: bool) -> Section:
     how = "collector paused while building" if paused else "default garbage collector"
     section = Section(f"deep chain: {n:,} nodes (tanh, relu alternating), forward + backward, {how}")
     code = (
-        "import sys, time, resource, json, gc; sys.path.insert(0, sys.argv[1]); sys.setrecursionlimit(10000)\n"
+        "import sys, time, json, gc; sys.path.insert(0, sys.argv[1]); sys.setrecursionlimit(10000)\n"
         "import engines, workloads as W\n"
         "E = engines.SCALAR_ENGINES[sys.argv[2]]()\n"
         "if sys.argv[5] == '1': gc.disable()\n"
-        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "times = []\n"
+        "base = W.resident_bytes()\n"
+        "times, memory = [], []\n"
         "try:\n"
         "    for _ in range(int(sys.argv[4])):\n"
-        "        t = time.perf_counter(); value, grads, _ = W.scalar_deep_chain(E, int(sys.argv[3])); times.append(time.perf_counter() - t)\n"
-        "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "    print(json.dumps({'times': times, 'bytes': (peak - base) * 1024, 'grad': grads[0]}))\n"
+        "        t = time.perf_counter(); value, grads, _ = W.scalar_deep_chain(E, int(sys.argv[3]), memory); times.append(time.perf_counter() - t)\n"
+        "    print(json.dumps({'times': times, 'bytes': max(memory) - base, 'grad': grads[0]}))\n"
         "except RecursionError as err:\n"
         "    print(json.dumps({'error': 'RecursionError'}))\n"
     )
@@ -311,6 +322,7 @@ def suite(smoke: bool, only: str | None) -> list[Section]:
         ("scalar mlp", lambda: scalar_section(
             f"scalar engines: micrograd's demo MLP {'-'.join(map(str, sizes['mlp']))}, 8 samples, forward + backward, one process per engine",
             f"lambda: W.scalar_mlp(E, {sizes['mlp']})", rep * 5)),
+        ("engines chain", lambda: engines_section(2_000 if smoke else 100_000, 1 if smoke else 5)),
         ("scalar vs tensor", lambda: scalar_vs_tensor_section(
             [([2, 4, 1], 8)] if smoke else [([2, 16, 16, 1], 8), ([2, 32, 32, 1], 32), ([2, 64, 64, 1], 64)], 1 if smoke else 5)),
         ("scalar deep", lambda: deep_section(sizes["deep"], 1 if smoke else 3, paused=False)),

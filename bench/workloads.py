@@ -6,6 +6,7 @@ before it compares their times.
 from __future__ import annotations
 
 import math
+import os
 import random
 from typing import Any
 
@@ -27,14 +28,39 @@ def scalar_chain(E: ScalarEngine, cycles: int = 100) -> tuple[float, list[float]
     return E.value(y), [E.grad(x)], y
 
 
-def scalar_deep_chain(E: ScalarEngine, n: int) -> tuple[float, list[float], Any]:
-    """A chain of n nodes, each the only input of the next (tanh and relu alternating)."""
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux), or 0 where /proc is missing."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def scalar_deep_chain(E: ScalarEngine, n: int, memory: list[int] | None = None) -> tuple[float, list[float], Any]:
+    """A chain of n nodes, each the only input of the next (tanh and relu alternating).
+    With `memory`, appends the resident memory at the peak: after backward, while the
+    whole graph and its gradients are alive."""
     x = E.leaf(0.5)
     y = x
     for _ in range(n // 2):
         y = y.tanh().relu()
     E.backward(y)
+    if memory is not None:
+        memory.append(resident_bytes())
     return E.value(y), [E.grad(x)], None
+
+
+def tensor_deep_chain(n: int) -> tuple[float, list[float], Any]:
+    """The deep chain on gradcalc's tensor engine (0-d tensors)."""
+    from gradcalc.autodiff import Tensor
+
+    x = Tensor(0.5, requires_grad=True)
+    y = x
+    for _ in range(n // 2):
+        y = y.tanh().relu()
+    y.backward()
+    return y.item(), [float(x.grad)], None
 
 
 def mlp_parameters(sizes: list[int], seed: int = 1337) -> list[list[list[float]]]:
