@@ -146,17 +146,21 @@ def tensor_inputs(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def chain_gradcalc(d: dict[str, np.ndarray], cycles: int) -> tuple[float, np.ndarray]:
-    """7 ops a cycle (matmul, add, tanh, mul, exp, log, relu) and a final sum."""
-    from gradcalc.autodiff import Tensor
-
-    x = Tensor(d["x"], requires_grad=True)
-    W, B, C = Tensor(d["W"]), Tensor(d["B"]), Tensor(d["C"])
+def _chain(x: Any, W: Any, B: Any, C: Any, cycles: int) -> Any:
+    """7 ops a cycle (matmul, add, tanh, mul, exp, log, relu) and a final sum; written
+    once for every engine whose tensors have these methods."""
     y = x
     for _ in range(cycles):
         y = (y @ W + B).tanh() * C
         y = y.exp().log().relu()
-    out = y.sum()
+    return y.sum()
+
+
+def chain_gradcalc(d: dict[str, np.ndarray], cycles: int) -> tuple[float, np.ndarray]:
+    from gradcalc.autodiff import Tensor
+
+    x = Tensor(d["x"], requires_grad=True)
+    out = _chain(x, Tensor(d["W"]), Tensor(d["B"]), Tensor(d["C"]), cycles)
     out.backward()
     return out.item(), x.grad
 
@@ -165,12 +169,7 @@ def chain_torch(d: dict[str, np.ndarray], cycles: int) -> tuple[float, np.ndarra
     import torch
 
     x = torch.tensor(d["x"], requires_grad=True)
-    W, B, C = (torch.tensor(d[k]) for k in ("W", "B", "C"))
-    y = x
-    for _ in range(cycles):
-        y = (y @ W + B).tanh() * C
-        y = y.exp().log().relu()
-    out = y.sum()
+    out = _chain(x, *(torch.tensor(d[k]) for k in ("W", "B", "C")), cycles)
     out.backward()
     return out.item(), x.grad.numpy()
 
@@ -218,43 +217,39 @@ def chain_autograd(d: dict[str, np.ndarray], cycles: int) -> tuple[float, np.nda
     return float(value), g
 
 
-def mlp_step_gradcalc(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+def _mlp_step(x: Any, W1: Any, W2: Any, W3: Any, b: Any) -> Any:
     """12 ops: three layers (relu, tanh, linear) and a halved mean squared error."""
-    from gradcalc.autodiff import Tensor
-
-    x = Tensor(d["x"])
-    W1 = Tensor(d["W"], requires_grad=True)
-    W2 = Tensor(d["C"] / 8, requires_grad=True)
-    W3 = Tensor(d["W"].T, requires_grad=True)
-    b = Tensor(d["B"][0], requires_grad=True)
     h1 = (x @ W1 + b).relu()
     h2 = (h1 @ W2 + b).tanh()
     out = h2 @ W3 + b
     diff = out - x
-    loss = (diff * diff).mean() * 0.5
+    return (diff * diff).mean() * 0.5
+
+
+def _mlp_arrays(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return [d["x"], d["W"], d["C"] / 8, d["W"].T.copy(), d["B"][0]]
+
+
+def mlp_step_gradcalc(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+    from gradcalc.autodiff import Tensor
+
+    x, *params = [Tensor(a, requires_grad=i > 0) for i, a in enumerate(_mlp_arrays(d))]
+    loss = _mlp_step(x, *params)
     loss.backward()
-    return loss.item(), W1.grad
+    return loss.item(), params[0].grad
 
 
 def mlp_step_torch(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
     import torch
 
-    x = torch.tensor(d["x"])
-    W1 = torch.tensor(d["W"], requires_grad=True)
-    W2 = torch.tensor(d["C"] / 8, requires_grad=True)
-    W3 = torch.tensor(d["W"].T.copy(), requires_grad=True)
-    b = torch.tensor(d["B"][0], requires_grad=True)
-    h1 = (x @ W1 + b).relu()
-    h2 = (h1 @ W2 + b).tanh()
-    out = h2 @ W3 + b
-    diff = out - x
-    loss = (diff * diff).mean() * 0.5
+    x, *params = [torch.tensor(a, requires_grad=i > 0) for i, a in enumerate(_mlp_arrays(d))]
+    loss = _mlp_step(x, *params)
     loss.backward()
-    return loss.item(), W1.grad.numpy()
+    return loss.item(), params[0].grad.numpy()
 
 
 def mlp_step_numpy(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
-    x, W1, W2, W3, b = d["x"], d["W"], d["C"] / 8, d["W"].T, d["B"][0]
+    x, W1, W2, W3, b = _mlp_arrays(d)
     a1 = x @ W1 + b
     h1 = np.where(a1 > 0, a1, 0.0)
     h2 = np.tanh(h1 @ W2 + b)
@@ -269,12 +264,8 @@ def mlp_step_numpy(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
     return float(loss), x.T @ g_a1
 
 
-def big_chain_gradcalc(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+def _big_chain(x: Any, B: Any, C: Any) -> Any:
     """15 elementwise ops on large tensors, then a sum (x is used twice)."""
-    from gradcalc.autodiff import Tensor
-
-    x = Tensor(d["x"], requires_grad=True)
-    B, C = Tensor(d["B"]), Tensor(d["C"])
     y = x * 0.5 + B
     y = y.tanh() * C
     y = y.exp() - 1.0
@@ -282,7 +273,14 @@ def big_chain_gradcalc(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
     y = y.sigmoid() * C
     y = y.sqrt() + y
     y = y * y - B
-    out = y.sum()
+    return y.sum()
+
+
+def big_chain_gradcalc(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
+    from gradcalc.autodiff import Tensor
+
+    x = Tensor(d["x"], requires_grad=True)
+    out = _big_chain(x, Tensor(d["B"]), Tensor(d["C"]))
     out.backward()
     return out.item(), x.grad
 
@@ -316,15 +314,7 @@ def big_chain_torch(d: dict[str, np.ndarray]) -> tuple[float, np.ndarray]:
     import torch
 
     x = torch.tensor(d["x"], requires_grad=True)
-    B, C = torch.tensor(d["B"]), torch.tensor(d["C"])
-    y = x * 0.5 + B
-    y = y.tanh() * C
-    y = y.exp() - 1.0
-    y = y * x + B
-    y = y.sigmoid() * C
-    y = y.sqrt() + y
-    y = y * y - B
-    out = y.sum()
+    out = _big_chain(x, torch.tensor(d["B"]), torch.tensor(d["C"]))
     out.backward()
     return out.item(), x.grad.numpy()
 
