@@ -26,10 +26,6 @@ class GraphStats:
     depth: int
     histogram: dict[str, int]
 
-    @property
-    def fan_out_count(self) -> int:
-        return len(self.fan_out)
-
 
 def graph_stats(root: Any) -> GraphStats:
     """Counts over the graph actually built.

@@ -1,9 +1,10 @@
 """Adapters: each engine the benchmarks compare, behind the same small interface.
 
-A scalar adapter makes leaves and constants; the values it returns support + - * / **,
-and .relu() .tanh() .exp() .log(). A tensor adapter does the same over 2-d arrays and
-adds matmul, sum, mean. The anchors (micrograd, torch, HIPS autograd) are optional: an
-adapter whose library is missing reports why and is skipped.
+A scalar adapter makes leaves; the values it returns support + - * / ** and .relu()
+.tanh() .exp() .log(). Tensor workloads are written once over any tensor type with
+those methods plus @, .sum() and .mean() (bench/workloads.py). The anchors (micrograd,
+torch, HIPS autograd) are optional: a workload whose library is missing is skipped
+with a note.
 """
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 
 @dataclass
@@ -22,15 +21,15 @@ class ScalarEngine:
     backward: Callable[[Any], None]
     grad: Callable[[Any], float]
     value: Callable[[Any], float]
-    node_count: Callable[[Any], int] | None = None
 
 
-def _count_prev(root: Any, attr: str = "_prev") -> int:
+def _count_prev(root: Any) -> int:
+    """Nodes in a graph whose nodes keep their parents in `_prev` (gradcalc, micrograd)."""
     seen = {id(root)}
     stack = [root]
     while stack:
         node = stack.pop()
-        for p in getattr(node, attr):
+        for p in node._prev:
             if id(p) not in seen:
                 seen.add(id(p))
                 stack.append(p)
@@ -40,7 +39,7 @@ def _count_prev(root: Any, attr: str = "_prev") -> int:
 def gradcalc_scalar() -> ScalarEngine:
     from gradcalc.autodiff import Value
 
-    return ScalarEngine("gradcalc scalar", Value, lambda y: y.backward(), lambda v: v.grad, lambda v: v.data, _count_prev)
+    return ScalarEngine("gradcalc scalar", Value, lambda y: y.backward(), lambda v: v.grad, lambda v: v.data)
 
 
 def _micrograd_value() -> Any:
@@ -81,7 +80,7 @@ def _micrograd_value() -> Any:
 
 def micrograd_scalar() -> ScalarEngine:
     Value = _micrograd_value()
-    return ScalarEngine("micrograd 0.1.0", Value, lambda y: y.backward(), lambda v: v.grad, lambda v: v.data, _count_prev)
+    return ScalarEngine("micrograd 0.1.0", Value, lambda y: y.backward(), lambda v: v.grad, lambda v: v.data)
 
 
 def torch_scalar() -> ScalarEngine:
@@ -92,7 +91,7 @@ def torch_scalar() -> ScalarEngine:
     def leaf(x: float) -> Any:
         return torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
 
-    return ScalarEngine("torch 0-d", leaf, lambda y: y.backward(), lambda v: float(v.grad), lambda v: float(v.detach()), None)
+    return ScalarEngine("torch 0-d", leaf, lambda y: y.backward(), lambda v: float(v.grad), lambda v: float(v.detach()))
 
 
 SCALAR_ENGINES: dict[str, Callable[[], ScalarEngine]] = {
@@ -100,23 +99,3 @@ SCALAR_ENGINES: dict[str, Callable[[], ScalarEngine]] = {
     "micrograd": micrograd_scalar,
     "torch": torch_scalar,
 }
-
-
-@dataclass
-class TensorEngine:
-    """run(inputs) -> (value, grads): forward and backward of one workload."""
-
-    name: str
-    available: bool
-    note: str = ""
-
-
-def load(factory: Callable[[], Any]) -> tuple[Any | None, str]:
-    try:
-        return factory(), ""
-    except ImportError as err:
-        return None, f"not installed ({err.name}); pip install '.[bench]'"
-
-
-def numpy_array(x: Any) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64)

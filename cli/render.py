@@ -94,9 +94,6 @@ class PlainRenderer:
             for depth, text in tree_lines(a.output, d):
                 self.write("  " * (depth + 1) + text)
 
-    def value(self, value: Any) -> None:
-        self.write(format_array(value.data, self.style.digits))
-
 
 def _notes(a: Analysis) -> list[str]:
     notes = list(a.notes)
