@@ -157,18 +157,25 @@ def _report(outcomes: list[CheckOutcome], rich: bool) -> None:
         print(_summary(outcomes))
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(show_edge=False, pad_edge=False)
-    for column in ("", "where", "check", "wrt", "method", "max abs", "max rel", "notes"):
+    for column in ("", "where", "check", "wrt", "method", "max abs", "max rel"):
         table.add_column(column, overflow="fold")
     marks = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "error": "[red]ERROR[/]"}
+    details = []
     for o in outcomes:
-        notes = "; ".join([*([o.message] if o.message else []), *o.warnings])
+        where = f"{o.file}:{o.line}"
         numbers = ("", "") if o.status == "error" else (f"{o.max_abs_error:.2e}", f"{o.max_rel_error:.2e}")
-        table.add_row(marks[o.status], f"{o.file}:{o.line}", o.text.replace("[", "\\["), ", ".join(o.variables), o.method, *numbers, notes.replace("[", "\\["))
+        table.add_row(marks[o.status] + ("[yellow]*[/]" if o.warnings else ""), escape(where), escape(o.text), ", ".join(o.variables), o.method, *numbers)
+        if o.message:
+            details.append(f"[red]{escape(where)}[/] {escape(o.message)}")
+        details += [f"[yellow]{escape(where)} warning:[/] {escape(w)}" for w in o.warnings]
     console = Console()
     console.print(table)
+    for line in details:
+        console.print(line, highlight=False)
     console.print(_summary(outcomes))
 
 
