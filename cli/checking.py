@@ -111,12 +111,12 @@ def register(app: typer.Typer) -> None:
         from gradcalc.parser.checks import METHODS, CheckDefaults
 
         from . import render
-        from .main import _limit, _read_sources
+        from .main import _prepare_engine, _read_sources
 
         if method not in METHODS:
             render.warn(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
             raise typer.Exit(2)
-        _limit(max_elements)
+        _prepare_engine(max_elements)
         defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
         sources = _read_sources(files)
         total = sum(count_checks(s) for _, s in sources)

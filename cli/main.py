@@ -64,6 +64,7 @@ def main(
 
         start_repl(engine.value)
         return
+    _prepare_engine(None)
     raise typer.Exit(_run_sources([("<stdin>", sys.stdin.read())], engine.value, as_json=False, digits=None, tree=False))
 
 
@@ -127,7 +128,7 @@ def eval_command(
 
     from . import render
 
-    _limit(max_elements)
+    _prepare_engine(max_elements)
     wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
     try:
         analysis = evaluate_expression(expr, bindings or [], engine.value, wrt_names)
@@ -143,7 +144,12 @@ def eval_command(
         _write_dot(analysis.output, dot)
 
 
-def _limit(max_elements: int | None) -> None:
+def _prepare_engine(max_elements: int | None) -> None:
+    """Set up the engine for a command: the element cap, and NumPy told not to warn about
+    overflow or nan (results show inf and nan, and a note names the op that made them)."""
+    import numpy as np
+
+    np.seterr(all="ignore")
     if max_elements is not None:
         from gradcalc.autodiff import set_max_elements
 
@@ -262,7 +268,7 @@ def run_command(
 
     Example: gradcalc run examples/mlp.gc
     """
-    _limit(max_elements)
+    _prepare_engine(max_elements)
     raise typer.Exit(_run_sources(_read_sources(files), engine.value, as_json, digits, tree))
 
 

@@ -238,9 +238,9 @@ def loop(repl: Repl, prompt: Any) -> None:
 
 
 def start_repl(engine: str = "tensor") -> None:
-    import numpy as np
+    from .main import _prepare_engine
 
-    np.seterr(all="ignore")  # inf and nan are results here; the note names their source
+    _prepare_engine(None)
     repl = Repl(engine)
     repl.out.write(f"gradcalc REPL ({engine} engine). :help for help, Ctrl-D to leave.")
     loop(repl, make_prompt_session(repl))

@@ -222,3 +222,10 @@ def test_one_shot_eval_does_not_import_prompt_toolkit():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
     assert done.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_overflow_and_domain_errors_show_inf_nan_and_name_the_op_without_warnings():
+    done = gradcalc("eval", "log(x) * exp(y)", "x=-1", "y=1000")
+    assert done.returncode == 0
+    assert "value: nan" in done.stdout and "came from log" in done.stdout
+    assert "RuntimeWarning" not in done.stderr and done.stderr == ""
