@@ -240,10 +240,16 @@ def _bind_params(op: OpDef, extra: tuple[Any, ...], params: dict[str, Any]) -> d
     return params
 
 
+# NumPy reports a shape problem as a ValueError with one of these words (or an IndexError,
+# which covers bad indices and axes); anything else is a bad argument.
+_SHAPE_WORDS = ("shape", "broadcast", "align", "dimension", "size", "split")
+
+
 def _input_error(op: OpDef, inputs: Sequence[Tensor], err: Exception) -> Exception:
-    shapes = " and ".join(str(t.shape) for t in inputs) or "no inputs"
+    """NumPy's error for a failed forward, restated with the op and the input shapes."""
     text = str(err)
-    if isinstance(err, (ValueError, IndexError)) and ("shape" in text or "broadcast" in text or "align" in text or "dimension" in text or "axis" in text or "index" in text or "size" in text):
+    if isinstance(err, IndexError) or (isinstance(err, ValueError) and any(w in text for w in _SHAPE_WORDS)):
+        shapes = " and ".join(str(t.shape) for t in inputs) or "no inputs"
         return ShapeError(f"{op.name}: operands of shapes {shapes} do not fit: {text}")
     return ArgumentError(f"{op.signature}: {text}")
 
