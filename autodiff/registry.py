@@ -249,8 +249,8 @@ def _input_error(op: OpDef, inputs: Sequence[Tensor], err: Exception) -> Excepti
     """NumPy's error for a failed forward, restated with the op and the input shapes."""
     text = str(err)
     if isinstance(err, IndexError) or (isinstance(err, ValueError) and any(w in text for w in _SHAPE_WORDS)):
-        shapes = " and ".join(str(t.shape) for t in inputs) or "no inputs"
-        return ShapeError(f"{op.name}: operands of shapes {shapes} do not fit: {text}")
+        shapes = " and ".join(str(t.shape) for t in inputs)
+        return ShapeError(f"{op.name}: {text} (input shape{'s' * (len(inputs) > 1)} {shapes})")
     return ArgumentError(f"{op.signature}: {text}")
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..limits import check_size
 from ..registry import defop
 
@@ -19,7 +20,7 @@ def _dims(shape: Any, what: str) -> tuple[int, ...]:
     dims = []
     for d in shape:
         if isinstance(d, (bool, np.bool_)) or not float(d).is_integer():
-            raise ValueError(f"{what}: dimensions must be whole numbers, got {d!r}")
+            raise ArgumentError(f"{what}: dimensions must be whole numbers, got {d!r}")
         dims.append(int(d))
     check_size(dims, what)
     return tuple(dims)
@@ -46,7 +47,7 @@ def _arange(start: float, stop: float | None = None, step: float = 1.0) -> Any:
     if stop is None:
         start, stop = 0.0, start
     if step == 0:
-        raise ValueError("arange: step must not be 0")
+        raise ArgumentError("arange: step must not be 0")
     count = max(math.ceil((stop - start) / step), 0)
     check_size((count,), "arange")
     return np.arange(start, stop, step, dtype=np.float64)
