@@ -92,20 +92,27 @@ def _bind(session: Session, binding: str) -> None:
 
 
 def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[str] | None) -> Analysis:
-    """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression."""
+    """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression.
+
+    Gradients are reported for every bound name (0 for one the output does not use) and
+    for every other variable in the output's graph, unless `wrt` names them."""
     from gradcalc.parser import ExpressionResult, LanguageError, Session, compile_program
-    from gradcalc.parser.analysis import analyze
+    from gradcalc.parser.analysis import analyze, variables_in
 
     session = Session(engine=engine)
     for binding in bindings:
         _bind(session, binding)
+    bound = list(session.variables)
     program = compile_program(expr)
     if not program.statements:
         raise LanguageError("argument", "nothing to evaluate: the expression is empty")
     results = [r for r in session.run(program) if isinstance(r, ExpressionResult)]
     if not results:
         raise LanguageError("argument", "nothing to show: the last statement assigns; end with an expression")
-    return analyze(results[-1].value, wrt, session.variables)
+    output = results[-1].value
+    if wrt is None and not isinstance(output, tuple):
+        wrt = bound + [leaf.name for leaf in variables_in(output) if leaf.name not in bound]
+    return analyze(output, wrt, session.variables)
 
 
 @app.command("eval")

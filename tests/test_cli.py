@@ -229,3 +229,8 @@ def test_overflow_and_domain_errors_show_inf_nan_and_name_the_op_without_warning
     assert done.returncode == 0
     assert "value: nan" in done.stdout and "came from log" in done.stdout
     assert "RuntimeWarning" not in done.stderr and done.stderr == ""
+
+
+def test_every_bound_variable_gets_a_gradient_even_when_unused():
+    out = gradcalc("eval", "a * 2", "a=1", "b=[1, 2]").stdout
+    assert "grad a: 2.0" in out and "grad b: [0.0, 0.0]" in out
