@@ -110,7 +110,7 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     if not results:
         raise LanguageError("argument", "nothing to show: the last statement assigns; end with an expression")
     output = results[-1].value
-    if wrt is None and not isinstance(output, tuple):
+    if wrt is None and hasattr(output, "_prev"):
         wrt = bound + [leaf.name for leaf in variables_in(output) if leaf.name not in bound]
     return analyze(output, wrt, session.variables)
 
@@ -338,5 +338,16 @@ def _protect_expression(argv: list[str]) -> list[str]:
 
 
 def run() -> None:
-    """Console-script entry point."""
-    app(args=_protect_expression(sys.argv[1:]), prog_name="gradcalc")
+    """Console-script entry point. A bug in gradcalc shows as one line, not a traceback,
+    unless GRADCALC_DEBUG is set."""
+    import os
+
+    try:
+        app(args=_protect_expression(sys.argv[1:]), prog_name="gradcalc")
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as err:  # noqa: BLE001 - the last line of defence for users
+        if os.environ.get("GRADCALC_DEBUG"):
+            raise
+        print(f"internal error: {type(err).__name__}: {err} (a gradcalc bug; run with GRADCALC_DEBUG=1 for details)", file=sys.stderr)
+        raise SystemExit(2) from None

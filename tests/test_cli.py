@@ -130,6 +130,7 @@ def test_dot_without_graphviz_says_so(tmp_path):
     (["eval", ""], "argument", "empty"),
     (["eval", "x = 3"], "argument", "end with an expression"),
     (["eval", "def f(n) = f(n); f(1)"], "recursion", "deeper than"),
+    (["eval", "'abc'"], "value", "not a number or tensor"),
 ])
 def test_bad_input_exits_2_with_a_clear_message(args, kind, words):
     done = gradcalc(*args)

@@ -79,6 +79,11 @@ def test_kink_warning():
     assert clean.warnings == []
 
 
+def test_clip_with_tensor_bounds_broadcasts_its_gradient():
+    [o] = checks("x = [0.3, 0.7]\ncheck clip(x, low=[0.5, 0.5], high=0.9) * x")
+    assert o.passed
+
+
 def test_tolerances_per_check_and_per_run():
     source = "x = 0.3\ncheck relu(x) * x wrt x tol=1e-12\ncheck relu(x) * x"
     strict, default = checks(source, method="central")

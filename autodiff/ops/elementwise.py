@@ -98,12 +98,13 @@ def _clip(x: Any, low: float | None = None, high: float | None = None) -> Any:
     return np.clip(x, low, high)
 
 
-def _inside(x: Any, low: float | None, high: float | None) -> Any:
-    inside = np.ones(np.shape(x), dtype=bool)
+def _inside(x: Any, low: Any, high: Any) -> Any:
+    """Where x lies within the bounds (which may be arrays that broadcast against x)."""
+    inside = np.full(np.shape(x), True)
     if low is not None:
-        inside &= x >= low
+        inside = inside & (x >= low)
     if high is not None:
-        inside &= x <= high
+        inside = inside & (x <= high)
     return inside
 
 
