@@ -17,6 +17,13 @@ HERE = Path(__file__).resolve().parent
 HEADER = "# Generated from grammar.lark by `python -m gradcalc.parser.generate`; do not edit.\n# flake8: noqa\n"
 
 
+def _without_rich_printing(source: str) -> str:
+    """Drop Lark's Tree.__rich__ / Tree._rich, which import rich: the parser is not UI."""
+    start = source.index("    def __rich__(")
+    end = source.index("    def __eq__(", start)
+    return source[:start] + source[end:]
+
+
 def standalone_source() -> str:
     from lark import Lark
     from lark.tools.standalone import gen_standalone
@@ -24,7 +31,7 @@ def standalone_source() -> str:
     parser = Lark((HERE / "grammar.lark").read_text(), parser="lalr", start="program", maybe_placeholders=True)
     out = io.StringIO()
     gen_standalone(parser, out=out, compress=True)
-    return HEADER + out.getvalue()
+    return HEADER + _without_rich_printing(out.getvalue())
 
 
 def main() -> None:
