@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .backprop import grad, topological_order
+from .registry import recorded_params
 from .tensor import Tensor
 
 COMPLEX_STEP = 1e-20
@@ -55,7 +56,7 @@ def kinks(output: Any, tol: float = 0.0) -> list[str]:
         op = getattr(node, "op", None)
         if op is None or op.kink is None:
             continue
-        params = {k: v for k, v in (node.params or {}).items() if k != "output"}
+        params, _ = recorded_params(node)
         if op.kink(*[p.data for p in node.parents], tol=tol, **params) and op.name not in found:
             found.append(op.name)
     return found
@@ -73,13 +74,9 @@ def replay(output: Tensor, values: dict[int, Any]) -> np.ndarray:
         if node.op is None:
             data[id(node)] = values.get(id(node), node.data)
             continue
-        inputs = [data[id(p)] for p in node.parents]
-        params = node.params or {}
-        if "output" in params:  # one output of a multi-output op
-            rest = {k: v for k, v in params.items() if k != "output"}
-            data[id(node)] = node.op.forward(*inputs, **rest)[params["output"]]
-        else:
-            data[id(node)] = node.op.forward(*inputs, **params)
+        params, pick = recorded_params(node)
+        out = node.op.forward(*[data[id(p)] for p in node.parents], **params)
+        data[id(node)] = out if pick is None else out[pick]
     return np.asarray(data[id(output)])
 
 
@@ -221,8 +218,7 @@ def suspect_ops(output: Tensor, method: str = "central", limit: int = 200) -> li
         wrt = [k for k, p in enumerate(parents) if p.requires_grad and op.vjp_for(k) is not None]
         if not wrt:
             continue
-        params = dict(node.params or {})
-        pick = params.pop("output", None)
+        params, pick = recorded_params(node)
 
         def local(*ts: Tensor, op: Any = op, params: dict[str, Any] = params, pick: Any = pick) -> Tensor:
             out = op(*ts, **params)

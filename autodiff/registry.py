@@ -295,9 +295,21 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     if op.n_ret == 1:
         return Tensor._from_op(_as_output(out), inputs if record else (), op if record else None, params if record else None)
     return tuple(
-        Tensor._from_op(_as_output(o), inputs if record else (), op if record else None, {**params, "output": k} if record else None)
+        Tensor._from_op(_as_output(o), inputs if record else (), op if record else None, {**params, OUTPUT: k} if record else None)
         for k, o in enumerate(out)
     )
+
+
+# A node made by a multi-output op records which output it is under this key of its
+# params; the op's VJP receives it as a keyword.
+OUTPUT = "output"
+
+
+def recorded_params(node: Tensor) -> tuple[dict[str, Any], int | None]:
+    """The parameters a node's op was called with, and which of its outputs the node is
+    (None for a single-output op)."""
+    params = dict(node.params or {})
+    return params, params.pop(OUTPUT, None)
 
 
 def _grad_enabled_for(inputs: tuple[Tensor, ...]) -> bool:
