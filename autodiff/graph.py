@@ -143,8 +143,12 @@ def format_number(x: float | complex, digits: int | None = None) -> str:
     return f"{x:.{digits}g}"
 
 
-def _dot_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+_DOT_RECORD_SPECIALS = str.maketrans({c: "\\" + c for c in '\\"|{}<>'} | {"\n": "\\n"})
+
+
+def _dot_field(text: str) -> str:
+    """Text safe inside one field of a Graphviz record label."""
+    return text.translate(_DOT_RECORD_SPECIALS)
 
 
 def graph_dot(root: Any, digits: int | None = 6) -> str:
@@ -157,11 +161,11 @@ def graph_dot(root: Any, digits: int | None = 6) -> str:
         grad = node.grad
         grad_text = "None" if grad is None else _short(grad, digits)
         fields = [node_title(node), f"data {_short(node.data, digits)}", f"grad {grad_text}"]
-        label = " | ".join(_dot_escape(f).replace("|", "\\|").replace("{", "\\{").replace("}", "\\}").replace("<", "\\<").replace(">", "\\>") for f in fields)
+        label = " | ".join(_dot_field(f) for f in fields)
         style = ', style=filled, fillcolor="#e8f0fe"' if not node.parents else ""
         lines.append(f'  n{i} [label="{{{label}}}"{style}];')
     for node in order:
-        for slot, parent in enumerate(node.parents):
+        for parent in node.parents:
             lines.append(f"  n{index[id(parent)]} -> n{index[id(node)]};")
     lines.append("}")
     return "\n".join(lines) + "\n"
