@@ -156,7 +156,9 @@ class RichRenderer(PlainRenderer):
 
 
 def _escape(text: str) -> str:
-    return text.replace("[", "\\[")
+    from rich.markup import escape  # only rich renderers call this
+
+    return escape(text)
 
 
 def renderer(style: Style) -> PlainRenderer:
@@ -184,7 +186,7 @@ def print_error(err: LanguageError, source: str | None, origin: str = "") -> Non
     if use_rich(sys.stderr):
         from rich.console import Console
 
-        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {_escape(message[7:])}")
+        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {_escape(message.removeprefix('error: '))}")
     else:
         print(message, file=sys.stderr)
 
