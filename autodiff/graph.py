@@ -27,13 +27,13 @@ class GraphStats:
     histogram: dict[str, int]
 
 
-def graph_stats(root: Any) -> GraphStats:
+def graph_stats(root: Any, order: list[Any] | None = None) -> GraphStats:
     """Counts over the graph actually built.
 
     An edge is one input slot (x*x has two edges from x); a fan-out node is one used as
     an input more than once; depth is the longest path, in edges, from root to a leaf.
     """
-    order = topological_order(root)
+    order = order if order is not None else topological_order(root)
     uses: Counter[int] = Counter()
     depth: dict[int, int] = {}
     edges = 0
@@ -180,11 +180,11 @@ def _short(value: Any, digits: int | None) -> str:
     return f"shape {array.shape}"
 
 
-def first_nonfinite(root: Any) -> Any | None:
+def first_nonfinite(root: Any, order: list[Any] | None = None) -> Any | None:
     """The first node, in evaluation order, whose value holds an inf or nan while all of
     its inputs are finite: the op that produced it (or a leaf that came in that way)."""
     bad: set[int] = set()
-    for node in topological_order(root):
+    for node in order if order is not None else topological_order(root):
         finite = bool(np.all(np.isfinite(node.data)))
         if finite:
             continue

@@ -31,9 +31,10 @@ class Analysis:
         return tuple(self.value.shape)
 
 
-def variables_in(output: Any) -> list[Any]:
+def variables_in(output: Any, order: list[Any] | None = None) -> list[Any]:
     """The named leaves that require grad in the graph of `output`, in order of use."""
-    return [n for n in topological_order(output) if not n.parents and getattr(n, "name", None) and n.requires_grad]
+    nodes = order if order is not None else topological_order(output)
+    return [n for n in nodes if not n.parents and getattr(n, "name", None) and n.requires_grad]
 
 
 def analyze(output: Any, wrt: list[str] | None = None, known: dict[str, Any] | None = None) -> Analysis:
@@ -43,7 +44,8 @@ def analyze(output: Any, wrt: list[str] | None = None, known: dict[str, Any] | N
         raise LanguageError("value", f"the result is {len(output)} tensors; pick one with [k]")
     if not isinstance(output, (Tensor, Value)):
         raise LanguageError("value", f"the result is not a number or tensor: {output!r}")
-    leaves = variables_in(output)
+    order = topological_order(output)  # once, for every fact below
+    leaves = variables_in(output, order)
     by_name = {leaf.name: leaf for leaf in leaves}
     names = list(by_name)
     if wrt is not None:
@@ -51,16 +53,16 @@ def analyze(output: Any, wrt: list[str] | None = None, known: dict[str, Any] | N
             if name not in by_name and name not in (known or {}):
                 raise LanguageError("name", f"--wrt names {name!r}, which is not a variable")
         names = list(wrt)
-    grads = _backward(output, by_name, names, known or {})
+    grads = _backward(output, order, by_name, names, known or {})
     value = np.asarray(output.data)
     return Analysis(
         output=output, value=value, grads=grads, grad_of="sum" if value.size != 1 or value.ndim else None,
-        stats=graph_stats(output), variables=names, leaf_names=[leaf.name for leaf in leaves], nonfinite=first_nonfinite(output) if isinstance(output, Tensor) else None,
+        stats=graph_stats(output, order), variables=names, leaf_names=[leaf.name for leaf in leaves],
+        nonfinite=first_nonfinite(output, order) if isinstance(output, Tensor) else None,
     )
 
 
-def _backward(output: Any, leaves: dict[str, Any], names: list[str], known: dict[str, Any]) -> dict[str, np.ndarray]:
-    order = topological_order(output)
+def _backward(output: Any, order: list[Any], leaves: dict[str, Any], names: list[str], known: dict[str, Any]) -> dict[str, np.ndarray]:
     if isinstance(output, Value):
         for node in order:
             node.grad = 0.0
