@@ -84,28 +84,40 @@ def agree(section: Section, name: str, reference: Any, other: Any, tol: float = 
 _ISOLATED = """
 import gc, json, sys, time
 sys.path.insert(0, sys.argv[1])
+sys.setrecursionlimit(10000)
 import engines, workloads as W
 E = engines.SCALAR_ENGINES[sys.argv[2]]()
-run = eval(sys.argv[3], {"W": W, "E": E})
-count = None
-run()  # warm up
-times = []
-for _ in range(int(sys.argv[4])):
-    t = time.perf_counter(); value, grads, root = run(); times.append(time.perf_counter() - t)
-if root is not None and sys.argv[2] != "torch":
-    count = engines._count_prev(root)
-print(json.dumps({"times": times, "value": value, "grads": grads, "nodes": count}))
+options = json.loads(sys.argv[3])
+memory = []
+run = eval(options["call"], {"W": W, "E": E, "memory": memory})
+try:
+    if options["warmup"]:
+        run()
+    if options["paused"]:
+        gc.disable()
+    base = W.resident_bytes()
+    times = []
+    for _ in range(options["repeat"]):
+        t = time.perf_counter(); value, grads, root = run(); times.append(time.perf_counter() - t)
+except RecursionError:
+    print(json.dumps({"error": "RecursionError"}))
+    sys.exit()
+count = engines._count_prev(root) if root is not None and sys.argv[2] != "torch" else None
+peak = max(memory) - base if memory else None
+print(json.dumps({"times": times, "value": value, "grads": grads, "nodes": count, "bytes": peak}))
 """
 
 
-def isolated(key: str, call: str, repeat: int) -> dict[str, Any] | str:
-    """Run `call` (a workload on engine E) in a fresh process: each engine gets a heap of
-    its own, so one engine's garbage never costs another time."""
+def isolated(key: str, call: str, repeat: int, warmup: bool = True, paused: bool = False) -> dict[str, Any] | str:
+    """Run `call` (a workload on engine E; it may record resident memory in `memory`) in
+    a fresh process: each engine gets a heap of its own, so one engine's garbage never
+    costs another time and peak memory is its own."""
     import json
 
-    done = subprocess.run([sys.executable, "-c", _ISOLATED, str(Path(__file__).parent), key, call, str(repeat)],
+    options = json.dumps({"call": call, "repeat": repeat, "warmup": warmup, "paused": paused})
+    done = subprocess.run([sys.executable, "-c", _ISOLATED, str(Path(__file__).parent), key, options],
                           capture_output=True, text=True, check=False)
-    if done.returncode != 0:
+    if done.returncode != 0 or not done.stdout.strip():
         return (done.stderr.strip().splitlines() or ["failed"])[-1]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -121,8 +133,8 @@ def scalar_section(title: str, call: str, repeat: int, rounds: int = 3) -> Secti
             if key in failed:
                 continue
             result = isolated(key, call, max(repeat // rounds, 1))
-            if isinstance(result, str):
-                section.notes.append(f"{key}: {result}")
+            if isinstance(result, str) or "error" in result:
+                section.notes.append(f"{key}: {result if isinstance(result, str) else result['error']}")
                 failed.add(key)
                 continue
             if key in results:
@@ -171,34 +183,14 @@ def deep_section(n: int, repeat: int, paused: bool) -> Section:
     """Deep chains, each engine in its own process so peak memory is its own."""
     how = "collector paused while building" if paused else "default garbage collector"
     section = Section(f"deep chain: {n:,} nodes (tanh, relu alternating), forward + backward, {how}")
-    code = (
-        "import sys, time, json, gc; sys.path.insert(0, sys.argv[1]); sys.setrecursionlimit(10000)\n"
-        "import engines, workloads as W\n"
-        "E = engines.SCALAR_ENGINES[sys.argv[2]]()\n"
-        "if sys.argv[5] == '1': gc.disable()\n"
-        "base = W.resident_bytes()\n"
-        "times, memory = [], []\n"
-        "try:\n"
-        "    for _ in range(int(sys.argv[4])):\n"
-        "        t = time.perf_counter(); value, grads, _ = W.scalar_deep_chain(E, int(sys.argv[3]), memory); times.append(time.perf_counter() - t)\n"
-        "    print(json.dumps({'times': times, 'bytes': max(memory) - base, 'grad': grads[0]}))\n"
-        "except RecursionError as err:\n"
-        "    print(json.dumps({'error': 'RecursionError'}))\n"
-    )
-    import json
-
     for key in engines.SCALAR_ENGINES:
-        done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), key, str(n), str(repeat), "1" if paused else "0"],
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0 or not done.stdout.strip():
-            last = (done.stderr.strip().splitlines() or ["failed"])[-1]
-            section.notes.append(f"{key}: {last}")
-            continue
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        if "error" in result:
+        result = isolated(key, f"lambda: W.scalar_deep_chain(E, {n}, memory)", repeat, warmup=False, paused=paused)
+        if isinstance(result, str):
+            section.notes.append(f"{key}: {result}")
+        elif "error" in result:
             section.rows.append(Row(key, [float("nan")], per=n, note=f"fails: {result['error']}"))
-            continue
-        section.rows.append(Row(key, result["times"], per=n, extra=f"peak {result['bytes'] / n:.0f} bytes/node"))
+        else:
+            section.rows.append(Row(key, result["times"], per=n, extra=f"peak {result['bytes'] / n:.0f} bytes/node"))
     return section
 
 
