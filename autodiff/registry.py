@@ -254,18 +254,13 @@ def _input_error(op: OpDef, inputs: Sequence[Tensor], err: Exception) -> Excepti
     return ArgumentError(f"{op.signature}: {text}")
 
 
-def _check_broadcast_size(op: OpDef, inputs: Sequence[Tensor]) -> None:
-    # The product of input sizes bounds the size of a broadcast result, so the exact
-    # (slower) shape computation runs only when the cap could be hit.
-    bound = 1
-    for t in inputs:
-        bound *= max(t.data.size, 1)
-    if bound > max_elements():
-        try:
-            shape = np.broadcast_shapes(*(t.shape for t in inputs))
-        except ValueError:
-            return  # the forward reports the mismatch with both shapes
-        check_size(shape, op.name)
+def _refuse_oversized(op: OpDef, arrays: Sequence[np.ndarray]) -> None:
+    """Raise SizeLimitError before computing if the broadcast result is over the cap."""
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        return  # the forward reports the mismatch with both shapes
+    check_size(shape, op.name)
 
 
 def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
@@ -280,11 +275,13 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         params = _bind_params(op, extra, params)
     inputs = tuple([a if type(a) is Tensor else Tensor(a) for a in tensor_args])
     arrays = [t.data for t in inputs]
-    if len(arrays) == 2:
-        if arrays[0].size * arrays[1].size > max_elements():
-            _check_broadcast_size(op, inputs)
-    elif len(arrays) > 2:
-        _check_broadcast_size(op, inputs)
+    # The product of the input sizes bounds a broadcast result's size, so the exact shape
+    # is worked out only when the cap could be hit.
+    bound = 1
+    for a in arrays:
+        bound *= a.size
+    if bound > max_elements() and len(arrays) > 1:
+        _refuse_oversized(op, arrays)
     try:
         out = op.forward(*arrays, **params)
     except EngineError:
