@@ -72,13 +72,17 @@ class Repl:
             return True
         if stripped.startswith(":"):
             return self._command(stripped)
+        self._run(text)
+        return True
+
+    def _run(self, source: str, origin: str = "") -> None:
+        """Run statements one by one, showing each result; an error stops the rest of this
+        input, and statements before it keep their effect."""
         try:
-            program = compile_program(text)
-            for statement in program.statements:
+            for statement in compile_program(source).statements:
                 self._show(self.session.run_statement(statement))
         except LanguageError as err:
-            render.print_error(err, text)
-        return True
+            render.print_error(err, source, origin)
 
     def _show(self, result: Any) -> None:
         if isinstance(result, ExpressionResult):
@@ -155,11 +159,7 @@ class Repl:
         except OSError as err:
             render.warn(f"cannot read {path or '(no file given)'}: {err.strerror}")
             return
-        try:
-            for statement in compile_program(source).statements:
-                self._show(self.session.run_statement(statement))
-        except LanguageError as err:
-            render.print_error(err, source, path)
+        self._run(source, path)
 
 
 _TOKEN = re.compile(r"(?P<comment>#.*)|(?P<number>(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<op>\*\*|[-+*/@^<>=!]=?|[()\[\],.;:])|(?P<space>\s+)|(?P<other>.)")
