@@ -6,6 +6,7 @@ and says what the engine cannot do in words a user understands.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -176,6 +177,10 @@ class TensorBackend:
         return Tensor(np.stack([i.data for i in items]))
 
 
+_ARITHMETIC = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}
+_COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq, "ne": operator.ne}
+
+
 class ScalarBackend:
     """The course's scalar engine: one node per number, seven primitives and composites."""
 
@@ -192,16 +197,14 @@ class ScalarBackend:
         return value
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
-        if op in ("add", "sub", "mul", "div"):
-            return {"add": a.__add__, "sub": a.__sub__, "mul": a.__mul__, "div": a.__truediv__}[op](b)
+        if op in _ARITHMETIC:
+            return _ARITHMETIC[op](a, b)
         if op == "pow":
             if b._prev or b.requires_grad:
                 raise LanguageError("argument", "the scalar engine takes only constant exponents (x ** 2, not x ** y); use --engine tensor")
             return a ** b.data
-        if op in ("lt", "le", "gt", "ge", "eq", "ne"):
-            result = {"lt": a.data < b.data, "le": a.data <= b.data, "gt": a.data > b.data,
-                      "ge": a.data >= b.data, "eq": a.data == b.data, "ne": a.data != b.data}[op]
-            return Value(float(result), requires_grad=False)
+        if op in _COMPARISONS:  # a constant: comparisons carry no gradient
+            return Value(float(_COMPARISONS[op](a.data, b.data)), requires_grad=False)
         raise LanguageError("argument", f"the scalar engine has no '{op}'; use --engine tensor")
 
     def unary(self, op: str, a: Any) -> Any:
