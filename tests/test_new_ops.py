@@ -338,3 +338,40 @@ def test_binary_cross_entropy_second_derivative_is_exact():
 def test_std_with_ddof_1_is_torch_default():
     x = np.array([1.0, 2.0, 4.0, 7.0])
     assert REGISTRY["std"](Tensor(x), ddof=1).item() == pytest.approx(torch.tensor(x).std().item(), rel=1e-15)
+
+
+# ---- reachable from every front door -------------------------------------------------------------
+ALIASES_OF_ISSUE_12 = [
+    "arcsinh", "arccosh", "arctanh", "arcsin", "arccos", "arctan", "arctan2", "swish", "expand_dims", "smooth_l1",
+]
+
+
+def test_gradcalc_ops_lists_every_new_function_and_completion_offers_it():
+    from gradcalc.cli.repl import Repl
+
+    from .test_cli import gradcalc
+
+    listing = gradcalc("ops").stdout
+    words = Repl().words()
+    for name in [*NEW_OPS, *ALIASES_OF_ISSUE_12]:
+        assert name in words, name
+        op = REGISTRY.get(name)
+        assert op is None or op.signature in listing, name
+    for alias in ALIASES_OF_ISSUE_12:
+        assert alias in listing, alias
+
+
+def test_new_functions_run_through_the_language():
+    from gradcalc.parser import Session
+
+    source = """
+    A = [[2.0, 1.0], [1.0, 3.0]]
+    s, l = slogdet(A)
+    x = [0.5, -1.0]
+    y = l + x.sinh().sum() + A.var(ddof=1) + norm(x, ord=inf) + einsum(A, x, subscripts='ij,j->i').sum()
+    grad(y, x)
+    """
+    results = Session().run_source("\n".join(line.strip() for line in source.strip().splitlines()))
+    # d/dx [sum sinh(x) + max|x| + sum(A @ x)] = cosh(x) + [0, -1] + column sums of A
+    expected = np.cosh([0.5, -1.0]) + [0.0, -1.0] + [3.0, 4.0]
+    np.testing.assert_allclose(results[-1].value.data, expected, rtol=1e-15)

@@ -81,7 +81,7 @@ def _einsum_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, 
 
 einsum = defop(
     "einsum", _einsum, _einsum_vjp, n_in=None, leading=("subscripts",),
-    doc="Einstein summation: einsum('ij,jk->ik', a, b); letters name axes ('...' not supported)",
+    doc="Einstein summation, letters naming axes: einsum(a, b, subscripts='ij,jk->ik') ('...' not supported)",
     category=LINALG, complex_safe=True, check=Check(make=_einsum_case),
 )
 
