@@ -375,3 +375,29 @@ def test_new_functions_run_through_the_language():
     # d/dx [sum sinh(x) + max|x| + sum(A @ x)] = cosh(x) + [0, -1] + column sums of A
     expected = np.cosh([0.5, -1.0]) + [0.0, -1.0] + [3.0, 4.0]
     np.testing.assert_allclose(results[-1].value.data, expected, rtol=1e-15)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_with_probability_targets_and_label_smoothing_matches_torch(reduction):
+    rng = np.random.default_rng(3)
+    logits = rng.uniform(-3, 3, (4, 5))
+    target = rng.dirichlet(np.ones(5), 4)
+    params = {"label_smoothing": 0.2, "reduction": reduction}
+    values, firsts, seconds, weights, us = ours(REGISTRY["cross_entropy"], [logits, target], params, [0, 1])
+    fn = lambda x, t, **p: F.cross_entropy(x, t, **p)  # noqa: E731
+    expected = theirs(fn, [logits, target], params, [0, 1], weights, us)
+    for got, want in zip([*values, *firsts, *seconds], [v for group in expected for v in group], strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("a", [[[1.0, 2.0], [2.0, 4.0]], [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 1.0]], [[0.0, 0.0], [0.0, 0.0]]])
+def test_det_gradient_at_a_singular_matrix_is_the_cofactor_matrix(a):
+    """d det / d a_ij = (-1)**(i+j) det(minor ij), which exists for singular matrices too
+    (det is a polynomial). PyTorch 2.13 returns 0 for the first case, where
+    det([[1 + h, 2], [2, 4]]) = 4h has slope 4."""
+    a = np.array(a)
+    x = Tensor(a, requires_grad=True)
+    n = len(a)
+    minor = lambda i, j: np.delete(np.delete(a, i, 0), j, 1)  # noqa: E731
+    cofactors = [[(-1) ** (i + j) * (np.linalg.det(minor(i, j)) if n > 1 else 1.0) for j in range(n)] for i in range(n)]
+    np.testing.assert_allclose(grad(REGISTRY["det"](x), x).data, cofactors, atol=1e-14)

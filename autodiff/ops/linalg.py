@@ -251,6 +251,32 @@ def _inverse_transpose(m: Any, a: Any) -> Any:
     return matrix_transpose(m, m.inv(a))
 
 
+def _singular(a: Any) -> bool:
+    """Some matrix of the stack has no inverse (LU meets a zero pivot)."""
+    try:
+        np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        return True
+    return False
+
+
+def cofactors(a: np.ndarray) -> np.ndarray:
+    """d det(a) / da, the transposed adjugate, also for singular matrices: with
+    a = U diag(s) V^T it is det(U) det(V) U diag(prod of the other s_j) V^T."""
+    u, s, vt = np.linalg.svd(a)
+    n = s.shape[-1]
+    others = np.prod(np.where(np.eye(n, dtype=bool), 1.0, s[..., None, :]), axis=-1)
+    signs = np.linalg.det(u) * np.linalg.det(vt)
+    return signs[..., None, None] * (u * others[..., None, :]) @ vt
+
+
+def _det_vjp(m: Any, g: Any, ans: Any, a: Any) -> Any:
+    if _singular(m.raw(a)):
+        # First order only: the cofactors are taken as constants at a singular matrix.
+        return _per_matrix(m, g) * cofactors(m.raw(a))
+    return _per_matrix(m, g * ans) * _inverse_transpose(m, a)
+
+
 def _slogdet(a: Any) -> Any:
     sign, logabsdet = np.linalg.slogdet(a)
     return sign, logabsdet
@@ -259,12 +285,14 @@ def _slogdet(a: Any) -> Any:
 def _slogdet_vjp(m: Any, g: Any, ans: Any, a: Any, *, output: int) -> Any:
     if output == 0:
         return None  # the sign is piecewise constant
+    if _singular(m.raw(a)):
+        return _per_matrix(m, g) * np.full(a.shape, np.nan)  # log|det| = -inf has no derivative
     return _per_matrix(m, g) * _inverse_transpose(m, a)
 
 
 det = defop(
-    "det", lambda a: np.linalg.det(a), (lambda m, g, ans, a: _per_matrix(m, g * ans) * _inverse_transpose(m, a),),
-    doc="determinant of a square matrix (or of each in a stack); its gradient needs an invertible matrix",
+    "det", lambda a: np.linalg.det(a), (_det_vjp,),
+    doc="determinant of a square matrix (or of each in a stack)",
     category=LINALG, method=True, complex_safe=True, check=Check(make=_matrices),
 )
 slogdet = defop(
