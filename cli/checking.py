@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from .common import MaxElementsOption, prepare_engine, read_sources
+
 if TYPE_CHECKING:
     from gradcalc.parser.checks import CheckDefaults, CheckOutcome
 
@@ -25,11 +27,11 @@ def check_line(o: CheckOutcome) -> str:
 
 
 def outcome_object(o: CheckOutcome) -> dict[str, Any]:
-    from .jsonout import _number
+    from .jsonout import json_number
 
     return {
         "file": o.file, "line": o.line, "expression": o.text, "status": o.status, "variables": o.variables,
-        "method": o.method, "max_abs_error": _number(o.max_abs_error), "max_rel_error": _number(o.max_rel_error),
+        "method": o.method, "max_abs_error": json_number(o.max_abs_error), "max_rel_error": json_number(o.max_rel_error),
         "atol": o.atol, "rtol": o.rtol, "warnings": o.warnings, "message": o.message,
     }
 
@@ -92,7 +94,9 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
     return ET.tostring(suites, encoding="unicode", xml_declaration=True)
 
 
-def register(app: typer.Typer) -> None:
+def register_check(app: typer.Typer) -> None:
+    """Add `gradcalc check` to the application."""
+
     @app.command("check")
     def check_command(
         files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Gradcheck files ('-' reads stdin).", show_default=False)],
@@ -100,7 +104,7 @@ def register(app: typer.Typer) -> None:
         junit: Annotated[Optional[Path], typer.Option("--junit-xml", metavar="PATH", help="Also write JUnit XML for CI.")] = None,
         tol: Annotated[Optional[float], typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
         method: Annotated[str, typer.Option("--method", help="auto, complex or central.")] = "auto",
-        max_elements: Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed.")] = None,
+        max_elements: MaxElementsOption = None,
     ) -> None:
         """Run the `check` statements of gradcheck files and report each one.
 
@@ -111,14 +115,13 @@ def register(app: typer.Typer) -> None:
         from gradcalc.parser.checks import METHODS, CheckDefaults
 
         from . import render
-        from .main import _prepare_engine, _read_sources
 
         if method not in METHODS:
             render.warn(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
             raise typer.Exit(2)
-        _prepare_engine(max_elements)
+        prepare_engine(max_elements)
         defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
-        sources = _read_sources(files)
+        sources = read_sources(files)
         total = sum(count_checks(s) for _, s in sources)
         results: list[tuple[str, list[CheckOutcome]]] = []
         with _progress(total) as advance:

@@ -6,14 +6,16 @@ imported by the commands that use them, so a one-shot command stays quick.
 from __future__ import annotations
 
 import sys
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from .checking import check_line, outcome_object, register_check
+from .common import DigitsOption, Engine, EngineOption, JsonOption, MaxElementsOption, fail, prepare_engine, read_sources, write_dot
+
 if TYPE_CHECKING:
-    from gradcalc.parser import LanguageError, Session
+    from gradcalc.parser import Session
     from gradcalc.parser.analysis import Analysis
 
 app = typer.Typer(
@@ -26,17 +28,6 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=False,
 )
-
-
-class Engine(str, Enum):
-    tensor = "tensor"
-    scalar = "scalar"
-
-
-EngineOption = Annotated[Engine, typer.Option("--engine", help="tensor (NumPy arrays) or scalar (one node per number, for teaching).")]
-DigitsOption = Annotated[Optional[int], typer.Option("--digits", min=1, max=17, help="Round numbers to N significant digits for display (default: full precision).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (see docs/cli.md) instead of text.")]
-MaxElementsOption = Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed, in elements (default 10,000,000).")]
 
 
 def _version(value: bool) -> None:
@@ -64,7 +55,7 @@ def main(
 
         start_repl(engine.value)
         return
-    _prepare_engine(None)
+    prepare_engine(None)
     raise typer.Exit(_run_sources([("<stdin>", sys.stdin.read())], engine.value, as_json=False, digits=None, tree=False))
 
 
@@ -135,12 +126,12 @@ def eval_command(
 
     from . import render
 
-    _prepare_engine(max_elements)
+    prepare_engine(max_elements)
     wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
     try:
         analysis = evaluate_expression(expr, bindings or [], engine.value, wrt_names)
     except LanguageError as err:
-        _fail(err, expr, as_json)
+        fail(err, expr, as_json)
     if as_json:
         from .jsonout import analysis_object, dumps
 
@@ -148,76 +139,10 @@ def eval_command(
     else:
         render.renderer(render.Style(digits, render.use_rich(sys.stdout))).analysis(analysis, tree=tree)
     if dot is not None:
-        _write_dot(analysis.output, dot)
-
-
-def _prepare_engine(max_elements: int | None) -> None:
-    """Set up the engine for a command: the element cap, and NumPy told not to warn about
-    overflow or nan (results show inf and nan, and a note names the op that made them)."""
-    import numpy as np
-
-    np.seterr(all="ignore")
-    if max_elements is not None:
-        from gradcalc.autodiff import set_max_elements
-
-        set_max_elements(max_elements)
-
-
-def _fail(err: LanguageError, source: str | None, as_json: bool, origin: str = "") -> Any:
-    from . import render
-
-    if as_json:
-        from .jsonout import dumps, error_object
-
-        print(dumps(error_object(err)))
-    render.print_error(err, source, origin)
-    raise typer.Exit(2)
-
-
-def _write_dot(output: Any, path: Path) -> None:
-    import shutil
-    import subprocess
-
-    from gradcalc.autodiff import graph_dot
-
-    from . import render
-
-    text = graph_dot(output)
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".svg", ".png"):
-            if shutil.which("dot") is None:
-                render.warn(f"cannot draw {path}: Graphviz's `dot` is not installed (Debian: apt-get install graphviz); "
-                            f"name a .dot file to write the DOT text instead")
-                raise typer.Exit(2)
-            done = subprocess.run(["dot", f"-T{suffix[1:]}", "-o", str(path)], input=text, text=True, capture_output=True, check=False)
-            if done.returncode != 0:
-                render.warn(f"Graphviz failed to draw {path}: {done.stderr.strip()}")
-                raise typer.Exit(2)
-        else:
-            path.write_text(text)
-    except OSError as err:
-        render.warn(f"cannot write {path}: {err.strerror}")
-        raise typer.Exit(2) from None
+        write_dot(analysis.output, dot)
 
 
 # ---- run -----------------------------------------------------------------------------------------
-
-
-def _read_sources(files: list[Path]) -> list[tuple[str, str]]:
-    from . import render
-
-    sources = []
-    for path in files:
-        if str(path) == "-":
-            sources.append(("<stdin>", sys.stdin.read()))
-            continue
-        try:
-            sources.append((str(path), path.read_text()))
-        except OSError as err:
-            render.warn(f"cannot read {path}: {err.strerror}")
-            raise typer.Exit(2) from None
-    return sources
 
 
 def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, digits: int | None, tree: bool) -> int:
@@ -228,7 +153,6 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, dig
     from gradcalc.parser.checks import make_check_handler
 
     from . import render
-    from .checking import check_line, outcome_object
     from .jsonout import analysis_object, dumps
 
     out = render.renderer(render.Style(digits, render.use_rich(sys.stdout)))
@@ -275,8 +199,8 @@ def run_command(
 
     Example: gradcalc run examples/mlp.gc
     """
-    _prepare_engine(max_elements)
-    raise typer.Exit(_run_sources(_read_sources(files), engine.value, as_json, digits, tree))
+    prepare_engine(max_elements)
+    raise typer.Exit(_run_sources(read_sources(files), engine.value, as_json, digits, tree))
 
 
 # ---- ops -----------------------------------------------------------------------------------------
@@ -316,9 +240,7 @@ def ops_command(
         print(f"{signature:<{width}}  {doc}{'' if has_grad else '  (no gradient)'}")
 
 
-from . import checking as _checking  # noqa: E402  (registers `gradcalc check`)
-
-_checking.register(app)
+register_check(app)
 
 
 def _protect_expression(argv: list[str]) -> list[str]:

@@ -18,6 +18,7 @@ from gradcalc.parser.checks import make_check_handler
 
 from . import render
 from .checking import check_line
+from .common import prepare_engine, write_dot
 
 COMMANDS = {
     ":help": "this help",
@@ -140,15 +141,13 @@ class Repl:
     def _dot(self, path: str) -> None:
         import typer
 
-        from .main import _write_dot
-
         if not path:
             render.warn(":dot needs a file name")
         elif self.last is None:
             render.warn("no result yet: evaluate an expression first")
         else:
             try:
-                _write_dot(self.last.output, Path(path))
+                write_dot(self.last.output, Path(path))
                 self.out.write(f"wrote {path}")
             except typer.Exit:
                 pass
@@ -238,9 +237,7 @@ def loop(repl: Repl, prompt: Any) -> None:
 
 
 def start_repl(engine: str = "tensor") -> None:
-    from .main import _prepare_engine
-
-    _prepare_engine(None)
+    prepare_engine(None)
     repl = Repl(engine)
     repl.out.write(f"gradcalc REPL ({engine} engine). :help for help, Ctrl-D to leave.")
     loop(repl, make_prompt_session(repl))
