@@ -227,6 +227,11 @@ def error(text: str) -> None:
     _stderr_line("error", "bold red", text)
 
 
+def internal_error(err: BaseException, consequence: str) -> None:
+    """A bug in gradcalc, in one line (GRADCALC_DEBUG=1 shows the traceback)."""
+    _stderr_line("internal error", "bold red", f"{type(err).__name__}: {err} (a gradcalc bug; {consequence})")
+
+
 def _stderr_line(label: str, colour: str, text: str) -> None:
     if sys.stderr is None:  # stderr closed: nowhere to say it
         return
