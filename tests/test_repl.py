@@ -128,12 +128,19 @@ def spawn_repl(tmp_path, env=None):
     return pexpect, pexpect.spawn(gradcalc, env=environment, encoding="utf-8", timeout=30, dimensions=(40, 120))
 
 
+def exchange(child, line, *expected):
+    """Type a line, wait for each expected text, then for the next prompt."""
+    child.sendline(line)
+    for text in expected:
+        child.expect(text)
+    child.expect(">>>")
+
+
 def test_ctrl_c_during_a_long_computation_keeps_the_session(tmp_path):
     pexpect, child = spawn_repl(tmp_path)
     try:
         child.expect(">>>")
-        child.sendline("x = 5")
-        child.expect(">>>")
+        exchange(child, "x = 5")
         child.sendline("def f(n) = f(n-1)+f(n-1) if n>0 else 1; x = 7; f(25)")
         import time
 
@@ -141,12 +148,8 @@ def test_ctrl_c_during_a_long_computation_keeps_the_session(tmp_path):
         child.sendintr()
         child.expect("interrupted")
         child.expect(">>>")
-        child.sendline("x")
-        child.expect("value: 7.0")  # the statements before the interrupted one kept their effect
-        child.expect(">>>")
-        child.sendline("f(3)")
-        child.expect("value: 8.0")
-        child.expect(">>>")
+        exchange(child, "x", "value: 7.0")  # the statements before the interrupted one kept their effect
+        exchange(child, "f(3)", "value: 8.0")
         child.sendeof()
         child.expect(pexpect.EOF)
     finally:
@@ -198,14 +201,9 @@ def test_a_broken_history_file_warns_once_and_lines_still_run(tmp_path, breakage
     try:
         child.expect("history")
         child.expect(">>>")
-        child.sendline("x = 2")
-        child.expect(">>>")
-        child.sendline("x * 21")
-        child.expect("value: 42.0")
-        child.expect(">>>")
-        child.sendline("x + 1")
-        child.expect("value: 3.0")
-        child.expect(">>>")
+        exchange(child, "x = 2")
+        exchange(child, "x * 21", "value: 42.0")
+        exchange(child, "x + 1", "value: 3.0")
         child.sendeof()
         child.expect(pexpect.EOF)
         transcript = child.before
