@@ -112,7 +112,9 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     for every other variable in the output's graph, unless `wrt` names them. An error in
     a binding is a BindingError."""
     from gradcalc.parser import ExpressionResult, LanguageError, Session, compile_program
-    from gradcalc.parser.analysis import analyze, variables_in
+    from gradcalc.parser.analysis import variables_in
+
+    from .diagnosis import analyse
 
     session = Session(engine=engine)
     bound: set[str] = set()
@@ -131,7 +133,8 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     output = results[-1].value
     if wrt is None and hasattr(output, "_prev"):
         wrt = names + [leaf.name for leaf in variables_in(output) if leaf.name not in names]
-    return analyze(output, wrt, session.variables)
+    code = next((s.code for s in program.statements if s.span == results[-1].span), None)
+    return analyse(session, output, wrt, code)
 
 
 @app.command("eval")
@@ -192,10 +195,10 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, sty
     """Run scripts statement by statement, printing each expression statement's result.
     Returns the exit code: 2 after an error, 1 if a check failed, else 0."""
     from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
-    from gradcalc.parser.analysis import analyze
     from gradcalc.parser.checks import make_check_handler
 
     from . import render
+    from .diagnosis import analyse
     from .jsonout import analysis_object, dumps
 
     out = render.renderer(style)
@@ -207,7 +210,7 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, sty
             for statement in program.statements:
                 result = session.run_statement(statement)
                 if isinstance(result, ExpressionResult):
-                    analysis = analyze(result.value, None, session.variables)
+                    analysis = analyse(session, result.value, None, statement.code)
                     if as_json:
                         print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
                     else:

@@ -108,7 +108,7 @@ class PlainRenderer:
 
 def _notes(a: Analysis) -> list[str]:
     notes = list(a.notes)
-    if a.nonfinite is not None:
+    if a.nonfinite is not None:  # an analysis made without cli.diagnosis
         notes.append(f"the first inf or nan came from {node_title(a.nonfinite)}")
     return notes
 

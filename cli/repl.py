@@ -14,14 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
-from gradcalc.parser.analysis import Analysis, analyze
+from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, Statement, compile_program
+from gradcalc.parser.analysis import Analysis
 from gradcalc.parser.backends import ATTRIBUTES
 from gradcalc.parser.checks import make_check_handler
 
 from . import render
 from .checking import check_line
 from .common import OutputFileError, SourceError, load_source, prepare_engine, write_dot
+from .diagnosis import analyse
 from .streams import Interrupted
 
 COMMANDS = {
@@ -133,7 +134,7 @@ class Repl:
         for statement in statements:
             saved = dict(self.session.variables), dict(self.session.functions)
             try:
-                self._show(self.session.run_statement(statement))
+                self._show(self.session.run_statement(statement), statement)
                 continue
             except LanguageError as err:
                 self._error(err, source, origin)
@@ -151,9 +152,9 @@ class Repl:
         err.message = err.message.replace("--engine tensor", ":engine tensor").replace("--engine scalar", ":engine scalar")
         render.print_error(err, source, origin)
 
-    def _show(self, result: Any) -> None:
+    def _show(self, result: Any, statement: Statement) -> None:
         if isinstance(result, ExpressionResult):
-            analysis = analyze(result.value, self._wrt_in_use(), self.session.variables)
+            analysis = analyse(self.session, result.value, self._wrt_in_use(), statement.code)
             self.out.analysis(analysis)
             self.last = analysis
             for name in LAST_RESULT:
