@@ -87,6 +87,8 @@ class Session:
             raise err.at(statement.span) from None  # a place for errors that had none
 
     def _run_statement(self, statement: Statement) -> Any:
+        if statement.error is not None:  # a statement that did not compile (recover=True)
+            raise statement.error
         if statement.kind == "def":
             assert statement.function is not None
             self.functions[statement.function.name] = statement.function
