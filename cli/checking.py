@@ -18,7 +18,8 @@ def check_line(o: CheckOutcome) -> str:
     if o.status == "error":
         return f"ERROR {where}  {o.text}  {o.message}"
     status = "PASS " if o.passed else "FAIL "
-    text = f"{status}{where}  {o.text}  wrt {', '.join(o.variables)}  {o.method}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
+    wrt = f"  wrt {', '.join(o.variables)}" if o.variables else ""
+    text = f"{status}{where}  {o.text}{wrt}  {o.method}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
     if o.message:
         text += f"  ({o.message})"
     return text + "".join(f"\n      warning: {w}" for w in o.warnings)
@@ -36,33 +37,14 @@ def outcome_object(o: CheckOutcome) -> dict[str, Any]:
 
 def run_check_file(origin: str, source: str, defaults: CheckDefaults, on_outcome: Any = None) -> list[CheckOutcome]:
     """Every check of one file; an error in one statement never stops the others."""
-    from gradcalc.parser import CheckStatementResult, LanguageError, Session, compile_program
-    from gradcalc.parser.checks import CheckOutcome, make_check_handler
-
-    session = Session(on_check=make_check_handler(defaults))
-    outcomes: list[CheckOutcome] = []
+    from gradcalc.parser.checks import run_check_source
 
     def record(outcome: CheckOutcome) -> None:
         outcome.file = origin
-        outcomes.append(outcome)
         if on_outcome is not None:
             on_outcome(outcome)
 
-    try:
-        program = compile_program(source)
-    except LanguageError as err:
-        record(CheckOutcome(text="(file)", line=err.line or 0, status="error", message=err.located()))
-        return outcomes
-    for statement in program.statements:
-        try:
-            result = session.run_statement(statement)
-        except LanguageError as err:
-            text = statement.text if statement.kind == "check" else f"(setup) {statement.text}"
-            record(CheckOutcome(text=text, line=statement.span[0], status="error", message=err.located()))
-            continue
-        if isinstance(result, CheckStatementResult):
-            record(result.outcome)
-    return outcomes
+    return run_check_source(source, defaults, record)
 
 
 def count_checks(source: str) -> int:
@@ -101,6 +83,7 @@ def register(app: typer.Typer) -> None:
         tol: Annotated[Optional[float], typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
         method: Annotated[str, typer.Option("--method", help="auto, complex or central.")] = "auto",
         max_elements: Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed.")] = None,
+        max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Most ops one statement may execute.")] = None,
     ) -> None:
         """Run the `check` statements of gradcheck files and report each one.
 
@@ -116,7 +99,7 @@ def register(app: typer.Typer) -> None:
         if method not in METHODS:
             render.warn(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
             raise typer.Exit(2)
-        _prepare_engine(max_elements)
+        _prepare_engine(max_elements, max_steps)
         defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
         sources = _read_sources(files)
         total = sum(count_checks(s) for _, s in sources)

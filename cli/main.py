@@ -37,6 +37,7 @@ EngineOption = Annotated[Engine, typer.Option("--engine", help="tensor (NumPy ar
 DigitsOption = Annotated[Optional[int], typer.Option("--digits", min=1, max=17, help="Round numbers to N significant digits for display (default: full precision).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (see docs/cli.md) instead of text.")]
 MaxElementsOption = Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed, in elements (default 10,000,000).")]
+MaxStepsOption = Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Most ops one statement may execute (default 10,000,000).")]
 
 
 def _version(value: bool) -> None:
@@ -126,6 +127,7 @@ def eval_command(
     as_json: JsonOption = False,
     digits: DigitsOption = None,
     max_elements: MaxElementsOption = None,
+    max_steps: MaxStepsOption = None,
 ) -> None:
     """Evaluate an expression: its value, gradient per variable and graph statistics.
 
@@ -135,7 +137,7 @@ def eval_command(
 
     from . import render
 
-    _prepare_engine(max_elements)
+    _prepare_engine(max_elements, max_steps)
     wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
     try:
         analysis = evaluate_expression(expr, bindings or [], engine.value, wrt_names)
@@ -151,9 +153,10 @@ def eval_command(
         _write_dot(analysis.output, dot)
 
 
-def _prepare_engine(max_elements: int | None) -> None:
-    """Set up the engine for a command: the element cap, and NumPy told not to warn about
-    overflow or nan (results show inf and nan, and a note names the op that made them)."""
+def _prepare_engine(max_elements: int | None, max_steps: int | None = None) -> None:
+    """Set up the engine for a command: the element cap, the step budget, and NumPy told
+    not to warn about overflow or nan (results show inf and nan, and a note names the op
+    that made them)."""
     import numpy as np
 
     np.seterr(all="ignore")
@@ -161,6 +164,10 @@ def _prepare_engine(max_elements: int | None) -> None:
         from gradcalc.autodiff import set_max_elements
 
         set_max_elements(max_elements)
+    if max_steps is not None:
+        from gradcalc.autodiff.limits import set_max_steps
+
+        set_max_steps(max_steps)
 
 
 def _fail(err: LanguageError, source: str | None, as_json: bool, origin: str = "") -> Any:
@@ -270,12 +277,13 @@ def run_command(
     tree: Annotated[bool, typer.Option("--tree", help="Draw each result's graph.")] = False,
     digits: DigitsOption = None,
     max_elements: MaxElementsOption = None,
+    max_steps: MaxStepsOption = None,
 ) -> None:
     """Run scripts; every expression statement prints its value, gradients and graph.
 
     Example: gradcalc run examples/mlp.gc
     """
-    _prepare_engine(max_elements)
+    _prepare_engine(max_elements, max_steps)
     raise typer.Exit(_run_sources(_read_sources(files), engine.value, as_json, digits, tree))
 
 

@@ -53,6 +53,7 @@ class Statement:
     wrt: tuple[str, ...] = ()
     options: dict[str, tuple[list[Instruction], Span]] = field(default_factory=dict)
     error: LanguageError | None = None
+    expected: list[Instruction] | None = None  # `check A == B`: B's code (A's is `code`)
 
 
 @dataclass
@@ -290,8 +291,14 @@ def _compile_statement(node: Tree, source: str, places: _Places, where: Range) -
         for option in (t for t in rest if isinstance(t, Tree)):
             key, value = option.children
             options[str(key)] = (compiled(value), places.span(option) or span)
+        expected = None
+        if isinstance(expression, Tree) and expression.data == "compare" and str(expression.children[1]) == "==":
+            if wrt:
+                raise LanguageError("syntax", "check A == B compares values: it takes no wrt").at(span)
+            expression, expected = expression.children[0], compiled(expression.children[2])
         code = compiled(expression)
-        return Statement("check", code, span, _check_text(source, node, start, end), wrt=wrt, options=options)
+        text = _check_text(source, node, start, end)
+        return Statement("check", code, span, text, wrt=wrt, options=options, expected=expected)
     raise LanguageError("syntax", f"unsupported statement {kind}").at(span)
 
 
