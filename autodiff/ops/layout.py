@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from ..limits import check_size
 from ..registry import Check, defop
 
 SHAPE = "shape"
@@ -70,10 +69,13 @@ def _tile_shape(shape: tuple[int, ...], reps: tuple[int, ...]) -> tuple[tuple[in
     return (1,) * (n - len(shape)) + tuple(shape), (1,) * (n - len(reps)) + tuple(int(r) for r in reps)
 
 
-def _tile(x: Any, reps: tuple[int, ...]) -> Any:
+def _tiled_shape(x: Any, reps: tuple[int, ...]) -> tuple[int, ...]:
     shape, full_reps = _tile_shape(np.shape(x), reps)
-    check_size(tuple(s * r for s, r in zip(shape, full_reps)), "tile")
-    return np.tile(x, full_reps)
+    return tuple(s * r for s, r in zip(shape, full_reps))
+
+
+def _tile(x: Any, reps: tuple[int, ...]) -> Any:
+    return np.tile(x, _tile_shape(np.shape(x), reps)[1])
 
 
 def _tile_vjp(m: Any, g: Any, ans: Any, x: Any, reps: tuple[int, ...]) -> Any:
@@ -88,7 +90,7 @@ tile = defop(
     "tile", _tile, (_tile_vjp,),
     doc="x repeated as a whole reps times along each axis (torch's x.repeat)", category=SHAPE,
     method=True, variadic="reps", complex_safe=True,
-    check=Check(shapes=(((3,),), ((2, 3),)), params={"reps": (2, 2)}),
+    check=Check(shapes=(((3,),), ((2, 3),)), params={"reps": (2, 2)}), out_shape=_tiled_shape,
 )
 
 
@@ -99,6 +101,14 @@ def _repeat_index(shape: tuple[int, ...], repeats: Any, axis: int | None) -> tup
     if axis is None:
         return (picks,)
     return (slice(None),) * (axis % len(shape)) + (picks,)
+
+
+def _repeated_shape(x: Any, repeats: Any, axis: int | None = None) -> tuple[int, ...]:
+    n = np.size(x) if axis is None else np.shape(x)[axis]
+    total = int(np.sum(np.broadcast_to(np.asarray(repeats, dtype=np.int64), (n,))))
+    if axis is None:
+        return (total,)
+    return tuple(total if i == axis % np.ndim(x) else d for i, d in enumerate(np.shape(x)))
 
 
 def _repeat(x: Any, repeats: Any, axis: int | None = None) -> Any:
@@ -115,7 +125,7 @@ repeat = defop(
     "repeat", _repeat, (_repeat_vjp,),
     doc="each element repeated (NumPy's repeat, torch's repeat_interleave); flattened when axis is None",
     category=SHAPE, complex_safe=True,
-    check=Check(shapes=(((3,),), ((2, 3),)), params={"repeats": 2, "axis": 0}),
+    check=Check(shapes=(((3,),), ((2, 3),)), params={"repeats": 2, "axis": 0}), out_shape=_repeated_shape,
 )
 
 # ---- sort ------------------------------------------------------------------------------------
@@ -174,10 +184,12 @@ def pad_widths(widths: Any, ndim: int) -> tuple[tuple[int, int], ...]:
     return tuple((flat[2 * i], flat[2 * i + 1]) for i in range(ndim))
 
 
+def _padded_shape(x: Any, widths: Any, value: float = 0.0) -> tuple[int, ...]:
+    return tuple(n + b + a for n, (b, a) in zip(np.shape(x), pad_widths(widths, np.ndim(x))))
+
+
 def _pad(x: Any, widths: Any, value: float = 0.0) -> Any:
-    pairs = pad_widths(widths, np.ndim(x))
-    check_size(tuple(n + b + a for n, (b, a) in zip(np.shape(x), pairs)), "pad")
-    return np.pad(x, pairs, constant_values=value)
+    return np.pad(x, pad_widths(widths, np.ndim(x)), constant_values=value)
 
 
 def _pad_vjp(m: Any, g: Any, ans: Any, x: Any, widths: Any, value: float = 0.0) -> Any:
@@ -189,5 +201,5 @@ pad = defop(
     "pad", _pad, (_pad_vjp,),
     doc="x surrounded by value: widths is one number, a (before, after) pair, or before/after per axis in axis order",
     category=SHAPE, complex_safe=True,
-    check=Check(shapes=(((3,),), ((2, 3),)), params={"widths": (1, 2), "value": 0.5}),
+    check=Check(shapes=(((3,),), ((2, 3),)), params={"widths": (1, 2), "value": 0.5}), out_shape=_padded_shape,
 )

@@ -42,6 +42,13 @@ def _einsum(*operands: Any, subscripts: str) -> Any:
     return np.einsum(f"{','.join(inputs)}->{output}", *operands)
 
 
+def einsum_shape(*operands: Any, subscripts: str) -> tuple[int, ...]:
+    """The result's shape, worked out before anything is computed (for the size cap)."""
+    inputs, output = parse_subscripts(subscripts, len(operands))
+    sizes = {c: n for sub, op in zip(inputs, operands) for c, n in zip(sub, np.shape(op))}
+    return tuple(sizes.get(c, 0) for c in output)
+
+
 def _einsum_vjp(m: Any, g: Any, ans: Any, *operands: Any, subscripts: str, k: int) -> Any:
     """d/d operand k: contract g with the other operands into operand k's subscripts.
 
@@ -82,7 +89,7 @@ def _einsum_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, 
 einsum = defop(
     "einsum", _einsum, _einsum_vjp, n_in=None, leading=("subscripts",),
     doc="Einstein summation, letters naming axes: einsum(a, b, subscripts='ij,jk->ik') ('...' not supported)",
-    category=LINALG, complex_safe=True, check=Check(make=_einsum_case),
+    category=LINALG, complex_safe=True, check=Check(make=_einsum_case), out_shape=einsum_shape,
 )
 
 # ---- dot, inner, outer, kron: contractions with einsum's gradient ------------------------------
@@ -106,8 +113,9 @@ def _kron_subscripts(ndim: int) -> str:
     return f"{a},{b}->{''.join(x + y for x, y in zip(a, b))}"
 
 
-def _contraction(subscripts_of: Any) -> tuple[Any, Any]:
-    """Forward and VJPs of a two-operand einsum whose subscripts depend on the ranks."""
+def _contraction(subscripts_of: Any) -> dict[str, Any]:
+    """Forward, VJPs and result shape of a two-operand einsum whose subscripts depend on
+    the ranks (keyword arguments for defop)."""
 
     def forward(a: Any, b: Any) -> Any:
         return _einsum(a, b, subscripts=subscripts_of(np.ndim(a), np.ndim(b)))
@@ -115,7 +123,10 @@ def _contraction(subscripts_of: Any) -> tuple[Any, Any]:
     def vjp(k: int) -> Any:
         return lambda m, g, ans, a, b: _einsum_vjp(m, g, ans, a, b, subscripts=subscripts_of(a.ndim, b.ndim), k=k)
 
-    return forward, (vjp(0), vjp(1))
+    def out_shape(a: Any, b: Any) -> tuple[int, ...]:
+        return einsum_shape(a, b, subscripts=subscripts_of(np.ndim(a), np.ndim(b)))
+
+    return {"forward": forward, "vjps": (vjp(0), vjp(1)), "out_shape": out_shape}
 
 
 def _dot_subscripts(a_ndim: int, b_ndim: int) -> str:
@@ -132,16 +143,16 @@ def _outer_subscripts(a_ndim: int, b_ndim: int) -> str:
 
 _VECTORS = (((4,), (4,)),)
 dot = defop(
-    "dot", *_contraction(_dot_subscripts), n_in=2, method=True,
+    "dot", **_contraction(_dot_subscripts), n_in=2, method=True,
     doc="sum(a * b) of two 1-d vectors", category=LINALG, complex_safe=True, check=Check(shapes=_VECTORS),
 )
 inner = defop(
-    "inner", *_contraction(_inner_subscripts), n_in=2, method=True,
+    "inner", **_contraction(_inner_subscripts), n_in=2, method=True,
     doc="sum over the last axes of a and b (NumPy's inner)", category=LINALG, complex_safe=True,
     check=Check(shapes=(((4,), (4,)), ((2, 3), (4, 3)), ((), (3,)))),
 )
 outer = defop(
-    "outer", *_contraction(_outer_subscripts), n_in=2, method=True,
+    "outer", **_contraction(_outer_subscripts), n_in=2, method=True,
     doc="a[i] * b[j] as a matrix, for 1-d a and b", category=LINALG, complex_safe=True,
     check=Check(shapes=(((3,), (4,)),)),
 )
@@ -153,10 +164,15 @@ def _kron_operands(a: Any, b: Any) -> tuple[int, tuple[int, ...], tuple[int, ...
     return n, (1,) * (n - np.ndim(a)) + np.shape(a), (1,) * (n - np.ndim(b)) + np.shape(b)
 
 
+def _kron_shape(a: Any, b: Any) -> tuple[int, ...]:
+    _, sa, sb = _kron_operands(a, b)
+    return tuple(x * y for x, y in zip(sa, sb))
+
+
 def _kron(a: Any, b: Any) -> Any:
     n, sa, sb = _kron_operands(a, b)
     blocks = _einsum(np.reshape(a, sa), np.reshape(b, sb), subscripts=_kron_subscripts(n))
-    return np.reshape(blocks, tuple(x * y for x, y in zip(sa, sb)))
+    return np.reshape(blocks, _kron_shape(a, b))
 
 
 def _kron_vjp(k: int) -> Any:
@@ -172,7 +188,7 @@ def _kron_vjp(k: int) -> Any:
 kron = defop(
     "kron", _kron, (_kron_vjp(0), _kron_vjp(1)), n_in=2, method=True,
     doc="Kronecker product: every element of a times the whole of b, as blocks", category=LINALG,
-    complex_safe=True, check=Check(shapes=(((2, 3), (2, 2)), ((3,), (2,)), ((2,), (2, 3)))),
+    complex_safe=True, check=Check(shapes=(((2, 3), (2, 2)), ((3,), (2,)), ((2,), (2, 3)))), out_shape=_kron_shape,
 )
 
 # ---- trace, diag, triu, tril ---------------------------------------------------------------------
@@ -190,6 +206,12 @@ def diagonal_index(shape: tuple[int, ...], k: int) -> tuple[Any, Any]:
     count = max(0, min(rows, cols - k) if k >= 0 else min(rows + k, cols))
     i = np.arange(count)
     return (i, i + k) if k >= 0 else (i - k, i)
+
+
+def _diag_shape(x: Any, k: int = 0) -> tuple[int, ...]:
+    if np.ndim(x) == 1:
+        return (len(x) + abs(int(k)),) * 2
+    return (len(diagonal_index(np.shape(x), int(k))[0]),) if np.ndim(x) == 2 else ()
 
 
 def _diag(x: Any, k: int = 0) -> Any:
@@ -217,7 +239,7 @@ trace = defop(
 diag = defop(
     "diag", _diag, (_diag_vjp,),
     doc="the k-th diagonal of a matrix, or a matrix with vector x on its k-th diagonal", category=LINALG,
-    method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((3,),)), params={"k": 1}),
+    method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((3,),)), params={"k": 1}), out_shape=_diag_shape,
 )
 triu = defop(
     "triu", lambda x, k=0: np.triu(x, int(k)), (lambda m, g, ans, x, k=0: m.triu(g, k=k),),
