@@ -401,3 +401,26 @@ def test_det_gradient_at_a_singular_matrix_is_the_cofactor_matrix(a):
     minor = lambda i, j: np.delete(np.delete(a, i, 0), j, 1)  # noqa: E731
     cofactors = [[(-1) ** (i + j) * (np.linalg.det(minor(i, j)) if n > 1 else 1.0) for j in range(n)] for i in range(n)]
     np.testing.assert_allclose(grad(REGISTRY["det"](x), x).data, cofactors, atol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: REGISTRY["repeat"](np.ones(2), 10**9),
+        lambda: REGISTRY["outer"](np.ones(1000), np.ones(1000)),
+        lambda: REGISTRY["kron"](np.ones(1000), np.ones(1000)),
+        lambda: REGISTRY["einsum"](np.ones(1000), np.ones(1000), subscripts="i,j->ij"),
+        lambda: REGISTRY["tile"](np.ones(1), 10**8),
+        lambda: REGISTRY["pad"](np.ones(1), 10**8),
+        lambda: REGISTRY["diag"](np.ones(2000)),
+    ],
+)
+def test_ops_that_outgrow_their_inputs_are_refused_before_allocating(call):
+    from gradcalc.autodiff import SizeLimitError, set_max_elements
+
+    previous = set_max_elements(100_000)
+    try:
+        with pytest.raises(SizeLimitError):
+            call()
+    finally:
+        set_max_elements(previous)
