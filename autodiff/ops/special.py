@@ -102,7 +102,7 @@ asinh = elementwise(
     "inverse hyperbolic sine", aliases=("arcsinh",),
 )
 acosh = elementwise(
-    "acosh", lambda x: np.arccosh(x), lambda m, g, ans, x: g / m.sqrt((x - 1.0) * (x + 1.0)),
+    "acosh", lambda x: np.arccosh(x), lambda m, g, ans, x: g / (m.sqrt(x - 1.0) * m.sqrt(x + 1.0)),
     "inverse hyperbolic cosine (x >= 1)", aliases=("arccosh",), low=1.2, high=3.0,
 )
 atanh = elementwise(
