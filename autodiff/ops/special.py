@@ -85,13 +85,21 @@ expm1 = elementwise(
     "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: g * m.exp(x), "e ** x - 1, accurate for small x",
 )
 square = elementwise("square", lambda x: x * x, lambda m, g, ans, x: g * (2.0 * x), "x * x")
+def away_from_zero(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """Check inputs of either sign with 0.2 <= |x| <= 2. (low and high, which tests that
+    compose ops squash their inputs into, stay positive.)"""
+    shape = [(), (3,), (2, 3)][int(rng.integers(3))]
+    return [rng.choice([-1.0, 1.0], shape) * rng.uniform(0.2, 2.0, shape)], {}
+
+
 cbrt = elementwise(
     "cbrt", lambda x: np.cbrt(x), lambda m, g, ans, x: g / (3.0 * ans * ans),
     "real cube root (negative for negative x); infinite slope at 0", complex_safe=False, method=False,
-    kink=near_zero, kink_gap=0.2,
+    kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
 )
 reciprocal = elementwise(
-    "reciprocal", lambda x: 1.0 / x, lambda m, g, ans, x: -g * ans * ans, "1 / x", kink=near_zero, kink_gap=0.3,
+    "reciprocal", lambda x: 1.0 / x, lambda m, g, ans, x: -g * ans * ans, "1 / x",
+    kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
 )
 
 # ---- hyperbolic functions and their inverses --------------------------------------------
