@@ -277,6 +277,15 @@ def groups(smoke: bool, files: dict[str, str]) -> list[Group]:
 # ---- the report ------------------------------------------------------------------------------------
 
 
+LEGEND = """Each contender ran in a process of its own, the contenders taking turns round by round.
+A round's time is the median of that process's timed repeats (after one untimed warm-up,
+except for whole commands and the deep chains, whose memory is measured from cold);
+the time column gives the median and range of the rounds. The ratio column divides each
+round's time by the reference's time in the same round: min / median / max over rounds.
+Below 1 is faster than the reference. Read the ratios: on a loaded machine absolute
+times move between rounds far more than paired ratios do."""
+
+
 def _time(seconds: float, unit: str) -> str:
     return f"{seconds * 1e3:,.1f} ms" if unit == "run" else f"{seconds * 1e6:,.2f} us"
 
@@ -320,6 +329,16 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; " + ", ".join(versions)
 
 
+def install() -> str:
+    """Start-up depends on it: an editable install adds an import hook and, where bytecode
+    is not written, recompiles gradcalc at every start."""
+    from importlib.util import find_spec
+
+    spec = find_spec("gradcalc.parser")
+    where = spec.origin if spec and spec.origin else ""
+    return f"gradcalc {'regular (pip install .)' if 'site-packages' in where else 'editable (pip install -e .)'}"
+
+
 def load() -> str:
     try:
         return "load average %.1f / %.1f / %.1f (1 / 5 / 15 min)" % os.getloadavg()
@@ -353,8 +372,8 @@ def main() -> None:
                 print(render(sections[-1:]), flush=True)
     command = "python bench/run.py" + "".join(f" {flag} {value}" for flag, value in
                                              (("--only", args.only), ("--rounds", args.rounds)) if value)
-    report = (f"Machine: {machine()}\n\nRun: {started:%Y-%m-%d %H:%M} UTC, {load_before} at the start, {load()} at the end"
-              f"\n\nCommand: {command}{' --smoke' if args.smoke else ''}\n" + render(sections))
+    report = (f"# Benchmark results\n\nMachine: {machine()}\n\nInstall: {install()}, PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}\n\nRun: {started:%Y-%m-%d %H:%M} UTC, {load_before} at the start, {load()} at the end"
+              f"\n\nCommand: {command}{' --smoke' if args.smoke else ''}\n\n{LEGEND}\n" + render(sections))
     if args.smoke:
         failures = [f"{s.group.title}: {failure}" for s in sections for failure in s.failures]
         if failures:
