@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -290,6 +291,10 @@ def _time(seconds: float, unit: str) -> str:
     return f"{seconds * 1e3:,.1f} ms" if unit == "run" else f"{seconds * 1e6:,.2f} us"
 
 
+def _ratio(x: float) -> str:
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.2g}"  # 0.0003, not 0.00
+
+
 def render(sections: list[Section]) -> str:
     out = []
     for s in sections:
@@ -303,7 +308,7 @@ def render(sections: list[Section]) -> str:
                 out.append(f"| {r.name} | - | - | {r.note} |")
                 continue
             spread = f"{_time(statistics.median(r.rounds), g.unit)} ({_time(min(r.rounds), g.unit)}-{_time(max(r.rounds), g.unit)})"
-            ratio = (f"{min(r.ratios):.2f} / **{statistics.median(r.ratios):.2f}** / {max(r.ratios):.2f}"
+            ratio = (f"{_ratio(min(r.ratios))} / **{_ratio(statistics.median(r.ratios))}** / {_ratio(max(r.ratios))}"
                      if r.ratios else "-")
             out.append(f"| {r.name} | {spread} | {ratio} | {r.extra} |")
         for note in s.notes:
@@ -370,10 +375,14 @@ def main() -> None:
             sections.append(run_group(g, args.rounds or g.rounds, batch))
             if not args.smoke:
                 print(render(sections[-1:]), flush=True)
-    command = "python bench/run.py" + "".join(f" {flag} {value}" for flag, value in
+    command = "python bench/run.py" + "".join(f" {flag} {shlex.quote(str(value))}" for flag, value in
                                              (("--only", args.only), ("--rounds", args.rounds)) if value)
-    report = (f"# Benchmark results\n\nMachine: {machine()}\n\nInstall: {install()}, PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}\n\nRun: {started:%Y-%m-%d %H:%M} UTC, {load_before} at the start, {load()} at the end"
-              f"\n\nCommand: {command}{' --smoke' if args.smoke else ''}\n\n{LEGEND}\n" + render(sections))
+    bytecode = os.environ.get("PYTHONDONTWRITEBYTECODE", "")
+    report = "\n\n".join([
+        "# Benchmark results", f"Machine: {machine()}", f"Install: {install()}, PYTHONDONTWRITEBYTECODE={bytecode!r}",
+        f"Run: {started:%Y-%m-%d %H:%M} UTC, {load_before} at the start, {load()} at the end",
+        f"Command: {command}{' --smoke' if args.smoke else ''}", LEGEND,
+    ]) + "\n" + render(sections)
     if args.smoke:
         failures = [f"{s.group.title}: {failure}" for s in sections for failure in s.failures]
         if failures:
