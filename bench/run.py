@@ -55,7 +55,6 @@ class Contender:
     setup: str = ""
     engine: str | None = None
     argv: list[str] = field(default_factory=list)
-    extra: str = ""
 
 
 @dataclass
@@ -86,7 +85,6 @@ class Row:
 class Section:
     group: Group
     rows: list[Row] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # errors that are not a known limit
 
 
@@ -168,7 +166,7 @@ def _check_agreement(g: Group, results: dict[str, list[dict[str, Any]]]) -> None
 
 
 def _row(c: Contender, g: Group, results: list[dict[str, Any]], per: float, reference: list[float]) -> Row:
-    row = Row(c.name, [statistics.median(res["times"]) / per for res in results], extra=c.extra)
+    row = Row(c.name, [statistics.median(res["times"]) / per for res in results])
     if len(reference) == len(row.rounds):  # paired: round by round
         row.ratios = [mine / ref for mine, ref in zip(row.rounds, reference)]
     if "bytes" in results[0]:
@@ -311,8 +309,6 @@ def render(sections: list[Section]) -> str:
             ratio = (f"{_ratio(min(r.ratios))} / **{_ratio(statistics.median(r.ratios))}** / {_ratio(max(r.ratios))}"
                      if r.ratios else "-")
             out.append(f"| {r.name} | {spread} | {ratio} | {r.extra} |")
-        for note in s.notes:
-            out.append(f"\n- {note}")
     return "\n".join(out)
 
 
