@@ -5,7 +5,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..registry import BINARY_SHAPES, Check, defop
+from ..tensor import Tensor, to_array
 
 ELEM = "elementwise"
 
@@ -94,28 +96,57 @@ minimum = defop(
 )
 
 
-def _clip(x: Any, low: float | None = None, high: float | None = None) -> Any:
-    return np.clip(x, low, high)
+def _bounds(bounds: tuple[Any, ...], low: Any, high: Any) -> tuple[Any, Any]:
+    """clip's (low, high): positional bounds are tensor inputs (differentiable), keyword
+    bounds constants. None means unbounded on that side."""
+    if len(bounds) > 2:
+        raise ArgumentError(f"clip takes at most two bounds (low, high), got {len(bounds)}")
+    for name, value in (("low", low), ("high", high)):
+        if isinstance(value, Tensor) and value.requires_grad:
+            raise ArgumentError(f"clip: give the bound {name} positionally, clip(x, low, high), so that its gradient is kept")
+    if bounds and low is not None or len(bounds) > 1 and high is not None:
+        raise ArgumentError("clip: a bound given both positionally and by keyword")
+    low = bounds[0] if bounds else low
+    high = bounds[1] if len(bounds) > 1 else high
+    if low is None and high is None:
+        raise ArgumentError("clip needs a bound: clip(x, low, high), clip(x, low=...) or clip(x, high=...)")
+    return (None if low is None else to_array(low)), (None if high is None else to_array(high))
 
 
-def _inside(x: Any, low: Any, high: Any) -> Any:
-    """Where x lies within the bounds (which may be arrays that broadcast against x)."""
-    inside = np.full(np.shape(x), True)
-    if low is not None:
-        inside = inside & (x >= low)
-    if high is not None:
-        inside = inside & (x <= high)
-    return inside
+def _clip(x: Any, *bounds: Any, low: Any = None, high: Any = None) -> Any:
+    low, high = _bounds(bounds, low, high)
+    out = x if low is None else np.maximum(x, low)
+    return out if high is None else np.minimum(out, high)
 
 
-def _clip_kink(x: Any, low: float | None = None, high: float | None = None, tol: float = 0.0) -> bool:
+def _clip_source(x: Any, low: Any, high: Any) -> tuple[Any, Any, Any]:
+    """Masks of where the output came from: x, low or high. As torch.clamp, x at a bound
+    keeps its gradient; when low > high the output is high and so is the gradient."""
+    lifted = x if low is None else np.maximum(x, low)
+    from_high = np.zeros(np.shape(lifted), bool) if high is None else lifted > high
+    from_low = np.zeros(np.shape(lifted), bool) if low is None else ~from_high & (x < low)
+    return ~from_high & ~from_low, from_low, from_high
+
+
+def _clip_vjp(m: Any, g: Any, ans: Any, x: Any, *bounds: Any, low: Any = None, high: Any = None, k: int) -> Any:
+    low, high = _bounds(tuple(m.raw(b) for b in bounds), low, high)
+    return g * _clip_source(m.raw(x), low, high)[k]
+
+
+def _clip_kink(x: Any, *bounds: Any, low: Any = None, high: Any = None, tol: float = 0.0) -> bool:
+    low, high = _bounds(bounds, low, high)
     return any(bound is not None and bool(np.any(np.abs(x - bound) <= tol)) for bound in (low, high))
 
 
+def _clip_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    return [rng.uniform(-2, 2, (3, 4)), rng.uniform(-1, -0.2, (3, 1)), rng.uniform(0.2, 1, (4,))], {}
+
+
 clip = defop(
-    "clip", _clip, (lambda m, g, ans, x, low=None, high=None: g * _inside(m.raw(x), low, high),),
-    doc="x limited to [low, high]; gradient 1 inside, 0 outside", category=ELEM, method=True,
-    kink=_clip_kink, check=Check(params={"low": -0.5, "high": 0.5}, kink_gap=1e-3),
+    "clip", _clip, _clip_vjp, n_in=None,
+    doc="x limited to [low, high]; bounds given positionally are tensors that get gradients "
+    "(any broadcastable shape), keyword bounds are constants",
+    category=ELEM, method=True, kink=_clip_kink, check=Check(make=_clip_check, kink_gap=1e-3),
 )
 
 
