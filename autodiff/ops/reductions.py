@@ -43,8 +43,9 @@ def checked_axis(op: str, axis: Any, ndim: int) -> Axis:
         raise ArgumentError(f"{op}: axis must be an integer or a tuple of integers, got {axis!r}{hint}")
     for a in parts:
         if not -ndim <= a < ndim:
-            what = "a scalar has no axes (leave axis out)" if ndim == 0 else f"a tensor with {ndim} dimension{'s' * (ndim != 1)}"
-            raise ShapeError(f"{op}: axis {a} is out of range for {what}")
+            if ndim == 0:
+                raise ShapeError(f"{op}: a scalar has no axis {a} (leave the axis out)")
+            raise ShapeError(f"{op}: axis {a} is out of range for a tensor with {ndim} dimension{'s' * (ndim != 1)}")
     return tuple(parts) if isinstance(axis, (tuple, list)) else axis
 
 
