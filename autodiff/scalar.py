@@ -204,7 +204,10 @@ class Value:
             node.grad = 0.0
         self.grad = 1.0
         for node in reversed(interior):
-            node._backward(node.grad)
+            # A node whose gradient is exactly 0 passes nothing back, not 0 * inf = nan:
+            # the tensor engine's convention (see docs/engine.md, "where").
+            if node.grad:
+                node._backward(node.grad)
 
 
 SCALAR_FUNCTIONS: dict[str, str] = {

@@ -183,7 +183,8 @@ TORCH: dict[str, TorchOracle] = {
     "tan": TorchOracle(lambda t, x: t.tan(x)),
     "tanh": TorchOracle(lambda t, x: t.tanh(x)),
     "sigmoid": TorchOracle(lambda t, x: t.sigmoid(x)),
-    "softplus": TorchOracle(lambda t, x: t.nn.functional.softplus(x, threshold=1000.0)),
+    # torch returns x itself above `threshold`; at 30 that is exact to 1e-13.
+    "softplus": TorchOracle(lambda t, x: t.nn.functional.softplus(x, threshold=30.0)),
     "relu": TorchOracle(lambda t, x: t.relu(x)),
     "abs": TorchOracle(lambda t, x: t.abs(x)),
     "maximum": TorchOracle(lambda t, a, b: t.maximum(a, b)),
@@ -218,3 +219,59 @@ NOT_IN_TORCH: dict[str, str] = {
     "rand": "random: NumPy's generator, not torch's (tests/test_language.py checks seeds)",
     "randn": "random: NumPy's generator, not torch's (tests/test_language.py checks seeds)",
 }
+
+
+nan, inf = float("nan"), float("inf")
+
+# Edge points (zeros, ties, kinks, inf, nan, empty) where gradcalc gives what PyTorch gives,
+# value, gradients and second derivatives: (op name, inputs, params[, order]); order 1
+# where only the first derivatives agree (DIFFERS_FROM_TORCH says why).
+EDGE_POINTS: list[tuple[Any, ...]] = [
+    ("relu", [[-1.0, 0.0, 2.0, -inf, inf]], {}),
+    ("abs", [[0.0, -0.0, -inf, inf, -2.0]], {}),
+    ("maximum", [[1.0, 2.0, nan, 1.0, nan], [1.0, 3.0, 1.0, nan, nan]], {}),
+    ("minimum", [[1.0, 2.0, nan, 1.0, nan], [1.0, 3.0, 1.0, nan, nan]], {}),
+    ("max", [[1.0, 1.0, 0.0]], {}),
+    ("min", [[0.0, 1.0, 0.0]], {}),
+    ("max", [[nan, 1.0]], {}),
+    ("pow", [[0.0, 0.0, -0.0, 0.0, 0.0, 0.0, 0.0, 2.0, -1.0], [0.0, -1.0, -1.0, 1.0, 2.0, 0.5, -0.5, 0.0, 2.0]], {}, 1),
+    ("pow", [[0.0, 2.0], [-1.0, 0.0]], {}),
+    ("prod", [[0.0, 2.0, 3.0]], {}),
+    ("prod", [[0.0, 0.0, 3.0]], {}),
+    ("prod", [[[0.0, 2.0], [3.0, 0.0], [4.0, 5.0]]], {"axis": 0}),
+    ("sqrt", [[0.0, 1e-300, 1e300]], {}),
+    ("log", [[0.0, 1e-300, -1.0]], {}),
+    ("exp", [[1000.0, -1000.0, 700.0]], {}),
+    ("sigmoid", [[-1000.0, -40.0, 40.0, nan]], {}),
+    ("softplus", [[-1000.0, -40.0, 40.0, 1000.0]], {}),
+    ("logsumexp", [[-inf, 1.0, 2.0]], {}),
+    ("logsumexp", [[-inf, -inf]], {}),
+    ("logsumexp", [[1000.0, 1000.0]], {}),
+    ("softmax", [[-inf, 1.0, 2.0]], {}),
+    ("log_softmax", [[-inf, 1.0, 2.0]], {}),
+    ("cross_entropy", [[[-inf, 1.0, 2.0]], [1.0]], {}),
+    ("cross_entropy", [[[1e308, -1e308]], [0.0]], {}),
+    ("cross_entropy", [[[nan, 1.0]], [0.0]], {}),
+    ("clip", [[-1.0, 0.5, 2.0], [-0.5, 0.0, 0.0], [1.0, 1.0, 1.0]], {}),
+    ("clip", [[-1.0, 0.0, 1.0], [-1.0, 0.0, 0.5], [1.0, 1.0, 1.0]], {}),  # x on a bound keeps the gradient
+    ("clip", [[0.0], [1.0], [-1.0]], {}),  # low > high: the output is high, and so is the gradient
+    ("mean", [np.zeros(0)], {}),
+    ("sum", [np.zeros(0)], {}),
+    ("where", [[1.0, 0.0], [1.0, 2.0], [3.0, 4.0]], {}),
+]
+
+# Edge points where gradcalc deliberately differs from PyTorch: (op name, inputs, params,
+# why). tests/test_numerics.py checks gradcalc's answers; the differential test checks
+# that PyTorch really does differ, so the list stays true (docs/language.md shows it).
+DIFFERS_FROM_TORCH: list[tuple[str, list[Any], dict[str, Any], int, str]] = [
+    ("pow", [[0.0, 0.0, 0.0], [0.0, 1.0, 2.0]], {}, 2,
+     "second derivatives at a zero base are finite (x**2 -> 2 at 0); torch gives nan. Mixed ones in the exponent "
+     "follow the values along a = 0, torch's first-order convention"),
+    ("relu", [[nan]], {}, 1, "gradient nan at nan (nan in, nan out); torch passes the gradient through (1)"),
+    ("abs", [[nan]], {}, 1, "gradient nan at nan; torch gives 0"),
+    ("softmax", [[inf, 1.0]], {}, 1, "the limit [1, 0]; torch gives nan"),
+    ("log_softmax", [[inf, 1.0]], {}, 1, "the limit [0, -inf]; torch gives nan"),
+    ("logsumexp", [[inf, 1.0]], {}, 1, "gradient [1, 0] (the softmax limit); torch gives [nan, 0]"),
+    ("clip", [[nan], [-1.0], [1.0]], {}, 1, "a nan x keeps its gradient (nan stays visible); torch gives x 0 and both bounds 1"),
+    ("tanh", [[20.0]], {}, 1, "gradient 1.7e-17 (exact); torch's 1 - tanh^2 gives 0"),
+]

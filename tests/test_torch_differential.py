@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad
 
-from .oracles import NOT_IN_TORCH, TORCH, TorchOracle
+from .oracles import DIFFERS_FROM_TORCH, EDGE_POINTS, NOT_IN_TORCH, TORCH, TorchOracle
 
 torch = pytest.importorskip("torch")
 
@@ -41,11 +41,12 @@ def test_every_public_op_has_a_torch_oracle_or_a_reason():
 # ---- running one case both ways -------------------------------------------------------------
 
 
-def assert_close(ours: Any, theirs: Any, what: str) -> None:
+def assert_close(ours: Any, theirs: Any, what: str, exact: bool = False) -> None:
     ours = np.asarray(ours, dtype=float)
     theirs = np.asarray(theirs, dtype=float)
     assert ours.shape == theirs.shape, f"{what}: shape {ours.shape}, torch {theirs.shape}"
-    np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL, equal_nan=True, err_msg=what)
+    rtol, atol = (1e-15, 0.0) if exact else (RTOL, ATOL)
+    np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
 
 
 def numpy_of(t: Any) -> np.ndarray:
@@ -68,7 +69,10 @@ def torch_of(x: np.ndarray, requires_grad: bool = False) -> Any:
     return torch.tensor(np.asarray(x, dtype=float), dtype=torch.float64, requires_grad=requires_grad)
 
 
-def compare_op(op: Any, oracle: TorchOracle, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int], order: int = 2) -> None:
+def compare_op(
+    op: Any, oracle: TorchOracle, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int], order: int = 2,
+    exact: bool = False,
+) -> None:
     """Value, gradient and (order 2) a directional second derivative, ours against torch's."""
     rng = np.random.default_rng(1)
     ours_in = [Tensor(x, requires_grad=i in diff) for i, x in enumerate(inputs)]
@@ -77,7 +81,7 @@ def compare_op(op: Any, oracle: TorchOracle, inputs: list[np.ndarray], params: d
     theirs_out = as_outputs(oracle.fn(torch, *theirs_in, **params))
     assert len(ours_out) == len(theirs_out), f"{op.name}: {len(ours_out)} outputs, torch {len(theirs_out)}"
     for o, t in zip(ours_out, theirs_out):
-        assert_close(o.data, numpy_of(t), f"{op.name} value {params}")
+        assert_close(o.data, numpy_of(t), f"{op.name} value {params}", exact)
     if not diff or not op.has_gradient:
         return
     weights = [rng.uniform(0.5, 1.5, o.shape) for o in ours_out]
@@ -86,7 +90,7 @@ def compare_op(op: Any, oracle: TorchOracle, inputs: list[np.ndarray], params: d
     theirs_g = torch.autograd.grad(theirs_total, [theirs_in[i] for i in diff], create_graph=order > 1, allow_unused=True)
     theirs_g = [torch.zeros_like(theirs_in[i]) if g is None else g for i, g in zip(diff, theirs_g)]
     for i, o, t in zip(diff, ours_g, theirs_g):
-        assert_close(o.data, numpy_of(t), f"{op.name} gradient of input {i} {params}")
+        assert_close(o.data, numpy_of(t), f"{op.name} gradient of input {i} {params}", exact)
     if order < 2:
         return
     us = [rng.uniform(0.5, 1.5, np.shape(inputs[i])) for i in diff]
@@ -124,14 +128,17 @@ def cases(op: Any, oracle: TorchOracle, seed: int) -> list[tuple[list[np.ndarray
         for variant in oracle.variants:
             params = {**(spec.params if spec is not None and spec.make is None else {}), **variant}
             out.append((base, params, list(range(len(base)))))
-    if spec is not None and spec.diff is not None:
-        out = [(i, p, [k for k in d if k in spec.diff]) for i, p, d in out]
-    # Class targets and masks are not differentiated.
-    if op.name == "cross_entropy":
-        out = [(i, p, [0] if np.shape(i[1]) != np.shape(i[0]) else d) for i, p, d in out]
+    return [(i, p, differentiated(op, i)) for i, p, _ in out]
+
+
+def differentiated(op: Any, inputs: list[Any]) -> list[int]:
+    """The inputs that carry a gradient: not class targets, not where's condition."""
+    if op.name == "cross_entropy" and np.shape(inputs[1]) != np.shape(inputs[0]):
+        return [0]
     if op.name == "where":
-        out = [(i, p, [1, 2]) for i, p, d in out]
-    return out
+        return [1, 2]
+    spec = op.check
+    return [k for k in range(len(inputs)) if spec is None or spec.diff is None or k in spec.diff]
 
 
 def away_from_kinks(op: Any, inputs: list[np.ndarray], params: dict[str, Any]) -> bool:
@@ -214,3 +221,27 @@ def test_random_composites_match_torch_to_second_order(expr, point):
     )
     for o, t in zip(ours_h, theirs_h):
         assert_close(o.data, np.zeros(2) if t is None else numpy_of(t), f"second derivative {expr}")
+
+
+# ---- edge points ------------------------------------------------------------------------------
+
+
+def edge_id(case: Any) -> str:
+    return f"{case[0]}{case[1]}"
+
+
+@pytest.mark.parametrize("case", EDGE_POINTS, ids=edge_id)
+def test_edge_point_matches_torch(case):
+    name, inputs, params, *order = case
+    op = REGISTRY[name]
+    arrays = [np.asarray(x, dtype=float) for x in inputs]
+    compare_op(op, TORCH[name], arrays, params, differentiated(op, arrays) if op.has_gradient else [], order=order[0] if order else 2)
+
+
+@pytest.mark.parametrize("case", DIFFERS_FROM_TORCH, ids=edge_id)
+def test_listed_differences_from_torch_are_real(case):
+    name, inputs, params, order, _why = case
+    op = REGISTRY[name]
+    arrays = [np.asarray(x, dtype=float) for x in inputs]
+    with pytest.raises(AssertionError):
+        compare_op(op, TORCH[name], arrays, params, differentiated(op, arrays), order=order, exact=True)
