@@ -235,7 +235,7 @@ EDGE_POINTS: list[tuple[Any, ...]] = [
     ("min", [[0.0, 1.0, 0.0]], {}),
     ("max", [[nan, 1.0]], {}),
     ("pow", [[0.0, 0.0, -0.0, 0.0, 0.0, 0.0, 0.0, 2.0, -1.0], [0.0, -1.0, -1.0, 1.0, 2.0, 0.5, -0.5, 0.0, 2.0]], {}, 1),
-    ("pow", [[0.0, 2.0], [-1.0, 0.0]], {}),
+    ("pow", [[0.0, 2.0], [-1.0, 1.0]], {}),
     ("prod", [[0.0, 2.0, 3.0]], {}),
     ("prod", [[0.0, 0.0, 3.0]], {}),
     ("prod", [[[0.0, 2.0], [3.0, 0.0], [4.0, 5.0]]], {"axis": 0}),
@@ -267,6 +267,8 @@ DIFFERS_FROM_TORCH: list[tuple[str, list[Any], dict[str, Any], int, str]] = [
     ("pow", [[0.0, 0.0, 0.0], [0.0, 1.0, 2.0]], {}, 2,
      "second derivatives at a zero base are finite (x**2 -> 2 at 0); torch gives nan. Mixed ones in the exponent "
      "follow the values along a = 0, torch's first-order convention"),
+    ("pow", [[2.0], [0.0]], {}, 2,
+     "d2(a**b)/da db at b = 0 is 1/a (0.5 here); torch sets d/da to a constant 0 at b = 0, so it gives 0"),
     ("relu", [[nan]], {}, 1, "gradient nan at nan (nan in, nan out); torch passes the gradient through (1)"),
     ("abs", [[nan]], {}, 1, "gradient nan at nan; torch gives 0"),
     ("softmax", [[inf, 1.0]], {}, 1, "the limit [1, 0]; torch gives nan"),
