@@ -274,6 +274,6 @@ DIFFERS_FROM_TORCH: list[tuple[str, list[Any], dict[str, Any], int, str]] = [
     ("softmax", [[inf, 1.0]], {}, 1, "the limit [1, 0]; torch gives nan"),
     ("log_softmax", [[inf, 1.0]], {}, 1, "the limit [0, -inf]; torch gives nan"),
     ("logsumexp", [[inf, 1.0]], {}, 1, "gradient [1, 0] (the softmax limit); torch gives [nan, 0]"),
-    ("clip", [[nan], [-1.0], [1.0]], {}, 1, "a nan x keeps its gradient (nan stays visible); torch gives x 0 and both bounds 1"),
+    ("clip", [[nan], [-1.0], [1.0]], {}, 1, "a nan x keeps its gradient (nan stays visible); torch gives 0 to x and to the bounds"),
     ("tanh", [[20.0]], {}, 1, "gradient 1.7e-17 (exact); torch's 1 - tanh^2 gives 0"),
 ]
