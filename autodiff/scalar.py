@@ -226,10 +226,8 @@ def _power_label(n: Number) -> str:
 def _power(x: float, n: Number) -> float:
     try:
         result = x**n
-    except ZeroDivisionError:
+    except (ZeroDivisionError, OverflowError):  # 0 ** -n, or |x ** n| too large
         return math.copysign(math.inf, x) if float(n).is_integer() and int(n) % 2 else math.inf
-    except OverflowError:
-        return math.inf
     return result if isinstance(result, float | int) else math.nan  # a negative base to a fractional power
 
 
