@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gradcalc.autodiff import Tensor, Value, grad, hessian, ops
 from gradcalc.autodiff.errors import ArgumentError
@@ -126,6 +128,25 @@ def test_every_derivative_of_a_polynomial_is_finite_and_exact(point):
     y = 3 * x**4 - 2 * x**3 + x**2 - 5 * x + 7
     for order, expected in enumerate(closed):
         assert y.item() == pytest.approx(expected(point), rel=1e-14, abs=1e-14), f"order {order}"
+        y = grad(y, x, create_graph=True)
+
+
+@settings(max_examples=40)
+@given(
+    coefficients=st.lists(st.integers(-5, 5), min_size=1, max_size=6),
+    point=st.sampled_from([0.0, -0.0, 1.0, -1.0]) | st.floats(-3, 3),
+)
+def test_any_polynomial_has_finite_exact_derivatives_at_every_order(coefficients, point):
+    """sum c_k x**k, differentiated len+1 times, against the closed-form derivatives."""
+    x = leaf(point)
+    y = sum((c * x**k for k, c in enumerate(coefficients)), Tensor(0.0))
+    poly = np.polynomial.Polynomial(coefficients)
+    for order in range(len(coefficients) + 1):
+        expected = poly.deriv(order)(point) if order else poly(point)
+        assert np.isfinite(y.item()), f"order {order}"
+        assert y.item() == pytest.approx(expected, rel=1e-12, abs=1e-9), f"order {order}"
+        if not y.requires_grad:
+            break
         y = grad(y, x, create_graph=True)
 
 
@@ -327,3 +348,27 @@ def test_scalar_and_tensor_engines_agree_at_edges(fn, x):
     sy.backward()
     ty.backward()
     np.testing.assert_allclose([sy.data, s.grad], [ty.item(), float(t.grad)], rtol=1e-14, equal_nan=True)
+
+
+# ---- the reported cases through the command ----------------------------------------------------
+
+
+# Expected numbers: closed forms; tanh'(20), sigmoid(-40) and softplus(-40) are mpmath's
+# correctly rounded sech(20)**2 and e**-40 / (1 + e**-40) = log1p(e**-40) to 17 digits.
+@pytest.mark.parametrize("args, value, grads", [
+    (("relu(x) + maximum(x, y)", "x=nan", "y=1"), "nan", {"x": "nan", "y": 1.0}),
+    (("softmax(z)[0]", "z=[inf, 1]"), 1.0, {"z": [0.0, 0.0]}),
+    (("log(sigmoid(x))", "x=-40"), -40.0, {"x": 1.0}),
+    (("tanh(x)", "x=20"), 1.0, {"x": 1.6993417021166355e-17}),
+    (("softplus(x)", "x=-40"), 4.248354255291589e-18, {"x": 4.248354255291589e-18}),
+    (("x ** 0", "x=0"), 1.0, {"x": 0.0}),
+    (("x ** y", "x=0", "y=-1"), "inf", {"x": "-inf", "y": "-inf"}),
+    (("sigmoid(x)", "--engine", "scalar", "x=-1000"), 0.0, {"x": 0.0}),
+    (("softplus(x)", "--engine", "scalar", "x=1000"), 1000.0, {"x": 1.0}),
+    (("abs(x) + relu(x)", "--engine", "scalar", "x=nan"), "nan", {"x": "nan"}),
+])
+def test_reported_cases_through_the_command(args, value, grads):
+    out = eval_json(*args)
+    assert out["value"] == value
+    for name, g in grads.items():
+        assert out["grads"][name] == g, name
