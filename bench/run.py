@@ -340,6 +340,16 @@ def install() -> str:
     return f"gradcalc {'regular (pip install .)' if 'site-packages' in where else 'editable (pip install -e .)'}"
 
 
+def commit() -> str:
+    """The commit of the suite's checkout (the code measured, for an install from it)."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(BENCH), *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    head = git("rev-parse", "--short", "HEAD")
+    return f"{head}{' with uncommitted changes' if git('status', '--porcelain') else ''}" if head else "unknown"
+
+
 def load() -> str:
     try:
         return "load average %.1f / %.1f / %.1f (1 / 5 / 15 min)" % os.getloadavg()
@@ -375,7 +385,7 @@ def main() -> None:
                                              (("--only", args.only), ("--rounds", args.rounds)) if value)
     bytecode = os.environ.get("PYTHONDONTWRITEBYTECODE", "")
     report = "\n\n".join([
-        "# Benchmark results", f"Machine: {machine()}", f"Install: {install()}, PYTHONDONTWRITEBYTECODE={bytecode!r}",
+        "# Benchmark results", f"Machine: {machine()}", f"Install: {install()}, PYTHONDONTWRITEBYTECODE={bytecode!r}; commit {commit()}",
         f"Run: {started:%Y-%m-%d %H:%M} UTC, {load_before} at the start, {load()} at the end",
         f"Command: {command}{' --smoke' if args.smoke else ''}", LEGEND,
     ]) + "\n" + render(sections)
