@@ -37,6 +37,7 @@ EngineOption = Annotated[Engine, typer.Option("--engine", help="tensor (NumPy ar
 DigitsOption = Annotated[Optional[int], typer.Option("--digits", min=1, max=17, help="Round numbers to N significant digits for display (default: full precision).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (see docs/cli.md) instead of text.")]
 MaxElementsOption = Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed, in elements (default 10,000,000).")]
+SaveOption = Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Write the value and each gradient (value, grad_NAME) to FILE: .npz or .json.")]
 
 
 def _version(value: bool) -> None:
@@ -73,6 +74,13 @@ def main(
 
 def _bind(session: Session, binding: str) -> None:
     from gradcalc.parser import LanguageError, compile_program
+    from gradcalc.parser.datafiles import file_bindings
+
+    loaded = file_bindings(binding, session.base_dir)  # NAME=@FILE (docs/cli.md, "Data files")
+    if loaded is not None:
+        for file_name, data in loaded:
+            session.assign(file_name, session.backend.from_array(data))
+        return
 
     name, sep, text = binding.partition("=")
     name = name.strip()
@@ -126,6 +134,7 @@ def eval_command(
     as_json: JsonOption = False,
     digits: DigitsOption = None,
     max_elements: MaxElementsOption = None,
+    save: SaveOption = None,
 ) -> None:
     """Evaluate an expression: its value, gradient per variable and graph statistics.
 
@@ -149,6 +158,10 @@ def eval_command(
         render.renderer(render.Style(digits, render.use_rich(sys.stdout))).analysis(analysis, tree=tree)
     if dot is not None:
         _write_dot(analysis.output, dot)
+    if save is not None:
+        from .dataio import save_or_exit
+
+        save_or_exit(save, analysis)
 
 
 def _prepare_engine(max_elements: int | None) -> None:
@@ -220,7 +233,8 @@ def _read_sources(files: list[Path]) -> list[tuple[str, str]]:
     return sources
 
 
-def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, digits: int | None, tree: bool) -> int:
+def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, digits: int | None, tree: bool,
+                 bindings: list[str] | None = None, save: Path | None = None) -> int:
     """Run scripts statement by statement, printing each expression statement's result.
     Returns the exit code: 2 after an error, 1 if a check failed, else 0."""
     from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
@@ -229,18 +243,21 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, dig
 
     from . import render
     from .checking import check_line, outcome_object
+    from .dataio import apply_bindings, bound_or_exit, save_or_exit, script_folder
     from .jsonout import analysis_object, dumps
 
     out = render.renderer(render.Style(digits, render.use_rich(sys.stdout)))
     code = 0
+    bound, last = bound_or_exit(bindings or [], engine), None
     for origin, source in sources:
-        session = Session(engine=engine, on_check=make_check_handler())
+        session = Session(engine=engine, on_check=make_check_handler(), base_dir=script_folder(origin))
+        apply_bindings(session, bound)
         try:
             program = compile_program(source)
             for statement in program.statements:
                 result = session.run_statement(statement)
                 if isinstance(result, ExpressionResult):
-                    analysis = analyze(result.value, None, session.variables)
+                    analysis = last = analyze(result.value, None, session.variables)
                     if as_json:
                         print(dumps({"line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
                     else:
@@ -259,24 +276,30 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, dig
                 print(dumps({"file": origin, **{"error": err.as_dict()}}))
             render.print_error(err, source, origin)
             code = 2
+    if save is not None:
+        save_or_exit(save, last)
     return code
 
 
 @app.command("run")
 def run_command(
-    files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Scripts to run ('-' reads stdin).", show_default=False)],
+    files: Annotated[list[Path], typer.Argument(metavar="FILE... [NAME=VALUE]...", help="Scripts to run ('-' reads stdin), and variables for them (W=@weights.npy).", show_default=False)],
     engine: EngineOption = Engine.tensor,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per expression statement, one per line.")] = False,
     tree: Annotated[bool, typer.Option("--tree", help="Draw each result's graph.")] = False,
     digits: DigitsOption = None,
     max_elements: MaxElementsOption = None,
+    save: SaveOption = None,
 ) -> None:
     """Run scripts; every expression statement prints its value, gradients and graph.
 
     Example: gradcalc run examples/mlp.gc
     """
+    from .dataio import split_bindings
+
     _prepare_engine(max_elements)
-    raise typer.Exit(_run_sources(_read_sources(files), engine.value, as_json, digits, tree))
+    paths, bindings = split_bindings(files)
+    raise typer.Exit(_run_sources(_read_sources(paths), engine.value, as_json, digits, tree, bindings, save))
 
 
 # ---- ops -----------------------------------------------------------------------------------------
