@@ -36,33 +36,9 @@ def outcome_object(o: CheckOutcome) -> dict[str, Any]:
 
 def run_check_file(origin: str, source: str, defaults: CheckDefaults, on_outcome: Any = None) -> list[CheckOutcome]:
     """Every check of one file; an error in one statement never stops the others."""
-    from gradcalc.parser import CheckStatementResult, LanguageError, Session, compile_program
-    from gradcalc.parser.checks import CheckOutcome, make_check_handler
+    from .checkrun import Part, run_part
 
-    session = Session(on_check=make_check_handler(defaults))
-    outcomes: list[CheckOutcome] = []
-
-    def record(outcome: CheckOutcome) -> None:
-        outcome.file = origin
-        outcomes.append(outcome)
-        if on_outcome is not None:
-            on_outcome(outcome)
-
-    try:
-        program = compile_program(source)
-    except LanguageError as err:
-        record(CheckOutcome(text="(file)", line=err.line or 0, status="error", message=err.located()))
-        return outcomes
-    for statement in program.statements:
-        try:
-            result = session.run_statement(statement)
-        except LanguageError as err:
-            text = statement.text if statement.kind == "check" else f"(setup) {statement.text}"
-            record(CheckOutcome(text=text, line=statement.span[0], status="error", message=err.located()))
-            continue
-        if isinstance(result, CheckStatementResult):
-            record(result.outcome)
-    return outcomes
+    return run_part(Part(origin, source, 0, None, 0), defaults, [], on_outcome)
 
 
 def count_checks(source: str) -> int:
@@ -78,9 +54,10 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
         suite = ET.SubElement(
             suites, "testsuite", name=origin, tests=str(len(outcomes)),
             failures=str(sum(o.status == "fail" for o in outcomes)), errors=str(sum(o.status == "error" for o in outcomes)),
+            time=f"{sum(o.seconds for o in outcomes):.3f}",
         )
         for o in outcomes:
-            case = ET.SubElement(suite, "testcase", classname=origin, name=f"line {o.line}: {o.text}")
+            case = ET.SubElement(suite, "testcase", classname=origin, name=f"line {o.line}: {o.text}", time=f"{o.seconds:.3f}")
             if o.status == "fail":
                 failure = ET.SubElement(case, "failure", message=f"max abs error {o.max_abs_error:.3g}, max rel error {o.max_rel_error:.3g} ({o.method})")
                 failure.text = o.message
@@ -95,12 +72,14 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("check")
     def check_command(
-        files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Gradcheck files ('-' reads stdin).", show_default=False)],
+        files: Annotated[list[Path], typer.Argument(metavar="FILE... [NAME=VALUE]...", help="Gradcheck files ('-' reads stdin), and variables for them (W=@weights.npy).", show_default=False)],
         as_json: Annotated[bool, typer.Option("--json", help="Print all results as one JSON document.")] = False,
         junit: Annotated[Optional[Path], typer.Option("--junit-xml", metavar="PATH", help="Also write JUnit XML for CI.")] = None,
         tol: Annotated[Optional[float], typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
         method: Annotated[str, typer.Option("--method", help="auto, complex or central.")] = "auto",
         max_elements: Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed.")] = None,
+        jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per core); results as with -j 1.")] = 1,
+        output_format: Annotated[str, typer.Option("--format", help="text, or github (GitHub Actions annotations).")] = "text",
     ) -> None:
         """Run the `check` statements of gradcheck files and report each one.
 
@@ -111,19 +90,23 @@ def register(app: typer.Typer) -> None:
         from gradcalc.parser.checks import METHODS, CheckDefaults
 
         from . import render
+        from .dataio import bound_or_exit, split_bindings
         from .main import _prepare_engine, _read_sources
+        from .parallel import run_checks
 
         if method not in METHODS:
             render.warn(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
             raise typer.Exit(2)
+        if output_format not in ("text", "github"):
+            render.warn(f"--format must be text or github, not {output_format!r}")
+            raise typer.Exit(2)
         _prepare_engine(max_elements)
         defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
-        sources = _read_sources(files)
+        paths, bindings = split_bindings(files)
+        sources, bound = _read_sources(paths), bound_or_exit(bindings, "tensor")
         total = sum(count_checks(s) for _, s in sources)
-        results: list[tuple[str, list[CheckOutcome]]] = []
         with _progress(total) as advance:
-            for origin, source in sources:
-                results.append((origin, run_check_file(origin, source, defaults, on_outcome=lambda _o: advance())))
+            results = run_checks(sources, defaults, bound, jobs, advance)
         outcomes = [o for _, batch in results for o in batch]
         if junit is not None:
             try:
@@ -136,7 +119,7 @@ def register(app: typer.Typer) -> None:
 
             print(dumps({"checks": [outcome_object(o) for o in outcomes], "summary": _summary_counts(outcomes)}))
         else:
-            _report(outcomes, render.use_rich(sys.stdout))
+            _report(outcomes, render.use_rich(sys.stdout) and output_format == "text", output_format == "github")
         raise typer.Exit(0 if all(o.passed for o in outcomes) else 1)
 
 
@@ -150,10 +133,12 @@ def _summary(outcomes: list[CheckOutcome]) -> str:
     return f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors" + (f" ({warned} with warnings)" if warned else "")
 
 
-def _report(outcomes: list[CheckOutcome], rich: bool) -> None:
+def _report(outcomes: list[CheckOutcome], rich: bool, github: bool = False) -> None:
+    from .annotations import github_lines
+
     if not rich:
         for o in outcomes:
-            print(check_line(o))
+            print("\n".join(github_lines(o, check_line(o))) if github else check_line(o))
         print(_summary(outcomes))
         return
     from rich.console import Console

@@ -39,6 +39,7 @@ class CheckOutcome:
     warnings: list[str] = field(default_factory=list)
     message: str = ""
     file: str = ""
+    seconds: float = 0.0  # wall time of the check (JUnit's `time`)
 
     @property
     def passed(self) -> bool:
