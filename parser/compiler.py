@@ -109,10 +109,15 @@ class _Places:
             before = self.source.rfind(_OPEN_BEFORE[kind], 0, start)
             if before >= 0 and not self.source[before + 1 : start].strip():
                 start = before
+        unopened = self.source.count(")", start, end) - self.source.count("(", start, end)
+        for _ in range(unopened):  # `(a*b).relu()`: the "(" of a parenthesized operand is no token in the tree
+            start = max(self.source.rfind("(", 0, start), 0)
         if kind in _CLOSE_AFTER:
             source, rest = self.source, end
             while rest < len(source) and source[rest] in " \t\r\n\\":
                 rest += 1
+            if kind in ("call", "method") and source.startswith("(", rest):  # no arguments: `x.sum()`
+                rest = source.index(")", rest)
             if rest < len(source) and source[rest] in ")]":
                 end = rest + 1
         return (*self._line_column(start), *self._line_column(end), start, end)
