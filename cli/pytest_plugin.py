@@ -142,7 +142,7 @@ class CheckItem(pytest.Item):
         with np.errstate(all="ignore"):
             outcome = run.check(self.index)
         for warning in outcome.warnings:
-            self.warn(GradcheckWarning(f"{self.nodeid}: {warning}"))
+            self.warn(GradcheckWarning(warning))
         if not outcome.passed:
             pytest.fail(check_report(outcome, _shapes(run)), pytrace=False)
 
