@@ -190,24 +190,18 @@ def test_other_dtypes_and_kinds_of_file_are_refused(tmp_path):
     refused(tmp_path / "k.npy", "a .npy file holds one array; there is no key 'W'", key="W")
 
 
-def test_a_ragged_csv_names_the_line(tmp_path):
-    (tmp_path / "r.csv").write_text("a,b\n1,2\n3\n")
-    refused(tmp_path / "r.csv", "line 3: 1 columns, but line 1 has 2")
-    (tmp_path / "n.csv").write_text("1,2\n3,x4\n")
-    refused(tmp_path / "n.csv", "line 2, column 2: 'x4' is not a number")
-    (tmp_path / "e.csv").write_text("a,b\n")
-    refused(tmp_path / "e.csv", "holds no rows of numbers")
-    (tmp_path / "h.csv").write_text("a,b\n1,2\n")
-    refused(tmp_path / "h.csv", "has no column 'c' (columns: a, b)", key="c")
-
-
-def test_ragged_or_broken_json_names_the_place(tmp_path):
-    (tmp_path / "r.json").write_text("[[1, 2], [3]]")
-    refused(tmp_path / "r.json", "ragged nested lists: at depth 2 found a list of 1 where the first has 2")
-    (tmp_path / "s.json").write_text('[1, "two"]')
-    refused(tmp_path / "s.json", "found 'two' where a number belongs")
-    (tmp_path / "b.json").write_text("[1,\n 2,,]")
-    refused(tmp_path / "b.json", "line 2, column 4: not valid JSON")
+@pytest.mark.parametrize(("name", "text", "key", "expected"), [
+    ("ragged.csv", "a,b\n1,2\n3\n", None, "line 3: 1 columns, but line 1 has 2"),
+    ("word.csv", "1,2\n3,x4\n", None, "line 2, column 2: 'x4' is not a number"),
+    ("header_only.csv", "a,b\n", None, "holds no rows of numbers"),
+    ("columns.csv", "a,b\n1,2\n", "c", "has no column 'c' (columns: a, b)"),
+    ("ragged.json", "[[1, 2], [3]]", None, "ragged nested lists: at depth 2 found a list of 1 where the first has 2"),
+    ("word.json", '[1, "two"]', None, "found 'two' where a number belongs"),
+    ("broken.json", "[1,\n 2,,]", None, "line 2, column 4: not valid JSON"),
+])
+def test_bad_csv_and_json_name_the_place(tmp_path, name, text, key, expected):
+    (tmp_path / name).write_text(text)
+    refused(tmp_path / name, expected, key=key)
 
 
 def test_csv_and_json_are_held_to_the_element_cap_while_read(tmp_path, cap):
