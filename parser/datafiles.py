@@ -12,9 +12,7 @@ the file, and for CSV and JSON the line and column.
 """
 from __future__ import annotations
 
-import csv
 import math
-import zipfile
 from pathlib import Path
 from typing import IO, Any
 
@@ -99,6 +97,8 @@ def file_bindings(binding: str, base: Path | None = None) -> list[tuple[str, np.
 
 
 def npz_keys(path: Path) -> list[str]:
+    import zipfile  # here and below: only a command that reads such a file pays for the import
+
     try:
         with zipfile.ZipFile(path) as archive:
             return [n[: -len(".npy")] for n in archive.namelist() if n.endswith(".npy")]
@@ -145,6 +145,8 @@ def _read_npy(stream: IO[bytes], size: int, where: Path | str) -> np.ndarray:
 
 
 def _read_npz(path: Path, key: str | None) -> np.ndarray:
+    import zipfile
+
     try:
         with zipfile.ZipFile(path) as archive:
             members = {n[: -len(".npy")]: n for n in archive.namelist() if n.endswith(".npy")}
@@ -173,6 +175,8 @@ def _numbers(data: np.ndarray) -> np.ndarray:
 def _read_csv(path: Path, column: str | None) -> np.ndarray:
     """Rows of numbers; a first row that is not all numbers is the header. Blank lines
     are skipped. The element count is held to the cap while reading."""
+    import csv
+
     cap = max_elements()
     rows: list[list[float]] = []
     header: list[str] | None = None
