@@ -8,6 +8,8 @@ some changes nothing for the others.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,8 +34,10 @@ class Part:
     checks: int  # how many checks fall in the part (for progress)
 
 
+@functools.lru_cache(maxsize=16)
 def compile_file(origin: str, source: str) -> tuple[Optional[Program], Optional[CheckOutcome]]:
-    """The file's program, or the error outcome of a file that does not compile."""
+    """The file's program, or the error outcome of a file that does not compile. Cached:
+    planning and each part of a file (in one process) parse it once, not once each."""
     from gradcalc.parser import LanguageError, compile_program
     from gradcalc.parser.checks import CheckOutcome
 
@@ -108,7 +112,7 @@ def run_part(part: Part, defaults: CheckDefaults, bound: Bound, on_outcome: Call
     stops the others."""
     program, failed = compile_file(part.origin, part.source)
     if program is None:
-        return [failed] if failed is not None and part.first == 0 else []
+        return [dataclasses.replace(failed)] if failed is not None and part.first == 0 else []
     run = FileRun(part.origin, program, defaults, bound)
     run.setup_until(part.first)
     outcomes: list[CheckOutcome] = []
