@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from gradcalc.parser import LanguageError, Program, Statement
+    from gradcalc.parser import Program, Statement
     from gradcalc.parser.checks import CheckDefaults, CheckOutcome
 
     from .dataio import Bound
@@ -35,14 +35,15 @@ class Part:
 
 
 @functools.lru_cache(maxsize=16)
-def compile_file(origin: str, source: str) -> tuple[Optional[Program], Optional[CheckOutcome]]:
-    """The file's program, or the error outcome of a file that does not compile. Cached:
-    planning and each part of a file (in one process) parse it once, not once each."""
+def compile_file(origin: str, source: str, recover: bool = True) -> tuple[Optional[Program], Optional[CheckOutcome]]:
+    """The file's program, or the error outcome of a file that does not compile. With
+    `recover` (as `gradcalc check` runs), a statement that does not parse is an error in
+    its place. Cached: planning and each part of a file (in one process) parse it once."""
     from gradcalc.parser import LanguageError, compile_program
     from gradcalc.parser.checks import CheckOutcome
 
     try:
-        return compile_program(source), None
+        return compile_program(source, recover=recover), None
     except LanguageError as err:
         return None, CheckOutcome(text="(file)", line=err.line or 0, status="error", message=err.located(), file=origin)
 
@@ -70,57 +71,55 @@ class FileRun:
     def setup_until(self, stop: int) -> list[CheckOutcome]:
         """Run the setup statements before `stop` not run yet, skipping checks; the
         errors among them as outcomes."""
-        from gradcalc.parser import LanguageError
+        from gradcalc.parser.checks import statement_outcome
 
         errors = []
         for index in range(self.next, stop):
-            statement = self.statements[index]
-            if statement.kind == "check":
-                continue
-            try:
-                self.session.run_statement(statement)
-            except LanguageError as err:
-                errors.append(self._error(statement, f"(setup) {statement.text}", err))
+            if self.statements[index].kind != "check":
+                errors += self.placed(statement_outcome(self.session, self.statements[index]))
         self.next = max(self.next, stop)
         self.setup_errors += errors
         return errors
 
     def check(self, index: int) -> CheckOutcome:
         """Run the check at statement `index` (after the setup before it)."""
-        from gradcalc.parser import LanguageError
+        from gradcalc.parser.checks import statement_outcome
 
         self.setup_until(index)
-        statement = self.statements[index]
         started = time.perf_counter()
-        try:
-            outcome = self.session.run_statement(statement).outcome
-        except LanguageError as err:
-            outcome = self._error(statement, statement.text, err)
-        outcome.file = self.origin
+        [outcome] = self.placed(statement_outcome(self.session, self.statements[index]))
         outcome.seconds = time.perf_counter() - started
         self.next = max(self.next, index + 1)
         return outcome
 
-    def _error(self, statement: Statement, text: str, err: LanguageError) -> CheckOutcome:
-        from gradcalc.parser.checks import CheckOutcome
-
-        return CheckOutcome(text=text, line=statement.span[0], status="error", message=err.located(), file=self.origin)
+    def placed(self, outcome: CheckOutcome | None) -> list[CheckOutcome]:
+        if outcome is None:
+            return []
+        outcome.file = self.origin
+        return [outcome]
 
 
 def run_part(part: Part, defaults: CheckDefaults, bound: Bound, on_outcome: Callable[[CheckOutcome], None] | None = None) -> list[CheckOutcome]:
     """The outcomes of one part, in statement order. An error in one statement never
     stops the others."""
+    from gradcalc.parser.checks import nothing_checked
+
     program, failed = compile_file(part.origin, part.source)
     if program is None:
         return [dataclasses.replace(failed)] if failed is not None and part.first == 0 else []
     run = FileRun(part.origin, program, defaults, bound)
     run.setup_until(part.first)
     outcomes: list[CheckOutcome] = []
+
+    def report(found: list[CheckOutcome]) -> None:
+        outcomes.extend(found)
+        if on_outcome is not None:
+            for outcome in found:
+                on_outcome(outcome)
+
     stop = len(program.statements) if part.stop is None else part.stop
     for index in range(part.first, stop):
-        found = [run.check(index)] if program.statements[index].kind == "check" else run.setup_until(index + 1)
-        for outcome in found:
-            outcomes.append(outcome)
-            if on_outcome is not None:
-                on_outcome(outcome)
+        report([run.check(index)] if program.statements[index].kind == "check" else run.setup_until(index + 1))
+    if part.stop is None:  # the file's last part
+        report(run.placed(nothing_checked(program)))
     return outcomes

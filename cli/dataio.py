@@ -1,24 +1,24 @@
 """Data in and out for commands: NAME=VALUE bindings for run and check, and `--save`.
 
 A result is saved as `value` plus `grad_<name>` for every reported gradient, in .npz
-(NumPy arrays) or .json (nested lists; inf and nan as strings, as in gradcalc's JSON).
-The file is written beside its destination under a temporary name and renamed into
-place, so a reader never sees half a file.
+(NumPy arrays) or .json (nested lists; inf and nan as strings, as in gradcalc's JSON),
+written whole or not at all (common.write_file). NumPy is imported by the functions that
+use it: `main` imports this module for its option type.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import numpy as np
+import typer
 
 if TYPE_CHECKING:
     from gradcalc.parser import Session
     from gradcalc.parser.analysis import Analysis
 
-Bound = list[tuple[str, np.ndarray]]
+Bound = list[tuple[str, Any]]  # (name, numpy array) for every bound variable
 SAVE_SUFFIXES = (".npz", ".json")
+SaveOption = Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Write the value and each gradient (value, grad_NAME) to FILE: .npz or .json.")]
 
 
 def split_bindings(arguments: list[Path]) -> tuple[list[Path], list[str]]:
@@ -37,29 +37,27 @@ def split_bindings(arguments: list[Path]) -> tuple[list[Path], list[str]]:
     return files, bindings
 
 
-def evaluate_bindings(bindings: list[str], engine: str) -> Bound:
+def bound_or_exit(bindings: list[str], engine: str) -> Bound:
     """Each binding evaluated once, in order (later ones may use earlier ones), as arrays
-    that every file's session receives as fresh leaves. Raises LanguageError."""
-    from gradcalc.parser import Session
+    that every file's session receives as fresh leaves (apply_bindings). A bad binding is
+    reported with a caret into it, and exits with status 2."""
+    import numpy as np
 
-    from .main import _bind
+    from gradcalc.parser import LanguageError, Session
+
+    from .common import fail
+    from .main import BindingError, _bind  # the one meaning of NAME=VALUE, as eval has it
 
     session = Session(engine=engine)
+    bound: set[str] = set()
     for binding in bindings:
-        _bind(session, binding)
+        try:
+            _bind(session, binding, bound)
+        except BindingError as err:
+            fail(err.error, err.source, as_json=False)
+        except LanguageError as err:
+            fail(err, binding, as_json=False)
     return [(name, np.asarray(value.data)) for name, value in session.variables.items()]
-
-
-def bound_or_exit(bindings: list[str], engine: str) -> Bound:
-    """evaluate_bindings for a command: a bad binding is reported and exits with status 2."""
-    from gradcalc.parser import LanguageError
-
-    try:
-        return evaluate_bindings(bindings, engine)
-    except LanguageError as err:
-        from .main import _fail
-
-        return _fail(err, None, as_json=False)
 
 
 def apply_bindings(session: Session, bound: Bound) -> None:
@@ -73,50 +71,34 @@ def script_folder(origin: str) -> Path:
 
 
 def save_result(path: Path, analysis: Analysis) -> None:
-    """Write the value and every gradient by name, atomically. Raises OSError or ValueError."""
+    """Write the value and every gradient by name. Raises OutputFileError."""
+    import numpy as np
+
+    from .common import OutputFileError, write_file
+
     suffix = path.suffix.lower()
     if suffix not in SAVE_SUFFIXES:
-        raise ValueError(f"--save writes .npz or .json files, not {path.name!r}")
+        raise OutputFileError(f"--save writes .npz or .json files, not {path.name!r}")
     arrays = {"value": np.real(analysis.value), **{f"grad_{name}": np.real(g) for name, g in analysis.grads.items()}}
     if suffix == ".npz":
-        _write_atomically(path, lambda stream: np.savez(stream, **{k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}))
+        import io
+
+        buffer = io.BytesIO()
+        np.savez(buffer, **{key: np.asarray(value, dtype=np.float64) for key, value in arrays.items()})
+        write_file(path, buffer.getvalue())
     else:
         from .jsonout import dumps, plain
 
-        text = dumps({key: plain(value) for key, value in arrays.items()}) + "\n"
-        _write_atomically(path, lambda stream: stream.write(text.encode()))
+        write_file(path, dumps({key: plain(value) for key, value in arrays.items()}) + "\n")
 
 
 def save_or_exit(path: Path, analysis: Analysis | None) -> None:
     """save_result for a command: a result that cannot be written exits with status 2."""
-    import typer
-
-    from . import render
+    from .common import OutputFileError, usage_error
 
     if analysis is None:
-        render.warn(f"nothing to save in {path}: no expression statement ran")
-        raise typer.Exit(2)
+        usage_error(f"nothing to save in {path}: no expression statement ran")
     try:
         save_result(path, analysis)
-    except (OSError, ValueError) as err:
-        render.warn(f"cannot write {path}: {getattr(err, 'strerror', None) or err}")
-        raise typer.Exit(2) from None
-
-
-def _write_atomically(path: Path, write: Any) -> None:
-    import tempfile
-
-    folder = path.parent if str(path.parent) else Path()
-    handle = tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".tmp", delete=False)
-    try:
-        with handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        umask = os.umask(0)  # mkstemp makes the file private; give it the mode a plain open() would
-        os.umask(umask)
-        os.chmod(handle.name, 0o666 & ~umask)
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
+    except OutputFileError as err:
+        usage_error(str(err))

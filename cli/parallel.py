@@ -4,7 +4,7 @@ The batch is cut into parts (see checkrun.Part): a small file is one part, a lar
 is cut between checks. Results are put back in file and statement order, so the report,
 exit status, JSON and JUnit are those of a serial run (apart from times). Workers are
 started with "spawn" (no fork of a process that may be running a progress-bar thread)
-and receive the element cap and the bindings once, when they start.
+and receive the element cap, the step budget and the bindings once, when they start.
 """
 from __future__ import annotations
 
@@ -77,11 +77,11 @@ def _in_workers(parts: list[Part], defaults: CheckDefaults, bound: Bound, worker
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    from gradcalc.autodiff.limits import max_elements
+    from gradcalc.autodiff.limits import max_elements, max_steps
 
     done: list[list[CheckOutcome]] = [[] for _ in parts]
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(max_elements(), defaults, bound)) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=((max_elements(), max_steps()), defaults, bound)) as pool:
         futures = {pool.submit(_run_in_worker, part): k for k, part in enumerate(parts)}
         for future in as_completed(futures):
             done[futures[future]] = future.result()
@@ -93,14 +93,11 @@ def _in_workers(parts: list[Part], defaults: CheckDefaults, bound: Bound, worker
 _worker_state: tuple[CheckDefaults, Bound] | None = None
 
 
-def _start_worker(cap: int, defaults: CheckDefaults, bound: Bound) -> None:
-    import numpy as np
-
-    from gradcalc.autodiff import set_max_elements
+def _start_worker(limits: tuple[int, int], defaults: CheckDefaults, bound: Bound) -> None:
+    from .common import prepare_engine
 
     global _worker_state
-    np.seterr(all="ignore")
-    set_max_elements(cap)
+    prepare_engine(*limits)  # the command's element cap and step budget, and NumPy kept quiet
     _worker_state = (defaults, bound)
 
 

@@ -19,7 +19,6 @@ imports nothing of gradcalc until a .gc file is collected.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,7 +84,7 @@ class CheckFile(pytest.File):
             source = self.path.read_text()
         except (OSError, UnicodeDecodeError) as err:
             raise self.CollectError(f"cannot read {self.path}: {err}") from None
-        self.program, failed = compile_file(str(self.path), source)
+        self.program, failed = compile_file(str(self.path), source, recover=False)  # a parse error fails collection
         if self.program is None:
             assert failed is not None
             raise self.CollectError(f"{self.path.name}: {failed.message}")
@@ -133,7 +132,7 @@ class CheckItem(pytest.Item):
     def setup(self) -> None:
         run = self.check_file.run_before(self.index)
         if run.setup_errors:  # pytrace=False: the error itself, not gradcalc's traceback
-            pytest.fail(setup_report(run.setup_errors), pytrace=False)
+            pytest.fail(setup_report(run.setup_errors, self.check_file.nodeid), pytrace=False)
 
     def runtest(self) -> None:
         import numpy as np
@@ -144,52 +143,36 @@ class CheckItem(pytest.Item):
         for warning in outcome.warnings:
             self.warn(GradcheckWarning(warning))
         if not outcome.passed:
-            pytest.fail(check_report(outcome, _shapes(run)), pytrace=False)
+            pytest.fail(check_report(outcome, self.check_file.nodeid), pytrace=False)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, self.line - 1, f"{self.path.name}:{self.line}: check {self.name.split(' ', 1)[1]}"
 
 
-def _shapes(run: FileRun) -> dict[str, tuple[int, ...]]:
-    return {name: tuple(getattr(value, "shape", ())) for name, value in run.session.variables.items()}
-
-
-def check_report(o: CheckOutcome, shapes: dict[str, tuple[int, ...]]) -> str:
-    """A failed or erroring check as pytest shows it; the first line is the summary."""
+def check_report(o: CheckOutcome, where: str) -> str:
+    """A failed or erroring check as pytest shows it (`where`: the file, as pytest names
+    it); the first line is the summary."""
     if o.status == "error":
-        return f"check could not run: {o.message}\n  {o.file}:{o.line}: check {o.text}"
+        return f"check could not run: {o.message}\n  {where}:{o.line}: check {o.text}"
+    value = o.method == "value"  # `check A == B`
+    rule = "|A - B| <= atol + rtol*|B|" if value else "|reverse - numeric| <= atol + rtol*|numeric|"
     lines = [
-        f"gradcheck failed ({o.method}): max abs error {o.max_abs_error:.6g}, max rel error {o.max_rel_error:.6g}",
-        f"  {o.file}:{o.line}: check {o.text}",
-        f"  with respect to: {', '.join(o.variables)}",
-        f"  tolerances: atol {o.atol:g}, rtol {o.rtol:g} (an entry passes when |reverse - numeric| <= atol + rtol*|numeric|)",
+        f"{'value check' if value else f'gradcheck ({o.method})'} failed: max abs error {o.max_abs_error:.6g}, max rel error {o.max_rel_error:.6g}",
+        f"  {where}:{o.line}: check {o.text}",
+        *([f"  with respect to: {', '.join(o.variables)}"] if o.variables else []),
+        f"  tolerances: atol {o.atol:g}, rtol {o.rtol:g} (an entry passes when {rule})",
     ]
     worst, _, suspects = o.message.partition("; ")
     if worst:
-        lines.append(f"  largest error: {_by_variable(worst, o.variables, shapes)}")
+        lines.append(f"  largest error: {worst}")
     if suspects:
         lines.append(f"  {suspects}")
     lines += [f"  warning: {w}" for w in o.warnings]
     return "\n".join(lines)
 
 
-def setup_report(errors: list[CheckOutcome]) -> str:
+def setup_report(errors: list[CheckOutcome], where: str) -> str:
     first = errors[0]
     lines = [f"setup failed at line {first.line}: {first.message.split(': ', 1)[-1]}"]
-    lines += [f"  {e.file}:{e.line}: {e.text.removeprefix('(setup) ')}\n    error: {e.message}" for e in errors]
+    lines += [f"  {where}:{e.line}: {e.text.removeprefix('(setup) ')}\n    error: {e.message}" for e in errors]
     return "\n".join(lines)
-
-
-def _by_variable(worst: str, variables: list[str], shapes: dict[str, tuple[int, ...]]) -> str:
-    """'input 1, element 5, output 0: ...' as 'W[1, 2], output element 0: ...' (the
-    element as an index of the variable's shape)."""
-    import numpy as np
-
-    found = re.match(r"input (\d+), element (\d+), (output \d+)(.*)", worst)
-    if found is None or int(found[1]) >= len(variables):
-        return worst
-    name, element = variables[int(found[1])], int(found[2])
-    shape = shapes.get(name, ())
-    index = [int(i) for i in np.unravel_index(element, shape)] if shape and element < int(np.prod(shape)) else []
-    place = f"{name}[{', '.join(map(str, index))}]" if index else name
-    return f"{place}, {found[3].replace('output', 'output element')}{found[4]}"

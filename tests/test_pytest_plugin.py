@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FILES = {
     # relu at 0: reverse mode gives the convention 0, central differences (relu(h) - relu(-h))/2h = 0.5
     "failing.gc": "x = [1.0, 0.0]\ncheck relu(x).sum()\ncheck exp(x).sum()\n",
-    "erroring.gc": "x = 2\ncheck nosuch(x)\ncheck tanh(x)\n",
+    "erroring.gc": "x = 2\ncheck nosuch(x)\ncheck tanh(x)\ncheck x * 2 == 4.5\n",
     "setup.gc": "a = 3\ncheck a * a\nb = undefined_name + 1\ncheck a * 2\ncheck exp(a)\n",
 }
 
@@ -85,24 +85,28 @@ def test_outcomes_and_what_a_failure_shows(project):
         "examples.seed.gc::7 (a*b + exp(c)).relu()/a": "passed", "examples.seed.gc::15 y": "passed", "examples.seed.gc::30 g": "passed",
         "examples.failing.gc::2 relu(x).sum()": "failure", "examples.failing.gc::3 exp(x).sum()": "passed",
         "examples.erroring.gc::2 nosuch(x)": "failure", "examples.erroring.gc::3 tanh(x)": "passed",
+        "examples.erroring.gc::4 x * 2 == 4.5": "failure",
         "examples.setup.gc::2 a * a": "passed", "examples.setup.gc::4 a * 2": "error", "examples.setup.gc::5 exp(a)": "error",
     }
     out = done.stdout
     # the failing check's report: method, errors, tolerances, the worst entry by variable and index
-    assert "gradcheck failed (central): max abs error 0.5, max rel error 1" in out
+    assert "gradcheck (central) failed: max abs error 0.5, max rel error 1" in out
     assert "examples/failing.gc:2: check relu(x).sum()" in out
     assert "with respect to: x" in out
     assert "tolerances: atol 1e-05, rtol 0.001" in out
-    assert "largest error: x[1], output element 0: analytic 0.0, numeric 0.49999" in out
+    assert "largest error: d out / d x[1]: analytic 0.0, numeric 0.49999" in out
     assert "ops whose VJP disagrees: relu" in out
     assert "evaluated at a kink of relu" in out  # a warning, in the report and pytest's warnings summary
     assert "GradcheckWarning" in out
+    # a value check that fails: |4 - 4.5| = 0.5, relative to 4.5
+    assert "value check failed: max abs error 0.5, max rel error 0.111111" in out
+    assert "an entry passes when |A - B| <= atol + rtol*|B|" in out
     # an erroring check fails with the language's error
     assert "check could not run: line 2, column 7: unknown function 'nosuch'" in out
     # a setup error fails every check after it, with that error; the check before it passed
     assert out.count("setup failed at line 3: unknown name 'undefined_name'") >= 2
     assert "ERROR at setup of setup.gc:4: check a * 2" in out
-    assert "2 failed, 6 passed, 1 warning, 2 errors in" in out
+    assert "3 failed, 6 passed, 1 warning, 2 errors in" in out
     assert "Traceback" not in out and "gradcalc/parser" not in out
 
 
@@ -128,7 +132,7 @@ def test_k_x_and_last_failed_select_checks(project):
     rerun = sorted(line.split(" - ")[0] for line in again.stdout.splitlines() if line.startswith(("FAILED", "ERROR")))
     assert rerun == [
         "ERROR examples/setup.gc::4 a * 2", "ERROR examples/setup.gc::5 exp(a)",
-        "FAILED examples/erroring.gc::2 nosuch(x)", "FAILED examples/failing.gc::2 relu(x).sum()",
+        "FAILED examples/erroring.gc::2 nosuch(x)", "FAILED examples/erroring.gc::4 x * 2 == 4.5", "FAILED examples/failing.gc::2 relu(x).sum()",
     ]
     assert "passed" not in again.stdout
 
@@ -148,9 +152,9 @@ def test_collection_is_opt_in_by_the_paths_given_or_testpaths(project):
     # a project without testpaths: a bare `pytest` collects no check files, --gc=all does
     (project / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
     assert collected() == ["tests/test_plain.py::test_plain"]
-    assert len(collected("--gc=all")) == 1 + 1 + 10
+    assert len(collected("--gc=all")) == 1 + 1 + 11
     (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\ngradcalc_collect = "all"\n')
-    assert len(collected()) == 1 + 1 + 10
+    assert len(collected()) == 1 + 1 + 11
 
 
 def test_xdist_gives_the_results_of_a_serial_run(project):
@@ -159,7 +163,7 @@ def test_xdist_gives_the_results_of_a_serial_run(project):
     assert spread.returncode == serial.returncode == 1
     assert "bringing up nodes" in spread.stdout
     assert outcomes(project / "spread.xml") == outcomes(project / "serial.xml")
-    assert len(outcomes(project / "serial.xml")) == 10
+    assert len(outcomes(project / "serial.xml")) == 11
 
 
 def test_check_files_load_data_relative_to_their_folder(project):
