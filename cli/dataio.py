@@ -23,7 +23,7 @@ SaveOption = Annotated[Optional[Path], typer.Option("--save", metavar="FILE", he
 
 def split_bindings(arguments: list[Path]) -> tuple[list[Path], list[str]]:
     """FILE and NAME=VALUE arguments apart: an argument is a binding when it starts with
-    '@' or is NAME=... with NAME a name, and no such file exists."""
+    '@' or is NAME=... with NAME a name, and no such file exists. No FILE exits 2."""
     files: list[Path] = []
     bindings: list[str] = []
     for argument in arguments:
@@ -34,6 +34,10 @@ def split_bindings(arguments: list[Path]) -> tuple[list[Path], list[str]]:
             bindings.append(text)
         else:
             files.append(argument)
+    if not files:
+        from .common import usage_error
+
+        usage_error("no FILE given: NAME=VALUE arguments only bind variables for the files")
     return files, bindings
 
 

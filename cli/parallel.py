@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .checkrun import Part, check_indices, compile_file, run_part
+from .common import usage_error
 
 if TYPE_CHECKING:
     from gradcalc.parser.checks import CheckDefaults, CheckOutcome
@@ -76,6 +77,7 @@ def run_checks(
 def _in_workers(parts: list[Part], defaults: CheckDefaults, bound: Bound, workers: int, advance: Callable[[], None]) -> list[list[CheckOutcome]]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     from gradcalc.autodiff.limits import max_elements, max_steps
 
@@ -83,10 +85,16 @@ def _in_workers(parts: list[Part], defaults: CheckDefaults, bound: Bound, worker
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=((max_elements(), max_steps()), defaults, bound)) as pool:
         futures = {pool.submit(_run_in_worker, part): k for k, part in enumerate(parts)}
-        for future in as_completed(futures):
-            done[futures[future]] = future.result()
-            for _ in done[futures[future]]:
-                advance()
+        try:
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                for _ in done[futures[future]]:
+                    advance()
+        except BrokenProcessPool:
+            usage_error("a worker process died (killed, or out of memory?); run with -j 1 to find the check")
+        except BaseException:  # Ctrl-C: drop the parts not started instead of waiting for them
+            pool.shutdown(cancel_futures=True)
+            raise
     return done
 
 

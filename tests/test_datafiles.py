@@ -286,6 +286,10 @@ def test_run_and_check_take_bindings_too(tmp_path):
     assert done.returncode == 0 and "1 passed" in done.stdout
     run = gradcalc("run", "uses.gc", "W=@w.npy", "k=2", "--json", cwd=tmp_path)
     assert json.loads(run.stdout.splitlines()[1])["value"] == -0.5
+    alone = gradcalc("check", "W=@w.npy", cwd=tmp_path)
+    assert alone.returncode == 2 and "no FILE given" in alone.stderr
+    twice = gradcalc("run", "uses.gc", "W=@w.npy", "W=@w.npy", "k=2", cwd=tmp_path)
+    assert twice.returncode == 2 and "W is given twice" in twice.stderr
 
 
 def test_save_writes_value_and_gradients_by_name_atomically(tmp_path):
