@@ -173,3 +173,11 @@ def test_check_files_load_data_relative_to_their_folder(project):
     (project / "examples" / "loads.gc").write_text('W = load("data/w.npy")\ncheck tanh(W @ W).sum()\n')
     done = pytest_run("examples/loads.gc", "-q", cwd=project)
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+
+
+def test_the_plugin_and_the_command_import_nothing_heavy_until_used():
+    """pytest imports the plugin in every run; `gradcalc` imports main for every command."""
+    probe = ("import sys, gradcalc.cli.pytest_plugin, gradcalc.cli.main; "
+             "print(sorted(m for m in ('numpy', 'gradcalc.parser', 'gradcalc.cli.parallel', 'gradcalc.parser.datafiles') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
