@@ -15,7 +15,7 @@ the session is kept on the file's node); an error there fails the item at setup,
 that error. A failed check shows the check's report; a kink warning is a pytest warning.
 
 pytest imports this module in every run of an environment holding gradcalc, so it
-imports nothing of gradcalc until a .gc file is collected.
+imports neither NumPy nor gradcalc's engine and parser until a .gc file is collected.
 """
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ def _wanted(config: pytest.Config, path: Path) -> bool:
 def _chosen_roots(config: pytest.Config) -> list[Path]:
     """The paths the user named (or testpaths named): not the invocation folder that
     pytest falls back to when neither names any."""
-    if config.args_source == pytest.Config.ArgsSource.INVOCATION_DIR:
+    source = getattr(config, "args_source", None)  # pytest >= 7.2; before, args are taken as given
+    if source is not None and source.name == "INVOCATION_DIR":
         return []
     base = config.invocation_params.dir
     return [(base / arg.split("::")[0]).resolve() for arg in config.args]
