@@ -117,9 +117,9 @@ def test_json_member_by_key_and_gradcalcs_nonfinite_strings(tmp_path):
 # ---- bad files -----------------------------------------------------------------------------------
 
 
-def test_a_missing_file(tmp_path):
-    refused(tmp_path / "nope.npy", "cannot read: No such file or directory")
-    refused(tmp_path / "nope.csv", "cannot read")
+@pytest.mark.parametrize("suffix", [".npy", ".npz", ".csv", ".json"])
+def test_a_missing_file(tmp_path, suffix):
+    refused(tmp_path / f"nope{suffix}", "cannot read: No such file or directory")
 
 
 def test_a_truncated_npy_is_refused_before_its_data_is_read(tmp_path):
