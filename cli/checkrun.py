@@ -31,7 +31,7 @@ class Part:
     source: str
     first: int
     stop: int | None  # None: to the end
-    checks: int  # how many checks fall in the part (for progress)
+    checks: int  # how many checks fall in the part
 
 
 @functools.lru_cache(maxsize=16)
