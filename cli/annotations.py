@@ -37,7 +37,8 @@ def github_lines(outcome: CheckOutcome, plain_line: str) -> list[str]:
         numbers = (f"max abs error {outcome.max_abs_error:.3g}, max rel error {outcome.max_rel_error:.3g} "
                    f"(atol {outcome.atol:g}, rtol {outcome.rtol:g}, {outcome.method})")
         detail = f"; {outcome.message}" if outcome.message else ""
-        lines.append(command("error", outcome, "gradcheck failed", f"{outcome.text} wrt {', '.join(outcome.variables)}: {numbers}{detail}"))
+        wrt = f" wrt {', '.join(outcome.variables)}" if outcome.variables else ""  # none for `check A == B`
+        lines.append(command("error", outcome, "gradcheck failed", f"{outcome.text}{wrt}: {numbers}{detail}"))
     elif outcome.status == "error":
         lines.append(command("error", outcome, "gradcheck error", f"{outcome.text}: {outcome.message}"))
     else:
