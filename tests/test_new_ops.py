@@ -1,13 +1,11 @@
-"""The ops of issue 12 against independent oracles.
+"""The ops of issue 12: what the shared oracle tables do not cover.
 
-- PyTorch float64: values, first derivatives and second derivatives (a Hessian-vector
-  product) at the inputs each op's own Check draws, for every new op and parameter.
-- mpmath at 40 digits: every new elementwise function, value and derivative, on a grid
-  over its domain, to 1e-14 relative error.
-- Edge cases stated in the issue: logsigmoid and binary_cross_entropy_with_logits at
-  +-1000, norm's gradient at 0, slogdet's two outputs.
-
-TORCH and MPMATH are tables keyed by op name, ready to join the shared oracle tables.
+The shared tables hold the rest: tests/oracles.py (PyTorch float64: values, first and
+second derivatives of every op, its edge points, and where we differ on purpose) and
+tests/test_accuracy.py (mpmath, every one-input elementwise function over its domain).
+Here: the two-input functions and gelu's tanh form against mpmath, tails that a naive
+formula would cancel to 0, the edge cases the issue names, and that every new name is
+reachable from the language, `gradcalc ops`, completion, and the size cap.
 """
 from __future__ import annotations
 
@@ -20,215 +18,8 @@ from gradcalc.autodiff import REGISTRY, Tensor, grad
 
 torch = pytest.importorskip("torch")
 mpmath = pytest.importorskip("mpmath")
-F = torch.nn.functional
-
-
-# ---- PyTorch equivalents: torch_fn(*input tensors, **the op's params) ------------------------
-
-
-def _dims(axis):
-    return None if axis is None else axis
-
-
-def _flat_scan(fn):
-    """NumPy scans flatten when axis is None; torch needs a dim."""
-    return lambda x, axis=None: fn(x.flatten(), 0) if axis is None else fn(x, axis)
-
-
-def _norm(x, ord=2, axis=None, keepdims=False):
-    order = 2 if ord == "fro" else ord
-    return torch.linalg.vector_norm(x, ord=order, dim=_dims(axis), keepdim=keepdims)
-
-
-def _pad(x, widths, value=0.0):
-    from gradcalc.autodiff.ops.layout import pad_widths
-
-    # torch.nn.functional.pad lists (before, after) from the last axis backwards.
-    pairs = pad_widths(widths, x.ndim)
-    return F.pad(x, [w for pair in reversed(pairs) for w in pair], value=value)
-
-
-def _classes(t):
-    return t.long()
-
-
-TORCH = {
-    "log2": torch.log2, "log10": torch.log10, "exp2": torch.exp2, "expm1": torch.expm1,
-    "sinh": torch.sinh, "cosh": torch.cosh, "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
-    "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "atan2": torch.atan2, "hypot": torch.hypot,
-    "erf": torch.erf, "erfc": torch.erfc, "square": torch.square, "reciprocal": torch.reciprocal,
-    "cbrt": lambda x: torch.sign(x) * torch.abs(x) ** (1.0 / 3.0),
-    "gelu": lambda x, approximate="none": F.gelu(x, approximate=approximate),
-    "silu": F.silu, "softsign": F.softsign, "logsigmoid": F.logsigmoid,
-    "leaky_relu": lambda x, slope=0.01: F.leaky_relu(x, slope), "elu": lambda x, alpha=1.0: F.elu(x, alpha),
-    "var": lambda x, axis=None, keepdims=False, ddof=0: torch.var(x, dim=_dims(axis), keepdim=keepdims, correction=ddof),
-    "std": lambda x, axis=None, keepdims=False, ddof=0: torch.std(x, dim=_dims(axis), keepdim=keepdims, correction=ddof),
-    "norm": _norm,
-    "cumsum": _flat_scan(torch.cumsum), "cumprod": _flat_scan(torch.cumprod), "logcumsumexp": _flat_scan(torch.logcumsumexp),
-    "dot": torch.dot, "outer": torch.outer, "inner": torch.inner, "kron": torch.kron,
-    "einsum": lambda *xs, subscripts: torch.einsum(subscripts, *xs),
-    "trace": torch.trace, "diag": lambda x, k=0: torch.diag(x, k),
-    "triu": lambda x, k=0: torch.triu(x, k), "tril": lambda x, k=0: torch.tril(x, k),
-    "det": torch.linalg.det, "slogdet": lambda a: tuple(torch.linalg.slogdet(a)), "inv": torch.linalg.inv,
-    "solve": torch.linalg.solve,
-    "squeeze": lambda x, axis=None: torch.squeeze(x) if axis is None else torch.squeeze(x, axis),
-    "unsqueeze": lambda x, axis: torch.unsqueeze(x, axis),
-    "flip": lambda x, axis=None: torch.flip(x, tuple(range(x.ndim)) if axis is None else (axis,)),
-    "roll": lambda x, shift, axis=None: torch.roll(x, shift, axis),
-    "tile": lambda x, reps: torch.tile(x, reps),
-    "repeat": lambda x, repeats, axis=None: torch.repeat_interleave(x, repeats, axis),
-    "sort": lambda x, axis=-1, descending=False: torch.sort(x, dim=axis, descending=descending, stable=True).values,
-    "pad": _pad,
-    "binary_cross_entropy": lambda p, t, reduction="mean": F.binary_cross_entropy(p, t, reduction=reduction),
-    "binary_cross_entropy_with_logits": lambda z, t, reduction="mean": F.binary_cross_entropy_with_logits(z, t, reduction=reduction),
-    "nll_loss": lambda logp, t, reduction="mean": F.nll_loss(logp, _classes(t), reduction=reduction),
-    "l1_loss": lambda p, t, reduction="mean": F.l1_loss(p, t, reduction=reduction),
-    "huber": lambda p, t, delta=1.0, reduction="mean": F.huber_loss(p, t, reduction=reduction, delta=delta),
-    "mse": lambda p, t, reduction="mean": F.mse_loss(*torch.broadcast_tensors(p, t), reduction=reduction),
-    "cross_entropy": lambda x, t, label_smoothing=0.0, reduction="mean": F.cross_entropy(
-        x, _classes(t), label_smoothing=label_smoothing, reduction=reduction
-    ),
-}
-
-
-def draw(op, seed):
-    """Inputs and params as the every-op gradcheck draws them (from the op's Check)."""
-    spec, rng = op.check, np.random.default_rng(seed)
-    if spec.make is not None:
-        inputs, params = spec.make(rng)
-    else:
-        shapes = spec.shapes[seed % len(spec.shapes)]
-        inputs, params = [rng.uniform(spec.low, spec.high, s) for s in shapes], dict(spec.params)
-    if op.kink is not None and op.kink(*inputs, tol=spec.kink_gap, **params):
-        return draw(op, seed + 1000)
-    diff = list(spec.diff) if spec.diff is not None else list(range(len(inputs)))
-    return inputs, params, diff
-
-
-def outputs(result):
-    return list(result) if isinstance(result, tuple) else [result]
-
-
-def ours(op, inputs, params, diff):
-    """Value, gradient of a weighted sum, and the gradient of <gradient, u> (second order)."""
-    xs = [Tensor(x, requires_grad=i in diff) for i, x in enumerate(inputs)]
-    outs = outputs(op(*xs, **params))
-    rng = np.random.default_rng(1)
-    weights = [rng.uniform(0.5, 1.5, o.shape) for o in outs]
-    total = sum(((o * w).sum() for o, w in zip(outs, weights)), Tensor(0.0))
-    firsts = grad(total, [xs[i] for i in diff], create_graph=True)
-    us = [rng.uniform(0.5, 1.5, xs[i].shape) for i in diff]
-    directional = sum(((g * u).sum() for g, u in zip(firsts, us)), Tensor(0.0))
-    seconds = grad(directional, [xs[i] for i in diff]) if directional.requires_grad else [np.zeros(xs[i].shape) for i in diff]
-    return [o.data for o in outs], [g.data for g in firsts], [np.asarray(getattr(s, "data", s)) for s in seconds], weights, us
-
-
-def theirs(fn, inputs, params, diff, weights, us):
-    ts = [torch.tensor(x, dtype=torch.float64, requires_grad=i in diff) for i, x in enumerate(inputs)]
-    outs = outputs(fn(*ts, **params))
-    total = sum((o * torch.tensor(w) for o, w in zip(outs, weights)), torch.tensor(0.0, dtype=torch.float64)).sum()
-    targets = [ts[i] for i in diff]
-    firsts = torch.autograd.grad(total, targets, create_graph=True, allow_unused=True)
-    firsts = [torch.zeros_like(t) if g is None else g for g, t in zip(firsts, targets)]
-    directional = sum((g * torch.tensor(u)).sum() for g, u in zip(firsts, us))
-    if directional.requires_grad:
-        seconds = torch.autograd.grad(directional, targets, allow_unused=True)
-        seconds = [torch.zeros_like(t) if s is None else s for s, t in zip(seconds, targets)]
-    else:
-        seconds = [torch.zeros_like(t) for t in targets]
-    as_numpy = lambda ts: [t.detach().numpy(force=True) for t in ts]  # noqa: E731
-    return as_numpy(outs), as_numpy(firsts), as_numpy(seconds)
-
-
-NEW_OPS = sorted(TORCH)
-# PyTorch's double backward of binary_cross_entropy adds 1e-12 to p and to 1 - p, which
-# moves its second derivative by about 1e-12 / p(1 - p) relative; ours is the exact
-# t / p**2 + (1 - t) / (1 - p)**2 (test_binary_cross_entropy_second_derivative_is_exact).
-SECOND_ORDER_RTOL = {"binary_cross_entropy": 1e-9}
-
-
-@pytest.mark.parametrize("name", NEW_OPS)
-@pytest.mark.parametrize("seed", range(4))
-def test_value_and_two_derivatives_match_torch_float64(name, seed):
-    op = REGISTRY[name]
-    inputs, params, diff = draw(op, seed)
-    values, firsts, seconds, weights, us = ours(op, inputs, params, diff)
-    t_values, t_firsts, t_seconds = theirs(TORCH[name], inputs, params, diff, weights, us)
-    for what, a, b, rtol in (
-        ("value", values, t_values, 1e-12),
-        ("first derivative", firsts, t_firsts, 1e-12),
-        ("second derivative", seconds, t_seconds, SECOND_ORDER_RTOL.get(name, 1e-12)),
-    ):
-        for got, expected in zip(a, b, strict=True):
-            np.testing.assert_allclose(got, expected, rtol=rtol, atol=1e-12, err_msg=f"{name} {what} {params}")
-
-
-def test_every_new_differentiable_op_has_a_torch_equivalent():
-    """The table covers the ops this file is about: everything outside the original set."""
-    original = {
-        "add", "sub", "mul", "div", "neg", "pow", "matmul", "exp", "log", "log1p", "sqrt", "sin", "cos", "tan", "tanh",
-        "sigmoid", "softplus", "relu", "abs", "maximum", "minimum", "clip", "where", "sum", "mean", "prod", "max", "min",
-        "reshape", "flatten", "transpose", "broadcast_to", "getitem", "unindex", "concatenate", "stack", "split",
-        "logsumexp", "softmax", "log_softmax",
-    }
-    new = {op.name for op in REGISTRY.values() if op.has_gradient and op.name not in original}
-    assert new - set(TORCH) == set()
-
-
-# ---- mpmath: every new elementwise function to 1e-14 ------------------------------------------
 mp = mpmath.mp
 TINY = np.finfo(float).tiny  # below this, results are subnormal: compared absolutely
-
-
-def spread(low, high, n=121):
-    """n points from low to high, and +-1e-20 ... +-1 when the range crosses 0."""
-    small = np.array([s * 10.0**k for k in range(-20, 1, 2) for s in (-1, 1)])
-    return np.unique(np.concatenate([np.linspace(low, high, n), small[(small > low) & (small < high)]]))
-
-
-def magnitudes(low_exp, high_exp, n=121):
-    return np.geomspace(10.0**low_exp, 10.0**high_exp, n)
-
-
-def both_signs(low_exp, high_exp, n=61):
-    m = magnitudes(low_exp, high_exp, n)
-    return np.concatenate([-m[::-1], m])
-
-
-def _logistic(x):
-    return 1 / (1 + mp.exp(-x))
-
-
-UNIT_INTERVAL = np.concatenate([spread(-0.999, 0.999), 1 - magnitudes(-15, -1, 15), -1 + magnitudes(-15, -1, 15)])
-
-# name: (function, derivative, grid over the whole domain); both at 50 digits.
-MPMATH = {
-    "log2": (lambda x: mp.log(x, 2), lambda x: 1 / (x * mp.log(2)), magnitudes(-300, 300)),
-    "log10": (mp.log10, lambda x: 1 / (x * mp.log(10)), magnitudes(-300, 300)),
-    "exp2": (lambda x: mp.power(2, x), lambda x: mp.power(2, x) * mp.log(2), spread(-1000, 1000)),
-    "expm1": (mp.expm1, mp.exp, spread(-700, 700)),
-    "sinh": (mp.sinh, mp.cosh, spread(-700, 700)),
-    "cosh": (mp.cosh, mp.sinh, spread(-700, 700)),
-    "asinh": (mp.asinh, lambda x: 1 / mp.sqrt(x * x + 1), spread(-1e300, 1e300)),
-    "acosh": (mp.acosh, lambda x: 1 / mp.sqrt(x * x - 1), np.concatenate([1 + magnitudes(-15, 0, 31), magnitudes(0.5, 300)])),
-    "atanh": (mp.atanh, lambda x: 1 / (1 - x * x), UNIT_INTERVAL),
-    "asin": (mp.asin, lambda x: 1 / mp.sqrt(1 - x * x), UNIT_INTERVAL),
-    "acos": (mp.acos, lambda x: -1 / mp.sqrt(1 - x * x), UNIT_INTERVAL),
-    "atan": (mp.atan, lambda x: 1 / (1 + x * x), spread(-1e300, 1e300)),
-    "erf": (mp.erf, lambda x: 2 / mp.sqrt(mp.pi) * mp.exp(-x * x), spread(-30, 30)),
-    "erfc": (mp.erfc, lambda x: -2 / mp.sqrt(mp.pi) * mp.exp(-x * x), spread(-30, 30)),
-    "square": (lambda x: x * x, lambda x: 2 * x, spread(-1e150, 1e150)),
-    "cbrt": (lambda x: mp.sign(x) * mp.cbrt(abs(x)), lambda x: 1 / (3 * mp.cbrt(x * x)), both_signs(-300, 300)),
-    "reciprocal": (lambda x: 1 / x, lambda x: -1 / (x * x), both_signs(-300, 300)),
-    "gelu": (lambda x: x * mp.ncdf(x), lambda x: mp.ncdf(x) + x * mp.npdf(x), spread(-40, 1e300)),
-    "silu": (lambda x: x * _logistic(x), lambda x: _logistic(x) * (1 + x * _logistic(-x)), spread(-700, 1e300)),
-    "softsign": (lambda x: x / (1 + abs(x)), lambda x: 1 / (1 + abs(x)) ** 2, spread(-1e300, 1e300)),
-    "logsigmoid": (lambda x: -mp.log1p(mp.exp(-x)), lambda x: _logistic(-x), spread(-1e300, 700)),
-    "leaky_relu": (
-        lambda x: x if x > 0 else mp.mpf(0.01) * x, lambda x: mp.mpf(1) if x > 0 else mp.mpf(0.01), spread(-1e300, 1e300),
-    ),
-    "elu": (lambda x: x if x > 0 else mp.expm1(x), lambda x: mp.mpf(1) if x > 0 else mp.exp(x), spread(-700, 1e300)),
-}
 
 
 def _rel_error(got, exact, floor=0.0):
@@ -239,33 +30,6 @@ def _rel_error(got, exact, floor=0.0):
     if abs(exact) < TINY:
         return 0.0 if abs(got - float(exact)) <= TINY else np.inf
     return float(abs((mp.mpf(got) - exact) / max(abs(exact), floor)))
-
-
-@pytest.mark.parametrize("name", sorted(MPMATH))
-def test_elementwise_values_and_derivatives_within_1e_14_of_mpmath(name):
-    f, df, xs = MPMATH[name]
-    x = Tensor(xs, requires_grad=True)
-    values = REGISTRY[name](x)
-    slopes = grad(values.sum(), x).data
-    worst = []
-    with mp.workdps(50):
-        for xi, value, slope in zip(xs, values.data, slopes):
-            point = mp.mpf(float(xi))
-            worst.append((max(_rel_error(value, f(point)), _rel_error(slope, df(point))), xi))
-    error, where = max(worst)
-    assert error <= 1e-14, f"{name}: relative error {error:.3g} at x = {where!r}"
-
-
-@pytest.mark.parametrize("name", sorted(n for n in MPMATH if REGISTRY[n].complex_safe))
-def test_complex_safe_forwards_are_analytic(name):
-    """Complex step Im f(x + ih) / h gives the derivative to 1e-13 for |x| <= 30."""
-    _, df, xs = MPMATH[name]
-    xs = xs[(np.abs(xs) <= 30) & (np.abs(xs) >= 1e-100)]
-    h = 1e-30 * np.abs(xs)
-    stepped = np.imag(REGISTRY[name].forward(xs + 1j * h)) / h
-    with mp.workdps(50):
-        errors = [_rel_error(s, df(mp.mpf(float(x)))) for s, x in zip(stepped, xs)]
-    assert max(errors) <= 1e-13, name
 
 
 MPMATH_BINARY = {"atan2": mpmath.atan2, "hypot": mpmath.hypot}
@@ -361,6 +125,13 @@ def test_std_with_ddof_1_is_torch_default():
 
 
 # ---- reachable from every front door -------------------------------------------------------------
+NEW_OPS = [
+    "log2", "log10", "exp2", "expm1", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2",
+    "hypot", "erf", "erfc", "square", "cbrt", "reciprocal", "gelu", "silu", "leaky_relu", "elu", "softsign",
+    "logsigmoid", "var", "std", "norm", "cumsum", "cumprod", "logcumsumexp", "dot", "outer", "inner", "trace", "diag",
+    "triu", "tril", "det", "slogdet", "inv", "solve", "einsum", "kron", "squeeze", "unsqueeze", "flip", "roll", "tile",
+    "repeat", "sort", "pad", "binary_cross_entropy", "binary_cross_entropy_with_logits", "nll_loss", "l1_loss", "huber",
+]
 ALIASES_OF_ISSUE_12 = [
     "arcsinh", "arccosh", "arctanh", "arcsin", "arccos", "arctan", "arctan2", "swish", "expand_dims", "smooth_l1",
 ]
@@ -395,19 +166,6 @@ def test_new_functions_run_through_the_language():
     # d/dx [sum sinh(x) + max|x| + sum(A @ x)] = cosh(x) + [0, -1] + column sums of A
     expected = np.cosh([0.5, -1.0]) + [0.0, -1.0] + [3.0, 4.0]
     np.testing.assert_allclose(results[-1].value.data, expected, rtol=1e-15)
-
-
-@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_cross_entropy_with_probability_targets_and_label_smoothing_matches_torch(reduction):
-    rng = np.random.default_rng(3)
-    logits = rng.uniform(-3, 3, (4, 5))
-    target = rng.dirichlet(np.ones(5), 4)
-    params = {"label_smoothing": 0.2, "reduction": reduction}
-    values, firsts, seconds, weights, us = ours(REGISTRY["cross_entropy"], [logits, target], params, [0, 1])
-    fn = lambda x, t, **p: F.cross_entropy(x, t, **p)  # noqa: E731
-    expected = theirs(fn, [logits, target], params, [0, 1], weights, us)
-    for got, want in zip([*values, *firsts, *seconds], [v for group in expected for v in group], strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("a", [[[1.0, 2.0], [2.0, 4.0]], [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 1.0]], [[0.0, 0.0], [0.0, 0.0]]])
