@@ -53,8 +53,22 @@ def _cumsum_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> An
 
 
 def _cumprod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
-    # dy_i/dx_j = y_i / x_j for i >= j, so inputs must be non-zero (as for prod).
-    return m.reshape(reverse_cumsum(m, g * ans, _scan_axis(axis)), shape=x.shape) / x
+    # dy_i/dx_j = y_i / x_j for i >= j when no element is 0; with zeros, the products of
+    # the other elements are formed without dividing (exact, as for prod).
+    if np.all(m.raw(x) != 0):
+        return m.reshape(reverse_cumsum(m, g * ans, _scan_axis(axis)), shape=x.shape) / x
+    xs = m.reshape(x, shape=(-1,)) if axis is None else x
+    last = _scan_axis(axis) % xs.ndim
+    order = tuple(d for d in range(xs.ndim) if d != last) + (last,)
+    xt, gt = m.transpose(xs, axes=order), m.transpose(g, axes=order)
+    n = xt.shape[-1]
+    # rows[..., j, k] = x_k; with x_j replaced by 1 its running product along k is
+    # prod_{k <= i, k != j} x_k = dy_i/dx_j wherever i >= j.
+    rows = m.broadcast_to(m.reshape(xt, shape=xt.shape[:-1] + (1, n)), shape=xt.shape[:-1] + (n, n))
+    others = m.cumprod(m.where(np.eye(n, dtype=bool), 1.0, rows), axis=-1)
+    weights = m.reshape(gt, shape=gt.shape[:-1] + (1, n)) * np.triu(np.ones((n, n)))
+    gx = m.sum(others * weights, axis=-1)
+    return m.reshape(m.transpose(gx, axes=tuple(np.argsort(order))), shape=x.shape)
 
 
 def _logcumsumexp_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
@@ -79,7 +93,7 @@ cumsum = defop(
 )
 cumprod = defop(
     "cumprod", _cumprod, (_cumprod_vjp,),
-    doc="running product along axis (flattened when axis is None); inputs must be non-zero for its gradient",
+    doc="running product along axis (flattened when axis is None); exact gradient with zeros too",
     category=SCAN, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, low=0.5, high=1.5, params={"axis": 0}),
 )
