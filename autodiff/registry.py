@@ -74,6 +74,7 @@ class OpDef:
     variadic_param: str | None
     param_names: tuple[str, ...]
     signature: str
+    rule: str | None = None  # the derivative rule as text; without it, read from the VJPs (rules.py)
 
     @property
     def has_gradient(self) -> bool:
@@ -144,6 +145,7 @@ def defop(
     public: bool = True,
     kink: Callable[..., bool] | None = None,
     check: Check | None = None,
+    rule: str | None = None,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -161,7 +163,7 @@ def defop(
     op = OpDef(
         name=name, forward=forward, vjps=vjps, n_in=n_in, n_ret=n_ret, doc=doc, category=category,
         complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
-        variadic_param=variadic, param_names=param_names, signature=signature,
+        variadic_param=variadic, param_names=param_names, signature=signature, rule=rule,
     )
     REGISTRY[name] = op
     for alias in aliases:

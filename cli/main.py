@@ -121,6 +121,7 @@ def eval_command(
     bindings: Annotated[Optional[list[str]], typer.Argument(metavar="[NAME=VALUE]...", help="Variables; each VALUE is an expression.", show_default=False)] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Draw the computation graph as a tree.")] = False,
     dot: Annotated[Optional[Path], typer.Option("--dot", metavar="FILE", help="Write the graph as Graphviz DOT; .svg or .png renders a picture.")] = None,
+    steps: Annotated[bool, typer.Option("--steps", help="Show the backward pass step by step (with --dot: gradients on the edges).")] = False,
     engine: EngineOption = Engine.tensor,
     wrt: Annotated[Optional[str], typer.Option("--wrt", metavar="a,b", help="Only these variables' gradients.")] = None,
     as_json: JsonOption = False,
@@ -141,6 +142,10 @@ def eval_command(
         analysis = evaluate_expression(expr, bindings or [], engine.value, wrt_names)
     except LanguageError as err:
         _fail(err, expr, as_json)
+    if steps:
+        from .steps import eval_with_steps
+
+        return eval_with_steps(analysis, as_json=as_json, digits=digits, tree=tree, dot=dot)
     if as_json:
         from .jsonout import analysis_object, dumps
 
@@ -174,7 +179,7 @@ def _fail(err: LanguageError, source: str | None, as_json: bool, origin: str = "
     raise typer.Exit(2)
 
 
-def _write_dot(output: Any, path: Path) -> None:
+def _write_dot(output: Any, path: Path, edge_labels: dict[tuple[int, int], str] | None = None) -> None:
     import shutil
     import subprocess
 
@@ -182,7 +187,7 @@ def _write_dot(output: Any, path: Path) -> None:
 
     from . import render
 
-    text = graph_dot(output)
+    text = graph_dot(output, edge_labels=edge_labels)
     suffix = path.suffix.lower()
     try:
         if suffix in (".svg", ".png"):
