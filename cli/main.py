@@ -325,14 +325,19 @@ from . import checking as _checking  # noqa: E402  (registers `gradcalc check`)
 
 _checking.register(app)
 
+from . import plot as _plot  # noqa: E402  (registers `gradcalc plot`)
+
+_plot.register(app)
+
 
 def _protect_expression(argv: list[str]) -> list[str]:
     """`gradcalc eval '-a*b' a=2` must not read '-a*b' as an option: a leading space
     (which the language ignores) keeps it an argument."""
-    if "eval" not in argv:
+    command = next((c for c in ("eval", "plot") if c in argv), None)
+    if command is None:
         return argv
     args = list(argv)
-    start = args.index("eval") + 1
+    start = args.index(command) + 1
     for i in range(start, len(args)):
         token = args[i]
         if token == "--":
