@@ -249,7 +249,7 @@ def _finite_runs(x: Any, y: Any) -> list[tuple[Any, Any]]:
     return runs
 
 
-def visible_range(curves: list[Any]) -> tuple[float, float]:
+def visible_range(curves: list[Any], pad: float = 0.05) -> tuple[float, float]:
     """The y range to show: all finite values, unless a few (next to a pole) dwarf the
     rest; then the 1st to 99th percentile, so the curves stay readable."""
     import numpy as np
@@ -263,8 +263,8 @@ def visible_range(curves: list[Any]) -> tuple[float, float]:
         low, high = p_low, p_high
     if high == low:
         low, high = low - 1, high + 1
-    pad = (high - low) * 0.05
-    return low - pad, high + pad
+    margin = (high - low) * pad
+    return low - margin, high + margin
 
 
 def _shown(curve: Curve) -> dict[int, Any]:
@@ -293,7 +293,10 @@ def terminal_size() -> tuple[int, int]:
 
 
 def _new_figure(width: int, height: int, colour: bool) -> Any:
-    import plotext as plt
+    try:
+        import plotext as plt
+    except ImportError:
+        raise _error("the terminal plot needs plotext: pip install plotext (or use --csv, --json or --out)") from None
 
     fig = plt.figure
     fig.clear()
@@ -354,8 +357,8 @@ def surface_text(surface: Surface, title: str, width: int, height: int, colour: 
 
     f = surface.f[::-1]  # row 0 is the lowest y; the top row of the picture is the highest
     finite = np.isfinite(f)
-    low, high = visible_range([f[finite]])
-    cols, rows = width - 10, height - 4
+    low, high = visible_range([f[finite]], pad=0.0)
+    cols, rows = width - 10, height - 3
     # Nearest sample for each character cell.
     xi = np.linspace(0, f.shape[1] - 1, cols).round().astype(int)
     yi = np.linspace(0, f.shape[0] - 1, rows).round().astype(int)
