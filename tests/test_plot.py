@@ -220,14 +220,14 @@ def test_an_expression_starting_with_minus_and_range_ends_as_expressions():
 
 
 def test_eval_imports_no_plotting_library():
-    code = (
-        "import sys; sys.argv=['gradcalc','eval','x**2','x=3']\n"
-        "from gradcalc.cli.main import run\n"
-        "try:\n    run()\nexcept SystemExit:\n    pass\n"
-        "print('plotext' in sys.modules, 'matplotlib' in sys.modules)"
+    """plotext and matplotlib are imported by plot alone (start-up time of every other command)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "gradcalc.cli", "eval", "x**2", "x=3"],
+        capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"},
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
-    assert done.stdout.strip().splitlines()[-1] == "False False"
+    assert done.returncode == 0 and "value: 9.0" in done.stdout
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "numpy" in imported and not imported & {"plotext", "matplotlib"}
 
 
 def test_repl_plot_uses_the_session(capsys, tmp_path):
