@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 SHOWN_ELEMENTS = 6  # a tensor with more elements is summarised in the text
 STEP_LIMIT = 400  # steps shown in the text before it is cut short
+RULE_WIDTH = 120  # characters of a rule shown in the text
 
 
 def node_numbers(root: Any) -> dict[int, int]:
@@ -61,7 +62,7 @@ def step_lines(trace: BackwardSteps, digits: int | None = None, limit: int = STE
             lines.append(("heading", f"... cut at {limit} of {len(trace.steps)} steps (--json gives them all)"))
             break
         lines.append(("step", f"{title(step.node)}  g = {brief(step.grad, digits)}"))
-        lines.append(("rule", f"   rule  {step.op}: {step.rule}"))
+        lines.append(("rule", f"   rule  {step.op}: {_clip(step.rule)}"))
         for c in step.contributions:
             text = f"   {title(c.parent)} += {brief(c.grad, digits)}"
             if c.accumulated:
@@ -71,6 +72,11 @@ def step_lines(trace: BackwardSteps, digits: int | None = None, limit: int = STE
     if named:
         lines.append(("total", "gradients: " + ", ".join(f"{node.name} {brief(g, digits)}" for node, g in named)))
     return lines
+
+
+def _clip(rule: str) -> str:
+    """Long rules (an index computed in place, say) are cut in the text; JSON has them whole."""
+    return rule if len(rule) <= RULE_WIDTH else rule[: RULE_WIDTH - 4] + " ..."
 
 
 def _value(value: Any) -> Any:
