@@ -491,7 +491,7 @@ def terminal_text(request: PlotRequest, data: Curve | Surface, colour: bool) -> 
     return surface_text(data, _title(request), width, height, colour)
 
 
-def register(app: typer.Typer) -> None:
+def register_plot(app: typer.Typer) -> None:
     @app.command("plot")
     def plot_command(
         expr: Annotated[str, typer.Argument(metavar="EXPR", help="The function; several statements may be separated by ';'.", show_default=False)],
@@ -514,9 +514,10 @@ def register(app: typer.Typer) -> None:
         from gradcalc.parser import LanguageError, Session
 
         from . import render
-        from .main import _bind, _fail, _prepare_engine
+        from .common import fail, prepare_engine
+        from .main import BindingError, _bind
 
-        _prepare_engine(max_elements)
+        prepare_engine(max_elements)
         try:
             if as_csv and as_json:
                 raise _error("--csv and --json: choose one")
@@ -524,14 +525,17 @@ def register(app: typer.Typer) -> None:
                 raise _error(f"--out {out}: the file must end in {', '.join(FIGURE_SUFFIXES)}")
             request = make_request(expr, arguments or [], order, points)
             base = Session(engine="tensor")
+            bound: set[str] = set()
             for binding in request.bindings:
-                _bind(base, binding)
+                _bind(base, binding, bound)
             data = sample(request, base)
             tty = sys.stdout.isatty()
             show(request, data, out=out, as_csv=as_csv, as_json=as_json,
                  draw=draw or (tty and out is None and not as_csv and not as_json), colour=render.use_rich(sys.stdout))
+        except BindingError as err:
+            fail(err.error, err.source, as_json)
         except LanguageError as err:
-            _fail(err, expr if err.line is not None else None, as_json)
+            fail(err, expr if err.line is not None else None, as_json)
 
 
 def plot_in_repl(repl: Any, arg: str) -> None:
@@ -570,15 +574,20 @@ def plot_in_repl(repl: Any, arg: str) -> None:
     try:
         points = int(options["--points"]) if "--points" in options else None
         request = make_request(expr, arguments, options.get("--order"), points)
-        from .main import _bind
+        from .main import BindingError, _bind
 
         base = repl.session
         if request.bindings:
             from gradcalc.parser import Session
 
             base = Session(engine="tensor", variables=dict(repl.session.variables), functions=dict(repl.session.functions))
+            bound: set[str] = set()
             for binding in request.bindings:
-                _bind(base, binding)
+                try:
+                    _bind(base, binding, bound)
+                except BindingError as err:
+                    render.print_error(err.error, err.source)
+                    return
         data = sample(request, base)
         if "--out" in options:
             write_figure(data, _title(request), Path(options["--out"]))

@@ -6,8 +6,6 @@ numbered as in `--tree`, so the two views can be read side by side.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +16,7 @@ from gradcalc.autodiff.steps import BackwardSteps, backward_steps
 if TYPE_CHECKING:
     from gradcalc.parser.analysis import Analysis
 
-    from .render import PlainRenderer
+    from .render import PlainRenderer, Style
 
 SHOWN_ELEMENTS = 6  # a tensor with more elements is summarised in the text
 STEP_LIMIT = 400  # steps shown in the text before it is cut short
@@ -81,13 +79,13 @@ def _clip(rule: str) -> str:
 
 def _value(value: Any) -> Any:
     """A gradient in JSON: numbers in full up to SUMMARY_THRESHOLD elements, else a summary."""
-    from .jsonout import _number, plain
+    from .jsonout import json_number, plain
 
     array = np.asarray(value)
     if array.size <= SUMMARY_THRESHOLD:
         return plain(array)
     real = array.real if np.iscomplexobj(array) else array
-    return {"min": _number(np.min(real)), "max": _number(np.max(real)), "mean": _number(np.mean(real))}
+    return {"min": json_number(np.min(real)), "max": json_number(np.max(real)), "mean": json_number(np.mean(real))}
 
 
 def steps_object(trace: BackwardSteps) -> list[dict[str, Any]]:
@@ -127,9 +125,10 @@ def print_steps(out: PlainRenderer, trace: BackwardSteps, digits: int | None) ->
         console.print(f"[{style}]{escape(text)}[/]" if style else escape(text), highlight=False)
 
 
-def eval_with_steps(analysis: Analysis, *, as_json: bool, digits: int | None, tree: bool, dot: Path | None) -> None:
+def eval_with_steps(analysis: Analysis, *, as_json: bool, style: Style, tree: bool, dot: str | None) -> None:
     """`gradcalc eval ... --steps`: the usual report followed by the backward pass."""
     from . import render
+    from .common import OutputFileError, usage_error, write_dot
 
     trace = backward_steps(analysis.output)
     if as_json:
@@ -137,13 +136,14 @@ def eval_with_steps(analysis: Analysis, *, as_json: bool, digits: int | None, tr
 
         print(dumps({**analysis_object(analysis), "steps": steps_object(trace)}))
     else:
-        out = render.renderer(render.Style(digits, render.use_rich(sys.stdout)))
+        out = render.renderer(style)
         out.analysis(analysis, tree=tree)
-        print_steps(out, trace, digits)
+        print_steps(out, trace, style.digits)
     if dot is not None:
-        from .main import _write_dot
-
-        _write_dot(analysis.output, dot, edge_labels=edge_labels(trace, digits or 6))
+        try:
+            write_dot(analysis.output, dot, edge_labels=edge_labels(trace, style.digits or 6))
+        except OutputFileError as err:
+            usage_error(str(err))
 
 
 def steps_in_repl(repl: Any) -> None:
