@@ -141,7 +141,13 @@ def make_request(expr: str, arguments: list[str], order: str | None, points: int
         raise _error("--order is for one variable; with two, plot shows f and its gradient")
     if points is not None and points < 2:
         raise _error("--points must be at least 2")
-    return PlotRequest(expr, ranges, bindings, parse_orders(order), points or DEFAULT_POINTS[len(ranges) - 1])
+    points = points or DEFAULT_POINTS[len(ranges) - 1]
+    from gradcalc.autodiff import max_elements
+
+    if points ** len(ranges) > max_elements():
+        grid = f"{points} x {points}" if len(ranges) == 2 else str(points)
+        raise _error(f"{grid} points is more than the {max_elements():,} elements a tensor may hold (--max-elements)")
+    return PlotRequest(expr, ranges, bindings, parse_orders(order), points)
 
 
 # ---- sampling ---------------------------------------------------------------------------

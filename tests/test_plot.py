@@ -198,6 +198,7 @@ def test_missing_matplotlib_says_how_to_install_it(tmp_path):
         (["x**2", "x=0:1", "--order", "3"], "bad --order"),
         (["x**2", "x=0:1", "--out", "f.txt"], "must end in .svg, .png, .pdf"),
         (["x * [1, 2]", "x=0:1"], "one number per point"),
+        (["x*y", "x=0:1", "y=0:1", "--points", "4000"], "4000 x 4000 points is more than the 10,000,000 elements"),
         (["x *", "x=0:1"], "unfinished input"),
         (["x * nosuch", "x=0:1"], "unknown name 'nosuch'"),
     ],
