@@ -33,6 +33,12 @@ PROBE_RTOL = 1e-9
 Progress = Callable[[int, int], None]
 
 
+def column_names(name: str, orders: tuple[int, ...]) -> list[str]:
+    """What f and its derivatives of `orders` are called, for the variable `name`."""
+    labels = {0: "f", 1: f"df/d{name}", 2: f"d2f/d{name}2"}
+    return [labels[k] for k in orders]
+
+
 @dataclass
 class Curve:
     """f and its derivatives of `orders` along one variable."""

@@ -115,7 +115,7 @@ def test_terminal_plot_at_a_fixed_size():
 
 
 def test_terminal_colours_one_per_order():
-    from gradcalc.cli.plot import ORDER_COLOURS, curve_text
+    from gradcalc.cli.figures import ORDER_COLOURS, curve_text
     from gradcalc.cli.sampling import Curve
 
     x = np.linspace(-1, 1, 50)
