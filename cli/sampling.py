@@ -228,9 +228,9 @@ def _stack_sites(per_point: list[list[_Kinks]]) -> list[_Kinks]:
 
 def kink_indices(sites: list[_Kinks], n: int) -> list[int]:
     """The points next to a kink: where an op's own kink test (the registry's) holds
-    within half the change its inputs make to the neighbouring points. A run of marked
-    points is one kink, marked at its first point."""
-    marked = np.zeros(n, dtype=bool)
+    within half the change its inputs make to the neighbouring points. A run of points
+    marked by one op is one kink, marked at its first point."""
+    found: set[int] = set()
     for site in sites:
         if any(i.shape[:1] != (n,) for i in site.inputs):
             continue
@@ -239,9 +239,11 @@ def kink_indices(sites: list[_Kinks], n: int) -> list[int]:
             step = np.abs(np.diff(values.reshape(n, -1), axis=0)).max(axis=1) if n > 1 else np.zeros(0)
             reach = np.maximum(np.concatenate([[0.0], step]), np.concatenate([step, [0.0]]))
             tol += np.nan_to_num(reach, nan=0.0, posinf=0.0) / 2
+        marked = np.zeros(n, dtype=bool)
         for i in range(n):
             try:
-                marked[i] |= bool(site.op.kink(*[values[i] for values in site.inputs], tol=tol[i], **site.params))
+                marked[i] = bool(site.op.kink(*[values[i] for values in site.inputs], tol=tol[i], **site.params))
             except (TypeError, ValueError):
                 break  # a kink test that cannot read these inputs: no marks from it
-    return [i for i in range(n) if marked[i] and (i == 0 or not marked[i - 1])]
+        found.update(i for i in range(n) if marked[i] and (i == 0 or not marked[i - 1]))
+    return sorted(found)

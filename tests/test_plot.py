@@ -70,6 +70,11 @@ def test_json_gives_the_same_columns_as_arrays_and_the_kinks():
     np.testing.assert_array_equal(np.array(doc["df/dx"])[inside], (np.sign(x - 0.5) + (x > 0))[inside])
     assert doc["kinks"] == pytest.approx([0.0, 0.5], abs=1e-12)
     assert doc["vectorised"] is True
+    # Kinks of different ops on neighbouring points stay two kinks; between samples, the nearer side.
+    doc = json.loads(gradcalc("plot", "maximum(x, 0.25) + clip(x, -0.5, 0.5)", "x=-1:1", "--points", "9", "--json").stdout)
+    assert doc["kinks"] == [-0.5, 0.25, 0.5]
+    doc = json.loads(gradcalc("plot", "relu(x - 0.3)", "x=0:1", "--points", "11", "--json").stdout)
+    assert doc["kinks"] == pytest.approx([0.3], abs=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -80,6 +85,7 @@ def test_json_gives_the_same_columns_as_arrays_and_the_kinks():
         ("where(x > mean(x), x, 0)", lambda x: 0 * x, False),  # the mask records no gradient: only the probe sees it
         ("sum(x**2)", lambda x: x**2, False),
         ("x * sum(w)", lambda x: 3 * x, True),  # a sum not of x is fine
+        ("x if x > 0 else -x", np.abs, False),  # a branch needs one point at a time
     ],
 )
 def test_one_vector_pass_only_when_the_expression_is_elementwise(expr, values, vectorised):
