@@ -148,7 +148,8 @@ def surface_text(surface: Surface, title: str, width: int, height: int, colour: 
         lines.append(label + "".join(_cell(v, colour) for v in scaled[r]))
     axis = f"{float(surface.x[0]):<10.3g}"
     lines.append(" " * 10 + axis + f"{x_name:^{max(cols - 20, 1)}}" + f"{float(surface.x[-1]):>10.3g}")
-    key = f"f from {low:.4g} to {high:.4g}"
+    scale = "".join(_cell(t, colour) for t in np.linspace(0, 1, len(RAMP)))
+    key = f"f: {low:.4g} {scale} {high:.4g}"
     lines.append(f"{key}  ({y_name} up, {x_name} across; {'one vectorised pass' if surface.vectorised else 'point by point'})")
     return "\n".join(lines)
 
