@@ -13,6 +13,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from .test_cli import gradcalc
 from .test_repl import data_home, drive  # noqa: F401  (data_home, autouse: the REPL's history stays out of $HOME)
@@ -249,3 +251,34 @@ def test_repl_plot_uses_the_session(capsys, tmp_path):
         assert "gradcalc[plot]" in captured.err
     drive(":engine scalar\n:plot x x=0:1\n")
     assert "tensor engine" in capsys.readouterr().err
+
+
+UNARY = ["sin", "cos", "tanh", "sigmoid", "relu", "abs", "softplus"]
+
+
+@st.composite
+def elementwise_expressions(draw, depth=3):
+    """Random compositions of elementwise ops in x (and a bound w)."""
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.sampled_from(["x", "w", "0.5", "x", "2"]))
+    if draw(st.booleans()):
+        return f"{draw(st.sampled_from(UNARY))}({draw(elementwise_expressions(depth - 1))})"
+    op = draw(st.sampled_from(["+", "-", "*"]))
+    return f"({draw(elementwise_expressions(depth - 1))} {op} {draw(elementwise_expressions(depth - 1))})"
+
+
+@given(elementwise_expressions())
+def test_the_vector_pass_agrees_with_point_by_point(expr):
+    """Whatever the expression, one vector pass (when taken) gives the numbers that
+    evaluating each point on its own gives."""
+    from gradcalc.cli.sampling import Sampler, _point_by_point, sample_curve
+    from gradcalc.parser import Session, compile_program
+
+    base = Session()
+    base.run_source("w = 0.75")
+    sampler = Sampler(compile_program(expr), base)
+    x = np.linspace(-2, 2, 17)
+    curve = sample_curve(sampler, "x", x, (0, 1, 2))
+    pointwise, _ = _point_by_point(sampler, {"x": x}, (0, 1, 2), None)
+    for k, values in zip((0, 1, 2), pointwise):
+        np.testing.assert_allclose(curve.values[k], values, rtol=1e-12, atol=1e-12, err_msg=f"{expr}: order {k}")
