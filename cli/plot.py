@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from .common import MaxElementsOption, MaxStepsOption
+
 if TYPE_CHECKING:
     from gradcalc.parser import Session
 
@@ -269,7 +271,8 @@ def register_plot(app: typer.Typer) -> None:
         as_csv: Annotated[bool, typer.Option("--csv", help="Print the numbers as CSV (what a pipe gets by default).")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON arrays.")] = False,
         draw: Annotated[bool, typer.Option("--draw", help="Draw on stdout even when it is not a terminal (sized by COLUMNS and LINES).")] = False,
-        max_elements: Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed.")] = None,
+        max_elements: MaxElementsOption = None,
+        max_steps: MaxStepsOption = None,
     ) -> None:
         """Plot a function and its derivatives over a range (the engine's derivatives).
 
@@ -284,7 +287,7 @@ def register_plot(app: typer.Typer) -> None:
         from .common import fail, prepare_engine
         from .main import BindingError, _bind
 
-        prepare_engine(max_elements)
+        prepare_engine(max_elements, max_steps)
         try:
             if as_csv and as_json:
                 raise _error("--csv and --json: choose one")
