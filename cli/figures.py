@@ -4,6 +4,7 @@ module only when something is drawn.
 """
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -129,9 +130,12 @@ def _kink_points(curve: Curve, shown: dict[int, Any]) -> list[tuple[float, float
 RAMP = " .:-=+*#%@"
 
 
+ARROWS = "→↗↑↖←↙↓↘"  # by angle, counter-clockwise from east
+
+
 def surface_text(surface: Surface, title: str, width: int, height: int, colour: bool) -> str:
     """A heat map of f, high y at the top: coloured cells (viridis), or a ramp of
-    characters without colour."""
+    characters without colour; arrows on a sparse grid point uphill (the gradient)."""
     f = surface.f[::-1]  # row 0 is the lowest y; the top row of the picture is the highest
     finite = np.isfinite(f)
     low, high = visible_range([f[finite]], pad=0.0)
@@ -141,26 +145,46 @@ def surface_text(surface: Surface, title: str, width: int, height: int, colour: 
     yi = np.linspace(0, f.shape[0] - 1, rows).round().astype(int)
     cells = f[np.ix_(yi, xi)]
     scaled = np.clip((cells - low) / (high - low), 0, 1)
+    arrows = _arrows(surface, xi, yi)
     x_name, y_name = surface.names
     lines = [title]
     for r in range(rows):
         label = f"{float(surface.y[::-1][yi[r]]):9.3g} " if r in (0, rows - 1) else " " * 10
-        lines.append(label + "".join(_cell(v, colour) for v in scaled[r]))
+        lines.append(label + "".join(_cell(v, colour, arrows.get((r, c), "")) for c, v in enumerate(scaled[r])))
     axis = f"{float(surface.x[0]):<10.3g}"
     lines.append(" " * 10 + axis + f"{x_name:^{max(cols - 20, 1)}}" + f"{float(surface.x[-1]):>10.3g}")
     scale = "".join(_cell(t, colour) for t in np.linspace(0, 1, len(RAMP)))
     key = f"f: {low:.4g} {scale} {high:.4g}"
-    lines.append(f"{key}  ({y_name} up, {x_name} across; {'one vectorised pass' if surface.vectorised else 'point by point'})")
+    lines.append(f"{key}  ({y_name} up, {x_name} across, arrows uphill; {'one vectorised pass' if surface.vectorised else 'point by point'})")
     return "\n".join(lines)
 
 
-def _cell(value: float, colour: bool) -> str:
+def _arrows(surface: Surface, xi: Any, yi: Any) -> dict[tuple[int, int], str]:
+    """An arrow in every few cells, pointing the way the gradient points as drawn: a
+    step (dx, dy) covers dx / x_span of the columns and dy / y_span of the rows, and a
+    row is about twice as tall as a column is wide."""
+    rows, cols = len(yi), len(xi)
+    gx = surface.dfdx[::-1][np.ix_(yi, xi)]
+    gy = surface.dfdy[::-1][np.ix_(yi, xi)]
+    u = gx * cols / (surface.x[-1] - surface.x[0])
+    v = gy * 2 * rows / (surface.y[-1] - surface.y[0])
+    step_r, step_c = max(rows // 5, 2), max(cols // 10, 5)
+    arrows = {}
+    for r in range(step_r // 2, rows, step_r):
+        for c in range(step_c // 2, cols, step_c):
+            if np.isfinite(u[r, c]) and np.isfinite(v[r, c]) and (u[r, c] or v[r, c]):
+                arrows[(r, c)] = ARROWS[round(math.atan2(v[r, c], u[r, c]) / (math.pi / 4)) % 8]
+    return arrows
+
+
+def _cell(value: float, colour: bool, mark: str = "") -> str:
     if not np.isfinite(value):
-        return " "
+        return mark or " "
     if not colour:
-        return RAMP[min(int(value * len(RAMP)), len(RAMP) - 1)]
+        return mark or RAMP[min(int(value * len(RAMP)), len(RAMP) - 1)]
     r, g, b = _viridis(value)
-    return f"\x1b[48;2;{r};{g};{b}m \x1b[0m"
+    ink = "38;2;0;0;0" if value > 0.6 else "38;2;255;255;255"  # legible on light and dark cells
+    return f"\x1b[48;2;{r};{g};{b};{ink}m{mark or ' '}\x1b[0m"
 
 
 _VIRIDIS = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
@@ -226,6 +250,6 @@ def _draw_surface(figure: Any, axes: Any, surface: Surface) -> None:
     figure.colorbar(filled, ax=axes, label="f")
     step = max(len(surface.x) // 15, 1), max(len(surface.y) // 15, 1)
     gx, gy = np.meshgrid(surface.x[:: step[0]], surface.y[:: step[1]])
-    axes.quiver(gx, gy, surface.dfdx[:: step[1], :: step[0]], surface.dfdy[:: step[1], :: step[0]], color="white", gid="gradient")
+    axes.quiver(gx, gy, surface.dfdx[:: step[1], :: step[0]], surface.dfdy[:: step[1], :: step[0]], color="white", angles="xy", gid="gradient")
     axes.set_xlabel(x_name)
     axes.set_ylabel(y_name)

@@ -170,7 +170,13 @@ def test_two_variables_gradient_field(tmp_path):
     picture = gradcalc("plot", "x**2 - y**2", "x=-2:2", "y=-1:1", "--draw", env={"COLUMNS": "60", "LINES": "20"}).stdout
     lines = picture.rstrip("\n").split("\n")
     assert len(lines) == 18 and lines[1].strip().startswith("1 ")
-    assert set("".join(line[10:] for line in lines[1:-2])) <= set(" .:-=+*#%@")  # a ramp without colour
+    cells = [line[10:] for line in lines[1:-2]]
+    assert set("".join(cells)) <= set(" .:-=+*#%@→↗↑↖←↙↓↘")  # a ramp without colour, and arrows
+    # Uphill is away from x = 0 along the middle row (y = 0), towards it in y above and below.
+    middle = cells[len(cells) // 2]
+    assert set(re.findall("[→↗↑↖←↙↓↘]", middle[:20])) == {"←"} and set(re.findall("[→↗↑↖←↙↓↘]", middle[-20:])) == {"→"}
+    top_arrows = "".join(re.findall("[→↗↑↖←↙↓↘]", "".join(cells[:4])))
+    assert "↓" in top_arrows and not set(top_arrows) & set("↑↗↖")
     if pytest.importorskip("matplotlib"):
         path = tmp_path / "field.svg"
         assert in_process("x**2 - y**2", "x=-2:2", "y=-1:1", "--out", str(path)).exit_code == 0
