@@ -248,7 +248,7 @@ def _draw_surface(figure: Any, axes: Any, surface: Surface) -> None:
     filled = axes.contourf(surface.x, surface.y, f, levels=20, cmap="viridis")
     axes.contour(surface.x, surface.y, f, levels=10, colors="white", linewidths=0.5, alpha=0.6)
     figure.colorbar(filled, ax=axes, label="f")
-    step = max(len(surface.x) // 15, 1), max(len(surface.y) // 15, 1)
+    step = max(len(surface.x) // 12, 1), max(len(surface.y) // 12, 1)  # about 12 arrows a side
     gx, gy = np.meshgrid(surface.x[:: step[0]], surface.y[:: step[1]])
     axes.quiver(gx, gy, surface.dfdx[:: step[1], :: step[0]], surface.dfdy[:: step[1], :: step[0]], color="white", angles="xy", gid="gradient")
     axes.set_xlabel(x_name)
