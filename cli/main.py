@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from .checking import check_line, outcome_object, register_check
-from .plot import register_plot
 from .common import (
     MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, fail,
     prepare_engine, read_sources, usage_error, write_dot,
 )
+from .plot import register_plot
 
 if TYPE_CHECKING:
     from gradcalc.parser import LanguageError, Session
