@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -288,3 +289,21 @@ def test_the_vector_pass_agrees_with_point_by_point(expr):
     pointwise, _ = _point_by_point(sampler, {"x": x}, (0, 1, 2), None)
     for k, values in zip((0, 1, 2), pointwise):
         np.testing.assert_allclose(curve.values[k], values, rtol=1e-12, atol=1e-12, err_msg=f"{expr}: order {k}")
+
+
+def test_the_progress_bar_appears_only_after_a_second(monkeypatch):
+    from gradcalc.cli import plot, render
+
+    now = [100.0]
+    monkeypatch.setattr(plot, "time", types.SimpleNamespace(monotonic=lambda: now[0]))  # plot's clock only
+    monkeypatch.setattr(render, "use_rich", lambda stream: True)
+    progress = plot._LateProgress()  # started at 100.0
+    now[0] = 100.4
+    progress(1, 10)  # 0.4 s in: nothing yet
+    assert progress.bar is None
+    now[0] = 101.2
+    progress(2, 10)  # 1.2 s in: the bar starts, already at 2 of 10
+    assert progress.bar is not None and progress.bar.tasks[0].completed == 2
+    progress(3, 10)
+    assert progress.bar.tasks[0].completed == 3
+    progress.close()
