@@ -76,6 +76,7 @@ class OpDef:
     signature: str
     leading: tuple[str, ...] = ()
     out_shape: Callable[..., tuple[int, ...]] | None = None
+    rule: str | None = None  # the derivative rule as text; without it, read from the VJPs (rules.py)
 
     @property
     def has_gradient(self) -> bool:
@@ -152,6 +153,7 @@ def defop(
     check: Check | None = None,
     leading: Sequence[str] = (),
     out_shape: Callable[..., tuple[int, ...]] | None = None,
+    rule: str | None = None,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -172,7 +174,7 @@ def defop(
         name=name, forward=forward, vjps=vjps, n_in=n_in, n_ret=n_ret, doc=doc, category=category,
         complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
         variadic_param=variadic, param_names=param_names, signature=signature, leading=tuple(leading),
-        out_shape=out_shape,
+        out_shape=out_shape, rule=rule,
     )
     REGISTRY[name] = op
     for alias in aliases:

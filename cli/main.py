@@ -17,6 +17,7 @@ from .common import (
     prepare_engine, read_sources, usage_error, write_dot,
 )
 from .dataio import SaveOption
+from .plot import register_plot
 
 if TYPE_CHECKING:
     from gradcalc.parser import LanguageError, Session
@@ -154,6 +155,7 @@ def eval_command(
     bindings: Annotated[Optional[list[str]], typer.Argument(metavar="[NAME=VALUE]...", help="Variables; each VALUE is an expression.", show_default=False)] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Draw the computation graph as a tree.")] = False,
     dot: Annotated[Optional[str], typer.Option("--dot", metavar="FILE", help="Write the graph as Graphviz DOT (.dot, .gv, '-' for stdout); .svg, .png, .pdf... draw a picture.")] = None,
+    steps: Annotated[bool, typer.Option("--steps", help="Show the backward pass step by step (with --dot: gradients on the edges).")] = False,
     engine: EngineOption = Engine.tensor,
     wrt: Annotated[Optional[str], typer.Option("--wrt", metavar="a,b", help="Only these variables' gradients.")] = None,
     as_json: JsonOption = False,
@@ -182,6 +184,10 @@ def eval_command(
         fail(err.error, err.source, as_json)
     except LanguageError as err:
         fail(err, expr, as_json)
+    if steps:
+        from .steps import eval_with_steps
+
+        return eval_with_steps(analysis, as_json=as_json, style=_style(digits, full), tree=tree, dot=dot)
     if as_json:
         from .jsonout import analysis_object, dumps
 
@@ -317,15 +323,17 @@ def ops_command(
 
 
 register_check(app)
+register_plot(app)
 
 
 def _protect_expression(argv: list[str]) -> list[str]:
     """`gradcalc eval '-a*b' a=2` must not read '-a*b' as an option: a leading space
     (which the language ignores) keeps it an argument."""
-    if "eval" not in argv:
+    command = next((c for c in ("eval", "plot") if c in argv), None)
+    if command is None:
         return argv
     args = list(argv)
-    start = args.index("eval") + 1
+    start = args.index(command) + 1
     for i in range(start, len(args)):
         token = args[i]
         if token == "--":
