@@ -64,6 +64,7 @@ gelu = elementwise(
     "gelu", _gelu, _gelu_vjp,
     "x * Phi(x) (Phi the normal CDF); approximate='tanh' for the tanh formula", complex_safe=False,
     method=False, check=Check(make=_gelu_case),
+    rule="g * (Phi(x) + x * phi(x)) (Phi, phi the normal CDF and density; for 'tanh' the derivative of its formula)",
 )
 
 # ---- silu, softsign, logsigmoid ------------------------------------------------------------
@@ -81,7 +82,10 @@ def _silu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     return g * (s + x * s * logistic(m, -x))
 
 
-silu = elementwise("silu", _silu, _silu_vjp, "x * sigmoid(x)", aliases=("swish",), method=False, low=-4.0, high=4.0)
+silu = elementwise(
+    "silu", _silu, _silu_vjp, "x * sigmoid(x)", aliases=("swish",), method=False, low=-4.0, high=4.0,
+    rule="g * (s + x * s * (1 - s)), s = sigmoid(x)",
+)
 
 
 def _softsign(x: Any) -> Any:
@@ -97,6 +101,7 @@ softsign = elementwise(
     "softsign", _softsign, _softsign_vjp, "x / (1 + |x|)", complex_safe=False, method=False,
     # smooth once; the second derivative jumps at 0
     kink=near_zero, kink_gap=1e-3,
+    rule="g / (1 + |x|)**2",
 )
 
 
@@ -107,6 +112,7 @@ def _logsigmoid(x: Any) -> Any:
 logsigmoid = elementwise(
     "logsigmoid", _logsigmoid, lambda m, g, ans, x: g * logistic(m, -x),
     "log(sigmoid(x)) = -softplus(-x), finite for any x (-1000 at x = -1000)", complex_safe=False, method=False,
+    rule="g * sigmoid(-x)",
 )
 
 # ---- leaky_relu, elu ------------------------------------------------------------------------
@@ -139,4 +145,5 @@ def _elu_vjp(m: Any, g: Any, ans: Any, x: Any, alpha: float = 1.0) -> Any:
 elu = elementwise(
     "elu", _elu, _elu_vjp, "x where x > 0, else alpha * (e ** x - 1); gradient alpha at 0",
     complex_safe=False, method=False, kink=near_zero, kink_gap=1e-3,
+    rule="g * (1 where x > 0, else alpha * exp(x))",
 )

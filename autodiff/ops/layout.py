@@ -91,6 +91,7 @@ tile = defop(
     doc="x repeated as a whole reps times along each axis (torch's x.repeat)", category=SHAPE,
     method=True, variadic="reps", complex_safe=True,
     check=Check(shapes=(((3,),), ((2, 3),)), params={"reps": (2, 2)}), out_shape=_tiled_shape,
+    rule="g summed over the copies",
 )
 
 
@@ -126,6 +127,7 @@ repeat = defop(
     doc="each element repeated (NumPy's repeat, torch's repeat_interleave); flattened when axis is None",
     category=SHAPE, complex_safe=True,
     check=Check(shapes=(((3,),), ((2, 3),)), params={"repeats": 2, "axis": 0}), out_shape=_repeated_shape,
+    rule="g summed over each element's repeats",
 )
 
 # ---- sort ------------------------------------------------------------------------------------
@@ -164,6 +166,7 @@ sort = defop(
     doc="x in ascending order along axis (descending=true for the reverse); gradient through the permutation",
     category=SHAPE, method=True, kink=_has_tie,
     check=Check(shapes=(((5,),), ((3, 4),)), params={"axis": -1}, kink_gap=1e-3),
+    rule="g moved back through the sorting permutation",
 )
 
 # ---- pad ---------------------------------------------------------------------------------------
@@ -202,4 +205,5 @@ pad = defop(
     doc="x surrounded by value: widths is one number, a (before, after) pair, or before/after per axis in axis order",
     category=SHAPE, complex_safe=True,
     check=Check(shapes=(((3,),), ((2, 3),)), params={"widths": (1, 2), "value": 0.5}), out_shape=_padded_shape,
+    rule="g without the padding",
 )

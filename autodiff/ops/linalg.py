@@ -90,6 +90,7 @@ einsum = defop(
     "einsum", _einsum, _einsum_vjp, n_in=None, leading=("subscripts",),
     doc="Einstein summation, letters naming axes: einsum(a, b, subscripts='ij,jk->ik') ('...' not supported)",
     category=LINALG, complex_safe=True, check=Check(make=_einsum_case), out_shape=einsum_shape,
+    rule="operand k: einsum of g with the other operands, into operand k's subscripts",
 )
 
 # ---- dot, inner, outer, kron: contractions with einsum's gradient ------------------------------
@@ -145,16 +146,19 @@ _VECTORS = (((4,), (4,)),)
 dot = defop(
     "dot", **_contraction(_dot_subscripts), n_in=2, method=True,
     doc="sum(a * b) of two 1-d vectors", category=LINALG, complex_safe=True, check=Check(shapes=_VECTORS),
+    rule="a: g * b;  b: g * a",
 )
 inner = defop(
     "inner", **_contraction(_inner_subscripts), n_in=2, method=True,
     doc="sum over the last axes of a and b (NumPy's inner)", category=LINALG, complex_safe=True,
     check=Check(shapes=(((4,), (4,)), ((2, 3), (4, 3)), ((), (3,)))),
+    rule="a: g contracted with b;  b: g contracted with a (einsum's rule)",
 )
 outer = defop(
     "outer", **_contraction(_outer_subscripts), n_in=2, method=True,
     doc="a[i] * b[j] as a matrix, for 1-d a and b", category=LINALG, complex_safe=True,
     check=Check(shapes=(((3,), (4,)),)),
+    rule="a: g @ b;  b: g.T @ a",
 )
 
 
@@ -189,6 +193,7 @@ kron = defop(
     "kron", _kron, (_kron_vjp(0), _kron_vjp(1)), n_in=2, method=True,
     doc="Kronecker product: every element of a times the whole of b, as blocks", category=LINALG,
     complex_safe=True, check=Check(shapes=(((2, 3), (2, 2)), ((3,), (2,)), ((2,), (2, 3)))), out_shape=_kron_shape,
+    rule="a: each block of g contracted with b;  b: the blocks of g weighted by a and summed",
 )
 
 # ---- trace, diag, triu, tril ---------------------------------------------------------------------
@@ -235,11 +240,13 @@ trace = defop(
     "trace", _trace, (lambda m, g, ans, x: g * np.eye(*x.shape),),
     doc="sum of the diagonal of a matrix", category=LINALG, method=True, complex_safe=True,
     check=Check(shapes=(((3, 3),), ((2, 4),))),
+    rule="g * eye",
 )
 diag = defop(
     "diag", _diag, (_diag_vjp,),
     doc="the k-th diagonal of a matrix, or a matrix with vector x on its k-th diagonal", category=LINALG,
     method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((3,),)), params={"k": 1}), out_shape=_diag_shape,
+    rule="g read from (or put back on) the k-th diagonal",
 )
 triu = defop(
     "triu", lambda x, k=0: np.triu(x, int(k)), (lambda m, g, ans, x, k=0: m.triu(g, k=k),),
@@ -316,11 +323,13 @@ det = defop(
     "det", lambda a: np.linalg.det(a), (_det_vjp,),
     doc="determinant of a square matrix (or of each in a stack)",
     category=LINALG, method=True, complex_safe=True, check=Check(make=_matrices),
+    rule="g * ans * inv(a).T (the cofactor matrix where a is singular)",
 )
 slogdet = defop(
     "slogdet", _slogdet, (_slogdet_vjp,), n_ret=2,
     doc="sign and log|det| of a square matrix, as two outputs: s, l = slogdet(a)", category=LINALG,
     method=True, check=Check(make=_matrices),
+    rule="log|det|: g * inv(a).T;  sign: no gradient",
 )
 inv = defop(
     "inv", lambda a: np.linalg.inv(a),
@@ -357,6 +366,7 @@ solve = defop(
     "solve", _solve, (_solve_da, _solve_db), n_in=2,
     doc="x with a @ x = b, for a square matrix a and a vector or matrix b", category=LINALG,
     complex_safe=True, check=Check(make=_solve_case),
+    rule="a: -solve(a.T, g) @ ans.T;  b: solve(a.T, g)",
 )
 
 # ---- vector norms -------------------------------------------------------------------------------
@@ -417,4 +427,5 @@ norm = defop(
     "norm", _norm, (_norm_vjp,),
     doc="vector norm over axis (all elements by default): ord 1, 2 (= 'fro') or inf; gradient 0 at 0",
     category="reduction", method=True, kink=_norm_kink, check=Check(make=_norm_case, kink_gap=1e-3),
+    rule="ord 1: g * sign(x); ord 2: g * x / ans (0 where ans = 0); ord inf: g * sign(x) at the largest |x|, ties sharing",
 )

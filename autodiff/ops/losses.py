@@ -218,24 +218,26 @@ def _pairs(low: float, high: float, target: Any) -> Any:
 
 def _elementwise_loss(
     name: str, per_item: Any, d_pred: Any, d_target: Any, doc: str, check: Check, aliases: tuple[str, ...] = (),
-    kink: Any = None,
+    kink: Any = None, rule: str = "",
 ) -> Any:
     """A loss computed item by item from (pred, target) and then reduced. `per_item(p, t,
-    **params)` is the forward, d_pred / d_target(m, p, t, **params) the derivatives of one item."""
+    **params)` is the forward, d_pred / d_target(m, p, t, **params) the derivatives of one
+    item, `rule` those derivatives as text (for `eval --steps`; g there is the gradient that
+    reaches each item: the output's, divided by N for reduction 'mean')."""
 
     def forward(pred: Any, target: Any, reduction: str = "mean", **params: Any) -> Any:
         return reduce_loss(per_item(pred, target, **params), reduction)
 
     def vjp(derivative: Any) -> Any:
-        def item_vjp(m: Any, g: Any, ans: Any, p: Any, t: Any, reduction: str = "mean", **params: Any) -> Any:
-            return derivative(m, p, t, **params) * item_gradient(m, g, reduction, _size(p.shape, t.shape))
+        def item_vjp(m: Any, g: Any, ans: Any, pred: Any, target: Any, reduction: str = "mean", **params: Any) -> Any:
+            return derivative(m, pred, target, **params) * item_gradient(m, g, reduction, _size(pred.shape, target.shape))
 
         return item_vjp
 
     forward.__signature__ = _signature_with(per_item)  # type: ignore[attr-defined]
     return defop(
         name, forward, (vjp(d_pred), vjp(d_target)), doc=doc, category=NN, n_in=2, aliases=aliases,
-        kink=kink, check=check,
+        kink=kink, check=check, rule=rule,
     )
 
 
@@ -271,6 +273,7 @@ binary_cross_entropy = _elementwise_loss(
     "binary_cross_entropy", _bce, _bce_dp, _bce_dt,
     "-(target log p + (1 - target) log(1 - p)) for probabilities p (logs clamped at -100, as PyTorch)",
     Check(make=_pairs(0.1, 0.9, _probabilities)),
+    rule="pred: g * (pred - target) / (pred * (1 - pred));  target: g * (log(1 - pred) - log(pred))",
 )
 
 
@@ -286,6 +289,7 @@ binary_cross_entropy_with_logits = _elementwise_loss(
     lambda m, z, t: -z,
     "binary cross-entropy of sigmoid(z) against target, computed from the logits z: stable for any z",
     Check(make=_pairs(-4.0, 4.0, _probabilities)),
+    rule="pred: g * (sigmoid(pred) - target);  target: -g * pred",
 )
 
 
@@ -314,6 +318,7 @@ nll_loss = defop(
     doc="negative log-likelihood -logp[target] of log-probabilities (classes on the last axis; "
     "cross_entropy(x, t) is nll_loss(log_softmax(x), t))",
     category=NN, check=Check(make=_nll_check, diff=(0,)),
+    rule="logp: -g * onehot(target);  target: -g * logp (for probability targets)",
 )
 
 
@@ -331,6 +336,7 @@ l1_loss = _elementwise_loss(
     "absolute error |pred - target|; gradient 0 where they are equal",
     Check(make=_pairs(-2.0, 2.0, _anywhere), kink_gap=1e-3),
     kink=lambda p, t, tol=0.0, **params: _within(p - t, tol, 0.0),
+    rule="pred: g * sign(pred - target);  target: -g * sign(pred - target)",
 )
 
 
@@ -347,4 +353,5 @@ huber = _elementwise_loss(
     "smooth_l1 with delta=1 is torch's smooth_l1_loss)",
     Check(make=_pairs(-2.0, 2.0, _anywhere), kink_gap=1e-3), aliases=("smooth_l1",),
     kink=lambda p, t, delta=1.0, tol=0.0, **params: _within(p - t, tol, delta),
+    rule="pred: g * clip(pred - target, -delta, delta);  target: -g * clip(pred - target, -delta, delta)",
 )

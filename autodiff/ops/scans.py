@@ -90,15 +90,18 @@ cumsum = defop(
     "cumsum", _cumsum, (_cumsum_vjp,),
     doc="running sum along axis (of the flattened tensor when axis is None)", category=SCAN,
     method=True, complex_safe=True, check=Check(shapes=_SHAPES, params={"axis": -1}),
+    rule="g summed from each position to the end along axis (a reversed cumsum)",
 )
 cumprod = defop(
     "cumprod", _cumprod, (_cumprod_vjp,),
     doc="running product along axis (flattened when axis is None); exact gradient with zeros too",
     category=SCAN, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, low=0.5, high=1.5, params={"axis": 0}),
+    rule="reversed cumsum of g * ans, / x (the products of the other elements where x has zeros)",
 )
 logcumsumexp = defop(
     "logcumsumexp", _logcumsumexp, (_logcumsumexp_vjp,),
     doc="running log(sum(exp(x))) along axis (flattened when axis is None), without overflow",
     category=SCAN, method=True, check=Check(shapes=_SHAPES, low=-5.0, high=5.0),
+    rule="dx_j = sum over i >= j of g_i * exp(x_j - ans_i)",
 )

@@ -23,12 +23,13 @@ TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 def elementwise(
     name: str, forward: Any, vjp: Any, doc: str, *, aliases: tuple[str, ...] = (), complex_safe: bool = True,
     method: bool = True, low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0,
-    check: Check | None = None,
+    check: Check | None = None, rule: str | None = None,
 ) -> Any:
-    """Register a one-input elementwise op (a method too, as in PyTorch, unless method=False)."""
+    """Register a one-input elementwise op (a method too, as in PyTorch, unless method=False).
+    `rule` is the derivative as text for `eval --steps` where the VJP's own text is not it."""
     return defop(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=method,
-        aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap),
+        aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
     )
 
 
@@ -71,10 +72,12 @@ def _gaussian(m: Any, x: Any) -> Any:
 erf = elementwise(
     "erf", lambda x: _real_only(_erf, x), lambda m, g, ans, x: g * _gaussian(m, x),
     "error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x", complex_safe=False,
+    rule="g * 2 / sqrt(pi) * exp(-x**2)",
 )
 erfc = elementwise(
     "erfc", lambda x: _real_only(_erfc, x), lambda m, g, ans, x: -g * _gaussian(m, x),
     "complementary error function 1 - erf(x), accurate where erf(x) is near 1", complex_safe=False,
+    rule="-g * 2 / sqrt(pi) * exp(-x**2)",
 )
 
 # ---- logarithms and powers ------------------------------------------------------------

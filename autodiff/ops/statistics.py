@@ -55,9 +55,11 @@ var = defop(
     "var", _var, (_var_vjp,),
     doc="variance over axis, dividing by N - ddof (ddof=0 as NumPy; ddof=1 for PyTorch's default)",
     category=RED, method=True, complex_safe=True, check=Check(shapes=_SHAPES, params={"axis": -1, "ddof": 1}),
+    rule="g * 2 * (x - mean(x)) / (N - ddof)",
 )
 std = defop(
     "std", _std, (_std_vjp,),
     doc="standard deviation sqrt(var(x, axis, keepdims, ddof)) (ddof=1 for PyTorch's default)",
     category=RED, method=True, complex_safe=True, kink=_no_spread, check=Check(shapes=_SHAPES, kink_gap=0.05),
+    rule="g * (x - mean(x)) / ((N - ddof) * ans)",
 )
