@@ -131,8 +131,11 @@ class RichRenderer(PlainRenderer):
 
         d = self.style.digits
         shape = "" if a.shape == () else f"  [dim](shape {_shape(a.shape)})[/]"
-        value = self.fitted(a.value, self.console.width - len("value "))
-        self.console.print(f"[bold]value[/]{chr(10) if chr(10) in value else ' '}{_escape(value)}{shape}")
+        value = self.fitted(a.value, self.console.width)
+        if "\n" in value:  # a matrix: its rows below the heading
+            self.console.print(f"[bold]value[/]{shape}\n{_escape(value)}")
+        else:
+            self.console.print(f"[bold]value[/] {_escape(value)}{shape}")
         if a.grads:
             title = "gradient of sum(output)" if a.grad_of else "gradient"
             table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
