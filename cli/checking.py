@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from .common import (
-    MAX_INPUT_BYTES, MaxElementsOption, MaxInputOption, OutputFileError, prepare_engine, read_sources, refuse_overwriting, usage_error,
+    MAX_INPUT_BYTES, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, prepare_engine, read_sources, refuse_overwriting, usage_error,
     write_file,
 )
 
@@ -24,7 +24,8 @@ def check_line(o: CheckOutcome) -> str:
     if o.status == "error":
         return f"ERROR {where}  {o.text}  {o.message}"
     status = "PASS " if o.passed else "FAIL "
-    text = f"{status}{where}  {o.text}  wrt {', '.join(o.variables)}  {o.method}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
+    wrt = f"  wrt {', '.join(o.variables)}" if o.variables else ""
+    text = f"{status}{where}  {o.text}{wrt}  {o.method}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
     if o.message:
         text += f"  ({o.message})"
     return text + "".join(f"\n      warning: {w}" for w in o.warnings)
@@ -42,33 +43,14 @@ def outcome_object(o: CheckOutcome) -> dict[str, Any]:
 
 def run_check_file(origin: str, source: str, defaults: CheckDefaults, on_outcome: Any = None) -> list[CheckOutcome]:
     """Every check of one file; an error in one statement never stops the others."""
-    from gradcalc.parser import CheckStatementResult, LanguageError, Session, compile_program
-    from gradcalc.parser.checks import CheckOutcome, make_check_handler
-
-    session = Session(on_check=make_check_handler(defaults))
-    outcomes: list[CheckOutcome] = []
+    from gradcalc.parser.checks import run_check_source
 
     def record(outcome: CheckOutcome) -> None:
         outcome.file = origin
-        outcomes.append(outcome)
         if on_outcome is not None:
             on_outcome(outcome)
 
-    try:
-        program = compile_program(source)
-    except LanguageError as err:
-        record(CheckOutcome(text="(file)", line=err.line or 0, status="error", message=err.located()))
-        return outcomes
-    for statement in program.statements:
-        try:
-            result = session.run_statement(statement)
-        except LanguageError as err:
-            text = statement.text if statement.kind == "check" else f"(setup) {statement.text}"
-            record(CheckOutcome(text=text, line=statement.span[0], status="error", message=err.located()))
-            continue
-        if isinstance(result, CheckStatementResult):
-            record(result.outcome)
-    return outcomes
+    return run_check_source(source, defaults, record)
 
 
 def count_checks(source: str) -> int:
@@ -119,6 +101,7 @@ def register_check(app: typer.Typer) -> None:
         tol: Annotated[Optional[float], typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
         method: Annotated[str, typer.Option("--method", help="auto, complex or central.")] = "auto",
         max_elements: MaxElementsOption = None,
+        max_steps: MaxStepsOption = None,
         max_input: MaxInputOption = MAX_INPUT_BYTES,
     ) -> None:
         """Run the `check` statements of gradcheck files and report each one.
@@ -135,7 +118,7 @@ def register_check(app: typer.Typer) -> None:
             usage_error(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
         if junit is not None:
             refuse_overwriting(junit, files, "--junit-xml")
-        prepare_engine(max_elements)
+        prepare_engine(max_elements, max_steps)
         defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
         sources = read_sources(files, max_input)
         total = sum(count_checks(s) for _, s in sources)

@@ -29,6 +29,7 @@ DigitsOption = Annotated[Optional[int], typer.Option("--digits", min=1, max=17, 
 FullOption = Annotated[bool, typer.Option("--full", help="Print every element of large tensors (default: a summary).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (see docs/cli.md) instead of text.")]
 MaxElementsOption = Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed, in elements (default 10,000,000).")]
+MaxStepsOption = Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Most ops one statement may execute (default 10,000,000).")]
 MAX_INPUT_BYTES = 50_000_000  # a script larger than this is refused, not read to the end (/dev/zero)
 MaxInputOption = Annotated[int, typer.Option("--max-input-bytes", min=1, help="Largest script read, in bytes.")]
 
@@ -41,9 +42,10 @@ class OutputFileError(Exception):
     """A report or picture that cannot be written; the file there before is left as it was."""
 
 
-def prepare_engine(max_elements: int | None) -> None:
-    """Set up the engine for a command: the element cap, and NumPy told not to warn about
-    overflow or nan (results show inf and nan, and a note names the op that made them)."""
+def prepare_engine(max_elements: int | None, max_steps: int | None = None) -> None:
+    """Set up the engine for a command: the element cap, the step budget, and NumPy told
+    not to warn about overflow or nan (results show inf and nan, and a note names the op
+    that made them)."""
     import numpy as np
 
     np.seterr(all="ignore")
@@ -51,6 +53,10 @@ def prepare_engine(max_elements: int | None) -> None:
         from gradcalc.autodiff import set_max_elements
 
         set_max_elements(max_elements)
+    if max_steps is not None:
+        from gradcalc.autodiff.limits import set_max_steps
+
+        set_max_steps(max_steps)
 
 
 def fail(err: LanguageError, source: str | None, as_json: bool, origin: str = "") -> NoReturn:

@@ -13,7 +13,7 @@ import typer
 
 from .checking import check_line, outcome_object, register_check
 from .common import (
-    MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, OutputFileError, fail,
+    MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, fail,
     prepare_engine, read_sources, usage_error, write_dot,
 )
 
@@ -149,6 +149,7 @@ def eval_command(
     digits: DigitsOption = None,
     full: FullOption = False,
     max_elements: MaxElementsOption = None,
+    max_steps: MaxStepsOption = None,
     max_input: MaxInputOption = MAX_INPUT_BYTES,
 ) -> None:
     """Evaluate an expression: its value, gradient per variable and graph statistics.
@@ -159,7 +160,7 @@ def eval_command(
 
     from . import render
 
-    prepare_engine(max_elements)
+    prepare_engine(max_elements, max_steps)
     if expr.strip() == "-":
         expr = read_sources([Path("-")], max_input)[0][1]
     wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
@@ -241,13 +242,14 @@ def run_command(
     digits: DigitsOption = None,
     full: FullOption = False,
     max_elements: MaxElementsOption = None,
+    max_steps: MaxStepsOption = None,
     max_input: MaxInputOption = MAX_INPUT_BYTES,
 ) -> None:
     """Run scripts; every expression statement prints its value, gradients and graph.
 
     Example: gradcalc run examples/mlp.gc
     """
-    prepare_engine(max_elements)
+    prepare_engine(max_elements, max_steps)
     raise typer.Exit(_run_sources(read_sources(files, max_input), engine.value, as_json, _style(digits, full), tree))
 
 

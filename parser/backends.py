@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian
+from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.registry import OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
 
@@ -172,6 +173,7 @@ class TensorBackend:
         if len(shapes) > 1:
             listed = " and ".join(str(s) for s in sorted(shapes, key=len))
             raise LanguageError("shape", f"ragged tensor literal: its elements have shapes {listed}")
+        check_size((len(items), *shapes.pop()), "tensor literal")
         if any(i.requires_grad for i in items):
             return REGISTRY["stack"](*items)
         return Tensor(np.stack([i.data for i in items]))

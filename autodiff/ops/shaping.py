@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from ..limits import check_size
+from ..limits import check_size, indexed_shape, joined_shape
 from ..registry import Check, defop, unbroadcast
 from ..tensor import Tensor
 
@@ -86,7 +86,7 @@ def _unindex(g: Any, index: Any, shape: tuple[int, ...]) -> Any:
 getitem = defop(
     "getitem", _getitem, (lambda m, g, ans, x, index: m.unindex(g, index=index, shape=x.shape),),
     doc="x[index]: integers, slices and integer tensors", category=SHAPE, complex_safe=True,
-    operators=("__getitem__",),
+    operators=("__getitem__",), out_shape=lambda x, index: indexed_shape(x.shape, index),
     check=Check(shapes=(((3, 4),),), params={"index": (slice(0, 2), 1)}),
 )
 unindex = defop(
@@ -123,11 +123,13 @@ def _join_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, A
 
 concatenate = defop(
     "concatenate", _concatenate, _concatenate_vjp, n_in=None, aliases=("concat",),
+    out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=False),
     doc="the inputs joined along an existing axis", category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
 )
 stack = defop(
     "stack", _stack, _stack_vjp, n_in=None,
+    out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=True),
     doc="the inputs joined along a new axis", category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
 )
@@ -146,6 +148,7 @@ def _split_vjp(m: Any, g: Any, ans: Any, x: Any, sections: int = 2, axis: int = 
 
 split = defop(
     "split", _split, (_split_vjp,), n_ret=None,
+    out_shape=lambda x, sections=2, axis=0: (int(sections), *x.shape[: axis % x.ndim], x.shape[axis] // max(int(sections), 1), *x.shape[axis % x.ndim + 1 :]),
     doc="x cut into equal sections along axis (several outputs)", category=SHAPE, complex_safe=True,
     check=Check(shapes=(((4, 3),),), params={"sections": 2}),
 )
