@@ -46,6 +46,8 @@ def main(
     ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
     engine: EngineOption = Engine.tensor,
+    max_elements: MaxElementsOption = None,
+    max_steps: MaxStepsOption = None,
     max_input: MaxInputOption = MAX_INPUT_BYTES,
 ) -> None:
     """Start the REPL (on a terminal) or run piped stdin as a script.
@@ -56,12 +58,12 @@ def main(
         return
     if sys.stdin is None:
         usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
+    prepare_engine(max_elements, max_steps)
     if sys.stdin.isatty():
         from .repl import start_repl
 
         start_repl(engine.value)
         return
-    prepare_engine(None)
     raise typer.Exit(_run_sources(read_sources([Path("-")], max_input), engine.value, as_json=False, style=_style(None, False), tree=False))
 
 

@@ -21,7 +21,7 @@ from gradcalc.parser.checks import make_check_handler
 
 from . import render
 from .checking import check_line
-from .common import OutputFileError, SourceError, load_source, prepare_engine, write_dot
+from .common import OutputFileError, SourceError, load_source, write_dot
 from .diagnosis import analyse
 from .streams import Interrupted
 
@@ -348,7 +348,7 @@ def loop(repl: Repl, prompt: Any) -> None:
 
 
 def start_repl(engine: str = "tensor") -> None:
-    prepare_engine(None)
+    """The REPL on this terminal; the engine's limits are set up by the caller."""
     repl = Repl(engine)
     repl.out.write(f"gradcalc REPL ({engine} engine). :help for help, Ctrl-D to leave.")
     loop(repl, make_prompt_session(repl))
