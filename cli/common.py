@@ -42,6 +42,13 @@ class OutputFileError(Exception):
     """A report or picture that cannot be written; the file there before is left as it was."""
 
 
+def shorten(text: str, limit: int = 100) -> str:
+    """Source text for a heading or a report line: one line of at most `limit` characters,
+    cut with an ellipsis (JSON keeps the whole text)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def prepare_engine(max_elements: int | None, max_steps: int | None = None) -> None:
     """Set up the engine for a command: the element cap, the step budget, and NumPy told
     not to warn about overflow or nan (results show inf and nan, and a note names the op

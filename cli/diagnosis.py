@@ -64,7 +64,7 @@ def _at_first_bad(op: Any, bad: Any, through: Any = None) -> str:
     where = through if through is not None else op
     shape = np.shape(where.data)
     args = ", ".join(_input_at(p, index, shape) for p in op.parents)
-    call = f"{op.label}({args})"
+    call = f"{op.label}({args})" if op.label.isidentifier() else f"{op.label} of {args}"  # scalar labels: **0.5
     return call if not index else f"{op.label} at element {list(index)}: {call}"
 
 

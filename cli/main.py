@@ -14,7 +14,7 @@ import typer
 from .checking import check_line, outcome_object, register_check
 from .common import (
     MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, fail,
-    prepare_engine, read_sources, usage_error, write_dot,
+    prepare_engine, read_sources, shorten, usage_error, write_dot,
 )
 
 if TYPE_CHECKING:
@@ -217,7 +217,7 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, sty
                     if as_json:
                         print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
                     else:
-                        out.heading(f"{origin}:{result.span[0]}  {result.text}")
+                        out.heading(f"{origin}:{result.span[0]}  {shorten(result.text)}")
                         out.analysis(analysis, tree=tree)
                 elif isinstance(result, CheckStatementResult):
                     outcome = result.outcome

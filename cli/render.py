@@ -208,6 +208,7 @@ def print_error(err: LanguageError, source: str | None, origin: str = "") -> Non
             start = max((err.column or 1) - 1, 0)
             end = err.end_column if err.end_line == err.line and err.end_column else start + 2
             width = max(min(end - 1, len(text)) - start, 1)
+            text, start, width = _window(text, start, width)
             gutter = f"{err.line} | "
             lines.append(f"{gutter}{text}")
             lines.append(" " * len(gutter) + " " * start + "^" * width)
@@ -218,6 +219,21 @@ def print_error(err: LanguageError, source: str | None, origin: str = "") -> Non
         Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {_escape(message.removeprefix('error: '))}")
     else:
         print(message, file=sys.stderr)
+
+
+ECHO_LIMIT = 160  # characters of a source line echoed under an error
+
+
+def _window(text: str, start: int, width: int) -> tuple[str, int, int]:
+    """A long line cut to about ECHO_LIMIT characters around the span (a 100,000-term line
+    must not come back whole); returns the text, and the span's start and width in it."""
+    if len(text) <= ECHO_LIMIT:
+        return text, start, width
+    width = min(width, ECHO_LIMIT - 40)
+    left = max(0, min(start - 20, len(text) - ECHO_LIMIT))
+    right = min(len(text), left + ECHO_LIMIT)
+    prefix, suffix = ("…" if left else ""), ("…" if right < len(text) else "")
+    return prefix + text[left:right] + suffix, start - left + len(prefix), width
 
 
 def warn(text: str) -> None:

@@ -1,10 +1,13 @@
 """How numbers, tensors and check tables look: one formatter at every size."""
 from __future__ import annotations
 
+import ast
 import io
 import re
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gradcalc.autodiff.graph import format_array
 
@@ -49,3 +52,47 @@ def test_check_table_at_80_columns_keeps_file_and_line_whole():
     for o in outcomes:
         assert re.search(rf"\b{re.escape(path)}:{o.line}\b", text), o.line
     assert "…" in text  # the long expressions were shortened instead
+
+
+def test_a_very_long_line_is_cut_in_error_echoes_and_headings(tmp_path):
+    long = tmp_path / "long.gc"
+    long.write_text(" + ".join(["1"] * 50_000) + " + nosuch\n" + " + ".join(["2"] * 50_000) + "\n")
+    done = gradcalc("run", str(long))
+    assert len(done.stderr) < 500 and "unknown name 'nosuch'" in done.stderr
+    echo, caret = done.stderr.splitlines()[1:3]
+    assert echo[caret.index("^"):].startswith("nosuch")
+
+
+def test_headings_and_check_lines_are_cut(tmp_path):
+    script = tmp_path / "long.gc"
+    script.write_text("x = 0.5\n" + " + ".join(["x"] * 5000) + "\ncheck " + " + ".join(["tanh(x)"] * 2000) + "\n")
+    out = gradcalc("run", str(script)).stdout
+    assert all(len(line) < 300 for line in out.splitlines())
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@given(st.lists(finite, min_size=1, max_size=60), st.integers(1, 4))
+def test_every_number_reads_back_exactly(values, rows):
+    """Full precision means the text reads back as the same floats (Python's repr)."""
+    array = np.array(values[: len(values) // rows * rows] or values[:1]).reshape(rows if len(values) >= rows else 1, -1)
+    text = format_array(array)
+    assert np.array_equal(np.array(ast.literal_eval(text)), array)
+
+
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(1, 3))
+def test_a_summary_says_how_many_elements_it_shows(n, m, k):
+    array = np.arange(float(n * m * k)).reshape(n, m, k)
+    text = format_array(array, threshold=0)
+    shown = len(re.findall(r"\d+\.0", text.split("  (")[0]))
+    if shown < array.size:
+        assert text.endswith(f"({shown} of {array.size} elements shown)")
+    else:
+        assert np.array_equal(np.array(ast.literal_eval(text)), array)
+
+
+def test_scalar_engine_notes_use_its_own_labels():
+    out = gradcalc("eval", "log(x) + x.sqrt()", "x=0", "--engine", "scalar").stdout
+    assert "note: the first inf came from log(0.0)" in out
+    assert "note: an inf gradient came from the backward pass of **0.5 of 0.0" in out
