@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -42,10 +43,14 @@ class OutputFileError(Exception):
     """A report or picture that cannot be written; the file there before is left as it was."""
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def shorten(text: str, limit: int = 100) -> str:
     """Source text for a heading or a report line: one line of at most `limit` characters,
-    cut with an ellipsis (JSON keeps the whole text)."""
-    line = " ".join(text.split())
+    cut with an ellipsis, control characters written as \\xNN so that they cannot act on
+    the terminal (JSON keeps the whole text)."""
+    line = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(text.split()))
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

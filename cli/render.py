@@ -208,7 +208,7 @@ def print_error(err: LanguageError, source: str | None, origin: str = "") -> Non
             start = max((err.column or 1) - 1, 0)
             end = err.end_column if err.end_line == err.line and err.end_column else start + 2
             width = max(min(end - 1, len(text)) - start, 1)
-            text, start, width = _window(text, start, width)
+            text, start, width = _window(text.translate(_ONE_CELL), start, width)
             gutter = f"{err.line} | "
             lines.append(f"{gutter}{text}")
             lines.append(" " * len(gutter) + " " * start + "^" * width)
@@ -222,6 +222,9 @@ def print_error(err: LanguageError, source: str | None, origin: str = "") -> Non
 
 
 ECHO_LIMIT = 160  # characters of a source line echoed under an error
+# An echoed line keeps one cell per character, so the caret stays under its span: a tab
+# is a space, and a control character (which could act on the terminal) a `?`.
+_ONE_CELL = {c: "?" for c in [*range(0x20), 0x7F]} | {0x09: " "}
 
 
 def _window(text: str, start: int, width: int) -> tuple[str, int, int]:

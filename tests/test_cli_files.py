@@ -224,3 +224,14 @@ def test_no_graphviz_for_a_picture_is_an_error(tmp_path):
     empty.mkdir()
     done = gradcalc("eval", "x*x", "x=3", "--dot", str(tmp_path / "g.svg"), env={"PATH": str(empty)})
     assert done.returncode == 2 and done.stderr.startswith("error:") and "Graphviz" in done.stderr
+
+
+def test_control_characters_in_a_check_file_keep_the_xml_well_formed_and_the_terminal_safe(tmp_path):
+    check = tmp_path / "ctl.gc"
+    check.write_bytes(b"x = 0.5\ncheck tanh(x)\ny = \x01\x1b 2\ncheck x\x02\n")
+    report = tmp_path / "r.xml"
+    done = gradcalc("check", str(check), "--junit-xml", str(report))
+    assert done.returncode == 1 and "1 passed, 0 failed, 2 errors" in done.stdout
+    assert "\x1b" not in done.stdout and "\x01" not in done.stdout
+    cases = ET.parse(report).getroot().findall(".//testcase")
+    assert [c.get("name") for c in cases] == ["line 2: tanh(x)", "line 3: y = \\x01\\x1b 2", "line 4: check x\\x02"]
