@@ -58,9 +58,13 @@ def prepare_engine(max_elements: int | None, max_steps: int | None = None) -> No
     """Set up the engine for a command: the element cap, the step budget, and NumPy told
     not to warn about overflow or nan (results show inf and nan, and a note names the op
     that made them)."""
+    import warnings
+
     import numpy as np
 
     np.seterr(all="ignore")
+    # NumPy's own RuntimeWarnings (a mean of nothing) would print its source paths.
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="numpy")
     if max_elements is not None:
         from gradcalc.autodiff import set_max_elements
 

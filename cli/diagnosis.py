@@ -14,7 +14,7 @@ import numpy as np
 
 from gradcalc.autodiff import Tensor, first_nonfinite, topological_order
 from gradcalc.autodiff.graph import first_nonfinite_gradient, format_number
-from gradcalc.parser import LanguageError, Session
+from gradcalc.parser import Session
 from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import TensorBackend
 
@@ -37,8 +37,10 @@ def nonfinite_notes(output: Any, retrace: Any = None) -> list[str]:
         culprit = first_nonfinite(source)
         if culprit is not None and culprit.parents:
             notes.append(f"the first {_kind(culprit.data)} came from {_at_first_bad(culprit, culprit.data)}")
+        elif culprit is source:
+            notes.append(f"the {_kind(culprit.data)} was computed from constants alone, so no op was recorded to name")
         elif culprit is not None:
-            notes.append(f"the first {_kind(culprit.data)} is in an input: {culprit.name or 'a constant'}")
+            notes.append(f"the first {_kind(culprit.data)} is already in the input {culprit.name or '(a constant)'}")
     blamed = first_nonfinite_gradient(output, topological_order(output))
     if blamed is not None:
         op, parent = blamed
@@ -91,6 +93,6 @@ def _retrace(session: Session, code: list[Any]) -> Any:
     tracer.backend = _ConstantsRecorded()
     try:
         traced = tracer.evaluate(code)
-    except LanguageError:
+    except Exception:  # noqa: BLE001 - only a diagnosis: without it the note is vaguer, nothing worse
         return None
     return traced if hasattr(traced, "parents") else None
