@@ -23,12 +23,16 @@ def analyse(session: Session, value: Any, wrt: list[str] | None = None, code: li
     """`analyze` plus notes about inf and nan; `code` (the statement's) lets a result made
     from constants alone be traced to its op."""
     analysis = analyze(value, wrt, session.variables)
-    analysis.notes += nonfinite_notes(analysis.output, lambda: _retrace(session, code) if code is not None else None)
+    gradients_finite = all(_finite(g) for g in analysis.grads.values())
+    analysis.notes += nonfinite_notes(analysis.output, lambda: _retrace(session, code) if code is not None else None, gradients_finite)
     analysis.nonfinite = None  # said in the notes
     return analysis
 
 
-def nonfinite_notes(output: Any, retrace: Any = None) -> list[str]:
+def nonfinite_notes(output: Any, retrace: Any = None, gradients_finite: bool = False) -> list[str]:
+    """Notes for an output whose value (or, unless `gradients_finite` says they are all
+    finite, whose reported gradients) hold an inf or nan; `retrace` returns the output
+    again with its constants recorded."""
     notes = []
     if not _finite(output.data):
         source = output
@@ -41,7 +45,7 @@ def nonfinite_notes(output: Any, retrace: Any = None) -> list[str]:
             notes.append(f"the {_kind(culprit.data)} was computed from constants alone, so no op was recorded to name")
         elif culprit is not None:
             notes.append(f"the first {_kind(culprit.data)} is already in the input {culprit.name or '(a constant)'}")
-    blamed = first_nonfinite_gradient(output, topological_order(output))
+    blamed = None if gradients_finite else first_nonfinite_gradient(output, topological_order(output))
     if blamed is not None:
         op, parent = blamed
         kind = _kind(parent.grad)
