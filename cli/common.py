@@ -183,30 +183,42 @@ PICTURE_FORMATS = ("svg", "png", "pdf", "jpg", "jpeg", "gif", "ps", "eps")
 TEXT_FORMATS = ("dot", "gv")
 
 
-def write_dot(output: Any, target: str) -> None:
-    """The graph of `output` as DOT text (.dot/.gv, or '-' for stdout), or a picture drawn
-    by Graphviz for the formats in PICTURE_FORMATS. Raises OutputFileError."""
+def dot_format(target: str) -> str:
+    """What `--dot target` writes: 'text' (DOT, '-' for stdout) or a Graphviz output
+    format. Raises OutputFileError for an unknown extension, or a picture without
+    Graphviz, so that a command can refuse before it computes anything."""
     import shutil
-    import subprocess
 
-    from gradcalc.autodiff import graph_dot
-
-    text = graph_dot(output)
     if target == "-":
-        sys.stdout.write(text)
-        return
+        return "text"
     path = Path(target)
     suffix = path.suffix.lower().lstrip(".")
     if suffix in TEXT_FORMATS:
-        write_file(path, text)
-        return
+        return "text"
     if suffix not in PICTURE_FORMATS:
         raise OutputFileError(f"cannot write {path}: unknown extension {path.suffix or '(none)'}; "
                               f"use .dot or .gv for DOT text, or one of .{', .'.join(PICTURE_FORMATS)} for a picture")
     if shutil.which("dot") is None:
         raise OutputFileError(f"cannot draw {path}: Graphviz's `dot` is not installed (Debian: apt-get install graphviz); "
                               f"name a .dot file to write the DOT text instead")
-    done = subprocess.run(["dot", f"-T{'jpeg' if suffix == 'jpg' else suffix}"], input=text.encode(), capture_output=True, check=False)
-    if done.returncode != 0:
-        raise OutputFileError(f"Graphviz failed to draw {path}: {done.stderr.decode(errors='replace').strip()}")
-    write_file(path, done.stdout)
+    return "jpeg" if suffix == "jpg" else suffix
+
+
+def write_dot(output: Any, target: str) -> None:
+    """The graph of `output` as DOT text (.dot/.gv, or '-' for stdout), or a picture drawn
+    by Graphviz for the formats in PICTURE_FORMATS. Raises OutputFileError."""
+    import subprocess
+
+    from gradcalc.autodiff import graph_dot
+
+    kind = dot_format(target)
+    text = graph_dot(output)
+    if target == "-":
+        sys.stdout.write(text)
+    elif kind == "text":
+        write_file(Path(target), text)
+    else:
+        done = subprocess.run(["dot", f"-T{kind}"], input=text.encode(), capture_output=True, check=False)
+        if done.returncode != 0:
+            raise OutputFileError(f"Graphviz failed to draw {target}: {done.stderr.decode(errors='replace').strip()}")
+        write_file(Path(target), done.stdout)

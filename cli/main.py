@@ -14,7 +14,7 @@ import typer
 from .checking import check_line, outcome_object, register_check
 from .common import (
     MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, fail,
-    prepare_engine, read_sources, shorten, usage_error, write_dot,
+    dot_format, prepare_engine, read_sources, shorten, usage_error, write_dot,
 )
 
 if TYPE_CHECKING:
@@ -163,6 +163,11 @@ def eval_command(
     from . import render
 
     prepare_engine(max_elements, max_steps)
+    if dot is not None:
+        try:
+            dot_format(dot)  # refuse an unknown format before computing anything
+        except OutputFileError as err:
+            usage_error(str(err))
     if expr.strip() == "-":
         expr = read_sources([Path("-")], max_input)[0][1]
     wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None

@@ -197,7 +197,7 @@ def test_dot_to_stdout_and_unknown_extensions(tmp_path):
     assert done.returncode == 0 and "digraph gradcalc" in done.stdout and "value: 6.0" in done.stdout
     done = gradcalc("eval", "x * 2", "x=3", "--dot", str(tmp_path / "g.xyz"))
     assert done.returncode == 2 and done.stderr.startswith("error:") and "unknown extension .xyz" in done.stderr
-    assert not (tmp_path / "g.xyz").exists()
+    assert not (tmp_path / "g.xyz").exists() and done.stdout == ""  # refused before computing
 
 
 def test_dot_shows_no_grad_for_constants():
