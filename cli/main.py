@@ -13,8 +13,8 @@ import typer
 
 from .checking import check_line, outcome_object, register_check
 from .common import (
-    MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, fail,
-    dot_format, prepare_engine, read_sources, shorten, usage_error, write_dot,
+    MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError,
+    dot_format, fail, prepare_engine, read_sources, shorten, usage_error, write_dot,
 )
 
 if TYPE_CHECKING:
