@@ -202,7 +202,7 @@ class ScalarBackend:
         if op in _ARITHMETIC:
             return _ARITHMETIC[op](a, b)
         if op == "pow":
-            if b._prev or b.requires_grad:
+            if b.requires_grad:  # a value computed from constants alone (-1, 1/2) is a constant
                 raise LanguageError("argument", "the scalar engine takes only constant exponents (x ** 2, not x ** y); use --engine tensor")
             return a ** b.data
         if op in _COMPARISONS:  # a constant: comparisons carry no gradient
