@@ -125,14 +125,15 @@ def indexed_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
     """The shape of x[index] for x of `shape`, worked out from the index alone.
 
     Basic parts (ints, slices, None, ...) keep, drop or add axes; the integer and boolean
-    arrays broadcast together to one block of axes (placed where NumPy places it: in
-    place when the arrays are adjacent, first otherwise). Nothing of the size of the
+    arrays (and ints, when there are arrays) broadcast together to one block of axes,
+    placed where NumPy places it: in place when they are adjacent, first otherwise. Nothing of the size of the
     result is built. A malformed index is left for the forward to report."""
     parts = index if isinstance(index, tuple) else (index,)
     used = sum(
         (np.ndim(p) if isinstance(p, np.ndarray) and p.dtype == bool else 0 if p is None or p is Ellipsis else 1)
         for p in parts
     )
+    has_arrays = any(isinstance(p, np.ndarray) for p in parts)
     dims = list(shape)
     out: list[int] = []
     arrays: list[tuple[int, ...]] = []
@@ -157,11 +158,11 @@ def indexed_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
             axis += 1
             last_kind = "basic"
             continue
-        if isinstance(p, (int, np.integer)):
+        if isinstance(p, (int, np.integer)) and not has_arrays:
             axis += 1
             last_kind = "int"
             continue
-        array = np.asarray(p)
+        array = np.asarray(p)  # with arrays about, an int is one too (of shape ())
         if array.dtype == bool:
             arrays.append((int(np.count_nonzero(array)),))
             axis += max(array.ndim, 1)
