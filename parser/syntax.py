@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from .errors import LanguageError
-from .standalone import Lark_StandAlone, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from .standalone import Lark_StandAlone, LexerThread, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 __all__ = [
     "BadStatement", "PendingInput", "Token", "Tree", "describe_expected", "lark_parser", "parse_recovering", "parse_statements",
@@ -79,6 +79,13 @@ def lark_parser() -> Any:
     """The parser, built once per process. Its post-lexer (a _BracketNewlines) holds the
     statement ranges of the latest parse."""
     return Lark_StandAlone(postlex=_BracketNewlines())
+
+
+@lru_cache(maxsize=1)
+def _line_lexer() -> Any:
+    """The parser's terminals as a plain lexer, built once (Lark's own `lex()` builds a new
+    one on every call, which costs more than lexing a line)."""
+    return lark_parser()._build_lexer()
 
 
 _READABLE = {
@@ -272,7 +279,7 @@ class PendingInput:
             body = body[:-1]
         last = ""
         try:
-            tokens = list(lark_parser().lex(body))
+            tokens = list(LexerThread.from_text(_line_lexer(), body).lex(None))
         except UnexpectedInput:
             return line.rstrip(), ""  # a bad character: let the parse report it
         for token in tokens:
