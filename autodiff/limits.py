@@ -25,6 +25,8 @@ DEFAULT_MAX_ELEMENTS = 10**7
 DEFAULT_MAX_STEPS = 10**7
 _max_elements = DEFAULT_MAX_ELEMENTS
 
+MAX_DIMENSIONS = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32  # NumPy's own limit
+
 # A result tensor costs memory beyond its numbers (the Python objects, about 200 bytes):
 # an op with many outputs (`split` into 10^7 sections) is charged this many elements for
 # each output that is smaller.
@@ -72,6 +74,8 @@ def check_size(shape: Iterable[int], what: str) -> None:
     dims = tuple(int(d) for d in shape)
     if any(d < 0 for d in dims):
         raise SizeLimitError(f"{what}: negative dimension in shape {dims}")
+    if len(dims) > MAX_DIMENSIONS:  # lists nested 65 deep, say
+        raise SizeLimitError(f"{what}: a tensor of {len(dims)} dimensions; at most {MAX_DIMENSIONS} are possible")
     n = cost(dims)
     if n > _max_elements:
         raise _over_cap(what, dims, n)

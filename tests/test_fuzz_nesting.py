@@ -73,7 +73,7 @@ def test_each_construct_three_thousand_deep_evaluates(layer):
 def test_lists_nested_deeper_than_numpy_allows_are_an_error():
     with pytest.raises(LanguageError) as err:
         Session().run_source(PRELUDE + nested(["list"] * 3000))
-    assert err.value.kind == "shape"
+    assert err.value.kind == "size" and "65 dimensions; at most 64" in err.value.message
 
 
 def test_grad_of_grad_nested_deeply_stops_at_the_step_budget():
