@@ -215,6 +215,8 @@ def test_a_function_that_is_not_finite_at_the_point_is_not_blamed_on_a_vjp():
     [outcome] = checks("v = [4, 1, -1]\ncheck sqrt(v)")
     assert outcome.status == "fail"
     assert "not finite at this point (nan at out[2])" in outcome.message and "VJP" not in outcome.message
+    [agreeing] = checks("v = [4, 1, -1]\ncheck log(v) * 0")  # nan against nan: passes, with a warning
+    assert agreeing.passed and "not finite at this point (nan at out[2])" in agreeing.warnings[-1]
 
 
 def test_positions_are_named_by_variable_and_index():
