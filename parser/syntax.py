@@ -83,9 +83,12 @@ def lark_parser() -> Any:
 
 @lru_cache(maxsize=1)
 def _line_lexer() -> Any:
-    """The parser's terminals as a plain lexer, built once (Lark's own `lex()` builds a new
-    one on every call, which costs more than lexing a line)."""
-    return lark_parser()._build_lexer()
+    """The parser's terminals as a plain lexer that keeps comments, built once (Lark's own
+    `lex()` builds a new one on every call, which costs more than lexing a line)."""
+    return lark_parser()._build_lexer(dont_ignore=True)
+
+
+_BLANK = frozenset({"__IGNORE_0", "CONTINUATION"})  # the line lexer keeps comments and spaces
 
 
 _READABLE = {
@@ -258,8 +261,7 @@ class PendingInput:
     def add(self, line: str) -> bool:
         """Add one line; True when the input so far is complete (run it, then `clear()`)."""
         self.lines.append(line)
-        stripped, last = self._scan(line)
-        if self.depth > 0 or stripped.endswith("\\") or last in _CONTINUES:
+        if self._continues(line):
             return False
         try:
             parse_tree(self.text)
@@ -270,26 +272,24 @@ class PendingInput:
     def clear(self) -> None:
         self.lines, self.depth = [], 0
 
-    def _scan(self, line: str) -> tuple[str, str]:
-        """Track bracket depth over one line; return the line without its comment and the
-        type of its last token."""
+    def _continues(self, line: str) -> bool:
+        """Track bracket depth over one line; True when the input cannot end after it: a
+        bracket is open, or its last token is an operator or a `\\` (not in a comment)."""
         body = line.rstrip()
-        continued = body.endswith("\\")
-        if continued:
-            body = body[:-1]
-        last = ""
+        backslash = body.endswith("\\")
         try:
-            tokens = list(LexerThread.from_text(_line_lexer(), body).lex(None))
+            tokens = list(LexerThread.from_text(_line_lexer(), body[:-1] if backslash else body).lex(None))
         except UnexpectedInput:
-            return line.rstrip(), ""  # a bad character: let the parse report it
+            return False  # a bad character: the parse reports it
+        last = ""
         for token in tokens:
             if token.type in _OPENERS:
                 self.depth += 1
             elif token.type in _CLOSERS:
                 self.depth = max(self.depth - 1, 0)
-            if token.type != "COMMENT":
+            if token.type not in _BLANK:
                 last = token.type
-        return ("\\" if continued else line.rstrip()), last
+        return self.depth > 0 or last in _CONTINUES or (backslash and last != "COMMENT")
 
 
 def _syntax_error(source: str, err: UnexpectedInput) -> LanguageError:

@@ -258,6 +258,8 @@ def test_continuation_lines_are_decided_in_linear_time():
         (["x = 1  # (a comment"], [True]),
         (["x = (1 +", ")"], [False, True]),  # a syntax error, but a finished one: run it and report
         (["x = 1 $"], [True]),
+        (["x = 1  # a note \\", "y = 2"], [True, True]),  # a backslash in a comment continues nothing
+        (["x = 3 +  # more", "4"], [False, True]),
     ],
 )
 def test_pending_input_knows_when_a_statement_is_finished(lines, complete):
