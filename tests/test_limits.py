@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gradcalc.autodiff import Tensor
 from gradcalc.autodiff.errors import SizeLimitError
@@ -289,3 +291,28 @@ def test_statement_text_is_the_source_text():
 def test_time_budget_message_has_no_python_words():
     done = limited("eval", "--max-steps", "1000", DOUBLING)
     assert not re.search(r"RecursionError|Traceback|StepLimitError", done.stderr)
+
+
+SNIPPETS = [
+    "(A + 3) ** v", "x.tanh()", "(x+1)*2", "f()", "y[:]", "[1, 2,]", "x = (1 +\n 2)", "def g(a) = (a)", "a, b = split(x, 2)",
+    "z += (1)", "-(x)", "x if (y) else (z)", "sum(x, axis=0)", "[[1], [2]][0]", "x = 3 +\n4", "m = x \\\n* 2",
+]
+
+
+@given(st.lists(st.sampled_from(SNIPPETS), min_size=1, max_size=8), st.lists(st.sampled_from(["\n", ";", " ; ", "\n\n", "  # c\n", "\n  "]), min_size=8, max_size=8))
+def test_every_statement_is_quoted_exactly_as_written(snippets, separators):
+    source = "".join(s + sep for s, sep in zip(snippets, separators))
+    assert [s.text for s in compile_program(source).statements] == snippets
+    assert [s.text for s in compile_program(source, recover=True).statements] == snippets
+
+
+BAD_SNIPPETS = ["y = (1 +* 2)", "1 2", "x = $", "f(,)", "def (a) = 1", "x = )"]
+
+
+@given(st.lists(st.sampled_from(SNIPPETS) | st.sampled_from(BAD_SNIPPETS), min_size=1, max_size=8), st.lists(st.sampled_from(["\n", " ; ", "\n\n"]), min_size=8, max_size=8))
+def test_a_bad_statement_is_set_aside_in_its_place_and_the_good_ones_compile(snippets, separators):
+    source = "".join(s + sep for s, sep in zip(snippets, separators))
+    statements = compile_program(source, recover=True).statements
+    assert [s.text for s in statements] == snippets
+    assert [s.kind == "error" for s in statements] == [s in BAD_SNIPPETS for s in snippets]
+    assert all(s.error.kind == "syntax" for s in statements if s.kind == "error")
