@@ -6,6 +6,7 @@ grammar. It is built once per process and reused.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -170,6 +171,7 @@ class BadStatement:
 
 
 MAX_SYNTAX_ERRORS = 100
+_STATEMENT_LINE = re.compile(r"\n[ \t]*(check|def)\b")
 
 
 def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]]:
@@ -195,6 +197,11 @@ def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]
             else:
                 start = recorder.start if 0 <= recorder.start <= position else position
             end = max(statement_end(text, start), min(position + 1, len(text)))
+            # `y = [1, 2` left open swallows the lines after it: a line that starts with
+            # `check` or `def` is a statement of its own, so the bad one ends before it.
+            keyword = _STATEMENT_LINE.search(text, start, end)
+            if keyword is not None:
+                end = keyword.start() + 1
             if len(bad) + 1 >= MAX_SYNTAX_ERRORS:
                 end = len(text)
             bad.append(BadStatement(error, start, end))

@@ -209,6 +209,11 @@ def test_a_syntax_error_costs_one_statement_and_the_others_run():
     assert [(o.line, o.status) for o in outcomes] == [(2, "pass"), (3, "error"), (4, "error"), (5, "pass"), (6, "error")]
     assert outcomes[1].text == "y = (1 +* 2)" and "line 3, column 9: expected an expression, found '*'" in outcomes[1].message
     assert "unexpected character '$'" in outcomes[2].message
+    # a bracket left open does not swallow the checks on the lines after it
+    left_open = checks("x = 0.5\ny = [1, 2\ncheck sin(x)\ndef f(a) = (a +\ndef g(a) = a\ncheck g(x)\n")
+    assert [(o.line, o.status, o.text) for o in left_open] == [
+        (2, "error", "y = [1, 2"), (3, "pass", "sin(x)"), (4, "error", "def f(a) = (a +"), (6, "pass", "g(x)"),
+    ]
 
 
 def test_a_function_that_is_not_finite_at_the_point_is_not_blamed_on_a_vjp():
