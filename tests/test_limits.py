@@ -37,7 +37,7 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
 
-def limited(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def limited(*args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run gradcalc in a child under MEMORY bytes of address space."""
     env = {**os.environ, "NO_COLOR": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
@@ -84,7 +84,7 @@ def test_split_into_ten_million_sections_is_refused():
 def test_the_jacobian_that_check_builds_is_checked(tmp_path):
     source = tmp_path / "big.gc"
     source.write_text("x = randn(10000, seed=0)\ncheck tanh(x)\ncheck sum(x)\n")
-    done = limited("check", str(source), timeout=120)
+    done = limited("check", str(source))
     assert done.returncode == 1
     lines = done.stdout.splitlines()
     assert lines[0].startswith("ERROR") and "Jacobian of a gradient check: a tensor of shape (10000, 10000)" in lines[0]
@@ -202,10 +202,10 @@ def _ratio(function, small, large) -> float:
     """How many times longer `function(large)` takes than `function(small)`, for a large
     input ten times the small one. Ten runs of the small one are timed as one block, as
     long as one large run, so that other processes' load falls on both alike; the best of
-    three of each, interleaved, since load only ever adds time."""
+    five of each, interleaved, since load only ever adds time."""
     function(small)
     best_small = best_large = float("inf")
-    for _ in range(3):
+    for _ in range(5):
         gc.collect()
         start = time.perf_counter()
         for _ in range(10):
@@ -220,7 +220,7 @@ def _ratio(function, small, large) -> float:
 
 def test_compiling_is_linear_in_the_number_of_statements():
     # 10^4 lines of `x = 1` took 5.7 s, 4x10^4 took 97 s: each statement split the source
-    small, large = "x = 1\ny = x + 1\n" * 150, "x = 1\ny = x + 1\n" * 1500
+    small, large = "x = 1\ny = x + 1\n" * 100, "x = 1\ny = x + 1\n" * 1000
     compile_program(small)  # the parser tables load once
     ratio = _ratio(compile_program, small, large)
     assert ratio < 12, f"10x the statements took {ratio:.1f}x the time"
@@ -230,7 +230,7 @@ def test_compiling_is_linear_in_the_number_of_statements():
 
 def test_running_is_linear_in_the_number_of_statements():
     # big enough that both sizes run out of the processor's caches alike
-    small, large = compile_program("x = 1\ny = x + 1\n" * 1000), compile_program("x = 1\ny = x + 1\n" * 10000)
+    small, large = compile_program("x = 1\ny = x + 1\n" * 500), compile_program("x = 1\ny = x + 1\n" * 5000)
     ratio = _ratio(lambda program: Session().run(program), small, large)
     assert ratio < 12, f"10x the statements took {ratio:.1f}x the time"
 
