@@ -52,12 +52,14 @@ def set_max_elements(n: int) -> int:
 
 def cost(dims: Sequence[int]) -> int:
     """What a tensor of this shape is charged against the cap: its number of elements,
-    with empty dimensions counted as 1. A (10**10, 0) tensor holds no numbers, but
-    everything that walks it row by row (printing, JSON's nested lists) makes 10**10
-    empty rows, so it costs as much as a (10**10,) one."""
+    or, when it is empty, the number of empty rows before its first 0 dimension. A
+    (10**10, 0) tensor holds no numbers, but everything that walks it row by row
+    (printing, JSON's nested lists) makes 10**10 empty rows; a (0, 10**10) one has none."""
     n = 1
     for d in dims:
-        n *= d if d > 1 else 1
+        if d == 0:
+            return n
+        n *= d
     return n
 
 
