@@ -52,19 +52,19 @@ def set_max_elements(n: int) -> int:
 
 def cost(dims: Sequence[int]) -> int:
     """What a tensor of this shape is charged against the cap: its number of elements,
-    or, when it is empty, the number of empty rows before its first 0 dimension. A
-    (10**10, 0) tensor holds no numbers, but everything that walks it row by row
-    (printing, JSON's nested lists) makes 10**10 empty rows; a (0, 10**10) one has none."""
+    with empty dimensions counted as 1. A (10**10, 0) tensor holds no numbers, but
+    everything that walks it row by row (printing, JSON's nested lists) makes 10**10
+    empty rows, and `sum(zeros(0, 10**10), axis=0)` would make 10**10 zeros: it costs as
+    much as a (10**10,) one."""
     n = 1
     for d in dims:
-        if d == 0:
-            return n
-        n *= d
+        if d > 1:
+            n *= d
     return n
 
 
 def _over_cap(what: str, dims: tuple[int, ...], n: int) -> SizeLimitError:
-    size = f"{n:,} elements" if math.prod(dims) == n else f"{math.prod(dims):,} elements in {n:,} rows"
+    size = f"{n:,} elements" if math.prod(dims) == n else f"0 elements, counted as {n:,} (an empty dimension counts as 1)"
     return SizeLimitError(
         f"{what}: a tensor of shape {dims} would have {size}, over the cap of {_max_elements:,} "
         "(--max-elements raises it)"

@@ -325,10 +325,7 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         raise _input_error(op, inputs, err) from None
     record = op.vjps is not None and _grad_enabled_for(inputs)
     if op.n_ret == 1:
-        out = _as_output(out)
-        if not out.size and out.ndim > 1:  # empty, yet perhaps 10**10 empty rows (limits.cost)
-            check_size(out.shape, op.name)
-        return Tensor._from_op(out, inputs if record else (), op if record else None, params if record else None)
+        return Tensor._from_op(_as_output(out), inputs if record else (), op if record else None, params if record else None)
     return tuple(
         Tensor._from_op(_as_output(o), inputs if record else (), op if record else None, {**params, OUTPUT: k} if record else None)
         for k, o in enumerate(out)

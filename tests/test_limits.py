@@ -69,17 +69,12 @@ def refused(done: subprocess.CompletedProcess[str], op: str, shape: tuple[int, .
         ("x = ones(10000); jacobian(x * 2, x)", "jacobian", (10000, 10000)),
         ("x = ones(10000); hessian(sum(x ** 3), x)", "jacobian", (10000, 10000)),
         ("zeros(10**10, 0)", "zeros", (10**10, 0)),
-        ("zeros(0, 10**10).T", "transpose", (10**10, 0)),  # zeros(0, 10**10) has no rows: fine
+        ("zeros(0, 10**10)", "zeros", (0, 10**10)),  # sum(..., axis=0) would be 10**10 zeros
         ("zeros(0).reshape(10**10, 0)", "reshape", (10**10, 0)),
     ],
 )
 def test_every_result_is_checked_against_the_cap_before_it_is_allocated(expr, op, shape):
     refused(limited("eval", expr), op, shape)
-
-
-def test_an_empty_tensor_without_rows_is_fine():
-    done = limited("eval", "zeros(0, 10**10)")
-    assert done.returncode == 0 and "value: []" in done.stdout
 
 
 def test_split_into_ten_million_sections_is_refused():
