@@ -30,7 +30,7 @@ LAYERS = {
     "method": "{E}.tanh()",
     "paren": "({E})",
     "pow": "{E} ** 1",
-    "keyword": "sum({E}, axis=0)",
+    "keyword": "sum([{E}], axis=0)",
 }
 PRELUDE = "x = 0.5\ndef g(a) = a * 1\n"
 
