@@ -13,10 +13,11 @@ import typer
 
 from .checking import check_line, outcome_object, register_check
 from .common import (
-    MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, fail,
-    prepare_engine, read_sources, usage_error, write_dot,
+    MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError,
+    dot_format, fail, prepare_engine, read_sources, shorten, usage_error, write_dot,
 )
 from .dataio import SaveOption
+from .plot import register_plot
 
 if TYPE_CHECKING:
     from gradcalc.parser import LanguageError, Session
@@ -47,6 +48,8 @@ def main(
     ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
     engine: EngineOption = Engine.tensor,
+    max_elements: MaxElementsOption = None,
+    max_steps: MaxStepsOption = None,
     max_input: MaxInputOption = MAX_INPUT_BYTES,
 ) -> None:
     """Start the REPL (on a terminal) or run piped stdin as a script.
@@ -57,12 +60,12 @@ def main(
         return
     if sys.stdin is None:
         usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
+    prepare_engine(max_elements, max_steps)
     if sys.stdin.isatty():
         from .repl import start_repl
 
         start_repl(engine.value)
         return
-    prepare_engine(None)
     raise typer.Exit(_run_sources(read_sources([Path("-")], max_input), engine.value, as_json=False, style=_style(None, False), tree=False))
 
 
@@ -154,6 +157,7 @@ def eval_command(
     bindings: Annotated[Optional[list[str]], typer.Argument(metavar="[NAME=VALUE]...", help="Variables; each VALUE is an expression.", show_default=False)] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Draw the computation graph as a tree.")] = False,
     dot: Annotated[Optional[str], typer.Option("--dot", metavar="FILE", help="Write the graph as Graphviz DOT (.dot, .gv, '-' for stdout); .svg, .png, .pdf... draw a picture.")] = None,
+    steps: Annotated[bool, typer.Option("--steps", help="Show the backward pass step by step (with --dot: gradients on the edges).")] = False,
     engine: EngineOption = Engine.tensor,
     wrt: Annotated[Optional[str], typer.Option("--wrt", metavar="a,b", help="Only these variables' gradients.")] = None,
     as_json: JsonOption = False,
@@ -173,6 +177,11 @@ def eval_command(
     from . import render
 
     prepare_engine(max_elements, max_steps)
+    if dot is not None:
+        try:
+            dot_format(dot)  # refuse an unknown format before computing anything
+        except OutputFileError as err:
+            usage_error(str(err))
     if expr.strip() == "-":
         expr = read_sources([Path("-")], max_input)[0][1]
     wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
@@ -182,6 +191,10 @@ def eval_command(
         fail(err.error, err.source, as_json)
     except LanguageError as err:
         fail(err, expr, as_json)
+    if steps:
+        from .steps import eval_with_steps
+
+        return eval_with_steps(analysis, as_json=as_json, style=_style(digits, full), tree=tree, dot=dot)
     if as_json:
         from .jsonout import analysis_object, dumps
 
@@ -235,7 +248,7 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, sty
                     if as_json:
                         print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
                     else:
-                        out.heading(f"{origin}:{result.span[0]}  {result.text}")
+                        out.heading(f"{origin}:{result.span[0]}  {shorten(result.text)}")
                         out.analysis(analysis, tree=tree)
                 elif isinstance(result, CheckStatementResult):
                     outcome = result.outcome
@@ -317,15 +330,17 @@ def ops_command(
 
 
 register_check(app)
+register_plot(app)
 
 
 def _protect_expression(argv: list[str]) -> list[str]:
     """`gradcalc eval '-a*b' a=2` must not read '-a*b' as an option: a leading space
     (which the language ignores) keeps it an argument."""
-    if "eval" not in argv:
+    command = next((c for c in ("eval", "plot") if c in argv), None)
+    if command is None:
         return argv
     args = list(argv)
-    start = args.index("eval") + 1
+    start = args.index(command) + 1
     for i in range(start, len(args)):
         token = args[i]
         if token == "--":
