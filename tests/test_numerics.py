@@ -372,3 +372,54 @@ def test_reported_cases_through_the_command(args, value, grads):
     assert out["value"] == value
     for name, g in grads.items():
         assert out["grads"][name] == g, name
+
+
+# ---- the engines at edge inputs (attack report D5), through the command, against torch ---------
+
+
+def _json_number(v):
+    return float(v) if isinstance(v, str) else v
+
+
+def _torch_value_and_grad(source, x):
+    torch = pytest.importorskip("torch")
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    y = eval(source, {"sqrt": torch.sqrt}, {"x": t})  # the sources below are Python too
+    y.backward()
+    return y.item(), t.grad.item()
+
+
+@pytest.mark.parametrize("engine", ["scalar", "tensor"])
+@pytest.mark.parametrize("source, x", [
+    ("sqrt(x)", -inf), ("x ** (1/2)", -inf), ("x / x", 1e-300), ("x / x", 1e308),
+    ("x / x", 0.0), ("x ** 0", nan), ("sqrt(x)", -0.0), ("x ** 0 / x", 0.0), ("1 / x", 1e-300), ("x / 3", 1e-320),
+])
+def test_engines_match_torch_at_edge_inputs_through_the_command(engine, source, x):
+    out = eval_json("--engine", engine, source, f"x={x!r}")
+    value, gradient = _json_number(out["value"]), _json_number(out["grads"]["x"])
+    want_value, want_grad = _torch_value_and_grad(source, x)
+    np.testing.assert_allclose([value, gradient], [want_value, want_grad], rtol=1e-15, equal_nan=True)
+    if want_value == 0 or math.isinf(want_grad):  # sqrt(-0.0) is -0.0 with gradient -inf
+        assert (math.copysign(1, value), math.copysign(1, gradient)) == (math.copysign(1, want_value), math.copysign(1, want_grad))
+
+
+@pytest.mark.parametrize("engine", ["scalar", "tensor"])
+def test_minus_infinity_to_a_fractional_power_is_nan_in_value_and_gradient(engine):
+    # C99's pow (NumPy with array exponents, Python) gives (-inf) ** -0.5 = 0 and torch's
+    # gradient there is -0.0; a negative base has no real fractional power.
+    for source in ("x ** -0.5", "x ** 1.5", "x ** (1/2)"):
+        out = eval_json("--engine", engine, source, "x=-inf")
+        assert (out["value"], out["grads"]["x"]) == ("nan", "nan"), source
+
+
+def test_scalar_division_is_one_node_with_the_tensor_engines_rules():
+    # The course's a * b**-1 gave x/x at 1e-300 the gradient -inf (b**-2 overflows); the
+    # true derivative is 0, and 1 / b - (a / b) / b gives it.
+    x = Value(1e-300)
+    y = x / x
+    y.backward()
+    assert (y.data, x.grad, y._op, len(y._prev)) == (1.0, 0.0, "/", 2)
+    z = Value(2.0)
+    w = 3.0 / z
+    w.backward()
+    assert (w.data, z.grad) == (1.5, -0.75)
