@@ -423,3 +423,45 @@ def test_scalar_division_is_one_node_with_the_tensor_engines_rules():
     w = 3.0 / z
     w.backward()
     assert (w.data, z.grad) == (1.5, -0.75)
+
+
+# ---- attack report D7 ----------------------------------------------------------------------------
+
+
+def test_cross_entropy_of_a_certain_class_is_plus_zero():
+    out = eval_json("cross_entropy(z, [0])", "z=[[1e308, -1e308]]")
+    assert out["value"] == 0.0 and math.copysign(1, out["value"]) == 1.0  # torch prints 0.0, not -0.0
+    assert out["grads"]["z"] == [[0.0, 0.0]]
+
+
+@pytest.mark.parametrize("x, value, gradient", [
+    # An exact zero wins over an overflow: the true product is 0 (NumPy and torch: nan).
+    ("[1e200, 1e200, 0]", 0.0, [0.0, 0.0, "inf"]),
+    ("[1e200, 1e200, 0, 5]", 0.0, [0.0, 0.0, "inf", 0.0]),
+    ("[1e200, -1e200, 0]", -0.0, [0.0, 0.0, "-inf"]),
+    ("[1e200, 1e200, 0, 0]", 0.0, [0.0, 0.0, 0.0, 0.0]),
+    # An infinite or nan factor times 0 has no value: nan, as in NumPy and torch.
+    ("[inf, 0]", "nan", [0.0, "inf"]),
+    ("[nan, 1e200, 1e200, 0]", "nan", [0.0, "nan", "nan", "nan"]),  # d/dx0 = 1e200 * 1e200 * 0 = 0
+])
+def test_prod_with_a_zero_and_an_overflow_is_zero(x, value, gradient):
+    out = eval_json("prod(x)", f"x={x}")
+    assert out["value"] == value and math.copysign(1, _json_number(out["value"])) == math.copysign(1, _json_number(value))
+    assert out["grads"]["x"] == gradient
+
+
+def test_prod_with_a_zero_and_an_overflow_differentiates_twice():
+    x = leaf([1e200, 1e200, 0.0, 5.0])
+    [g] = grad(ops.prod(x), [x], create_graph=True)
+    assert g.data.tolist() == [0.0, 0.0, inf, 0.0]
+    # d2/dx2 summed against u: row k of the Hessian is the product of all but k and l.
+    [h] = grad(g[3], [x])
+    assert h.data.tolist() == [0.0, 0.0, inf, 0.0]
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_of_nothing_names_the_op_in_plain_words(name):
+    done = gradcalc("eval", f"{name}(x)", "x=zeros(0)")
+    assert done.returncode == 2 and "internal error" not in done.stderr
+    assert f"{name} of an empty tensor has no value" in done.stderr
+    assert "identity" not in done.stderr and "zero-size array" not in done.stderr

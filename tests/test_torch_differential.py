@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad
 
-from .oracles import DIFFERS_FROM_TORCH, EDGE_POINTS, NOT_IN_TORCH, TORCH, TorchOracle
+from .oracles import DIFFERS_FROM_TORCH, EDGE_POINTS, NOT_IN_TORCH, SAME_AS_TORCH, TORCH, TorchOracle
 
 torch = pytest.importorskip("torch")
 
@@ -245,3 +245,36 @@ def test_listed_differences_from_torch_are_real(case):
     arrays = [np.asarray(x, dtype=float) for x in inputs]
     with pytest.raises(AssertionError):
         compare_op(op, TORCH[name], arrays, params, differentiated(op, arrays), order=order, exact=True)
+
+
+def edge_table_rows() -> list[list[str]]:
+    """The cells of docs/language.md's "Conventions at edge points" table."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "language.md").read_text()
+    section = text.split("## Conventions at edge points")[1].split("\n## ")[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| case")]
+    return [[cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in lines]
+
+
+def test_every_same_row_of_the_edge_table_is_checked_against_torch():
+    same = [cells[0] for cells in edge_table_rows() if cells[-1].startswith("same")]
+    assert len(same) > 20
+    assert sorted(same) == sorted(SAME_AS_TORCH), "tests/oracles.py SAME_AS_TORCH must list exactly the rows that say 'same'"
+
+
+@pytest.mark.parametrize("row", sorted(SAME_AS_TORCH))
+def test_edge_table_row_marked_same_agrees_with_torch(row):
+    for name, inputs, params, *order in SAME_AS_TORCH[row]:
+        op = REGISTRY[name]
+        arrays = [np.asarray(x, dtype=float) for x in inputs]
+        compare_op(op, TORCH[name], arrays, params, differentiated(op, arrays), order=order[0] if order else 2)
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_a_nan_input_gives_nan_as_in_torch(name):
+    # The edge table's "any nan input to an op": nan out in both, except sign (torch: 0).
+    nan = math.nan
+    ours = REGISTRY[name](Tensor([nan]), **REGISTRY[name].check.params).data
+    theirs = numpy_of(TORCH[name].fn(torch, torch_of([nan]), **REGISTRY[name].check.params))
+    assert np.isnan(ours).all() and np.isnan(theirs).all(), name

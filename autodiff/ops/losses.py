@@ -122,7 +122,8 @@ def _cross_entropy(logits: Any, target: Any) -> Any:
     # Only the terms with a non-zero target count (0 * log 0 is 0 here, not nan), so a
     # -inf logit for a class that is not the target costs nothing, as in PyTorch.
     terms = np.where(probs != 0, probs * log_p, 0.0)
-    return -np.sum(terms) / _batch(np.shape(logits))
+    # 0 - sum, not -sum: a certain prediction costs +0.0, as in PyTorch, not -0.0.
+    return (0.0 - np.sum(terms)) / _batch(np.shape(logits))
 
 
 def _ce_dlogits(m: Any, g: Any, ans: Any, logits: Any, target: Any) -> Any:
