@@ -125,8 +125,13 @@ class _Places:
             before = self.source.rfind(_OPEN_BEFORE[kind], 0, start)
             if before >= 0 and not self.source[before + 1 : start].strip():
                 start = before
-        unopened = self.source.count(")", start, end) - self.source.count("(", start, end)
-        for _ in range(unopened):  # `(a*b).relu()`: the "(" of a parenthesized operand is no token in the tree
+        # `(a*b).relu()`: the "(" of a parenthesized first operand is no token in the tree;
+        # its ")" sits between the first child and the next one. Only that gap is counted
+        # (counting over the whole node made a long chain `x + x + ...` quadratic).
+        gap_end = parts[1][4] if len(parts) > 1 else end
+        gap_start = min(parts[0][5], gap_end)
+        unopened = self.source.count(")", gap_start, gap_end) - self.source.count("(", gap_start, gap_end)
+        for _ in range(unopened):
             start = max(self.source.rfind("(", 0, start), 0)
         if kind in _CLOSE_AFTER:
             source, rest = self.source, end
