@@ -65,7 +65,8 @@ def _gaussian(m: Any, x: Any) -> Any:
     """d erf(x) / dx = 2 / sqrt(pi) * exp(-x**2). For |x| near 26, where erfc still
     matters, rounding x**2 alone would cost 60 ulps in exp; the rounding error of the
     square (a constant as far as derivatives go) puts them back."""
-    correction = np.exp(-square_rounding_error(m.raw(x)))
+    error = square_rounding_error(m.raw(x))
+    correction = np.exp(-np.where(np.isfinite(error), error, 0.0))  # x = +-inf: exp(-inf) is 0 anyway
     return TWO_OVER_SQRT_PI * m.exp(-(x * x)) * correction
 
 

@@ -41,8 +41,10 @@ def _var_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool
 
 
 def _std_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0) -> Any:
-    # d sqrt(v) = dv / (2 sqrt(v)); nan where the std is 0, as in PyTorch.
-    return expand_reduced(m, g / ans, x.shape, axis) * _centered(m, x, axis, ddof)
+    # d sqrt(v) = dv / (2 sqrt(v)). Where the std is 0 every x - mean is 0 too, and the
+    # gradient is 0 (a subgradient), as in PyTorch, not 0 / 0.
+    safe = m.where(m.raw(ans) == 0, 1.0, ans)
+    return expand_reduced(m, g / safe, x.shape, axis) * _centered(m, x, axis, ddof)
 
 
 def _no_spread(x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0, tol: float = 0.0) -> bool:
