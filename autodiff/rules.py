@@ -10,7 +10,8 @@ serve first and higher order (`m.raw(x)` reads `x`, `m.cos(x)` reads `cos(x)`,
 `np.sign` reads `sign`, a helper's leading `m` and underscore go), and the guards
 that keep nan and inf exact without changing the math (`masked`, `gate`,
 `where(isnan(x), nan, ...)`, a special case chosen by `.any()`). A one-line helper
-with a short formula reads as that formula.
+with a short formula reads as that formula. An explicit rule may be given per input
+(`a: ...;  b: ...`), and then each input's part is its rule.
 
     relu:  lambda m, g, ans, x: _gate(m, g, _relu_slope(m.raw(x)))   reads   g * (x > 0)
 """
@@ -50,10 +51,14 @@ def op_rule(op: Any) -> str:
 
 
 def input_rule(op: Any, k: int) -> str:
-    """The rule for input k alone (the whole explicit rule when the op has one)."""
+    """The rule for input k alone. An explicit rule written per input (`a: ...;  b: ...`)
+    gives that input's part (found by name, or for an op with any number of inputs, such
+    as clip(x, low, high), by position); otherwise the whole explicit rule."""
     explicit = getattr(op, "rule", None)
     if explicit:
-        return explicit
+        parts = dict(part.split(": ", 1) for part in explicit.split(";  ") if ": " in part)
+        names = input_names(op) if op.n_in is not None else list(parts)
+        return parts.get(names[k], explicit) if k < len(names) else explicit
     vjp = op.vjp_for(k) if op.vjps is not None else None
     return vjp_rule(vjp) if vjp is not None else NO_GRADIENT
 
@@ -193,7 +198,9 @@ def _copy(node: ast.expr) -> ast.expr:
 
 
 # Helpers that keep a gradient exact at nan and inf without changing its math, and what
-# they compute otherwise: masked(m, g, out) is out, gate(m, g, factor) is g * factor.
+# they compute otherwise: masked(m, g, out) is out (it only keeps a zero upstream
+# gradient from turning into nan), gate(m, g, factor) is g * factor (exactly 0 where the
+# factor is 0).
 _GUARDS: dict[str, Callable[[list[ast.expr]], ast.expr]] = {
     "masked": lambda args: args[1],
     "gate": lambda args: ast.BinOp(left=args[0], op=ast.Mult(), right=args[1]),
