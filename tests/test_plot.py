@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -308,11 +307,3 @@ def test_the_progress_bar_appears_only_after_a_second(monkeypatch):
     progress(3, 10)
     assert progress.bar.tasks[0].completed == 3
     progress.close()
-
-
-def test_the_readme_transcripts_are_what_plot_prints():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    picture = gradcalc("plot", "tanh(x)", "x=-3:3", "--order", "0,1", "--draw", env={"COLUMNS": "60", "LINES": "16"}).stdout
-    assert "$ gradcalc plot 'tanh(x)' x=-3:3 --order 0,1          # on a terminal of 60 x 16\n" + picture in readme
-    numbers = gradcalc("plot", "sin(x)", "x=0:1", "--points", "2").stdout
-    assert "$ gradcalc plot 'sin(x)' x=0:1 --points 2\n" + numbers in readme

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import math
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,9 +246,3 @@ def test_rules_read_through_guards_and_short_helpers(tmp_path, monkeypatch):
     from vjp_probe import vjp
 
     assert vjp_rule(vjp) == "g * e * (b > 0) * a ** (b - 1) / e  where e = exp(-abs(a))"
-
-
-def test_the_readme_transcript_is_what_steps_prints():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    out = gradcalc("eval", *SEED, "--steps").stdout
-    assert out[out.index("backward pass:"):] in readme
