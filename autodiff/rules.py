@@ -4,12 +4,16 @@ An op may carry its rule as text (`defop(..., rule="g * [x > 0]")`). Most do not
 rule is read from the VJP itself, so the text can never disagree with the code that
 runs. A lambda VJP's body is located exactly with the code object's instruction
 positions (Python 3.11's `co_positions`; several lambdas often share one line), a
-`def` VJP's from its final `return`, with single assignments before it inlined. The
-plumbing that makes one VJP serve first and higher order is then stripped:
-`m.raw(x)` reads `x`, `masked(m, g, out)` reads `out`, `m.cos(x)` reads `cos(x)`, `np.sign` reads `sign`, and a
-helper's leading `m` argument and underscore go.
+`def` VJP's from its final `return`, with names assigned before it inlined (or, when
+used twice, said after `where`). The plumbing is then stripped: what makes one VJP
+serve first and higher order (`m.raw(x)` reads `x`, `m.cos(x)` reads `cos(x)`,
+`np.sign` reads `sign`, a helper's leading `m` and underscore go), and the guards
+that keep nan and inf exact without changing the math (`masked`, `gate`,
+`where(isnan(x), nan, ...)`, a special case chosen by `.any()`). A one-line helper
+with a short formula reads as that formula. An explicit rule may be given per input
+(`a: ...;  b: ...`), and then each input's part is its rule.
 
-    relu:  lambda m, g, ans, x: g * (m.raw(x) > 0)     reads   g * (x > 0)
+    relu:  lambda m, g, ans, x: _gate(m, g, _relu_slope(m.raw(x)))   reads   g * (x > 0)
 """
 from __future__ import annotations
 
@@ -48,11 +52,12 @@ def op_rule(op: Any) -> str:
 
 def input_rule(op: Any, k: int) -> str:
     """The rule for input k alone. An explicit rule written per input (`a: ...;  b: ...`)
-    gives that input's part; otherwise the whole explicit rule."""
+    gives that input's part (found by name, or for an op with any number of inputs, such
+    as clip(x, low, high), by position); otherwise the whole explicit rule."""
     explicit = getattr(op, "rule", None)
     if explicit:
-        names = input_names(op)
         parts = dict(part.split(": ", 1) for part in explicit.split(";  ") if ": " in part)
+        names = input_names(op) if op.n_in is not None else list(parts)
         return parts.get(names[k], explicit) if k < len(names) else explicit
     vjp = op.vjp_for(k) if op.vjps is not None else None
     return vjp_rule(vjp) if vjp is not None else NO_GRADIENT
@@ -74,14 +79,22 @@ def input_names(op: Any) -> list[str]:
 
 @lru_cache(maxsize=None)
 def vjp_rule(vjp: Callable[..., Any]) -> str:
-    """The readable expression a VJP computes, or NO_RULE when its source is unavailable."""
+    """The readable expression a VJP computes, or NO_RULE when its source is unavailable.
+    A name a `def` VJP assigns and uses more than once stays a name, said after `where`."""
     try:
-        expr = _lambda_body(vjp) if vjp.__name__ == "<lambda>" else _def_result(vjp)
+        readable = _Readable(vjp.__globals__)
+        if vjp.__name__ == "<lambda>":
+            expr, where = _lambda_body(vjp), []
+        else:
+            expr, where = _def_result(vjp, readable)
+        if expr is None:
+            return NO_RULE
+        text = ast.unparse(readable.visit(expr))
+        if where:
+            text += "  where " + ", ".join(f"{name} = {ast.unparse(readable.visit(value))}" for name, value in where)
     except (OSError, TypeError, SyntaxError, ValueError, AttributeError):
         return NO_RULE
-    if expr is None:
-        return NO_RULE
-    return ast.unparse(_Readable().visit(expr)) or NO_RULE
+    return text or NO_RULE
 
 
 def _lambda_body(fn: Callable[..., Any]) -> ast.expr | None:
@@ -115,15 +128,16 @@ def _only_lambda_on_line(code: Any) -> ast.expr | None:
     return found[0].body if len(found) == 1 else None
 
 
-def _def_result(fn: Callable[..., Any]) -> ast.expr | None:
-    """The final return expression, with names assigned once before it inlined."""
+def _def_result(fn: Callable[..., Any], readable: _Readable) -> tuple[ast.expr | None, list[tuple[str, ast.expr]]]:
+    """The final return expression: a name assigned once before it and used once is
+    replaced by its value; one used more often is kept and listed with its value."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     func = tree.body[0]
     if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
+        return None, []
     returns = [s for s in func.body if isinstance(s, ast.Return) and s.value is not None]
     if not returns:
-        return None
+        return None, []
     # Only assignments at the top of the body count: one inside an `if` adjusts a
     # special case (a 1-d operand, say) and would hide the general rule.
     assigned: dict[str, ast.expr] = {}
@@ -136,51 +150,114 @@ def _def_result(fn: Callable[..., Any]) -> ast.expr | None:
                     if isinstance(name, ast.Name):
                         counts[name.id] = counts.get(name.id, 0) + 1
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
-                assigned[statement.targets[0].id] = statement.value
-    once = {name: value for name, value in assigned.items() if counts.get(name) == 1}
-    return _Inline(once).visit(returns[-1].value)
+                assigned[statement.targets[0].id] = readable.visit(statement.value)
+    once = {name: value for name, value in assigned.items() if counts.get(name) == 1 and name not in _uses(value, {name: value})}
+    expr = readable.visit(returns[-1].value)  # first, so that names only a guard used drop out
+    where: list[tuple[str, ast.expr]] = []
+    pending = [expr]
+    while pending:  # unfold names used once; keep the others, and unfold inside their values
+        node = pending.pop()
+        uses = _uses(node, once)
+        single = {name: value for name, value in once.items() if uses.get(name) == 1 and name not in dict(where)}
+        if single:
+            replaced = _Inline(single).visit(node)
+            if node is expr:
+                expr = replaced
+            else:
+                where = [(n, replaced if v is node else v) for n, v in where]
+            pending.append(replaced)
+            continue
+        for name in once:
+            if uses.get(name, 0) > 1 and name not in dict(where):
+                where.append((name, _copy(once[name])))
+                pending.append(where[-1][1])
+    return expr, sorted(where, key=lambda item: list(once).index(item[0]))
+
+
+def _uses(node: ast.AST, names: dict[str, ast.expr]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and child.id in names:
+            counts[child.id] = counts.get(child.id, 0) + 1
+    return counts
 
 
 class _Inline(ast.NodeTransformer):
-    """Replace names assigned once by the expression assigned (one level at a time, so
-    that a chain of assignments unfolds in order)."""
+    """Replace the given names by their values (one level; the caller repeats)."""
 
     def __init__(self, values: dict[str, ast.expr]) -> None:
         self.values = values
-        self.active: set[str] = set()
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         value = self.values.get(node.id)
-        if value is None or node.id in self.active:
-            return node
-        self.active.add(node.id)
-        try:
-            return self.visit(_copy(value))
-        finally:
-            self.active.discard(node.id)
+        return node if value is None else _copy(value)
 
 
 def _copy(node: ast.expr) -> ast.expr:
     return ast.parse(ast.unparse(node), mode="eval").body
 
 
+# Helpers that keep a gradient exact at nan and inf without changing its math, and what
+# they compute otherwise: masked(m, g, out) is out (it only keeps a zero upstream
+# gradient from turning into nan), gate(m, g, factor) is g * factor (exactly 0 where the
+# factor is 0).
+_GUARDS: dict[str, Callable[[list[ast.expr]], ast.expr]] = {
+    "masked": lambda args: args[1],
+    "gate": lambda args: ast.BinOp(left=args[0], op=ast.Mult(), right=args[1]),
+}
+
+
 class _Readable(ast.NodeTransformer):
     """Strip the plumbing: m.raw(x) -> x, m.f(...) -> f(...), np.f -> f, helper(m, ...)
-    -> helper(...), _helper -> helper."""
+    -> helper(...), _helper -> helper, the guards above -> what they compute,
+    `where(isnan(v), nan, e)` -> e (nan passes through), `A if <special case>.any() else B`
+    -> the general formula (the shorter branch), and a one-line helper of the VJP's
+    module whose formula is short -> that formula (`relu_slope(x)` -> `x > 0`)."""
+
+    def __init__(self, namespace: dict[str, Any] | None = None, depth: int = 0) -> None:
+        self.namespace = namespace or {}
+        self.depth = depth
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         func = node.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "m" and func.attr == "raw" and len(node.args) == 1:
             return self.visit(node.args[0])
-        # masked(m, g, out) only keeps a zero upstream gradient from turning into nan
-        # (where()'s branch not taken); the rule it applies is `out`.
-        if isinstance(func, ast.Name) and func.id == "masked" and len(node.args) == 3:
-            return self.visit(node.args[2])
-        # gate(m, g, factor) is g * factor, kept exactly 0 where the factor is 0.
-        if isinstance(func, ast.Name) and func.id == "_gate" and len(node.args) == 3:
-            return self.visit(ast.BinOp(left=node.args[1], op=ast.Mult(), right=node.args[2]))
         if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "m":
             node.args = node.args[1:]
+        name = func.id.lstrip("_") if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name in _GUARDS and len(node.args) == 2 and not node.keywords:
+            return self.visit(_GUARDS[name](node.args))
+        if name == "where" and len(node.args) == 3 and _is_nan_test(node.args[0]) and _is_nan(node.args[1]):
+            return self.visit(node.args[2])
+        if isinstance(func, ast.Name):
+            inlined = self._inline_helper(func.id, node)
+            if inlined is not None:
+                return inlined
+        return self.generic_visit(node)
+
+    def _inline_helper(self, name: str, call: ast.Call) -> ast.expr | None:
+        helper = self.namespace.get(name)
+        if self.depth >= 3 or not inspect.isfunction(helper) or call.keywords:
+            return None
+        try:
+            body = ast.parse(textwrap.dedent(inspect.getsource(helper))).body[0]
+        except (OSError, TypeError, SyntaxError):
+            return None
+        statements = [s for s in getattr(body, "body", []) if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if len(statements) != 1 or not isinstance(statements[0], ast.Return) or statements[0].value is None:
+            return None
+        params = [a.arg for a in body.args.args]
+        if len(call.args) != len(params):
+            return None
+        formula = _Inline(dict(zip(params, call.args))).visit(_copy(statements[0].value))
+        formula = _Readable(helper.__globals__, self.depth + 1).visit(formula)
+        return formula if len(ast.unparse(formula)) <= SHORT_HELPER else None
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        guard = any(isinstance(n, ast.Attribute) and n.attr == "any" for n in ast.walk(node.test))
+        if guard:
+            general = min((node.body, node.orelse), key=lambda branch: len(ast.unparse(branch)))
+            return self.visit(general)
         return self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
@@ -192,3 +269,15 @@ class _Readable(ast.NodeTransformer):
         if node.id.startswith("_") and node.id.strip("_"):
             return ast.Name(id=node.id.lstrip("_"), ctx=node.ctx)
         return node
+
+
+SHORT_HELPER = 30  # characters: a helper's formula this short reads better than its name
+
+
+def _is_nan(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "nan") or (isinstance(node, ast.Attribute) and node.attr == "nan")
+
+
+def _is_nan_test(node: ast.expr) -> bool:
+    func = node.func if isinstance(node, ast.Call) else None
+    return func is not None and ((isinstance(func, ast.Name) and func.id == "isnan") or (isinstance(func, ast.Attribute) and func.attr == "isnan"))

@@ -98,8 +98,9 @@ def _tensor_steps(root: Tensor) -> BackwardSteps:
     return BackwardSteps(root, seed, steps, order, grads)
 
 
-# The scalar engine's primitives and the registry ops whose rules they follow.
-_SCALAR_OPS = {"+": "add", "*": "mul", "/": "div", "sqrt": "sqrt", "relu": "relu", "tanh": "tanh", "exp": "exp", "log": "log"}
+# The scalar engine labels its primitives by the registry op whose rule they follow
+# (relu, tanh, exp, ...), except for these symbols and `**n`.
+_SCALAR_SYMBOLS = {"+": "add", "*": "mul", "/": "div"}
 
 
 def scalar_op(label: str) -> tuple[OpDef | None, str]:
@@ -107,8 +108,7 @@ def scalar_op(label: str) -> tuple[OpDef | None, str]:
     (`**-1` is pow with b = -1)."""
     if label.startswith("**"):
         return REGISTRY.get("pow"), f"b = {label[2:]}"
-    name = _SCALAR_OPS.get(label)
-    return (REGISTRY.get(name) if name else None), ""
+    return REGISTRY.get(_SCALAR_SYMBOLS.get(label, label)), ""
 
 
 def _scalar_rule(label: str, k: int | None) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from gradcalc.autodiff import REGISTRY, defop
 from gradcalc.autodiff.registry import unregister
-from gradcalc.autodiff.rules import NO_RULE, rule_text, vjp_rule
+from gradcalc.autodiff.rules import NO_RULE, input_rule, op_rule, rule_text, vjp_rule
 from gradcalc.autodiff.steps import backward_steps
 from gradcalc.parser import Session
 
@@ -28,27 +29,29 @@ FROM_MUL = -3 * 0.5
 
 
 def test_seed_example_line_by_line():
+    """Numbers from closed forms; each rule line is the registry's rule for the op (their
+    wording is pinned in test_rules_read_without_the_plumbing)."""
     done = gradcalc("eval", *SEED, "--steps")
     assert done.returncode == 0, done.stderr
     steps = done.stdout.split("backward pass:")[1].splitlines()
     assert steps == [
         " 5 steps in the order they run, from d output/d output = 1.0",
         "#1 div  g = 1.0",
-        "   rule  div: a: g / b;  b: -g * ans / b",
+        f"   rule  {rule_text(REGISTRY['div'])}",
         "   #2 relu += 0.5",
         f"   #5 a += {FROM_DIV!r}",
         "#2 relu  g = 0.5",
-        "   rule  relu: g * (x > 0)",
+        f"   rule  {rule_text(REGISTRY['relu'])}",
         "   #3 add += 0.5",
         "#3 add  g = 0.5",
-        "   rule  add: a: g;  b: g",
+        f"   rule  {rule_text(REGISTRY['add'])}",
         "   #4 mul += 0.5",
         "   #7 exp += 0.5",
         "#7 exp  g = 0.5",
-        "   rule  exp: g * ans",
+        f"   rule  {rule_text(REGISTRY['exp'])}",
         f"   #8 c += {0.5 * E10!r}",
         "#4 mul  g = 0.5",
-        "   rule  mul: a: g * b;  b: g * a",
+        f"   rule  {rule_text(REGISTRY['mul'])}",
         f"   #5 a += {FROM_MUL!r}  (now -5506.6164487016795)",
         "   #6 b += 1.0",
         "gradients: a -5506.6164487016795, b 1.0, c 11013.232897403359",
@@ -71,6 +74,16 @@ def test_seed_example_on_the_scalar_engine():
     assert "   rule  relu: g * (x > 0)" in out
 
 
+def test_every_scalar_primitive_has_its_registry_rule():
+    out = gradcalc("eval", "sigmoid(x) + softplus(x) + tanh(x) * exp(x) + log(x) - relu(x) / 2 + sqrt(x) + abs(x)", "x=0.7",
+                   "--steps", "--engine", "scalar").stdout
+    rules = [line.strip().removeprefix("rule  ").split(": ", 1) for line in out.splitlines() if line.strip().startswith("rule")]
+    named = {label: text for label, text in rules if label in REGISTRY}
+    assert {"relu", "tanh", "exp", "log", "sigmoid", "softplus"} <= set(named)
+    assert all(text == op_rule(REGISTRY[label]) for label, text in named.items())
+    assert not any("(no rule text)" in text for _, text in rules)
+
+
 def test_fan_in_to_one_node_twice_shows_both_slots():
     """x*x at 3: each slot sends g * x = 3 to x, which ends at 6 = d(x^2)/dx (both engines)."""
     for engine in ("tensor", "scalar"):
@@ -87,11 +100,12 @@ def test_json_gives_the_steps_as_a_list():
     assert [add["grad"] for add in to_a] == [FROM_DIV, FROM_MUL]
     assert [add["accumulated"] for add in to_a] == [False, True]
     assert to_a[-1]["total"] == -5506.6164487016795
+    div = REGISTRY["div"]
     assert steps[0] == {
-        "node": 1, "title": "div", "op": "div", "rule": "a: g / b;  b: -g * ans / b", "shape": [], "grad": 1.0,
+        "node": 1, "title": "div", "op": "div", "rule": op_rule(div), "shape": [], "grad": 1.0,
         "adds": [
-            {"to": 2, "title": "relu", "input": 0, "rule": "g / b", "grad": 0.5, "total": 0.5, "accumulated": False},
-            {"to": 5, "title": "a", "input": 1, "rule": "-g * ans / b", "grad": FROM_DIV, "total": FROM_DIV, "accumulated": False},
+            {"to": 2, "title": "relu", "input": 0, "rule": input_rule(div, 0), "grad": 0.5, "total": 0.5, "accumulated": False},
+            {"to": 5, "title": "a", "input": 1, "rule": input_rule(div, 1), "grad": FROM_DIV, "total": FROM_DIV, "accumulated": False},
         ],
     }
 
@@ -182,6 +196,15 @@ def test_an_explicit_rule_wins_and_missing_source_falls_back():
         assert rule_text(op) == "_rule_probe: g * 3 (thrice)"
     finally:
         unregister("_rule_probe")
+    two = defop("_rule_pair", lambda a, b: a * b, (lambda m, g, ans, a, b: g * b, lambda m, g, ans, a, b: g * a),
+                doc="probe", category="test", n_in=2, rule="a: g * b;  b: g * a")
+    try:
+        assert [input_rule(two, 0), input_rule(two, 1)] == ["g * b", "g * a"]  # each input its part
+    finally:
+        unregister("_rule_pair")
+    clip = REGISTRY["clip"]  # any number of inputs: the parts by position
+    if clip.rule and clip.n_in is None:
+        assert input_rule(clip, 1) == clip.rule.split(";  ")[1].split(": ", 1)[1]
     no_source = eval("lambda m, g, ans, x: g")  # noqa: S307  (a function without a source file)
     assert vjp_rule(no_source) == NO_RULE
 
@@ -198,3 +221,28 @@ def test_repl_steps_replays_the_last_result(capsys):
 def test_steps_of_a_constant_say_there_are_none():
     out = gradcalc("eval", "2 * 3", "--steps").stdout
     assert "backward pass: no steps" in out
+
+
+def test_rules_read_through_guards_and_short_helpers(tmp_path, monkeypatch):
+    """Guards that keep nan and inf exact (masked, gate, where(isnan...), a special case
+    chosen by .any()) are not part of the math, and a one-line helper reads as its formula;
+    a name used twice is said once, after `where`."""
+    (tmp_path / "vjp_probe.py").write_text(textwrap.dedent("""
+        import numpy as np
+
+        def masked(m, g, out):
+            return out
+
+        def _slope(x):
+            return np.where(np.isnan(x), np.nan, x > 0)
+
+        def vjp(m, g, ans, a, b):
+            e = m.exp(-m.abs(a))
+            special = m.raw(a) == 0
+            power = b - 1 if not special.any() else m.where(special, 1.0, b - 1)
+            return masked(m, g, g * e * _slope(m.raw(b)) * a ** power / e)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from vjp_probe import vjp
+
+    assert vjp_rule(vjp) == "g * e * (b > 0) * a ** (b - 1) / e  where e = exp(-abs(a))"
