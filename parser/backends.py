@@ -99,7 +99,10 @@ class TensorBackend:
         return bool(data.reshape(()).real != 0)
 
     def function_names(self) -> list[str]:
-        return sorted([*public_ops(), *AUTODIFF_FUNCTIONS])
+        return sorted([*public_ops(), *AUTODIFF_FUNCTIONS, "load"])
+
+    def from_array(self, data: np.ndarray) -> Tensor:
+        return Tensor(data)
 
     def method_names(self) -> list[str]:
         return sorted(name for name, op in public_ops().items() if op.method)
@@ -216,7 +219,12 @@ class ScalarBackend:
         return value.data != 0
 
     def function_names(self) -> list[str]:
-        return sorted(SCALAR_FUNCTIONS)
+        return sorted([*SCALAR_FUNCTIONS, "load"])
+
+    def from_array(self, data: np.ndarray) -> Value:
+        if data.size != 1:
+            raise LanguageError("argument", f"the scalar engine holds single numbers, not shape {data.shape}; use --engine tensor")
+        return Value(float(data.reshape(())), requires_grad=False)
 
     def method_names(self) -> list[str]:
         return sorted(SCALAR_FUNCTIONS)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector_paused
@@ -46,7 +47,8 @@ class CheckStatementResult:
 class Session:
     """Variables, user functions and the engine, kept across programs (a REPL's state).
 
-    `on_check` handles `check` statements; without one they are an error.
+    `on_check` handles `check` statements; without one they are an error. `load("f.npy")`
+    reads files relative to `base_dir` (a script's folder).
     """
 
     engine: str = "tensor"
@@ -54,6 +56,7 @@ class Session:
     functions: dict[str, UserFunction] = field(default_factory=dict)
     max_call_depth: int = DEFAULT_MAX_CALL_DEPTH
     on_check: Callable[[Session, Statement, Any], Any] | None = None
+    base_dir: Path = field(default_factory=Path)
 
     def __post_init__(self) -> None:
         if self.engine not in BACKENDS:
@@ -217,6 +220,10 @@ class Session:
         raise LanguageError("name", f"unknown name {name!r}{_suggest(name, known)}")
 
     def _call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name == "load":  # file names are strings: not operands
+            from .datafiles import load_call
+
+            return self.backend.from_array(load_call(args, kwargs, self.base_dir))
         try:
             return self.backend.call(name, [self._operand(a, name) for a in args], kwargs)
         except LanguageError as err:
