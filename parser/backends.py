@@ -187,7 +187,7 @@ _COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": o
 
 
 class ScalarBackend:
-    """The course's scalar engine: one node per number, seven primitives and composites."""
+    """The course's scalar engine: one node per number, eleven primitives and composites."""
 
     name = "scalar"
 
