@@ -35,11 +35,11 @@ def worker_count(jobs: int) -> int:
         return os.cpu_count() or 1
 
 
-def plan(sources: list[tuple[str, str]], workers: int) -> list[Part]:
+def plan(sources: list[tuple[str, str]], workers: int, min_part: int = MIN_PART) -> list[Part]:
     """Parts in file and statement order."""
     compiled = [(origin, source, compile_file(origin, source)[0]) for origin, source in sources]
     total = sum(len(check_indices(p)) for _, _, p in compiled if p is not None)
-    size = max(MIN_PART, math.ceil(total / (workers * PARTS_PER_WORKER))) if workers > 1 else max(total, 1)
+    size = max(min_part, math.ceil(total / (workers * PARTS_PER_WORKER))) if workers > 1 else max(total, 1)
     parts = []
     for origin, source, program in compiled:
         checks = check_indices(program) if program is not None else []

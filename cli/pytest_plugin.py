@@ -80,6 +80,7 @@ class CheckFile(pytest.File):
 
     def collect(self) -> Iterator[CheckItem]:
         from gradcalc.cli.checkrun import check_indices, compile_file
+        from gradcalc.parser.checks import nothing_checked
 
         try:
             source = self.path.read_text()
@@ -89,6 +90,9 @@ class CheckFile(pytest.File):
         if self.program is None:
             assert failed is not None
             raise self.CollectError(f"{self.path.name}: {failed.message}")
+        empty = nothing_checked(self.program)
+        if empty is not None:  # as `gradcalc check` has it: a check file that checks nothing fails
+            raise self.CollectError(f"{self.path.name}: {empty.message}")
         seen: dict[str, int] = {}
         for index in check_indices(self.program):
             statement = self.program.statements[index]

@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gradcalc.cli.annotations import command
 from gradcalc.cli.checkrun import Part, run_part
@@ -68,6 +70,26 @@ def test_parts_run_apart_give_the_outcomes_of_the_whole_file():
     assert [(o.line, o.text, o.status, o.message, o.max_abs_error) for o in pieces] == \
         [(o.line, o.text, o.status, o.message, o.max_abs_error) for o in whole]
     assert {o.status for o in whole} == {"pass", "fail", "error"}
+
+
+STATEMENTS = {
+    "setup": "v{k} = x * {k}",
+    "bad setup": "v{k} = nowhere_{k}",
+    "pass": "check tanh(x * {k}).sum()",
+    "fail": "check relu(x - 0.5)",  # x holds 0.5: the kink
+    "error": "check x * unknown_{k}",
+    "value": "check x * 2 == [1, {k}]",
+    "broken": "check (x",
+}
+
+
+@given(st.lists(st.sampled_from(sorted(STATEMENTS)), max_size=30), st.integers(2, 6))
+def test_any_file_cut_into_any_parts_gives_the_outcomes_of_the_whole(kinds, workers):
+    source = "x = [0.5, 1.0]\n" + "\n".join(STATEMENTS[kind].format(k=k) for k, kind in enumerate(kinds)) + "\n"
+    key = lambda o: (o.line, o.text, o.status, o.message, o.max_abs_error, o.warnings)  # noqa: E731
+    whole = [key(o) for o in run_part(Part("f.gc", source, 0, None, 0), CheckDefaults(), [])]
+    parts = plan([("f.gc", source)], workers, min_part=1)
+    assert [key(o) for p in parts for o in run_part(p, CheckDefaults(), [])] == whole
 
 
 def test_minus_j_output_exit_status_json_and_junit_match_a_serial_run(batch, tmp_path):

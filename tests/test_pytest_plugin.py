@@ -110,12 +110,15 @@ def test_outcomes_and_what_a_failure_shows(project):
     assert "Traceback" not in out and "gradcalc/parser" not in out
 
 
-def test_a_file_that_does_not_parse_is_a_collection_error(project):
+def test_a_file_that_does_not_parse_or_checks_nothing_is_a_collection_error(project):
     (project / "examples" / "broken.gc").write_text("x = (1\ncheck x\n")
-    done = pytest_run("examples/broken.gc", cwd=project)
+    (project / "examples" / "empty.gc").write_text("x = 1\n")
+    done = pytest_run("examples/broken.gc", "examples/empty.gc", cwd=project)
     assert done.returncode == 2
     assert "ERROR collecting examples/broken.gc" in done.stdout
     assert "broken.gc: line 2, column 1: expected ')'" in done.stdout
+    assert "ERROR collecting examples/empty.gc" in done.stdout
+    assert "empty.gc: no check statements: this file checks nothing" in done.stdout
     assert "Traceback" not in done.stdout
 
 
