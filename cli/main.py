@@ -95,9 +95,9 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression.
 
     Gradients are reported for every bound name (0 for one the output does not use) and
-    for every other variable in the output's graph, unless `wrt` names them."""
+    for every other named value in the output's graph (see analyze), unless `wrt` names them."""
     from gradcalc.parser import ExpressionResult, LanguageError, Session, compile_program
-    from gradcalc.parser.analysis import analyze, variables_in
+    from gradcalc.parser.analysis import analyze
 
     session = Session(engine=engine)
     for binding in bindings:
@@ -109,10 +109,7 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     results = [r for r in session.run(program) if isinstance(r, ExpressionResult)]
     if not results:
         raise LanguageError("argument", "nothing to show: the last statement assigns; end with an expression")
-    output = results[-1].value
-    if wrt is None and hasattr(output, "_prev"):
-        wrt = bound + [leaf.name for leaf in variables_in(output) if leaf.name not in bound]
-    return analyze(output, wrt, session.variables)
+    return analyze(results[-1].value, wrt, session.variables, always=bound)
 
 
 @app.command("eval")
