@@ -274,7 +274,9 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     if extra:
         params = _bind_params(op, extra, params)
     inputs = tuple([a if type(a) is Tensor else Tensor(a) for a in tensor_args])
-    arrays = [t.data for t in inputs]
+    # Booleans (what comparisons give) enter every op as float64 0 and 1, as in PyTorch's
+    # promotion: True + True is 2, and no forward has to handle bool arrays.
+    arrays = [t.data if t.data.dtype is not _BOOL else t.data.astype(np.float64) for t in inputs]
     # The product of the input sizes bounds a broadcast result's size, so the exact shape
     # is worked out only when the cap could be hit.
     bound = 1
@@ -319,6 +321,7 @@ def _grad_enabled_for(inputs: tuple[Tensor, ...]) -> bool:
 
 
 _NATIVE = (np.dtype(np.float64), np.dtype(np.complex128))
+_BOOL = np.dtype(np.bool_)
 
 
 def _as_output(out: Any) -> np.ndarray:

@@ -99,7 +99,9 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     from gradcalc.parser import ExpressionResult, LanguageError, Session, compile_program
     from gradcalc.parser.analysis import analyze
 
-    session = Session(engine=engine)
+    from . import render
+
+    session = Session(engine=engine, on_warning=render.warn)
     for binding in bindings:
         _bind(session, binding)
     bound = list(session.variables)
@@ -231,7 +233,7 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, dig
     out = render.renderer(render.Style(digits, render.use_rich(sys.stdout)))
     code = 0
     for origin, source in sources:
-        session = Session(engine=engine, on_check=make_check_handler())
+        session = Session(engine=engine, on_check=make_check_handler(), on_warning=render.warn)
         try:
             program = compile_program(source)
             for statement in program.statements:

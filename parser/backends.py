@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian
+from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order
 from gradcalc.autodiff.registry import OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
 
 from .errors import LanguageError
 
-CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
+CONSTANTS: dict[str, float | bool] = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "true": True, "false": False}
 ATTRIBUTES = ("T", "shape", "ndim", "size")
 AUTODIFF_FUNCTIONS = {
     "grad": "grad(y, x): dy/dx (of the sum of y if it is not a scalar); differentiable again",
@@ -59,6 +59,8 @@ def _index_part(part: Any) -> Any:
     if part is None or isinstance(part, slice):
         return part
     data = np.asarray(part.data)
+    if data.dtype == np.bool_:
+        return data  # a mask selects, as in NumPy (x[x > 0])
     if data.ndim == 0:
         if not float(data.real).is_integer():
             raise LanguageError("argument", f"an index must be a whole number, got {data.item()!r}")
@@ -68,25 +70,64 @@ def _index_part(part: Any) -> Any:
     return data.real.astype(np.intp)
 
 
+_WITH_RESPECT_TO = "x must be a variable (a name given a value, as in x = 3) or a named value that y was computed from"
+
+
+def _check_differentiable(usage: str, y: Tensor, x: Any) -> None:
+    """What grad(y, x) may differentiate by: a variable (zeros when y does not use it), or
+    a named intermediate (its adjoint, as retain_grad() gives). A constant has no
+    gradient, and an expression written in place (`grad(x**2, x*2)`) is a new node y
+    was not computed from, so both are errors rather than silent zeros."""
+    if not isinstance(x, Tensor):
+        raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}")
+    if not x.requires_grad:
+        what = "a constant made by detach() or an op without gradient" if x.detached else "a constant"
+        raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}; got {what}")
+    if x.is_leaf or x.name is not None:
+        return
+    if y.requires_grad and any(node is x for node in topological_order(y)):
+        return  # a function's parameter bound to an intermediate: y was computed from it
+    raise LanguageError(
+        "argument", f"{usage}: {_WITH_RESPECT_TO}; got an expression computed in place, which y does not depend on "
+        f"(name it first: h = x * 2, then use h in y and in grad(y, h))",
+    )
+
+
+def _cut(result: Any, inputs: Any, always: bool = False) -> Any:
+    """Mark a result without gradient as `detached` (a constant that stays a constant
+    when named) when it was computed from values with gradients or from detached ones,
+    or `always` (ops without gradient that take tensors: x > 0, floor, detach)."""
+    for t in result if isinstance(result, tuple) else (result,):
+        if isinstance(t, Tensor) and not t.requires_grad and (
+            always or any(isinstance(i, Tensor) and (i.requires_grad or i.detached) for i in inputs)
+        ):
+            t.detached = True
+    return result
+
+
 class TensorBackend:
     """The default engine: n-dimensional NumPy tensors, every registry op."""
 
     name = "tensor"
+    switch = "--engine scalar"  # unused: nothing asks to leave the tensor engine
 
     def constant(self, value: float) -> Tensor:
         return Tensor(value)
 
     def variable(self, value: Any, name: str) -> Any:
-        """The value bound to a name: a constant becomes a leaf that requires grad."""
+        """The value bound to a name. A constant the user gave (a number, a literal, a
+        constructor's result) becomes a leaf that requires grad: a variable. A constant
+        cut from a graph (`detached`: detach(x), x > 0) and a boolean stay constants."""
         if isinstance(value, Tensor):
-            if value.op is None and not (value.requires_grad and value.name):
+            user_constant = value.op is None and not value.detached and value.data.dtype != np.bool_
+            if user_constant and not (value.requires_grad and value.name):
                 return Tensor(value.data, requires_grad=True, name=name)
             if value.name is None:
                 value.name = name
         return value
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
-        return REGISTRY[op](a, b)
+        return _cut(REGISTRY[op](a, b), (a, b), not REGISTRY[op].has_gradient)
 
     def unary(self, op: str, a: Any) -> Any:
         return -a if op == "neg" else a
@@ -127,21 +168,27 @@ class TensorBackend:
             if key not in known:
                 raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
         named = {k: to_param(v, f"{op.name}: {k}") for k, v in kwargs.items()}
-        return op(*args[:n_in], *params, **named)
+        return _cut(op(*args[:n_in], *params, **named), args[:n_in], not op.has_gradient and n_in > 0)
 
     def _autodiff(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if len(args) != 2 or kwargs:
-            raise LanguageError("argument", f"{AUTODIFF_FUNCTIONS[name]}: takes exactly two arguments")
+        usage = AUTODIFF_FUNCTIONS[name].split(":")[0]
+        if kwargs:
+            raise LanguageError("argument", f"{usage} takes no keyword arguments, got {', '.join(kwargs)}=")
+        if len(args) != 2:
+            raise LanguageError("argument", f"{usage} takes two arguments, the output y and the variable x; got {len(args)}")
         y, x = args
-        if not isinstance(x, Tensor) or not isinstance(y, Tensor):
-            raise LanguageError("argument", f"{name}: both arguments must be tensors")
+        if not isinstance(y, Tensor):
+            raise LanguageError("argument", f"{usage}: y must be a tensor")
+        _check_differentiable(usage, y, x)
         if name == "grad":
-            return grad(y, x, create_graph=True)
-        if name == "jacobian":
-            return jacobian(y, x, create_graph=True)
-        if y.size != 1:
+            result = grad(y, x, create_graph=True)
+        elif name == "jacobian":
+            result = jacobian(y, x, create_graph=True)
+        elif y.size != 1:
             raise LanguageError("shape", f"hessian needs a scalar output, got shape {y.shape}")
-        return hessian(y, x, create_graph=True)
+        else:
+            result = hessian(y, x, create_graph=True)
+        return _cut(result, args, always=True)  # a derivative that is constant is not a user's value
 
     def attribute(self, target: Any, name: str) -> Any:
         if not isinstance(target, Tensor):
@@ -149,9 +196,9 @@ class TensorBackend:
         if name == "T":
             return target.T
         if name == "shape":
-            return Tensor(np.array(target.shape, dtype=float))
+            return _cut(Tensor(np.array(target.shape, dtype=float)), (), always=True)
         if name in ("ndim", "size"):
-            return Tensor(float(getattr(target, name)))
+            return _cut(Tensor(float(getattr(target, name))), (), always=True)
         raise LanguageError("name", f"tensors have no attribute {name!r} (attributes: {', '.join(ATTRIBUTES)})")
 
     def index(self, target: Any, parts: list[Any]) -> Any:
@@ -163,7 +210,7 @@ class TensorBackend:
                 raise LanguageError("argument", f"index {k} is out of range for {len(target)} results")
             return target[k]
         index = tuple(_index_part(p) for p in parts)
-        return REGISTRY["getitem"](target, index=index[0] if len(index) == 1 else index)
+        return _cut(REGISTRY["getitem"](target, index=index[0] if len(index) == 1 else index), (target,))
 
     def tensor_literal(self, items: list[Any]) -> Any:
         if not items:
@@ -174,7 +221,7 @@ class TensorBackend:
             raise LanguageError("shape", f"ragged tensor literal: its elements have shapes {listed}")
         if any(i.requires_grad for i in items):
             return REGISTRY["stack"](*items)
-        return Tensor(np.stack([i.data for i in items]))
+        return _cut(Tensor(np.stack([i.data for i in items])), items)
 
 
 _ARITHMETIC = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}
@@ -185,6 +232,7 @@ class ScalarBackend:
     """The course's scalar engine: one node per number, seven primitives and composites."""
 
     name = "scalar"
+    switch = "--engine tensor"  # how to switch to the tensor engine; the Session sets it
 
     def constant(self, value: float) -> Value:
         return Value(value, requires_grad=False)
@@ -201,11 +249,11 @@ class ScalarBackend:
             return _ARITHMETIC[op](a, b)
         if op == "pow":
             if b._prev or b.requires_grad:
-                raise LanguageError("argument", "the scalar engine takes only constant exponents (x ** 2, not x ** y); use --engine tensor")
+                raise LanguageError("argument", f"the scalar engine takes only constant exponents (x ** 2, not x ** y); use {self.switch}")
             return a ** b.data
         if op in _COMPARISONS:  # a constant: comparisons carry no gradient
             return Value(float(_COMPARISONS[op](a.data, b.data)), requires_grad=False)
-        raise LanguageError("argument", f"the scalar engine has no '{op}'; use --engine tensor")
+        raise LanguageError("argument", f"the scalar engine has no '{op}'; use {self.switch}")
 
     def unary(self, op: str, a: Any) -> Any:
         return -a if op == "neg" else a
@@ -222,7 +270,7 @@ class ScalarBackend:
     def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name not in SCALAR_FUNCTIONS:
             known = name in public_ops() or name in AUTODIFF_FUNCTIONS
-            hint = "; use --engine tensor" if known else ""
+            hint = f"; use {self.switch}" if known else ""
             raise LanguageError("name", f"{'the scalar engine has no function' if known else 'unknown function'} {name!r}{hint}")
         if len(args) != 1 or kwargs:
             raise LanguageError("argument", f"{name}(x) takes one argument")
@@ -235,10 +283,10 @@ class ScalarBackend:
         raise LanguageError("name", f"scalar values have no attribute {name!r}")
 
     def index(self, target: Any, parts: list[Any]) -> Any:
-        raise LanguageError("argument", "the scalar engine has no tensors to index; use --engine tensor")
+        raise LanguageError("argument", f"the scalar engine has no tensors to index; use {self.switch}")
 
     def tensor_literal(self, items: list[Any]) -> Any:
-        raise LanguageError("argument", "the scalar engine has no tensors; use --engine tensor")
+        raise LanguageError("argument", f"the scalar engine has no tensors; use {self.switch}")
 
 
 BACKENDS = {"tensor": TensorBackend, "scalar": ScalarBackend}

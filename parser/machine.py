@@ -20,6 +20,8 @@ from .compiler import (
 from .errors import LanguageError, Span
 
 DEFAULT_MAX_CALL_DEPTH = 200
+# Words of the language's syntax: they cannot name a variable, a function or a parameter.
+KEYWORDS = frozenset({"if", "else", "def", "check", "wrt", "true", "false"})
 
 
 @dataclass
@@ -44,7 +46,11 @@ class CheckStatementResult:
 class Session:
     """Variables, user functions and the engine, kept across programs (a REPL's state).
 
-    `on_check` handles `check` statements; without one they are an error.
+    `on_check` handles `check` statements; without one they are an error. Warnings
+    (a `def` that shadows a built-in) go to `on_warning` when set, and are kept in
+    `warnings` either way. `switch_engine` is how the user switches engines where the
+    session runs (`--engine {engine}` on the command line, `:engine {engine}` in the
+    REPL); messages about what the scalar engine lacks quote it.
     """
 
     engine: str = "tensor"
@@ -52,11 +58,20 @@ class Session:
     functions: dict[str, UserFunction] = field(default_factory=dict)
     max_call_depth: int = DEFAULT_MAX_CALL_DEPTH
     on_check: Callable[[Session, Statement, Any], Any] | None = None
+    on_warning: Callable[[str], Any] | None = None
+    switch_engine: str = "--engine {engine}"
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.engine not in BACKENDS:
             raise LanguageError("argument", f"unknown engine {self.engine!r}: choose tensor or scalar")
         self.backend: TensorBackend | ScalarBackend = BACKENDS[self.engine]()
+        self.backend.switch = self.switch_engine.format(engine="tensor")
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        if self.on_warning is not None:
+            self.on_warning(message)
 
     # ---- running -------------------------------------------------------------------
     def run_source(self, source: str) -> list[Any]:
@@ -89,7 +104,7 @@ class Session:
     def _run_statement(self, statement: Statement) -> Any:
         if statement.kind == "def":
             assert statement.function is not None
-            self.functions[statement.function.name] = statement.function
+            self._define(statement.function)
             return None
         if statement.kind == "check":
             if self.on_check is None:
@@ -101,7 +116,17 @@ class Session:
             return None
         return ExpressionResult(value, statement.text, statement.span)
 
+    def _define(self, function: UserFunction) -> None:
+        for name in (function.name, *function.params):
+            _refuse_keyword(name)
+        name = function.name
+        if name not in self.functions and (name in self.backend.function_names() or name in CONSTANTS):
+            what = "constant" if name in CONSTANTS else "function"
+            self.warn(f"def {name} shadows the built-in {what} {name}: {name} now means yours until :reset")
+        self.functions[name] = function
+
     def assign(self, name: str, value: Any) -> Any:
+        _refuse_keyword(name)
         bound = self.backend.variable(value, name)
         self.variables[name] = bound
         return bound
@@ -234,6 +259,11 @@ class Session:
         if value is None:
             raise LanguageError("argument", f"{where} needs a value")
         return value
+
+
+def _refuse_keyword(name: str) -> None:
+    if name in KEYWORDS:
+        raise LanguageError("name", f"'{name}' is a keyword of the language and cannot be used as a name; choose another")
 
 
 def _whole(value: Any) -> int:
