@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order
-from gradcalc.autodiff.registry import OpDef
+from gradcalc.autodiff import ALIASES, REGISTRY, ShapeError, Tensor, Value, grad, hessian, jacobian, topological_order
+from gradcalc.autodiff.registry import SPELLINGS, OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
 
 from .errors import LanguageError
 
 CONSTANTS: dict[str, float | bool] = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "true": True, "false": False}
-ATTRIBUTES = ("T", "shape", "ndim", "size")
+ATTRIBUTES = ("T", "mT", "shape", "ndim", "size")
 AUTODIFF_FUNCTIONS = {
     "grad": "grad(y, x): dy/dx (of the sum of y if it is not a scalar); differentiable again",
     "jacobian": "jacobian(y, x): dy/dx with shape y.shape + x.shape",
@@ -43,8 +43,12 @@ def public_ops() -> dict[str, OpDef]:
 
 def to_param(value: Any, what: str) -> Any:
     """A language value as an op parameter: a whole number as int, a vector as a tuple."""
-    if isinstance(value, (str, tuple)) or value is None:
+    if isinstance(value, str) or value is None:
         return value
+    if value is Ellipsis:
+        raise LanguageError("argument", f"{what} cannot be ...: it only indexes, as in x[..., 0]")
+    if isinstance(value, tuple):
+        raise LanguageError("argument", f"{what} must be a number or a list of numbers, got {len(value)} results")
     data = np.asarray(value.data if isinstance(value, (Tensor, Value)) else value)
     if data.ndim > 1:
         raise LanguageError("argument", f"{what} must be a number or a list of numbers, got a tensor of shape {data.shape}")
@@ -55,9 +59,74 @@ def to_param(value: Any, what: str) -> Any:
     return items_py[0] if data.ndim == 0 else tuple(items_py)
 
 
+def _param(op: OpDef, name: str | None, value: Any) -> Any:
+    """One parameter of a call, checked by what its name says it is."""
+    where = f"{op.name}: {name or 'parameter'}"
+    if op.name in _ELEMENTWISE and name == "axis" and isinstance(value, Tensor) and (value.requires_grad or value.ndim > 1):
+        raise LanguageError("argument", f"{op.signature}: the second argument is an axis, not a tensor{_elementwise_hint(op)}")
+    param = to_param(value, where)
+    rule = _PARAMETERS.get(name or "")
+    if rule is None or param is None:
+        return param
+    accepts, valid, lists = rule
+    items = param if isinstance(param, tuple) and lists else (param,)
+    if not all(valid(item) for item in items):
+        raise LanguageError("argument", f"{where} must be {accepts}, got {_shown(value)}{_elementwise_hint(op)}")
+    return bool(param) if name in ("keepdims", "keepdim") else param
+
+
+# max(a, b) in Python is the larger of two values; here, as in NumPy, it reduces a over
+# axis b. Errors about that axis point to the elementwise op.
+_ELEMENTWISE = {"max": "maximum(a, b) gives the elementwise larger", "min": "minimum(a, b) gives the elementwise smaller"}
+
+
+def _elementwise_hint(op: OpDef) -> str:
+    hint = _ELEMENTWISE.get(op.name)
+    return f"; {op.name}'s second argument is an axis: {hint} of two tensors" if hint else ""
+
+
+def _whole_number(item: Any) -> bool:
+    return isinstance(item, int) and not isinstance(item, bool)
+
+
+# What a parameter accepts, by its name: the words for the message, the test of one
+# number, and whether a list of such numbers is accepted too.
+_PARAMETERS: dict[str, tuple[str, Any, bool]] = {
+    "axis": ("a whole number or a list of whole numbers", _whole_number, True),
+    "axis1": ("a whole number", _whole_number, False),
+    "axis2": ("a whole number", _whole_number, False),
+    "keepdims": ("true or false", lambda v: v in (0, 1), False),
+    "seed": ("a whole number from 0 up", lambda v: _whole_number(v) and v >= 0, False),
+    "decimals": ("a whole number", _whole_number, False),
+    "sections": ("a positive whole number or a list of whole-number indices", _whole_number, True),
+}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    data = np.asarray(getattr(value, "data", value))
+    return format(data.item(), "g") if data.ndim == 0 else f"a tensor of shape {data.shape}"
+
+
+class TensorList(tuple):
+    """A list literal whose items do not stack into one tensor ([a, b] with shapes (2,)
+    and (3,)): usable only as the inputs of concatenate or stack."""
+
+    def error(self) -> LanguageError:
+        shapes = {tuple(np.shape(i.data)) for i in self}
+        listed = " and ".join(str(s) for s in sorted(shapes, key=len))
+        return LanguageError("shape", f"ragged tensor literal: its elements have shapes {listed} "
+                                      f"(a list of unequal tensors is only the inputs of concatenate or stack)")
+
+
 def _index_part(part: Any) -> Any:
-    if part is None or isinstance(part, slice):
+    if part is None or part is Ellipsis or isinstance(part, slice):
         return part
+    if isinstance(part, str):
+        raise LanguageError("argument", f"an index must be a whole number, a slice, a list of whole numbers or a mask, not the string {part!r}")
+    if isinstance(part, tuple):
+        raise LanguageError("argument", f"an index must be a whole number, a slice, a list of whole numbers or a mask, not {len(part)} results; pick one with [k]")
     data = np.asarray(part.data)
     if data.dtype == np.bool_:
         return data  # a mask selects, as in NumPy (x[x > 0])
@@ -162,13 +231,26 @@ class TensorBackend:
         n_in = len(args) if op.n_in is None else op.n_in
         if len(args) < n_in:
             raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
-        params = [to_param(v, f"{op.name}: parameter {i + 1}") for i, v in enumerate(args[n_in:], start=n_in)]
+        if op.n_in is None and len(args) == 1 and isinstance(args[0], TensorList):
+            args = list(args[0])  # concatenate([a, b]) of unequal shapes: the list is the inputs
+            n_in = len(args)
+        for arg in args:
+            if isinstance(arg, TensorList):
+                raise arg.error()
         known = set(op.param_names) | ({op.variadic_param} if op.variadic_param else set())
         for key in kwargs:
-            if key not in known:
+            if key not in known and SPELLINGS.get(key) not in known:
                 raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
-        named = {k: to_param(v, f"{op.name}: {k}") for k, v in kwargs.items()}
-        return _cut(op(*args[:n_in], *params, **named), args[:n_in], not op.has_gradient and n_in > 0)
+        names = [op.variadic_param] * len(args) if op.variadic_param else list(op.param_names)
+        params = [_param(op, name if i < len(names) else None, value) for i, (name, value) in enumerate(zip(names + [None] * len(args), args[n_in:]))]
+        named = {key: _param(op, SPELLINGS.get(key, key), value) for key, value in kwargs.items()}
+        try:
+            result = op(*args[:n_in], *params, **named)
+        except ShapeError as err:
+            if "axis" in str(err) and op.name in _ELEMENTWISE:
+                raise ShapeError(f"{err}{_elementwise_hint(op)}") from None
+            raise
+        return _cut(result, args[:n_in], not op.has_gradient and n_in > 0)
 
     def _autodiff(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         usage = AUTODIFF_FUNCTIONS[name].split(":")[0]
@@ -195,6 +277,10 @@ class TensorBackend:
             raise LanguageError("argument", f"only tensors have attributes, not {type(target).__name__}")
         if name == "T":
             return target.T
+        if name == "mT":
+            if target.ndim < 2:
+                raise LanguageError("shape", f".mT swaps the last two axes and needs 2 or more, got shape {target.shape}")
+            return target.mT
         if name == "shape":
             return _cut(Tensor(np.array(target.shape, dtype=float)), (), always=True)
         if name in ("ndim", "size"):
@@ -215,10 +301,8 @@ class TensorBackend:
     def tensor_literal(self, items: list[Any]) -> Any:
         if not items:
             return Tensor(np.zeros(0))
-        shapes = {tuple(np.shape(i.data)) for i in items}
-        if len(shapes) > 1:
-            listed = " and ".join(str(s) for s in sorted(shapes, key=len))
-            raise LanguageError("shape", f"ragged tensor literal: its elements have shapes {listed}")
+        if len({tuple(np.shape(i.data)) for i in items}) > 1:
+            return TensorList(items)  # an error unless it is the inputs of concatenate or stack
         if any(i.requires_grad for i in items):
             return REGISTRY["stack"](*items)
         return _cut(Tensor(np.stack([i.data for i in items])), items)

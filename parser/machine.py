@@ -12,7 +12,7 @@ from typing import Any
 
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector_paused
 
-from .backends import BACKENDS, CONSTANTS, ScalarBackend, TensorBackend
+from .backends import BACKENDS, CONSTANTS, ScalarBackend, TensorBackend, TensorList
 from .compiler import (
     ATTR, BINARY, CALL, CONST, INDEX, JUMP, JUMP_IF_FALSE, LOAD, METHOD, NONE, SLICE, STRING, SYMBOLS, TENSOR, UNARY,
     Instruction, Program, Statement, UserFunction, compile_program,
@@ -21,7 +21,9 @@ from .errors import LanguageError, Span
 
 DEFAULT_MAX_CALL_DEPTH = 200
 # Words of the language's syntax: they cannot name a variable, a function or a parameter.
-KEYWORDS = frozenset({"if", "else", "def", "check", "wrt", "true", "false"})
+KEYWORDS = frozenset({"if", "else", "def", "check", "wrt", "true", "false", "None"})
+# Words that stand for NumPy's index markers: x[None] adds an axis, x[..., 0] skips axes.
+_INDEX_WORDS: dict[str, Any] = {"None": None, "...": Ellipsis}
 
 
 @dataclass
@@ -127,6 +129,8 @@ class Session:
 
     def assign(self, name: str, value: Any) -> Any:
         _refuse_keyword(name)
+        if value is None or value is Ellipsis:
+            raise LanguageError("value", f"{name} = {'None' if value is None else '...'}: None and ... only index, as in x[None] or x[..., 0]")
         bound = self.backend.variable(value, name)
         self.variables[name] = bound
         return bound
@@ -223,6 +227,8 @@ class Session:
         return stack.pop()
 
     def _load(self, name: str, local: dict[str, Any] | None) -> Any:
+        if name in _INDEX_WORDS:
+            return _INDEX_WORDS[name]
         if local is not None and name in local:
             return local[name]
         if name in self.variables:
@@ -236,7 +242,8 @@ class Session:
 
     def _call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         try:
-            return self.backend.call(name, [self._operand(a, name) for a in args], kwargs)
+            # A ragged list literal goes to the backend as it is: concatenate([a, b]) takes it.
+            return self.backend.call(name, [a if isinstance(a, TensorList) else self._operand(a, name) for a in args], kwargs)
         except LanguageError as err:
             if err.kind == "name" and err.message.startswith("unknown function"):
                 err.message += _suggest(name, [*self.functions, *self.backend.function_names()])
@@ -252,8 +259,12 @@ class Session:
 
     @staticmethod
     def _operand(value: Any, where: str) -> Any:
+        if isinstance(value, TensorList):
+            raise value.error()
         if isinstance(value, str):
             raise LanguageError("argument", f"a string cannot be used with {where}")
+        if value is Ellipsis:
+            raise LanguageError("argument", f"... cannot be used with {where}: it only indexes, as in x[..., 0]")
         if isinstance(value, tuple):
             raise LanguageError("argument", f"{where} needs a tensor, got {len(value)} results: pick one with [k] or unpack them")
         if value is None:

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError, ShapeError
 from ..limits import check_size
 from ..registry import Check, defop, unbroadcast
 from ..tensor import Tensor
@@ -53,6 +54,20 @@ transpose = defop(
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),))),
 )
 Tensor.T = property(lambda self: transpose(self), doc="the tensor with its axes reversed")  # type: ignore[attr-defined]
+
+
+def _swapaxes(x: Any, axis1: int, axis2: int) -> Any:
+    return np.swapaxes(x, axis1, axis2)
+
+
+swapaxes = defop(
+    "swapaxes", _swapaxes, (lambda m, g, ans, x, axis1, axis2: m.swapaxes(g, axis1=axis1, axis2=axis2),),
+    doc="x with two axes exchanged (PyTorch's transpose(x, 0, 1)); x.mT swaps the last two", category=SHAPE,
+    method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),)), params={"axis1": 0, "axis2": -1}),
+)
+Tensor.mT = property(  # type: ignore[attr-defined]
+    lambda self: swapaxes(self, axis1=-1, axis2=-2), doc="the last two axes exchanged (a stack of matrices transposed)",
+)
 broadcast_to = defop(
     "broadcast_to", _broadcast_to, (lambda m, g, ans, x, shape: unbroadcast(m, g, x.shape),),
     doc="x repeated along new or size-1 axes to the given shape", category=SHAPE, complex_safe=True,
@@ -98,54 +113,91 @@ unindex = defop(
 # ---- joining and splitting ----------------------------------------------------------------
 
 
+# One tensor given alone is the sequence of its slices along axis 0, as in NumPy:
+# concatenate([a, b]) is concatenate(a, b) whether or not the literal [a, b] could be
+# stacked first. The VJPs undo that with a reshape and a transpose.
+
+
 def _concatenate(*xs: Any, axis: int = 0) -> Any:
-    return np.concatenate(xs, axis=axis)
+    return np.concatenate(xs if len(xs) > 1 else xs[0], axis=axis)
 
 
 def _stack(*xs: Any, axis: int = 0) -> Any:
-    return np.stack(xs, axis=axis)
+    return np.stack(xs if len(xs) > 1 else xs[0], axis=axis)
 
 
 def _concatenate_vjp(m: Any, g: Any, ans: Any, *xs: Any, axis: int = 0, k: int) -> Any:
     axis = axis % ans.ndim
+    if len(xs) == 1:  # g has the slices of x side by side along axis: take them apart
+        x = xs[0]
+        pieces = m.reshape(g, shape=g.shape[:axis] + (x.shape[0], x.shape[axis + 1]) + g.shape[axis + 1 :])
+        return m.transpose(pieces, axes=(axis, *range(axis), *range(axis + 1, pieces.ndim)))
     start = int(np.sum([x.shape[axis] for x in xs[:k]], dtype=int))
     index = (slice(None),) * axis + (slice(start, start + xs[k].shape[axis]),)
     return m.getitem(g, index=index)
 
 
 def _stack_vjp(m: Any, g: Any, ans: Any, *xs: Any, axis: int = 0, k: int) -> Any:
-    return m.getitem(g, index=(slice(None),) * (axis % ans.ndim) + (k,))
+    axis = axis % ans.ndim
+    if len(xs) == 1:  # stacking x's slices moved its first axis to `axis`: move it back
+        return m.transpose(g, axes=(axis, *range(axis), *range(axis + 1, g.ndim)))
+    return m.getitem(g, index=(slice(None),) * axis + (k,))
 
 
 def _join_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    if rng.random() < 0.3:  # one tensor: the sequence of its slices
+        return [rng.uniform(-2, 2, (3, 2, 4))], {"axis": int(rng.integers(0, 2))}
     return [rng.uniform(-2, 2, (2, 3)), rng.uniform(-2, 2, (2, 3))], {"axis": 1}
 
 
 concatenate = defop(
     "concatenate", _concatenate, _concatenate_vjp, n_in=None, aliases=("concat",),
-    doc="the inputs joined along an existing axis", category=SHAPE, complex_safe=True,
+    doc="the inputs joined along an existing axis; one tensor or list alone joins its slices, as in NumPy",
+    category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
 )
 stack = defop(
     "stack", _stack, _stack_vjp, n_in=None,
-    doc="the inputs joined along a new axis", category=SHAPE, complex_safe=True,
+    doc="the inputs joined along a new axis; one tensor or list alone stacks its slices, as in NumPy",
+    category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
 )
 
 
-def _split(x: Any, sections: int = 2, axis: int = 0) -> Any:
-    return tuple(np.split(x, int(sections), axis=axis))
+def _split_slices(n: int, sections: int | tuple[int, ...]) -> list[slice]:
+    """The pieces np.split(x, sections) cuts an axis of length n into: `sections` equal
+    parts, or the parts between the given indices."""
+    if isinstance(sections, tuple):
+        bounds = [0, *sections, n]
+        return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+    if isinstance(sections, bool) or not isinstance(sections, (int, np.integer)) or sections <= 0:
+        raise ArgumentError(f"split: sections must be a positive whole number or a list of indices, got {sections!r}")
+    if n % sections:
+        raise ShapeError(f"split: an axis of length {n} does not split into {sections} equal sections; give indices, as in split(x, [2, 4])")
+    size = n // sections
+    return [slice(k * size, (k + 1) * size) for k in range(sections)]
 
 
-def _split_vjp(m: Any, g: Any, ans: Any, x: Any, sections: int = 2, axis: int = 0, *, output: int) -> Any:
+def _split(x: Any, sections: int | tuple[int, ...] = 2, axis: int = 0) -> Any:
+    axis = _axis_index(axis, x.ndim, "split")
+    return tuple(x[(slice(None),) * axis + (piece,)] for piece in _split_slices(x.shape[axis], sections))
+
+
+def _split_vjp(m: Any, g: Any, ans: Any, x: Any, sections: int | tuple[int, ...] = 2, axis: int = 0, *, output: int) -> Any:
     axis = axis % x.ndim
-    size = x.shape[axis] // int(sections)
-    index = (slice(None),) * axis + (slice(output * size, (output + 1) * size),)
+    index = (slice(None),) * axis + (_split_slices(x.shape[axis], sections)[output],)
     return m.unindex(g, index=index, shape=x.shape)
+
+
+def _axis_index(axis: int, ndim: int, name: str) -> int:
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"{name}: axis {axis} is out of range for a tensor with {ndim} dimension{'s' * (ndim != 1)}")
+    return axis % ndim
 
 
 split = defop(
     "split", _split, (_split_vjp,), n_ret=None,
-    doc="x cut into equal sections along axis (several outputs)", category=SHAPE, complex_safe=True,
+    doc="x cut along axis into equal sections, or at a list of indices: split(x, [2, 4]) (several outputs)",
+    category=SHAPE, complex_safe=True,
     check=Check(shapes=(((4, 3),),), params={"sections": 2}),
 )
