@@ -120,6 +120,22 @@ class TensorList(tuple):
                                       f"(a list of unequal tensors is only the inputs of concatenate or stack)")
 
 
+def _sequence(value: Any) -> list[Any]:
+    """One argument of concatenate or stack as NumPy reads it: a sequence of tensors, the
+    slices along its first axis. A list literal [a, b] gives back a and b themselves
+    (unequal shapes arrive as a TensorList; equal ones were stacked by the literal)."""
+    if isinstance(value, TensorList):
+        return list(value)
+    if not isinstance(value, Tensor) or value.ndim == 0:
+        raise LanguageError("argument", "concatenate and stack take tensors, or one list of them: concatenate([a, b])")
+    stack_op = REGISTRY["stack"]
+    if value.op is stack_op and value.params == {} and len(value.parents) == len(value.data):
+        return list(value.parents)  # the literal's own items: no extra nodes in the graph
+    if not value.requires_grad:
+        return [_cut(Tensor(row), (value,)) for row in value.data]
+    return [value[i] for i in range(len(value.data))]
+
+
 def _index_part(part: Any) -> Any:
     if part is None or part is Ellipsis or isinstance(part, slice):
         return part
@@ -196,7 +212,8 @@ class TensorBackend:
         return value
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
-        return _cut(REGISTRY[op](a, b), (a, b), not REGISTRY[op].has_gradient)
+        op_def = REGISTRY[op]
+        return _cut(op_def(a, b), (a, b), not op_def.has_gradient)
 
     def unary(self, op: str, a: Any) -> Any:
         return -a if op == "neg" else a
@@ -231,8 +248,8 @@ class TensorBackend:
         n_in = len(args) if op.n_in is None else op.n_in
         if len(args) < n_in:
             raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
-        if op.n_in is None and len(args) == 1 and isinstance(args[0], TensorList):
-            args = list(args[0])  # concatenate([a, b]) of unequal shapes: the list is the inputs
+        if op.n_in is None and len(args) == 1:
+            args = _sequence(args[0])  # concatenate([a, b]): the list is the inputs, as in NumPy
             n_in = len(args)
         for arg in args:
             if isinstance(arg, TensorList):

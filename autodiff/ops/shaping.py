@@ -113,52 +113,38 @@ unindex = defop(
 # ---- joining and splitting ----------------------------------------------------------------
 
 
-# One tensor given alone is the sequence of its slices along axis 0, as in NumPy:
-# concatenate([a, b]) is concatenate(a, b) whether or not the literal [a, b] could be
-# stacked first. The VJPs undo that with a reshape and a transpose.
-
-
 def _concatenate(*xs: Any, axis: int = 0) -> Any:
-    return np.concatenate(xs if len(xs) > 1 else xs[0], axis=axis)
+    return np.concatenate(xs, axis=axis)
 
 
 def _stack(*xs: Any, axis: int = 0) -> Any:
-    return np.stack(xs if len(xs) > 1 else xs[0], axis=axis)
+    return np.stack(xs, axis=axis)
 
 
 def _concatenate_vjp(m: Any, g: Any, ans: Any, *xs: Any, axis: int = 0, k: int) -> Any:
     axis = axis % ans.ndim
-    if len(xs) == 1:  # g has the slices of x side by side along axis: take them apart
-        x = xs[0]
-        pieces = m.reshape(g, shape=g.shape[:axis] + (x.shape[0], x.shape[axis + 1]) + g.shape[axis + 1 :])
-        return m.transpose(pieces, axes=(axis, *range(axis), *range(axis + 1, pieces.ndim)))
     start = int(np.sum([x.shape[axis] for x in xs[:k]], dtype=int))
     index = (slice(None),) * axis + (slice(start, start + xs[k].shape[axis]),)
     return m.getitem(g, index=index)
 
 
 def _stack_vjp(m: Any, g: Any, ans: Any, *xs: Any, axis: int = 0, k: int) -> Any:
-    axis = axis % ans.ndim
-    if len(xs) == 1:  # stacking x's slices moved its first axis to `axis`: move it back
-        return m.transpose(g, axes=(axis, *range(axis), *range(axis + 1, g.ndim)))
-    return m.getitem(g, index=(slice(None),) * axis + (k,))
+    return m.getitem(g, index=(slice(None),) * (axis % ans.ndim) + (k,))
 
 
 def _join_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
-    if rng.random() < 0.3:  # one tensor: the sequence of its slices
-        return [rng.uniform(-2, 2, (3, 2, 4))], {"axis": int(rng.integers(0, 2))}
     return [rng.uniform(-2, 2, (2, 3)), rng.uniform(-2, 2, (2, 3))], {"axis": 1}
 
 
 concatenate = defop(
     "concatenate", _concatenate, _concatenate_vjp, n_in=None, aliases=("concat",),
-    doc="the inputs joined along an existing axis; one tensor or list alone joins its slices, as in NumPy",
+    doc="the inputs joined along an existing axis; concatenate([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
 )
 stack = defop(
     "stack", _stack, _stack_vjp, n_in=None,
-    doc="the inputs joined along a new axis; one tensor or list alone stacks its slices, as in NumPy",
+    doc="the inputs joined along a new axis; stack([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
 )
