@@ -124,7 +124,7 @@ class Session:
         name = function.name
         if name not in self.functions and (name in self.backend.function_names() or name in CONSTANTS):
             what = "constant" if name in CONSTANTS else "function"
-            self.warn(f"def {name} shadows the built-in {what} {name}: {name} now means yours until :reset")
+            self.warn(f"def {name} shadows the built-in {what} {name}: from here on, {name} means yours")
         self.functions[name] = function
 
     def assign(self, name: str, value: Any) -> Any:

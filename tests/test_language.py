@@ -626,3 +626,16 @@ def test_fuzz_token_sequences_raise_only_language_errors(source):
 @given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40))
 def test_fuzz_random_text_raises_only_language_errors(source):
     run_anything(source)
+
+
+def test_the_repl_prints_warnings_and_its_own_engine_switch(capsys):
+    from gradcalc.cli import render
+    from gradcalc.cli.repl import Repl
+
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    repl.handle("def exp(x) = x + 1")
+    assert "warning: def exp shadows the built-in function exp" in capsys.readouterr().err
+    repl.handle(":engine scalar")
+    repl.handle("x = 2; x ** x")
+    err = capsys.readouterr().err
+    assert ":engine tensor" in err and "--engine" not in err
