@@ -329,6 +329,23 @@ _ARITHMETIC = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "d
 _COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq, "ne": operator.ne}
 
 
+class DetachedValue(Value):
+    """The scalar engine's constant cut from a graph (detach(x), x > 0, or computed from
+    such constants): it stays a constant when named, like a detached Tensor."""
+
+    __slots__ = ()
+
+
+def _carry(result: Value, *operands: Any) -> Value:
+    """A result without gradient computed from a detached value is detached too."""
+    if not result.requires_grad and any(isinstance(o, DetachedValue) for o in operands):
+        return DetachedValue(result.data, requires_grad=False)
+    return result
+
+
+_DETACH = ("detach", "stop_gradient")
+
+
 class ScalarBackend:
     """The course's scalar engine: one node per number, seven primitives and composites."""
 
@@ -339,6 +356,8 @@ class ScalarBackend:
         return Value(value, requires_grad=False)
 
     def variable(self, value: Any, name: str) -> Any:
+        if isinstance(value, DetachedValue):
+            return value
         if isinstance(value, Value) and (not value.requires_grad or (not value._prev and not value.name)):
             return Value(value.data, name=name)
         if isinstance(value, Value) and value.name is None:
@@ -347,35 +366,37 @@ class ScalarBackend:
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
         if op in _ARITHMETIC:
-            return _ARITHMETIC[op](a, b)
+            return _carry(_ARITHMETIC[op](a, b), a, b)
         if op == "pow":
             if b._prev or b.requires_grad:
                 raise LanguageError("argument", f"the scalar engine takes only constant exponents (x ** 2, not x ** y); use {self.switch}")
-            return a ** b.data
+            return _carry(a ** b.data, a)
         if op in _COMPARISONS:  # a constant: comparisons carry no gradient
-            return Value(float(_COMPARISONS[op](a.data, b.data)), requires_grad=False)
+            return DetachedValue(float(_COMPARISONS[op](a.data, b.data)), requires_grad=False)
         raise LanguageError("argument", f"the scalar engine has no '{op}'; use {self.switch}")
 
     def unary(self, op: str, a: Any) -> Any:
-        return -a if op == "neg" else a
+        return _carry(-a, a) if op == "neg" else a
 
     def truth(self, value: Any) -> bool:
         return value.data != 0
 
     def function_names(self) -> list[str]:
-        return sorted(SCALAR_FUNCTIONS)
+        return sorted([*SCALAR_FUNCTIONS, *_DETACH])
 
     def method_names(self) -> list[str]:
-        return sorted(SCALAR_FUNCTIONS)
+        return self.function_names()
 
     def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name in _DETACH and len(args) == 1 and not kwargs:
+            return DetachedValue(args[0].data, requires_grad=False)
         if name not in SCALAR_FUNCTIONS:
             known = name in public_ops() or name in AUTODIFF_FUNCTIONS
             hint = f"; use {self.switch}" if known else ""
             raise LanguageError("name", f"{'the scalar engine has no function' if known else 'unknown function'} {name!r}{hint}")
         if len(args) != 1 or kwargs:
             raise LanguageError("argument", f"{name}(x) takes one argument")
-        return getattr(args[0], name)()
+        return _carry(getattr(args[0], name)(), args[0])
 
     def method(self, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         return self.call(name, [target, *args], kwargs)

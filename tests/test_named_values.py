@@ -142,3 +142,17 @@ def test_chain_of_names_each_reports_its_adjoint(x, k, depth):
         assert grads[f"y{i}"] == pytest.approx(2 * y_n * k ** (depth - i), rel=1e-12, abs=1e-12)
     assert grads["x"] == pytest.approx(2 * y_n * k**depth, rel=1e-12, abs=1e-12)
     assert grads["y0"] == grads["x"]  # an alias
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("x = 3; c = detach(x); d = c * 2; m = x > 2; c * x + d * x + m * x", {"x": 10.0}),
+    ("x = 2; k = 3; k * x", {"k": 2.0, "x": 3.0}),
+    ("x = 2; y = x * 3; y ** 2", {"x": 36.0, "y": 12.0}),
+    ("x = 2; y = x * 3; z = y; z * y", {"x": 36.0, "y": 12.0, "z": 12.0}),
+])
+@pytest.mark.parametrize("engine", ["tensor", "scalar"])
+def test_both_engines_report_the_same_names(source, expected, engine):
+    s = Session(engine=engine)
+    [result] = s.run_source(source)
+    grads = analyze(result.value, None, s.variables).grads
+    assert {name: float(g) for name, g in grads.items()} == expected
