@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .limits import check_size
 from .registry import ARRAY_MATH, TENSOR_MATH, unbroadcast
 from .tensor import Tensor, set_grad_enabled, to_array
 
@@ -174,6 +175,7 @@ def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, crea
 
 def jacobian(f_out: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
     """d out / d x as a tensor of shape out.shape + x.shape, one backward pass per output element."""
+    check_size(f_out.shape + x.shape, "jacobian")  # before the passes, not after
     rows = []
     for i in range(f_out.size):
         seed = np.zeros(f_out.size)

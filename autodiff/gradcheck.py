@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .backprop import grad, topological_order
+from .limits import charge, check_size
 from .registry import recorded_params
 from .tensor import Tensor
 
@@ -36,6 +37,7 @@ class CheckResult:
     rtol: float
     worst: str = ""
     kinks: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     analytic: list[np.ndarray] = field(default_factory=list)
     numeric: list[np.ndarray] = field(default_factory=list)
 
@@ -46,7 +48,24 @@ def path_ops(output: Any) -> list[Any]:
 
 
 def complex_safe(output: Any) -> bool:
-    return all(op.complex_safe for op in path_ops(output))
+    return not complex_unsafe(output)
+
+
+def complex_unsafe(output: Any) -> list[str]:
+    """The ops on the path that have no complex extension (so no complex step)."""
+    return sorted({op.name for op in path_ops(output) if not op.complex_safe})
+
+
+def choose_method(output: Any, method: str) -> tuple[str, list[str]]:
+    """The method a check uses, and a note when the one asked for cannot be used:
+    complex step needs every op on the path to be complex-safe, else central differences."""
+    unsafe = complex_unsafe(output) if method in ("auto", "complex") else []
+    if method == "auto":
+        return ("central" if unsafe else "complex"), []
+    if method == "complex" and unsafe:
+        names = ", ".join(unsafe)
+        return "central", [f"complex step asked for, but {names} {'is' if len(unsafe) == 1 else 'are'} not complex-safe: used central differences"]
+    return method, []
 
 
 def kinks(output: Any, tol: float = 0.0) -> list[str]:
@@ -62,7 +81,7 @@ def kinks(output: Any, tol: float = 0.0) -> list[str]:
     return found
 
 
-def replay(output: Tensor, values: dict[int, Any]) -> np.ndarray:
+def replay(output: Tensor, values: dict[int, Any], order: list[Any] | None = None) -> np.ndarray:
     """Recompute the recorded graph of `output` with some leaves' data replaced.
 
     The graph acts as a function of its leaves (a trace, in JAX's terms): every op
@@ -70,7 +89,9 @@ def replay(output: Tensor, values: dict[int, Any]) -> np.ndarray:
     graph was recorded (`a if c else b`) stay taken.
     """
     data: dict[int, Any] = {}
-    for node in topological_order(output):
+    order = topological_order(output) if order is None else order
+    charge(len(order), "gradient check")
+    for node in order:
         if node.op is None:
             data[id(node)] = values.get(id(node), node.data)
             continue
@@ -83,10 +104,14 @@ def replay(output: Tensor, values: dict[int, Any]) -> np.ndarray:
 def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor]) -> list[np.ndarray]:
     """d output / d leaf for each leaf as (output.size, leaf.size) matrices, one backward
     pass per output element."""
+    for leaf in leaves:
+        check_size((output.size, leaf.size), "the Jacobian of a gradient check")
     jacs = [np.zeros((output.size, leaf.size)) for leaf in leaves]
     if not output.requires_grad:
         return jacs
+    passes = len(topological_order(output))
     for row in range(output.size):
+        charge(passes, "gradient check")
         seed = np.zeros(output.size)
         seed[row] = 1.0
         for jac, g in zip(jacs, grad(output, list(leaves), seed.reshape(output.shape))):
@@ -118,6 +143,8 @@ def numerical_jacobian(
                 f_up = np.real(f(_replace(inputs, i, up.reshape(x.shape))))
                 f_down = np.real(f(_replace(inputs, i, down.reshape(x.shape))))
                 columns.append(((f_up - f_down) / (2 * h)).reshape(-1))
+            if j == 0:  # the first column tells the Jacobian's size, before the others are made
+                check_size((columns[0].size, x.size), "the Jacobian of a gradient check")
         jacs.append(np.stack(columns, axis=1) if columns else np.zeros((0, 0)))
     return jacs
 
@@ -126,11 +153,23 @@ def _replace(inputs: Sequence[Any], i: int, value: Any) -> list[Any]:
     return [value if k == i else x for k, x in enumerate(inputs)]
 
 
-def compare(analytic: Sequence[np.ndarray], numeric: Sequence[np.ndarray], atol: float, rtol: float) -> tuple[float, float, bool, str]:
+@dataclass
+class Worst:
+    """The entry of the Jacobians that disagrees most: leaf k, output element `row`,
+    leaf element `column` (flat indices), and both values there."""
+
+    k: int
+    row: int
+    column: int
+    analytic: float
+    numeric: float
+
+
+def compare(analytic: Sequence[np.ndarray], numeric: Sequence[np.ndarray], atol: float, rtol: float) -> tuple[float, float, bool, Worst | None]:
     """Max absolute and relative error and whether every entry is within atol + rtol*|numeric|."""
     max_abs = max_rel = 0.0
     passed = True
-    worst = ""
+    worst = None
     for k, (a, n) in enumerate(zip(analytic, numeric)):
         if a.size == 0:
             continue
@@ -143,20 +182,43 @@ def compare(analytic: Sequence[np.ndarray], numeric: Sequence[np.ndarray], atol:
         if diff.max() > max_abs:
             max_abs = float(diff.max())
             r, c = np.unravel_index(int(np.argmax(diff)), diff.shape)
-            worst = f"input {k}, element {c}, output {r}: analytic {float(a[r, c])!r}, numeric {float(n[r, c])!r}"
+            worst = Worst(k, int(r), int(c), float(a[r, c]), float(n[r, c]))
         max_rel = float(np.maximum(max_rel, np.where(diff == 0, 0.0, rel).max()))
         passed = passed and bool(np.all(diff <= atol + rtol * np.abs(np.where(np.isfinite(n), n, 0.0))))
     return max_abs, max_rel, passed, worst
 
 
-def _finish(method: str, atol: float | None, rtol: float | None, analytic: list[np.ndarray], numeric: list[np.ndarray], output: Any) -> CheckResult:
+def position(shape: Sequence[int], flat: int) -> str:
+    """A flat index as the index a user writes: `[1, 2]` ('' for a scalar)."""
+    if not shape:
+        return ""
+    return "[" + ", ".join(str(int(i)) for i in np.unravel_index(flat, tuple(shape))) + "]"
+
+
+def describe_worst(worst: Worst | None, output_shape: Sequence[int], leaves: Sequence[tuple[str, Sequence[int]]]) -> str:
+    """'d out[3, 0] / d W[1, 2]: analytic 0.5, numeric 0.25': the entry named by variable
+    and index, never by flat positions."""
+    if worst is None:
+        return ""
+    name, shape = leaves[worst.k]
+    return (
+        f"d out{position(output_shape, worst.row)} / d {name}{position(shape, worst.column)}: "
+        f"analytic {worst.analytic!r}, numeric {worst.numeric!r}"
+    )
+
+
+def _finish(
+    method: str, atol: float | None, rtol: float | None, analytic: list[np.ndarray], numeric: list[np.ndarray], output: Any,
+    leaves: Sequence[tuple[str, Sequence[int]]], notes: list[str] | None = None,
+) -> CheckResult:
     default_atol, default_rtol = TOLERANCES[method]
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
     max_abs, max_rel, passed, worst = compare(analytic, numeric, atol, rtol)
     return CheckResult(
         method=method, max_abs_error=max_abs, max_rel_error=max_rel, passed=passed, atol=atol, rtol=rtol,
-        worst=worst, kinks=kinks(output), analytic=list(analytic), numeric=list(numeric),
+        worst=describe_worst(worst, np.shape(output.data), leaves), kinks=kinks(output), analytic=list(analytic),
+        numeric=list(numeric), notes=notes or [],
     )
 
 
@@ -182,28 +244,29 @@ def gradcheck(
 
     tensors = [Tensor(x, requires_grad=i in wrt) for i, x in enumerate(arrays)]
     output = f(*tensors)
-    if method == "auto":
-        method = "complex" if complex_safe(output) else "central"
+    method, notes = choose_method(output, method)
     analytic = reverse_jacobian(output, [tensors[i] for i in wrt])
     numeric = numerical_jacobian(lambda values: evaluate(values).data, arrays, wrt, method)
-    return _finish(method, atol, rtol, analytic, numeric, output)
+    names = [(f"input {i}", arrays[i].shape) for i in wrt]
+    return _finish(method, atol, rtol, analytic, numeric, output, names, notes)
 
 
 def gradcheck_graph(
     output: Tensor, leaves: Sequence[Tensor], method: str = "auto", atol: float | None = None, rtol: float | None = None
 ) -> CheckResult:
     """Check a recorded graph: reverse mode against differences of the replayed graph."""
-    if method == "auto":
-        method = "complex" if complex_safe(output) else "central"
+    method, notes = choose_method(output, method)
     keys = [id(leaf) for leaf in leaves]
     arrays = [np.real(leaf.data) for leaf in leaves]
+    order = topological_order(output)
 
     def evaluate(values: list[np.ndarray]) -> np.ndarray:
-        return replay(output, dict(zip(keys, values)))
+        return replay(output, dict(zip(keys, values)), order)
 
     analytic = reverse_jacobian(output, leaves)
     numeric = numerical_jacobian(evaluate, arrays, range(len(leaves)), method)
-    return _finish(method, atol, rtol, analytic, numeric, output)
+    names = [(leaf.name or f"input {k}", leaf.shape) for k, leaf in enumerate(leaves)]
+    return _finish(method, atol, rtol, analytic, numeric, output, names, notes)
 
 
 def suspect_ops(output: Tensor, method: str = "central", limit: int = 200) -> list[str]:

@@ -5,6 +5,7 @@ They rely only on the graph protocol: `parents`, `label` (the op, '' for a leaf)
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -112,26 +113,51 @@ def walk_tree(tree: TreeNode) -> Iterator[tuple[int, TreeNode]]:
         stack.extend((level + 1, c) for c in reversed(item.children))
 
 
-SUMMARY_THRESHOLD = 1000
+SUMMARY_THRESHOLD = 1000  # elements; a larger tensor is summarised unless asked in full
+EDGE_ITEMS = 3  # items kept at each end of a summarised axis
 
 
-def format_array(value: Any, digits: int | None = None) -> str:
-    """Numbers at full precision (the shortest repr that round-trips, as Python prints a
-    float) unless `digits` is given; a tensor on one line as nested lists. Tensors of
-    more than SUMMARY_THRESHOLD elements are summarised by NumPy."""
+def format_array(value: Any, digits: int | None = None, full: bool = False, edge: int = EDGE_ITEMS, rows: bool = False,
+                 threshold: int = SUMMARY_THRESHOLD) -> str:
+    """A number or tensor as text, the same way at every size: numbers at full precision
+    (the shortest repr that round-trips, as Python prints a float) or rounded to `digits`
+    significant digits; a tensor as nested lists. A tensor of more than
+    `threshold` (SUMMARY_THRESHOLD) elements keeps `edge` items at each end of every long axis, with
+    `...` between, and ends by saying how many elements are shown, unless `full`.
+    `rows` puts each row of a matrix on its own line (for a terminal)."""
     array = np.asarray(value)
     if array.ndim == 0:
         return format_number(array.item(), digits)
-    if array.size > SUMMARY_THRESHOLD:
-        with np.printoptions(precision=digits, floatmode="maxprec" if digits is not None else "unique", threshold=64, linewidth=10**6):
-            return np.array2string(array, separator=", ").replace("\n", "")
-    return _nested(array, digits)
+    # An empty tensor can still have a huge shape (zeros(10**10, 0)): count the brackets.
+    summarise = not full and max(array.size, math.prod(array.shape[:-1])) > threshold
+    keep = edge if summarise else None
+    text = _nested(array, digits, keep, rows)
+    if summarise:
+        shown = math.prod(min(n, 2 * edge) for n in array.shape)
+        if shown < array.size:
+            text += f"  ({shown} of {array.size} elements shown)"
+    return text
 
 
-def _nested(array: np.ndarray, digits: int | None) -> str:
+def _kept(n: int, keep: int | None) -> tuple[list[int], int | None]:
+    """Indices shown along an axis of length n, and where `...` goes (None: nowhere)."""
+    if keep is None or n <= 2 * keep:
+        return list(range(n)), None
+    return [*range(keep), *range(n - keep, n)], keep
+
+
+def _nested(array: np.ndarray, digits: int | None, keep: int | None, rows: bool, depth: int = 1) -> str:
+    indices, gap = _kept(array.shape[0], keep)
     if array.ndim == 1:
-        return "[" + ", ".join(format_number(x, digits) for x in array.tolist()) + "]"
-    return "[" + ", ".join(_nested(row, digits) for row in array) + "]"
+        items = [format_number(array[i].item(), digits) for i in indices]
+        separator = ", "
+    else:
+        items = [_nested(array[i], digits, keep, rows, depth + 1) for i in indices]
+        # On a terminal each row gets its own line, indented under its bracket (as NumPy).
+        separator = ",\n" + "\n" * (array.ndim - 2) + " " * depth if rows else ", "
+    if gap is not None:
+        items.insert(gap, "...")
+    return "[" + separator.join(items) + "]"
 
 
 def format_number(x: float | complex, digits: int | None = None) -> str:
@@ -152,15 +178,16 @@ def _dot_field(text: str) -> str:
 
 
 def graph_dot(root: Any, digits: int | None = 6) -> str:
-    """Graphviz DOT text: one record per node with its title, value and grad."""
+    """Graphviz DOT text: one record per node with its title, value and grad (when it has
+    one: constants do not)."""
     order = topological_order(root)
     index = {id(n): i for i, n in enumerate(order)}
     lines = ["digraph gradcalc {", '  rankdir="LR";', '  node [shape=record, fontname="Helvetica"];']
     for node in order:
         i = index[id(node)]
-        grad = node.grad
-        grad_text = "None" if grad is None else _short(grad, digits)
-        fields = [node_title(node), f"data {_short(node.data, digits)}", f"grad {grad_text}"]
+        fields = [node_title(node), f"data {_short(node.data, digits)}"]
+        if node.grad is not None:  # constants have none, and show none
+            fields.append(f"grad {_short(node.grad, digits)}")
         label = " | ".join(_dot_field(f) for f in fields)
         style = ', style=filled, fillcolor="#e8f0fe"' if not node.parents else ""
         lines.append(f'  n{i} [label="{{{label}}}"{style}];')
@@ -191,4 +218,19 @@ def first_nonfinite(root: Any, order: list[Any] | None = None) -> Any | None:
         if not any(id(p) in bad for p in node.parents):
             return node
         bad.add(id(node))
+    return None
+
+
+def first_nonfinite_gradient(root: Any, order: list[Any] | None = None) -> tuple[Any, Any] | None:
+    """After a backward pass that kept every gradient: (op node, input node) where the
+    op's VJP first turned a finite gradient into an inf or nan for that input (sqrt at
+    0), walking from the output down; None when every gradient is finite."""
+    nodes = order if order is not None else topological_order(root)
+    for node in reversed(nodes):
+        if node.grad is None or not bool(np.all(np.isfinite(node.grad))):
+            continue
+        for parent in node.parents:
+            grad = getattr(parent, "grad", None)
+            if grad is not None and not bool(np.all(np.isfinite(grad))):
+                return node, parent
     return None

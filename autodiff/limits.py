@@ -1,13 +1,38 @@
-"""The element cap: a calculator must refuse `zeros(10**5, 10**5)` before allocating it."""
+"""Limits that keep one command from eating the machine: an element cap and a step budget.
+
+The element cap: a calculator must refuse `zeros(10**5, 10**5)` before allocating it.
+Every op's result is checked before its forward runs (`registry.apply`, with the op's
+`out_shape` hook when its result can be larger than its broadcast inputs), and so are the
+Jacobians that `jacobian`, `hessian` and gradient checks build.
+
+The step budget: `def f(n) = f(n-1) + f(n-1) if n > 0 else 1; f(40)` allocates nothing
+big, it just never ends. Inside `step_budget()` every instruction of the language's
+machine and every engine op (`apply`) counts one step; past the budget, StepLimitError.
+Outside it (the engine used as a library) nothing is counted.
+"""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
 
 from .errors import SizeLimitError
 
 DEFAULT_MAX_ELEMENTS = 10**7
+DEFAULT_MAX_STEPS = 10**7
 _max_elements = DEFAULT_MAX_ELEMENTS
+
+# A result tensor costs memory beyond its numbers (the Python objects, about 200 bytes):
+# an op with many outputs (`split` into 10^7 sections) is charged this many elements for
+# each output that is smaller.
+OUTPUT_COST = 32
+
+
+class StepLimitError(SizeLimitError):
+    """A statement ran more steps than the budget allows."""
 
 
 def max_elements() -> int:
@@ -23,14 +48,194 @@ def set_max_elements(n: int) -> int:
     return previous
 
 
+def cost(dims: Sequence[int]) -> int:
+    """What a tensor of this shape is charged against the cap: its number of elements,
+    with empty dimensions counted as 1. A (10**10, 0) tensor holds no numbers, but
+    everything that walks it row by row (printing, JSON's nested lists) makes 10**10
+    empty rows, so it costs as much as a (10**10,) one."""
+    n = 1
+    for d in dims:
+        n *= d if d > 1 else 1
+    return n
+
+
+def _over_cap(what: str, dims: tuple[int, ...], n: int) -> SizeLimitError:
+    size = f"{n:,} elements" if math.prod(dims) == n else f"{math.prod(dims):,} elements in {n:,} rows"
+    return SizeLimitError(
+        f"{what}: a tensor of shape {dims} would have {size}, over the cap of {_max_elements:,} "
+        "(--max-elements raises it)"
+    )
+
+
 def check_size(shape: Iterable[int], what: str) -> None:
     """Raise SizeLimitError if a tensor of `shape` would be larger than the cap."""
     dims = tuple(int(d) for d in shape)
     if any(d < 0 for d in dims):
         raise SizeLimitError(f"{what}: negative dimension in shape {dims}")
-    n = math.prod(dims)
+    n = cost(dims)
     if n > _max_elements:
+        raise _over_cap(what, dims, n)
+
+
+def check_outputs(count: int, shape: Sequence[int], what: str) -> None:
+    """Raise SizeLimitError if `count` results of `shape` each would be over the cap."""
+    check_size(shape, what)
+    total = count * max(cost(shape), OUTPUT_COST)
+    if total > _max_elements:
         raise SizeLimitError(
-            f"{what}: a tensor of shape {dims} has {n:,} elements, over the cap of "
-            f"{_max_elements:,}"
+            f"{what}: {count:,} results of shape {tuple(shape)} are over the cap of {_max_elements:,} elements "
+            f"(each result counts as at least {OUTPUT_COST}; --max-elements raises the cap)"
         )
+
+
+# ---- predicted shapes, for ops whose result can outgrow their inputs ----------------------
+
+
+def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """The shape of a @ b (NumPy's rules: 1-d operands are vectors, leading axes broadcast).
+    A mismatch is left for the forward to report."""
+    a, b = tuple(a), tuple(b)
+    if not a or not b:
+        return a or b
+    lead_a, lead_b = (a[:-2], b[:-2])
+    rows = a[-2:-1] if len(a) > 1 else ()
+    cols = b[-1:] if len(b) > 1 else ()
+    try:
+        batch = np.broadcast_shapes(lead_a, lead_b)
+    except ValueError:
+        batch = ()
+    return (*batch, *rows, *cols)
+
+
+def joined_shape(shapes: Sequence[Sequence[int]], axis: int, new_axis: bool) -> tuple[int, ...]:
+    """The shape of concatenate (new_axis False) or stack (True) of tensors of `shapes`."""
+    if not shapes:
+        return (0,)
+    first = tuple(shapes[0])
+    if new_axis:
+        axis = axis % (len(first) + 1) if -len(first) - 1 <= axis <= len(first) else 0
+        return (*first[:axis], len(shapes), *first[axis:])
+    if not first:
+        return first
+    axis = axis % len(first) if -len(first) <= axis < len(first) else 0
+    return (*first[:axis], sum(int(s[axis]) if len(s) > axis else 0 for s in shapes), *first[axis + 1 :])
+
+
+def indexed_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
+    """The shape of x[index] for x of `shape`, worked out from the index alone.
+
+    Basic parts (ints, slices, None, ...) keep, drop or add axes; the integer and boolean
+    arrays broadcast together to one block of axes (placed where NumPy places it: in
+    place when the arrays are adjacent, first otherwise). Nothing of the size of the
+    result is built. A malformed index is left for the forward to report."""
+    parts = index if isinstance(index, tuple) else (index,)
+    used = sum(
+        (np.ndim(p) if isinstance(p, np.ndarray) and p.dtype == bool else 0 if p is None or p is Ellipsis else 1)
+        for p in parts
+    )
+    dims = list(shape)
+    out: list[int] = []
+    arrays: list[tuple[int, ...]] = []
+    first_array = -1
+    last_kind = ""
+    separated = False
+    axis = 0
+    for p in parts:
+        if p is Ellipsis:
+            for _ in range(max(len(dims) - used, 0)):
+                out.append(dims[axis] if axis < len(dims) else 1)
+                axis += 1
+            last_kind = "basic"
+            continue
+        if p is None:
+            out.append(1)
+            last_kind = "basic"
+            continue
+        if isinstance(p, slice):
+            n = dims[axis] if axis < len(dims) else 0
+            out.append(len(range(*p.indices(n))))
+            axis += 1
+            last_kind = "basic"
+            continue
+        if isinstance(p, (int, np.integer)):
+            axis += 1
+            last_kind = "int"
+            continue
+        array = np.asarray(p)
+        if array.dtype == bool:
+            arrays.append((int(np.count_nonzero(array)),))
+            axis += max(array.ndim, 1)
+        else:
+            arrays.append(array.shape)
+            axis += 1
+        if first_array < 0:
+            first_array = len(out)
+        elif last_kind == "basic":
+            separated = True
+        last_kind = "array"
+    out.extend(dims[axis:])
+    if not arrays:
+        return tuple(out)
+    try:
+        block = tuple(np.broadcast_shapes(*arrays))
+    except ValueError:
+        return tuple(out)
+    if separated:
+        return (*block, *out)
+    return (*out[:first_array], *block, *out[first_array:])
+
+
+# ---- the step budget ---------------------------------------------------------------------
+
+
+class StepBudget:
+    """Steps left in the current budget; `inf` when no budget is running."""
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self) -> None:
+        self.left: float = math.inf
+        self.limit = DEFAULT_MAX_STEPS
+
+    def exceeded(self, where: str = "") -> StepLimitError:
+        return StepLimitError(
+            f"{where + ': ' if where else ''}the statement ran over its budget of {self.limit:,} steps "
+            "(ops executed); is a recursion doubling its work? (--max-steps raises the budget)"
+        )
+
+
+STEPS = StepBudget()
+
+
+def set_max_steps(n: int) -> int:
+    """Set the budget each statement gets and return the previous one."""
+    if n < 1:
+        raise ValueError("the step budget must be at least 1")
+    previous, STEPS.limit = STEPS.limit, int(n)
+    return previous
+
+
+def max_steps() -> int:
+    return STEPS.limit
+
+
+@contextmanager
+def step_budget() -> Iterator[None]:
+    """Count steps against a fresh budget while the block runs (nested blocks share the
+    outer one)."""
+    if STEPS.left != math.inf:
+        yield
+        return
+    STEPS.left = STEPS.limit
+    try:
+        yield
+    finally:
+        STEPS.left = math.inf
+
+
+def charge(steps: int, where: str) -> None:
+    """Spend `steps` of the running budget (work done outside `apply`, such as one
+    backward pass per row of a Jacobian)."""
+    STEPS.left -= steps
+    if STEPS.left < 0:
+        raise STEPS.exceeded(where)

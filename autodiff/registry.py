@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentError, EngineError, ShapeError
-from .limits import check_size, max_elements
+from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
+from .limits import STEPS, check_outputs, check_size, max_elements
 from .tensor import Tensor, is_grad_enabled, to_array
 
 VJP = Callable[..., Any]
@@ -74,6 +74,7 @@ class OpDef:
     variadic_param: str | None
     param_names: tuple[str, ...]
     signature: str
+    out_shape: Callable[..., tuple[int, ...]] | None = None
 
     @property
     def has_gradient(self) -> bool:
@@ -144,6 +145,7 @@ def defop(
     public: bool = True,
     kink: Callable[..., bool] | None = None,
     check: Check | None = None,
+    out_shape: Callable[..., tuple[int, ...]] | None = None,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -161,13 +163,16 @@ def defop(
     op = OpDef(
         name=name, forward=forward, vjps=vjps, n_in=n_in, n_ret=n_ret, doc=doc, category=category,
         complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
-        variadic_param=variadic, param_names=param_names, signature=signature,
+        variadic_param=variadic, param_names=param_names, signature=signature, out_shape=out_shape,
     )
     REGISTRY[name] = op
     for alias in aliases:
         ALIASES[alias] = name
+    # VJPs on a plain backward pass call the forwards directly: those that can outgrow
+    # their inputs are checked there too.
+    raw = forward if out_shape is None else _checked_forward(op)
     for ns_name in (name, *aliases):
-        setattr(ARRAY_MATH, ns_name, forward)
+        setattr(ARRAY_MATH, ns_name, raw)
         setattr(TENSOR_MATH, ns_name, op)
     for dunder in operators:
         reflected = dunder.startswith("__r") and dunder != "__round__"
@@ -269,8 +274,18 @@ def _input_error(op: OpDef, inputs: Sequence[Tensor], err: Exception) -> Excepti
     return ArgumentError(f"{op.signature}: {text}")
 
 
-def _refuse_oversized(op: OpDef, arrays: Sequence[np.ndarray]) -> None:
-    """Raise SizeLimitError before computing if the broadcast result is over the cap."""
+def _refuse_oversized(op: OpDef, arrays: Sequence[np.ndarray], params: dict[str, Any]) -> None:
+    """Raise SizeLimitError before computing if the result would be over the cap."""
+    if op.out_shape is not None:
+        try:
+            shape = op.out_shape(*arrays, **params)
+        except (ValueError, IndexError, TypeError):
+            return  # a malformed call: the forward reports it in its own words
+        if op.n_ret == 1:
+            check_size(shape, op.name)
+        else:
+            check_outputs(shape[0], shape[1:], op.name)
+        return
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:
@@ -278,8 +293,22 @@ def _refuse_oversized(op: OpDef, arrays: Sequence[np.ndarray]) -> None:
     check_size(shape, op.name)
 
 
+def _checked_forward(op: OpDef) -> Callable[..., Any]:
+    def forward(*arrays: Any, **params: Any) -> Any:
+        _refuse_oversized(op, arrays, params)
+        return op.forward(*arrays, **params)
+
+    return forward
+
+
 def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
-    """Run `op` on `args`, recording the graph when any input requires grad."""
+    """Run `op` on `args`, recording the graph when any input requires grad.
+
+    Every op of the tensor engine passes here, so here it is checked against the element
+    cap (before it runs) and counted against the step budget (see limits.py)."""
+    STEPS.left -= 1
+    if STEPS.left < 0:
+        raise STEPS.exceeded(op.name)
     if op.n_in is None:
         tensor_args, extra = args, ()
     else:
@@ -292,17 +321,23 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     # Booleans (what comparisons give) enter every op as float64 0 and 1, as in PyTorch's
     # promotion: True + True is 2, and no forward has to handle bool arrays.
     arrays = [t.data if t.data.dtype is not _BOOL else t.data.astype(np.float64) for t in inputs]
-    # The product of the input sizes bounds a broadcast result's size, so the exact shape
-    # is worked out only when the cap could be hit.
-    bound = 1
-    for a in arrays:
-        bound *= a.size
-    if bound > max_elements() and len(arrays) > 1:
-        _refuse_oversized(op, arrays)
+    if op.out_shape is not None:
+        _refuse_oversized(op, arrays, params)
+    elif len(arrays) > 1:
+        # The product of the input sizes bounds a broadcast result's size, so the exact
+        # shape is worked out only when the cap could be hit.
+        bound = 1
+        for a in arrays:
+            bound *= a.size
+        if bound > max_elements():
+            _refuse_oversized(op, arrays, params)
     try:
         out = op.forward(*arrays, **params)
     except EngineError:
         raise
+    except MemoryError:
+        shapes = " and ".join(str(t.shape) for t in inputs)
+        raise SizeLimitError(f"{op.name}: out of memory computing a result from inputs of shape {shapes} (lower --max-elements)") from None
     except (ValueError, IndexError, TypeError) as err:
         raise _input_error(op, inputs, err) from None
     record = op.vjps is not None and _grad_enabled_for(inputs)

@@ -5,9 +5,11 @@ before it compares their times.
 """
 from __future__ import annotations
 
+import ast
 import math
 import os
 import random
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -333,6 +335,85 @@ def long_expression(chars: int, seed: int = 0) -> str:
         parts.append(term)
         size += len(term) + 3
     return " + ".join(parts)
+
+
+def long_program(chars: int) -> str:
+    """About `chars` characters as a program of short statements (Python reads it too)."""
+    return "\n".join(f"y{i} = {long_expression(90, seed=i)}" for i in range(max(chars // 100, 1)))
+
+
+CALCULATOR = r"""
+?start: sum
+?sum: product | sum "+" product -> add | sum "-" product -> sub
+?product: atom | product "*" atom -> mul | product "/" atom -> div
+?atom: NUMBER -> number | NAME -> var | NAME "(" sum ")" -> call | "(" sum ")"
+%import common.CNAME -> NAME
+%import common.NUMBER
+%import common.WS_INLINE
+%ignore WS_INLINE
+"""
+
+
+def parse_gradcalc(text: str) -> Callable[[], Any]:
+    """Parse and compile to the stack machine's instructions, as every command does."""
+    from gradcalc.parser import compile_program
+
+    return lambda: compile_program(text)
+
+
+def parse_lark_calculator(text: str) -> Callable[[], Any]:
+    """The yardstick: Lark's LALR parser on a bare four-rule calculator grammar."""
+    from lark import Lark
+
+    calculator = Lark(CALCULATOR, parser="lalr")
+    return lambda: calculator.parse(text)
+
+
+def parse_python(text: str) -> Callable[[], Any]:
+    return lambda: ast.parse(text)
+
+
+# ---- gradient checks ----------------------------------------------------------------------------
+
+WIDE_FUNCTION = "sum(tanh(x) * sigmoid(x) + exp(-x * x) / 2)"
+
+
+def wide_check_gradcalc(n: int) -> Callable[[], Any]:
+    """`check` of one scalar function of n inputs, in a session (the statement alone)."""
+    from gradcalc.parser import Session, compile_program
+    from gradcalc.parser.checks import make_check_handler
+
+    session = Session(on_check=make_check_handler())
+    session.run_source(f"x = randn({n}, seed=0)")
+    program = compile_program(f"check {WIDE_FUNCTION}")
+
+    def run() -> Any:
+        [result] = session.run(program)
+        if not result.outcome.passed:
+            raise AssertionError(result.outcome.message)
+        return result.outcome
+
+    return run
+
+
+def wide_check_torch(n: int) -> Callable[[], Any]:
+    """The same function through torch.autograd.gradcheck (float64, full Jacobian)."""
+    import torch
+
+    x = torch.tensor(np.random.default_rng(0).standard_normal(n), requires_grad=True)
+
+    def f(x: Any) -> Any:
+        return (torch.tanh(x) * torch.sigmoid(x) + torch.exp(-x * x) / 2).sum()
+
+    return lambda: torch.autograd.gradcheck(f, (x,))
+
+
+def checks_file(n: int) -> str:
+    """A gradcheck file of n scalar checks (five expressions over three variables)."""
+    lines = ["x = 0.7", "y = -1.3", "z = 2.1"]
+    exprs = ["tanh(x) * y + exp(z / 3)", "sigmoid(x * y) - log(z)", "relu(x) * sin(y) + z**2",
+             "(x*y + exp(z)).relu()/x", "softplus(x - y) * cos(z)"]
+    return "\n".join(lines + [f"check {exprs[i % len(exprs)]}" for i in range(n)]) + "\n"
 
 
 def relative_error(a: Any, b: Any) -> float:

@@ -1,11 +1,17 @@
 """`gradcalc check`: run gradcheck batch files; a table, JSON, JUnit XML and exit codes."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+
+from .common import (
+    MAX_INPUT_BYTES, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, prepare_engine, read_sources, refuse_overwriting, usage_error,
+    write_file,
+)
 
 if TYPE_CHECKING:
     from gradcalc.parser.checks import CheckDefaults, CheckOutcome
@@ -18,55 +24,47 @@ def check_line(o: CheckOutcome) -> str:
     if o.status == "error":
         return f"ERROR {where}  {o.text}  {o.message}"
     status = "PASS " if o.passed else "FAIL "
-    text = f"{status}{where}  {o.text}  wrt {', '.join(o.variables)}  {o.method}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
+    wrt = f"  wrt {', '.join(o.variables)}" if o.variables else ""
+    text = f"{status}{where}  {o.text}{wrt}  {o.method}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
     if o.message:
         text += f"  ({o.message})"
     return text + "".join(f"\n      warning: {w}" for w in o.warnings)
 
 
 def outcome_object(o: CheckOutcome) -> dict[str, Any]:
-    from .jsonout import _number
+    from .jsonout import json_number
 
     return {
         "file": o.file, "line": o.line, "expression": o.text, "status": o.status, "variables": o.variables,
-        "method": o.method, "max_abs_error": _number(o.max_abs_error), "max_rel_error": _number(o.max_rel_error),
+        "method": o.method, "max_abs_error": json_number(o.max_abs_error), "max_rel_error": json_number(o.max_rel_error),
         "atol": o.atol, "rtol": o.rtol, "warnings": o.warnings, "message": o.message,
     }
 
 
 def run_check_file(origin: str, source: str, defaults: CheckDefaults, on_outcome: Any = None) -> list[CheckOutcome]:
     """Every check of one file; an error in one statement never stops the others."""
-    from gradcalc.parser import CheckStatementResult, LanguageError, Session, compile_program
-    from gradcalc.parser.checks import CheckOutcome, make_check_handler
-
-    session = Session(on_check=make_check_handler(defaults))
-    outcomes: list[CheckOutcome] = []
+    from gradcalc.parser.checks import run_check_source
 
     def record(outcome: CheckOutcome) -> None:
         outcome.file = origin
-        outcomes.append(outcome)
         if on_outcome is not None:
             on_outcome(outcome)
 
-    try:
-        program = compile_program(source)
-    except LanguageError as err:
-        record(CheckOutcome(text="(file)", line=err.line or 0, status="error", message=err.located()))
-        return outcomes
-    for statement in program.statements:
-        try:
-            result = session.run_statement(statement)
-        except LanguageError as err:
-            text = statement.text if statement.kind == "check" else f"(setup) {statement.text}"
-            record(CheckOutcome(text=text, line=statement.span[0], status="error", message=err.located()))
-            continue
-        if isinstance(result, CheckStatementResult):
-            record(result.outcome)
-    return outcomes
+    return run_check_source(source, defaults, record)
 
 
 def count_checks(source: str) -> int:
     return sum(1 for line in source.splitlines() if line.lstrip().startswith("check"))
+
+
+# Characters XML 1.0 cannot hold at all, not even escaped.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def _xml_text(text: str) -> str:
+    """`text` with the characters XML cannot hold written as \\xNN (ElementTree escapes
+    markup but passes control characters through, which makes the file unreadable)."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
@@ -89,10 +87,12 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
                 error.text = o.message
             if o.warnings:
                 ET.SubElement(case, "system-out").text = "\n".join(o.warnings)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True)
+    return _xml_text(ET.tostring(suites, encoding="unicode", xml_declaration=True))
 
 
-def register(app: typer.Typer) -> None:
+def register_check(app: typer.Typer) -> None:
+    """Add `gradcalc check` to the application."""
+
     @app.command("check")
     def check_command(
         files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Gradcheck files ('-' reads stdin).", show_default=False)],
@@ -100,7 +100,9 @@ def register(app: typer.Typer) -> None:
         junit: Annotated[Optional[Path], typer.Option("--junit-xml", metavar="PATH", help="Also write JUnit XML for CI.")] = None,
         tol: Annotated[Optional[float], typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
         method: Annotated[str, typer.Option("--method", help="auto, complex or central.")] = "auto",
-        max_elements: Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed.")] = None,
+        max_elements: MaxElementsOption = None,
+        max_steps: MaxStepsOption = None,
+        max_input: MaxInputOption = MAX_INPUT_BYTES,
     ) -> None:
         """Run the `check` statements of gradcheck files and report each one.
 
@@ -111,32 +113,32 @@ def register(app: typer.Typer) -> None:
         from gradcalc.parser.checks import METHODS, CheckDefaults
 
         from . import render
-        from .main import _prepare_engine, _read_sources
 
         if method not in METHODS:
-            render.warn(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
-            raise typer.Exit(2)
-        _prepare_engine(max_elements)
+            usage_error(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+        if junit is not None:
+            refuse_overwriting(junit, files, "--junit-xml")
+        prepare_engine(max_elements, max_steps)
         defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
-        sources = _read_sources(files)
+        sources = read_sources(files, max_input)
         total = sum(count_checks(s) for _, s in sources)
         results: list[tuple[str, list[CheckOutcome]]] = []
         with _progress(total) as advance:
             for origin, source in sources:
                 results.append((origin, run_check_file(origin, source, defaults, on_outcome=lambda _o: advance())))
         outcomes = [o for _, batch in results for o in batch]
-        if junit is not None:
-            try:
-                junit.write_text(junit_xml(results))
-            except OSError as err:
-                render.warn(f"cannot write {junit}: {err.strerror}")
-                raise typer.Exit(2) from None
         if as_json:
             from .jsonout import dumps
 
             print(dumps({"checks": [outcome_object(o) for o in outcomes], "summary": _summary_counts(outcomes)}))
         else:
             _report(outcomes, render.use_rich(sys.stdout))
+        if junit is not None:  # after the results are shown, so a failed write loses nothing
+            sys.stdout.flush()
+            try:
+                write_file(junit, junit_xml(results))
+            except OutputFileError as err:
+                usage_error(str(err))
         raise typer.Exit(0 if all(o.passed for o in outcomes) else 1)
 
 
@@ -150,7 +152,7 @@ def _summary(outcomes: list[CheckOutcome]) -> str:
     return f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors" + (f" ({warned} with warnings)" if warned else "")
 
 
-def _report(outcomes: list[CheckOutcome], rich: bool) -> None:
+def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None) -> None:
     if not rich:
         for o in outcomes:
             print(check_line(o))
@@ -160,23 +162,45 @@ def _report(outcomes: list[CheckOutcome], rich: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    console = console or Console()
+    wheres = [f"{o.file}:{o.line}" for o in outcomes]
+    numbers = [("", "") if o.status == "error" else (f"{o.max_abs_error:.2e}", f"{o.max_rel_error:.2e}") for o in outcomes]
+    variables = [", ".join(o.variables) for o in outcomes]
+    # `file:line` is what a user copies into an editor: it is never split. The expression
+    # gives up its width first (shortened with an ellipsis), then the variables (folded).
+    marks = [o.status.upper() + ("*" if o.warnings else "") for o in outcomes]
+    fixed = {
+        "": _widest(marks, ""), "where": _widest(wheres, "where"), "method": _widest([o.method for o in outcomes], "method"),
+        "max abs": _widest([n[0] for n in numbers], "max abs"), "max rel": _widest([n[1] for n in numbers], "max rel"),
+    }
+    room = console.width - sum(fixed.values()) - 3 * len(fixed)  # 3: the rule and padding between columns
+    show_wrt = room >= 24  # on a narrow terminal the variables go before the expression does
+    wrt_width = max(3, min(_widest(variables, "wrt"), room // 3)) if show_wrt else 0
+    check_width = max(8, min(_widest([o.text for o in outcomes], "check"), room - wrt_width - 3 * show_wrt))
     table = Table(show_edge=False, pad_edge=False)
-    for column in ("", "where", "check", "wrt", "method", "max abs", "max rel"):
-        table.add_column(column, overflow="fold")
-    marks = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "error": "[red]ERROR[/]"}
+    table.add_column("", width=fixed[""], no_wrap=True)
+    table.add_column("where", width=fixed["where"], no_wrap=True)
+    table.add_column("check", width=check_width, no_wrap=True, overflow="ellipsis")
+    if show_wrt:
+        table.add_column("wrt", width=wrt_width, overflow="fold")
+    for column in ("method", "max abs", "max rel"):
+        table.add_column(column, width=fixed[column], no_wrap=True)
+    colours = {"pass": "green", "fail": "red", "error": "red"}
     details = []
-    for o in outcomes:
-        where = f"{o.file}:{o.line}"
-        numbers = ("", "") if o.status == "error" else (f"{o.max_abs_error:.2e}", f"{o.max_rel_error:.2e}")
-        table.add_row(marks[o.status] + ("[yellow]*[/]" if o.warnings else ""), escape(where), escape(o.text), ", ".join(o.variables), o.method, *numbers)
+    for o, where, pair, names in zip(outcomes, wheres, numbers, variables):
+        mark = f"[{colours[o.status]}]{o.status.upper()}[/]" + ("[yellow]*[/]" if o.warnings else "")
+        table.add_row(mark, escape(where), escape(o.text), *([escape(names)] if show_wrt else []), o.method, *pair)
         if o.message:
             details.append(f"[red]{escape(where)}[/] {escape(o.message)}")
         details += [f"[yellow]{escape(where)} warning:[/] {escape(w)}" for w in o.warnings]
-    console = Console()
     console.print(table)
     for line in details:
         console.print(line, highlight=False)
     console.print(_summary(outcomes))
+
+
+def _widest(texts: list[str], heading: str) -> int:
+    return max([len(heading), *map(len, texts)])
 
 
 class _progress:

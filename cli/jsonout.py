@@ -16,7 +16,7 @@ from gradcalc.parser.analysis import Analysis
 from gradcalc.parser.errors import LanguageError
 
 
-def _number(x: float) -> float | str:
+def json_number(x: float) -> float | str:
     x = float(x)
     if math.isnan(x):
         return "nan"
@@ -31,7 +31,7 @@ def plain(value: Any) -> Any:
     if np.iscomplexobj(array):
         array = array.real
     if array.ndim == 0:
-        return _number(array.item())
+        return json_number(array.item())
     return [plain(row) for row in array]
 
 

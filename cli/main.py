@@ -6,11 +6,16 @@ imported by the commands that use them, so a one-shot command stays quick.
 from __future__ import annotations
 
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+
+from .checking import check_line, outcome_object, register_check
+from .common import (
+    MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, fail,
+    prepare_engine, read_sources, usage_error, write_dot,
+)
 
 if TYPE_CHECKING:
     from gradcalc.parser import LanguageError, Session
@@ -28,17 +33,6 @@ app = typer.Typer(
 )
 
 
-class Engine(str, Enum):
-    tensor = "tensor"
-    scalar = "scalar"
-
-
-EngineOption = Annotated[Engine, typer.Option("--engine", help="tensor (NumPy arrays) or scalar (one node per number, for teaching).")]
-DigitsOption = Annotated[Optional[int], typer.Option("--digits", min=1, max=17, help="Round numbers to N significant digits for display (default: full precision).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (see docs/cli.md) instead of text.")]
-MaxElementsOption = Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed, in elements (default 10,000,000).")]
-
-
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import version
@@ -52,6 +46,7 @@ def main(
     ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
     engine: EngineOption = Engine.tensor,
+    max_input: MaxInputOption = MAX_INPUT_BYTES,
 ) -> None:
     """Start the REPL (on a terminal) or run piped stdin as a script.
 
@@ -59,19 +54,30 @@ def main(
     """
     if ctx.invoked_subcommand is not None:
         return
+    if sys.stdin is None:
+        usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
     if sys.stdin.isatty():
         from .repl import start_repl
 
         start_repl(engine.value)
         return
-    _prepare_engine(None)
-    raise typer.Exit(_run_sources([("<stdin>", sys.stdin.read())], engine.value, as_json=False, digits=None, tree=False))
+    prepare_engine(None)
+    raise typer.Exit(_run_sources(read_sources([Path("-")], max_input), engine.value, as_json=False, style=_style(None, False), tree=False))
 
 
 # ---- eval ----------------------------------------------------------------------------------------
 
 
-def _bind(session: Session, binding: str) -> None:
+class BindingError(Exception):
+    """A language error inside one NAME=VALUE argument; `source` is that argument, so the
+    caret can point into it rather than into EXPR."""
+
+    def __init__(self, error: LanguageError, source: str) -> None:
+        super().__init__(error.message)
+        self.error, self.source = error, source
+
+
+def _bind(session: Session, binding: str, bound: set[str]) -> None:
     from gradcalc.parser import LanguageError, compile_program
 
     name, sep, text = binding.partition("=")
@@ -80,51 +86,68 @@ def _bind(session: Session, binding: str) -> None:
         raise LanguageError("argument", f"bad binding {binding!r}: write NAME=VALUE, as in x=3 or W='randn(3, 3, seed=0)'")
     if name.startswith("__"):
         raise LanguageError("safety", f"bad binding {binding!r}: names starting with '__' are not allowed")
+    if name in bound:
+        raise LanguageError("argument", f"{name} is given twice ({binding!r} after an earlier {name}=...); give each name once")
     try:
         program = compile_program(text)
         results = session.run(program)
+        if len(results) != 1 or not hasattr(results[-1], "value"):
+            raise LanguageError("argument", f"bad binding {binding!r}: the value must be one expression")
     except LanguageError as err:
         err.message = f"in the value of {name}: {err.message}"
-        raise
-    if len(results) != 1 or not hasattr(results[-1], "value"):
-        raise LanguageError("argument", f"bad binding {binding!r}: the value must be one expression")
+        if err.line == 1 and err.column is not None:  # the value starts after 'NAME='
+            shift = binding.index("=") + 1
+            err.column += shift
+            if err.end_line == 1 and err.end_column is not None:
+                err.end_column += shift
+        raise BindingError(err, binding) from None
     session.assign(name, results[-1].value)
+    bound.add(name)
 
 
 def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[str] | None) -> Analysis:
     """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression.
 
     Gradients are reported for every bound name (0 for one the output does not use) and
-    for every other named value in the output's graph (see analyze), unless `wrt` names them."""
+    for every other named value in the output's graph (see analyze), unless `wrt` names
+    them. An error in a binding is a BindingError."""
     from gradcalc.parser import ExpressionResult, LanguageError, Session, compile_program
-    from gradcalc.parser.analysis import analyze
 
     from . import render
+    from .diagnosis import analyse
 
     session = Session(engine=engine, on_warning=render.warn)
+    bound: set[str] = set()
     for binding in bindings:
-        _bind(session, binding)
-    bound = list(session.variables)
+        try:
+            _bind(session, binding, bound)
+        except LanguageError as err:
+            raise BindingError(err, binding) from None
+    names = list(session.variables)
     program = compile_program(expr)
     if not program.statements:
         raise LanguageError("argument", "nothing to evaluate: the expression is empty")
     results = [r for r in session.run(program) if isinstance(r, ExpressionResult)]
     if not results:
         raise LanguageError("argument", "nothing to show: the last statement assigns; end with an expression")
-    return analyze(results[-1].value, wrt, session.variables, always=bound)
+    code = next((s.code for s in program.statements if s.span == results[-1].span), None)
+    return analyse(session, results[-1].value, wrt, code, always=names)
 
 
 @app.command("eval")
 def eval_command(
-    expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression; several statements may be separated by ';'.", show_default=False)],
+    expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression; several statements may be separated by ';'. '-' reads it from stdin.", show_default=False)],
     bindings: Annotated[Optional[list[str]], typer.Argument(metavar="[NAME=VALUE]...", help="Variables; each VALUE is an expression.", show_default=False)] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Draw the computation graph as a tree.")] = False,
-    dot: Annotated[Optional[Path], typer.Option("--dot", metavar="FILE", help="Write the graph as Graphviz DOT; .svg or .png renders a picture.")] = None,
+    dot: Annotated[Optional[str], typer.Option("--dot", metavar="FILE", help="Write the graph as Graphviz DOT (.dot, .gv, '-' for stdout); .svg, .png, .pdf... draw a picture.")] = None,
     engine: EngineOption = Engine.tensor,
     wrt: Annotated[Optional[str], typer.Option("--wrt", metavar="a,b", help="Only these variables' gradients.")] = None,
     as_json: JsonOption = False,
     digits: DigitsOption = None,
+    full: FullOption = False,
     max_elements: MaxElementsOption = None,
+    max_steps: MaxStepsOption = None,
+    max_input: MaxInputOption = MAX_INPUT_BYTES,
 ) -> None:
     """Evaluate an expression: its value, gradient per variable and graph statistics.
 
@@ -134,103 +157,49 @@ def eval_command(
 
     from . import render
 
-    _prepare_engine(max_elements)
+    prepare_engine(max_elements, max_steps)
+    if expr.strip() == "-":
+        expr = read_sources([Path("-")], max_input)[0][1]
     wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
     try:
         analysis = evaluate_expression(expr, bindings or [], engine.value, wrt_names)
+    except BindingError as err:
+        fail(err.error, err.source, as_json)
     except LanguageError as err:
-        _fail(err, expr, as_json)
+        fail(err, expr, as_json)
     if as_json:
         from .jsonout import analysis_object, dumps
 
         print(dumps(analysis_object(analysis)))
     else:
-        render.renderer(render.Style(digits, render.use_rich(sys.stdout))).analysis(analysis, tree=tree)
+        render.renderer(_style(digits, full)).analysis(analysis, tree=tree)
     if dot is not None:
-        _write_dot(analysis.output, dot)
+        try:
+            write_dot(analysis.output, dot)
+        except OutputFileError as err:
+            usage_error(str(err))
 
 
-def _prepare_engine(max_elements: int | None) -> None:
-    """Set up the engine for a command: the element cap, and NumPy told not to warn about
-    overflow or nan (results show inf and nan, and a note names the op that made them)."""
-    import numpy as np
-
-    np.seterr(all="ignore")
-    if max_elements is not None:
-        from gradcalc.autodiff import set_max_elements
-
-        set_max_elements(max_elements)
-
-
-def _fail(err: LanguageError, source: str | None, as_json: bool, origin: str = "") -> Any:
+def _style(digits: int | None, full: bool) -> Any:
     from . import render
 
-    if as_json:
-        from .jsonout import dumps, error_object
-
-        print(dumps(error_object(err)))
-    render.print_error(err, source, origin)
-    raise typer.Exit(2)
-
-
-def _write_dot(output: Any, path: Path) -> None:
-    import shutil
-    import subprocess
-
-    from gradcalc.autodiff import graph_dot
-
-    from . import render
-
-    text = graph_dot(output)
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".svg", ".png"):
-            if shutil.which("dot") is None:
-                render.warn(f"cannot draw {path}: Graphviz's `dot` is not installed (Debian: apt-get install graphviz); "
-                            f"name a .dot file to write the DOT text instead")
-                raise typer.Exit(2)
-            done = subprocess.run(["dot", f"-T{suffix[1:]}", "-o", str(path)], input=text, text=True, capture_output=True, check=False)
-            if done.returncode != 0:
-                render.warn(f"Graphviz failed to draw {path}: {done.stderr.strip()}")
-                raise typer.Exit(2)
-        else:
-            path.write_text(text)
-    except OSError as err:
-        render.warn(f"cannot write {path}: {err.strerror}")
-        raise typer.Exit(2) from None
+    return render.Style(digits, render.use_rich(sys.stdout), full)
 
 
 # ---- run -----------------------------------------------------------------------------------------
 
 
-def _read_sources(files: list[Path]) -> list[tuple[str, str]]:
-    from . import render
-
-    sources = []
-    for path in files:
-        if str(path) == "-":
-            sources.append(("<stdin>", sys.stdin.read()))
-            continue
-        try:
-            sources.append((str(path), path.read_text()))
-        except OSError as err:
-            render.warn(f"cannot read {path}: {err.strerror}")
-            raise typer.Exit(2) from None
-    return sources
-
-
-def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, digits: int | None, tree: bool) -> int:
+def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, style: Any, tree: bool) -> int:
     """Run scripts statement by statement, printing each expression statement's result.
     Returns the exit code: 2 after an error, 1 if a check failed, else 0."""
     from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
-    from gradcalc.parser.analysis import analyze
     from gradcalc.parser.checks import make_check_handler
 
     from . import render
-    from .checking import check_line, outcome_object
+    from .diagnosis import analyse
     from .jsonout import analysis_object, dumps
 
-    out = render.renderer(render.Style(digits, render.use_rich(sys.stdout)))
+    out = render.renderer(style)
     code = 0
     for origin, source in sources:
         session = Session(engine=engine, on_check=make_check_handler(), on_warning=render.warn)
@@ -239,9 +208,9 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, dig
             for statement in program.statements:
                 result = session.run_statement(statement)
                 if isinstance(result, ExpressionResult):
-                    analysis = analyze(result.value, None, session.variables)
+                    analysis = analyse(session, result.value, None, statement.code)
                     if as_json:
-                        print(dumps({"line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
+                        print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
                     else:
                         out.heading(f"{origin}:{result.span[0]}  {result.text}")
                         out.analysis(analysis, tree=tree)
@@ -268,14 +237,17 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per expression statement, one per line.")] = False,
     tree: Annotated[bool, typer.Option("--tree", help="Draw each result's graph.")] = False,
     digits: DigitsOption = None,
+    full: FullOption = False,
     max_elements: MaxElementsOption = None,
+    max_steps: MaxStepsOption = None,
+    max_input: MaxInputOption = MAX_INPUT_BYTES,
 ) -> None:
     """Run scripts; every expression statement prints its value, gradients and graph.
 
     Example: gradcalc run examples/mlp.gc
     """
-    _prepare_engine(max_elements)
-    raise typer.Exit(_run_sources(_read_sources(files), engine.value, as_json, digits, tree))
+    prepare_engine(max_elements, max_steps)
+    raise typer.Exit(_run_sources(read_sources(files, max_input), engine.value, as_json, _style(digits, full), tree))
 
 
 # ---- ops -----------------------------------------------------------------------------------------
@@ -315,9 +287,7 @@ def ops_command(
         print(f"{signature:<{width}}  {doc}{'' if has_grad else '  (no gradient)'}")
 
 
-from . import checking as _checking  # noqa: E402  (registers `gradcalc check`)
-
-_checking.register(app)
+register_check(app)
 
 
 def _protect_expression(argv: list[str]) -> list[str]:
@@ -338,15 +308,32 @@ def _protect_expression(argv: list[str]) -> list[str]:
 
 def run() -> None:
     """Console-script entry point. A bug in gradcalc shows as one line, not a traceback,
-    unless GRADCALC_DEBUG is set."""
+    unless GRADCALC_DEBUG is set; Ctrl-C prints `interrupted` and exits 130; output that
+    cannot be written (a closed pipe, a full disk) ends the command quietly or in one line."""
     import os
 
+    from .streams import Interrupted, StdoutError, guard_stdout, interrupt_handler, output_failed
+
+    if sys.stdout is None:
+        print("error: stdout is closed; gradcalc needs somewhere to print", file=sys.stderr)
+        raise SystemExit(2)
+    guard_stdout()
+    code: Any = 0
     try:
-        app(args=_protect_expression(sys.argv[1:]), prog_name="gradcalc")
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
+        with interrupt_handler():
+            try:
+                app(args=_protect_expression(sys.argv[1:]), prog_name="gradcalc")
+            except SystemExit as exit:
+                code = exit.code
+            sys.stdout.flush()
+    except (Interrupted, KeyboardInterrupt):
+        print("interrupted", file=sys.stderr)
+        code = 130
+    except StdoutError as err:
+        code = output_failed(err.error)
     except Exception as err:  # noqa: BLE001 - the last line of defence for users
         if os.environ.get("GRADCALC_DEBUG"):
             raise
         print(f"internal error: {type(err).__name__}: {err} (a gradcalc bug; run with GRADCALC_DEBUG=1 for details)", file=sys.stderr)
-        raise SystemExit(2) from None
+        code = 2
+    raise SystemExit(code)

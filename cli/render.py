@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from gradcalc.autodiff.graph import format_array, graph_tree, node_title, walk_tree
+import numpy as np
+
+from gradcalc.autodiff.graph import EDGE_ITEMS, format_array, graph_tree, node_title, walk_tree
 from gradcalc.parser.analysis import Analysis
 from gradcalc.parser.errors import LanguageError
 
@@ -25,15 +28,26 @@ def use_rich(stream: TextIO) -> bool:
 class Style:
     digits: int | None = None
     rich: bool = False
+    full: bool = False  # every element of a large tensor, not a summary
+
+    def number(self, value: Any) -> str:
+        """A number or tensor on one line (pipes, JSON-like text)."""
+        return format_array(value, self.digits, self.full)
 
 
 def _shape(shape: tuple[int, ...]) -> str:
     return "scalar" if shape == () else "x".join(str(n) for n in shape)
 
 
+def fan_out_text(nodes: list[Any]) -> str:
+    """`x, mul x4, const x2`: each title once, in order of first use, with its count."""
+    counts = Counter(node_title(n) for n in nodes)
+    return ", ".join(title if k == 1 else f"{title} x{k}" for title, k in counts.items()) or "none"
+
+
 def graph_line(a: Analysis) -> str:
     s = a.stats
-    fan = ", ".join(node_title(n) for n in s.fan_out) or "none"
+    fan = fan_out_text(s.fan_out)
     return (f"{s.nodes} nodes, {s.edges} edges, {s.leaves} leaves ({s.constants} constant), "
             f"{s.op_nodes} ops, depth {s.depth}, fan-out: {fan}")
 
@@ -46,8 +60,6 @@ def node_line(node: Any, digits: int | None) -> str:
 
 
 def _brief(value: Any, digits: int | None) -> str:
-    import numpy as np
-
     array = np.asarray(value)
     if array.size > 8:
         return f"<{_shape(array.shape)} tensor>"
@@ -80,24 +92,23 @@ class PlainRenderer:
         self.write(f"== {text}")
 
     def analysis(self, a: Analysis, tree: bool = False) -> None:
-        d = self.style.digits
         shape = "" if a.shape == () else f"  (shape {_shape(a.shape)})"
-        self.write(f"value: {format_array(a.value, d)}{shape}")
+        self.write(f"value: {self.style.number(a.value)}{shape}")
         label = "grad of sum" if a.grad_of else "grad"
         for name, g in a.grads.items():
-            self.write(f"{label} {name}: {format_array(g, d)}")
+            self.write(f"{label} {name}: {self.style.number(g)}")
         self.write(f"graph: {graph_line(a)}")
         for note in _notes(a):
             self.write(f"note: {note}")
         if tree:
             self.write("tree:")
-            for depth, text in tree_lines(a.output, d):
+            for depth, text in tree_lines(a.output, self.style.digits):
                 self.write("  " * (depth + 1) + text)
 
 
 def _notes(a: Analysis) -> list[str]:
     notes = list(a.notes)
-    if a.nonfinite is not None:
+    if a.nonfinite is not None:  # an analysis made without cli.diagnosis
         notes.append(f"the first inf or nan came from {node_title(a.nonfinite)}")
     return notes
 
@@ -120,21 +131,36 @@ class RichRenderer(PlainRenderer):
 
         d = self.style.digits
         shape = "" if a.shape == () else f"  [dim](shape {_shape(a.shape)})[/]"
-        self.console.print(f"[bold]value[/] {_escape(format_array(a.value, d))}{shape}")
+        value = self.fitted(a.value, self.console.width - len("value "))
+        self.console.print(f"[bold]value[/]{chr(10) if chr(10) in value else ' '}{_escape(value)}{shape}")
         if a.grads:
             title = "gradient of sum(output)" if a.grad_of else "gradient"
             table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
             table.add_column("variable", style="cyan")
             table.add_column("shape", style="dim")
             table.add_column("d output / d variable", overflow="fold")
+            room = self.console.width - max(len(n) for n in a.grads) - 12
             for name, g in a.grads.items():
-                table.add_row(name, _shape(g.shape), format_array(g, d))
+                table.add_row(name, _shape(g.shape), self.fitted(g, room))
             self.console.print(table)
         self.console.print(f"[bold]graph[/] {_escape(graph_line(a))}")
         for note in _notes(a):
             self.console.print(f"[yellow]note:[/] {_escape(note)}")
         if tree:
             self.console.print(self._tree(a.output, d))
+
+    def fitted(self, value: Any, width: int) -> str:
+        """A matrix one row per line, with as many items kept at each end of a summarised
+        row as fit the terminal, so that rows do not wrap in the middle."""
+        array = np.asarray(value)
+        if array.ndim < 2 or self.style.full:
+            return self.style.number(array)
+        text = format_array(array, self.style.digits, rows=True)
+        for edge in (EDGE_ITEMS, 2, 1):
+            if max(len(line) for line in text.splitlines()) <= width:
+                break
+            text = format_array(array, self.style.digits, edge=edge, rows=True, threshold=0)
+        return text
 
     def _tree(self, output: Any, digits: int | None) -> Any:
         from rich.tree import Tree
@@ -192,9 +218,26 @@ def print_error(err: LanguageError, source: str | None, origin: str = "") -> Non
 
 
 def warn(text: str) -> None:
+    """Something the user should know that does not stop the command."""
+    _stderr_line("warning", "yellow", text)
+
+
+def error(text: str) -> None:
+    """A fatal problem outside the language (a file, an option); the caller exits 2."""
+    _stderr_line("error", "bold red", text)
+
+
+def internal_error(err: BaseException, consequence: str) -> None:
+    """A bug in gradcalc, in one line (GRADCALC_DEBUG=1 shows the traceback)."""
+    _stderr_line("internal error", "bold red", f"{type(err).__name__}: {err} (a gradcalc bug; {consequence})")
+
+
+def _stderr_line(label: str, colour: str, text: str) -> None:
+    if sys.stderr is None:  # stderr closed: nowhere to say it
+        return
     if use_rich(sys.stderr):
         from rich.console import Console
 
-        Console(stderr=True, highlight=False).print(f"[yellow]warning:[/] {_escape(text)}")
+        Console(stderr=True, highlight=False).print(f"[{colour}]{label}:[/] {_escape(text)}")
     else:
-        print(f"warning: {text}", file=sys.stderr)
+        print(f"{label}: {text}", file=sys.stderr)

@@ -12,18 +12,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
-from gradcalc.parser.analysis import Analysis, analyze
+import numpy as np
+
+from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, Statement, compile_program
+from gradcalc.parser.analysis import Analysis
+from gradcalc.parser.backends import ATTRIBUTES
 from gradcalc.parser.checks import make_check_handler
 
 from . import render
 from .checking import check_line
+from .common import OutputFileError, SourceError, load_source, prepare_engine, write_dot
+from .diagnosis import analyse
+from .streams import Interrupted
 
 COMMANDS = {
     ":help": "this help",
-    ":vars": "variables and user functions",
+    ":vars": "variables (shapes of tensors) and user functions",
     ":tree": "the graph of the last result as a tree",
-    ":dot FILE": "write the last result's graph as DOT (.svg/.png draws it)",
+    ":dot FILE": "write the last result's graph as DOT (.svg/.png/.pdf draws it; - prints it)",
+    ":wrt a,b": "report gradients for these variables only (:wrt alone: all again)",
     ":engine NAME": "switch engine: tensor or scalar (variables are reset)",
     ":reset": "forget every variable and function",
     ":load FILE": "run a script into this session",
@@ -31,14 +38,37 @@ COMMANDS = {
 }
 HELP = """Type an expression to see its value, its gradient per variable and its graph;
 assign with x = 3 (a variable is a leaf you can differentiate by); define functions with
-def f(x, y) = x*y; check a gradient with check EXPR [wrt x]. `_` is the last result.
-An unfinished line (an open bracket, a trailing operator) continues on the next one.
+def f(x, y) = x*y; check a gradient with check EXPR [wrt x]. `_` (or `ans`) is the last result.
+An unfinished line (an open bracket, a trailing operator or `\\`) continues on the next one.
+Ctrl-C stops a long computation and leaves every variable as it was.
 Functions: `gradcalc ops` lists them all."""
+LAST_RESULT = ("_", "ans")  # names that hold the last result
+_TRAILING_OPERATOR = re.compile(r"([-+*/@^<>=!,]|\b(?:if|else))\s*$")
 
 
 def history_path() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    """$XDG_DATA_HOME/gradcalc/history; a relative XDG_DATA_HOME is ignored, as the XDG
+    base directory specification says."""
+    base = os.environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "gradcalc" / "history"
+
+
+def join_lines(lines: list[str]) -> str:
+    """Continuation lines as one input: a line ending in `\\` or an operator is joined to
+    the next with a space (a newline would end the statement there)."""
+    text = ""
+    for i, line in enumerate(lines):
+        if i:
+            text += " " if _continues(lines[i - 1]) else "\n"
+        text += line.rstrip()[:-1] if line.rstrip().endswith("\\") else line
+    return text
+
+
+def _continues(line: str) -> bool:
+    stripped = line.split("#", 1)[0].rstrip()
+    return stripped.endswith("\\") or bool(_TRAILING_OPERATOR.search(stripped))
 
 
 class Repl:
@@ -47,6 +77,7 @@ class Repl:
         self.out = renderer or render.renderer(render.Style(None, render.use_rich(sys.stdout)))
         self.session = self._new_session(engine)
         self.last: Analysis | None = None
+        self.wrt: list[str] | None = None
 
     @staticmethod
     def _new_session(engine: str) -> Session:
@@ -56,9 +87,25 @@ class Repl:
         """What completion offers: names, functions, methods and :commands."""
         return sorted({*self.session.names(), *self.session.backend.method_names(), *(c.split()[0] for c in COMMANDS)})
 
+    def completions(self, before_cursor: str) -> tuple[str, list[str]]:
+        """(the word being completed, candidates) for the text before the cursor: a
+        :command at the start of a line, a method or attribute after `name.`, otherwise a
+        name or function."""
+        command = re.fullmatch(r"\s*(:\w*)", before_cursor)
+        if command:
+            return command.group(1), [c.split()[0] for c in COMMANDS]
+        member = re.search(r"[\w\])]\.(\w*)$", before_cursor)
+        if member:
+            attributes = list(ATTRIBUTES) if self.session.engine == "tensor" else []
+            return member.group(1), sorted({*self.session.backend.method_names(), *attributes})
+        word = re.search(r"[A-Za-z_]\w*$", before_cursor)
+        return (word.group() if word else ""), sorted({*self.session.names(), *self.session.backend.method_names()})
+
     def is_incomplete(self, text: str) -> bool:
         if text.lstrip().startswith(":"):
             return False
+        if _continues(text.rsplit("\n", 1)[-1]):
+            return True
         try:
             compile_program(text)
         except LanguageError as err:
@@ -76,22 +123,49 @@ class Repl:
         return True
 
     def _run(self, source: str, origin: str = "") -> None:
-        """Run statements one by one, showing each result; an error stops the rest of this
-        input, and statements before it keep their effect."""
+        """Run statements one by one, showing each result. Each statement is all or
+        nothing: when it fails, is interrupted (Ctrl-C) or meets a bug, the variables and
+        functions are as they were before it, and the rest of this input is skipped."""
         try:
-            for statement in compile_program(source).statements:
-                self._show(self.session.run_statement(statement))
+            statements = compile_program(source).statements
         except LanguageError as err:
-            render.print_error(err, source, origin)
+            self._error(err, source, origin)
+            return
+        for statement in statements:
+            saved = dict(self.session.variables), dict(self.session.functions)
+            try:
+                self._show(self.session.run_statement(statement), statement)
+                continue
+            except LanguageError as err:
+                self._error(err, source, origin)
+            except (KeyboardInterrupt, Interrupted):
+                render.warn("interrupted; variables are as they were before this statement")
+            except Exception as err:  # noqa: BLE001 - a bug must not end the session
+                if os.environ.get("GRADCALC_DEBUG"):
+                    raise
+                render.internal_error(err, "the session goes on")
+            self.session.variables, self.session.functions = saved
+            return
 
-    def _show(self, result: Any) -> None:
+    def _error(self, err: LanguageError, source: str, origin: str) -> None:
+        # The parser speaks of command-line options; here the REPL's own command applies.
+        err.message = err.message.replace("--engine tensor", ":engine tensor").replace("--engine scalar", ":engine scalar")
+        render.print_error(err, source, origin)
+
+    def _show(self, result: Any, statement: Statement) -> None:
         if isinstance(result, ExpressionResult):
-            analysis = analyze(result.value, None, self.session.variables)
-            self.last = analysis
-            self.session.variables["_"] = result.value
+            analysis = analyse(self.session, result.value, self._wrt_in_use(), statement.code)
             self.out.analysis(analysis)
+            self.last = analysis
+            for name in LAST_RESULT:
+                self.session.variables[name] = result.value
         elif isinstance(result, CheckStatementResult):
             self.out.write(check_line(result.outcome))
+
+    def _wrt_in_use(self) -> list[str] | None:
+        if self.wrt is None:
+            return None
+        return [name for name in self.wrt if name in self.session.variables]
 
     def _command(self, line: str) -> bool:
         name, _, arg = line.partition(" ")
@@ -111,9 +185,12 @@ class Repl:
                 self.out.analysis(self.last, tree=True)
         elif name == ":dot":
             self._dot(arg)
+        elif name == ":wrt":
+            self.wrt = [w.strip() for w in arg.split(",") if w.strip()] or None
+            self.out.write(f"gradients for: {', '.join(self.wrt) if self.wrt else 'every variable'}")
         elif name == ":engine":
             if arg not in ("tensor", "scalar"):
-                render.warn(":engine takes tensor or scalar")
+                render.warn("usage: :engine tensor  or  :engine scalar")
             else:
                 self.engine, self.session, self.last = arg, self._new_session(arg), None
                 self.out.write(f"engine: {arg} (variables reset)")
@@ -127,39 +204,49 @@ class Repl:
         return True
 
     def _vars(self) -> None:
-        from gradcalc.autodiff.graph import format_array
-
-        if not self.session.variables and not self.session.functions:
+        variables = {k: v for k, v in self.session.variables.items() if k not in LAST_RESULT}
+        if not variables and not self.session.functions:
             self.out.write("no variables yet")
-        for var, value in sorted(self.session.variables.items()):
-            data = value.data if hasattr(value, "data") else value
-            self.out.write(f"{var} = {format_array(data)}" if not isinstance(value, tuple) else f"{var} = ({len(value)} results)")
+        for var, value in sorted(variables.items()):
+            self.out.write(f"{var} = {_describe(value, self.out.style)}")
         for function in self.session.functions.values():
             self.out.write(function.text)
 
     def _dot(self, path: str) -> None:
-        import typer
-
-        from .main import _write_dot
-
         if not path:
-            render.warn(":dot needs a file name")
+            render.warn("usage: :dot FILE  (FILE.dot, .svg, .png, .pdf, or - to print the DOT text)")
         elif self.last is None:
             render.warn("no result yet: evaluate an expression first")
         else:
+            target = os.path.expanduser(path)
             try:
-                _write_dot(self.last.output, Path(path))
-                self.out.write(f"wrote {path}")
-            except typer.Exit:
-                pass
+                write_dot(self.last.output, target)
+            except OutputFileError as err:
+                render.error(str(err))
+                return
+            if target != "-":
+                self.out.write(f"wrote {target}")
 
     def _load(self, path: str) -> None:
-        try:
-            source = Path(path).read_text()
-        except OSError as err:
-            render.warn(f"cannot read {path or '(no file given)'}: {err.strerror}")
+        if not path:
+            render.warn("usage: :load FILE")
             return
-        self._run(source, path)
+        try:
+            origin, source = load_source(os.path.expanduser(path))
+        except SourceError as err:
+            render.error(str(err))
+            return
+        self._run(source, origin)
+
+
+def _describe(value: Any, style: render.Style) -> str:
+    """A variable for :vars: a number's value, a tensor's shape (its values are a command away)."""
+    if isinstance(value, tuple):
+        return f"({len(value)} results)"
+    data = np.asarray(value.data if hasattr(value, "data") else value)
+    if data.ndim == 0:
+        return style.number(data)
+    return f"tensor of shape {'x'.join(map(str, data.shape))}"
 
 
 _TOKEN = re.compile(r"(?P<comment>#.*)|(?P<number>(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<op>\*\*|[-+*/@^<>=!]=?|[()\[\],.;:])|(?P<space>\s+)|(?P<other>.)")
@@ -193,24 +280,44 @@ def _lexer(words: Any) -> Any:
 def make_prompt_session(repl: Repl, **kwargs: Any) -> Any:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import Completer, Completion
-    from prompt_toolkit.history import FileHistory, InMemoryHistory
     from prompt_toolkit.styles import Style
 
     class Words(Completer):
         def get_completions(self, document: Any, complete_event: Any) -> Any:
-            word = document.get_word_before_cursor(pattern=re.compile(r"[:A-Za-z_]\w*"))
-            for candidate in repl.words():
-                if word and candidate.startswith(word) and candidate != word:
+            word, candidates = repl.completions(document.text_before_cursor)
+            for candidate in candidates:
+                if candidate.startswith(word) and candidate != word:
                     yield Completion(candidate, start_position=-len(word))
 
-    path = history_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        history: Any = FileHistory(str(path))
-    except OSError:
-        history = InMemoryHistory()
+    history = _history(history_path())
     style = Style.from_dict({"number": "ansicyan", "function": "ansigreen", "keyword": "ansimagenta bold", "comment": "ansibrightblack", "operator": "ansiyellow"})
     return PromptSession(history=history, completer=Words(), lexer=_lexer(repl.words), style=style, complete_while_typing=False, **kwargs)
+
+
+def _history(path: Path) -> Any:
+    """A file history that warns once and goes on in memory when the file cannot be used
+    (a directory, a symlink to /dev/full, a full disk): typed lines must always run."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    class SafeFileHistory(FileHistory):
+        def store_string(self, string: str) -> None:
+            try:
+                super().store_string(string)
+            except OSError as err:
+                render.warn(f"cannot save history to {path}: {err.strerror}; this session's history will not be saved")
+                self.store_string = lambda string: None  # type: ignore[method-assign]
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and not path.is_file():
+            raise OSError(0, "not a regular file")
+        if path.exists():
+            with open(path, "rb"):
+                pass
+    except OSError as err:
+        render.warn(f"cannot use the history file {path}: {err.strerror}; history will not be saved")
+        return InMemoryHistory()
+    return SafeFileHistory(str(path))
 
 
 def read_input(prompt: Any, repl: Repl) -> str | None:
@@ -220,27 +327,28 @@ def read_input(prompt: Any, repl: Repl) -> str | None:
     while True:
         try:
             line = prompt.prompt("... " if lines else ">>> ")
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupted):
             return ""
         except EOFError:
-            return None if not lines else "\n".join(lines)
+            return None if not lines else join_lines(lines)
         lines.append(line)
-        text = "\n".join(lines)
-        if not repl.is_incomplete(text):
-            return text
+        text = join_lines(lines)
+        if not repl.is_incomplete(text) or (len(lines) > 1 and not line.strip()):
+            return text  # a blank continuation line ends the input, finished or not
 
 
 def loop(repl: Repl, prompt: Any) -> None:
     while True:
         text = read_input(prompt, repl)
-        if text is None or not repl.handle(text):
-            return
+        try:
+            if text is None or not repl.handle(text):
+                return
+        except (KeyboardInterrupt, Interrupted):  # between statements: nothing to undo
+            render.warn("interrupted")
 
 
 def start_repl(engine: str = "tensor") -> None:
-    from .main import _prepare_engine
-
-    _prepare_engine(None)
+    prepare_engine(None)
     repl = Repl(engine)
     repl.out.write(f"gradcalc REPL ({engine} engine). :help for help, Ctrl-D to leave.")
     loop(repl, make_prompt_session(repl))

@@ -31,6 +31,11 @@ class Analysis:
         return tuple(self.value.shape)
 
 
+# The REPL's names for the last result (`_`, `ans`): aliases of whatever came last, so
+# reporting them would repeat another name's gradient on every line.
+LAST_RESULT = ("_", "ans")
+
+
 def variables_in(output: Any, order: list[Any] | None = None) -> list[Any]:
     """The named leaves that require grad in the graph of `output`, in order of use."""
     nodes = order if order is not None else topological_order(output)
@@ -46,11 +51,11 @@ def named_values(order: list[Any], known: dict[str, Any]) -> dict[str, Any]:
     come from the session's bindings (`known`); a named leaf of the graph whose name is
     no longer bound to it (the name was reassigned) is still reported under its name
     when no binding of that name is in the graph. Constants (detach(x), comparisons)
-    and `_` (the REPL's last result) are not reported unless asked for."""
+    and the REPL's names for the last result are not reported unless asked for."""
     in_graph = {id(n) for n in order}
     names_of: dict[int, list[str]] = {}
     for name, node in known.items():
-        if name != "_" and id(node) in in_graph and node.requires_grad:
+        if name not in LAST_RESULT and id(node) in in_graph and node.requires_grad:
             names_of.setdefault(id(node), []).append(name)
     found: dict[str, Any] = {}
     for node in order:

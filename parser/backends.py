@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gradcalc.autodiff import ALIASES, REGISTRY, ShapeError, Tensor, Value, grad, hessian, jacobian, topological_order
+from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.registry import SPELLINGS, OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
 
@@ -318,8 +319,10 @@ class TensorBackend:
     def tensor_literal(self, items: list[Any]) -> Any:
         if not items:
             return Tensor(np.zeros(0))
-        if len({tuple(np.shape(i.data)) for i in items}) > 1:
+        shapes = {tuple(np.shape(i.data)) for i in items}
+        if len(shapes) > 1:
             return TensorList(items)  # an error unless it is the inputs of concatenate or stack
+        check_size((len(items), *shapes.pop()), "tensor literal")
         if any(i.requires_grad for i in items):
             return REGISTRY["stack"](*items)
         return _cut(Tensor(np.stack([i.data for i in items])), items)

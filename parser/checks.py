@@ -1,18 +1,27 @@
 """`check` statements: gradient checks written in the language.
 
     check EXPR [wrt a, b] [tol=1e-6] [atol=...] [rtol=...] [method="central"]
+    check A == B [tol=...]
 
 The expression's recorded graph is checked: reverse mode against complex step where
 every op on it is complex-safe, central differences otherwise (see
-gradcalc.autodiff.gradcheck). A failed check names the ops whose own VJP disagrees.
+gradcalc.autodiff.gradcheck). A failed check names the entry that disagrees most by
+variable and index, and the ops whose own VJP disagrees. `check A == B` compares two
+values elementwise instead (A may be a gradient: `check grad(x**2, x) == 2*x`).
+
+`run_check_source` runs a whole check file so that every check ends as pass, fail or
+error, whatever happens in the others.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from gradcalc.autodiff import Tensor
-from gradcalc.autodiff.gradcheck import gradcheck_graph, suspect_ops
+import numpy as np
+
+from gradcalc.autodiff.gradcheck import gradcheck_graph, position, suspect_ops
 
 from .analysis import variables_in
 from .backends import to_param
@@ -21,6 +30,8 @@ from .errors import LanguageError, Span
 
 METHODS = ("auto", "complex", "central")
 OPTIONS = ("tol", "atol", "rtol", "method")
+# `check A == B`: values computed two ways agree to rounding unless told otherwise.
+VALUE_TOLERANCES = (1e-12, 1e-9)  # atol, rtol
 
 
 @dataclass
@@ -70,6 +81,9 @@ def make_check_handler(defaults: CheckDefaults | None = None) -> Any:
 
 def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tuple[str, float | None, float | None]:
     method, atol, rtol = defaults.method, defaults.atol, defaults.rtol
+    for key, given in (("--tol", atol), ("--tol", rtol)):
+        if given is not None and not (math.isfinite(given) and given >= 0):
+            raise LanguageError("argument", f"{key} must be a finite non-negative number, got {given!r}").at(statement.span)
     for key, (code, span) in statement.options.items():
         if key not in OPTIONS:
             raise LanguageError("argument", f"unknown check option {key!r} (options: {', '.join(OPTIONS)})").at(span)
@@ -78,8 +92,8 @@ def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tup
             if value not in METHODS:
                 raise LanguageError("argument", f"method must be one of {', '.join(METHODS)}").at(span)
             method = value
-        elif not isinstance(value, (int, float)) or value < 0:
-            raise LanguageError("argument", f"{key} must be a non-negative number").at(span)
+        elif not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise LanguageError("argument", f"{key} must be a finite non-negative number, got {value!r}").at(span)
         elif key == "tol":
             atol = rtol = float(value)
         elif key == "atol":
@@ -96,6 +110,8 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
     if isinstance(value, tuple) or not isinstance(value, Tensor):
         raise LanguageError("value", "check needs an expression with a tensor value").at(statement.span)
     method, atol, rtol = _options(session, statement, defaults)
+    if statement.expected is not None:
+        return _compare_values(session, statement, value, atol, rtol)
     if statement.wrt:
         leaves = []
         for name in statement.wrt:
@@ -107,7 +123,8 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
     if not leaves:
         raise LanguageError("value", "nothing to check: the expression uses no variables").at(statement.span)
     result = gradcheck_graph(value, leaves, method=method, atol=atol, rtol=rtol)
-    warnings = [f"evaluated at a kink of {name}: the derivative there is a convention, not a limit" for name in result.kinks]
+    warnings = [*result.notes]
+    warnings += [f"evaluated at a kink of {name}: the derivative there is a convention, not a limit" for name in result.kinks]
     outcome = CheckOutcome(
         text=statement.text, line=line, status="pass" if result.passed else "fail",
         variables=[leaf.name or "?" for leaf in leaves], method=result.method,
@@ -115,6 +132,95 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
         warnings=warnings,
     )
     if not result.passed:
-        suspects = suspect_ops(value)
-        outcome.message = result.worst + (f"; ops whose VJP disagrees: {', '.join(suspects)}" if suspects else "")
+        outcome.message = _not_finite(value.data) or _blame(value, result.worst)
     return outcome
+
+
+def _blame(value: Tensor, worst: str) -> str:
+    suspects = suspect_ops(value)
+    return worst + (f"; ops whose VJP disagrees: {', '.join(suspects)}" if suspects else "")
+
+
+def _not_finite(data: Any) -> str:
+    """Why a check cannot pass when the function is not finite at the point ('' if it is)."""
+    bad = ~np.isfinite(data)
+    if not np.any(bad):
+        return ""
+    flat = int(np.argmax(bad.reshape(-1)))
+    where = position(np.shape(data), flat)
+    found = data.reshape(-1)[flat].item()
+    return (
+        f"the value is not finite at this point ({found!r} at out{where}): the function has no derivative "
+        "there to check; choose another point"
+    )
+
+
+def _compare_values(session: Any, statement: Statement, left: Tensor, atol: float | None, rtol: float | None) -> CheckOutcome:
+    """`check A == B`: equal shapes (or B a scalar) and every |A - B| <= atol + rtol * |B|."""
+    assert statement.expected is not None
+    right = session.evaluate(statement.expected)
+    if isinstance(right, tuple) or not isinstance(right, Tensor):
+        raise LanguageError("value", "check A == B needs a tensor value on the right").at(statement.span)
+    atol = VALUE_TOLERANCES[0] if atol is None else atol
+    rtol = VALUE_TOLERANCES[1] if rtol is None else rtol
+    outcome = CheckOutcome(text=statement.text, line=statement.span[0], status="pass", method="value", atol=atol, rtol=rtol)
+    a, b = np.asarray(left.data), np.asarray(right.data)
+    if a.shape != b.shape and b.size != 1:
+        outcome.status = "fail"
+        outcome.message = f"shapes differ: left {a.shape}, right {b.shape}"
+        return outcome
+    b = np.broadcast_to(b.reshape(()) if b.shape != a.shape else b, a.shape)
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    diff = np.where(same, 0.0, np.abs(a - b))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    if diff.size:
+        outcome.max_abs_error = float(diff.max())
+        outcome.max_rel_error = float(np.max(np.where(diff == 0, 0.0, diff / np.maximum(np.abs(b), np.finfo(float).tiny))))
+    if np.all(diff <= atol + rtol * np.abs(np.where(np.isfinite(b), b, 0.0))):
+        return outcome
+    flat = int(np.argmax(diff.reshape(-1)))
+    where = position(a.shape, flat)
+    outcome.status = "fail"
+    outcome.message = f"left{where} = {a.reshape(-1)[flat].item()!r}, right{where} = {b.reshape(-1)[flat].item()!r}"
+    return outcome
+
+
+def run_check_source(source: str, defaults: CheckDefaults | None = None, on_outcome: Any = None) -> list[CheckOutcome]:
+    """Every check of one file, each ending as pass, fail or error.
+
+    A statement that does not parse is an error in its place and the rest still run; a
+    setup statement that fails is an error too; anything unexpected in one check (out of
+    memory, an internal bug) errors that check only; a file without checks is an error,
+    so that a batch cannot pass while checking nothing."""
+    from .compiler import compile_program
+    from .machine import CheckStatementResult, Session
+
+    session = Session(on_check=make_check_handler(defaults))
+    outcomes: list[CheckOutcome] = []
+
+    def record(outcome: CheckOutcome) -> None:
+        outcomes.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+
+    program = compile_program(source, recover=True)
+    checks = 0
+    for statement in program.statements:
+        checks += statement.kind == "check"
+        text = statement.text if statement.kind in ("check", "error") else f"(setup) {statement.text}"
+        try:
+            result = session.run_statement(statement)
+        except LanguageError as err:
+            record(error_outcome(text, statement.span, err))
+            continue
+        except MemoryError:
+            record(error_outcome(text, statement.span, LanguageError("size", "out of memory (a lower --max-elements refuses this sooner)")))
+            continue
+        except Exception as err:  # noqa: BLE001 - a bug in one check must not lose the batch
+            record(error_outcome(text, statement.span, LanguageError("internal", f"internal error: {type(err).__name__}: {err}")))
+            continue
+        if isinstance(result, CheckStatementResult):
+            record(result.outcome)
+    if checks == 0 and not any(s.kind == "error" for s in program.statements):
+        record(CheckOutcome(text="(file)", line=1, status="error", message="no check statements: this file checks nothing"))
+    return outcomes

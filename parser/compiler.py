@@ -13,7 +13,7 @@ from typing import Any
 from gradcalc.autodiff import collector_paused
 
 from .errors import LanguageError, Span
-from .syntax import Token, Tree, parse_tree
+from .syntax import Range, Token, Tree, parse_recovering, parse_statements
 
 # Opcodes. Each instruction is (opcode, argument, span).
 CONST, STRING, NONE, LOAD, BINARY, UNARY, CALL, METHOD, ATTR, INDEX, SLICE, TENSOR = range(12)
@@ -38,7 +38,11 @@ class UserFunction:
 
 @dataclass
 class Statement:
-    """One statement. kind: expr, assign, def, check."""
+    """One statement. kind: expr, assign, def, check, or error (a statement that did not
+    compile, kept in its place by `compile_program(..., recover=True)`).
+
+    `text` is the statement's source text exactly as written (for a check, its expression).
+    """
 
     kind: str
     code: list[Instruction]
@@ -48,6 +52,8 @@ class Statement:
     function: UserFunction | None = None
     wrt: tuple[str, ...] = ()
     options: dict[str, tuple[list[Instruction], Span]] = field(default_factory=dict)
+    error: LanguageError | None = None
+    expected: list[Instruction] | None = None  # `check A == B`: B's code (A's is `code`)
 
 
 @dataclass
@@ -88,18 +94,28 @@ class _Places:
             return None
         if isinstance(node, Token):
             return (node.line, node.column, node.end_line, node.end_column, node.start_pos, node.end_pos)
-        key = id(node)
-        if key not in self.known:
-            self.known[key] = self._compute(node)
-        return self.known[key]
+        known = self.known
+        if id(node) not in known:
+            # Children before parents, with a work list: a node whose subtree was never
+            # placed (the branches of a conditional are not) may be thousands deep.
+            work = [(node, False)]
+            while work:
+                item, ready = work.pop()
+                if id(item) in known:
+                    continue
+                if ready:
+                    known[id(item)] = self._compute(item)
+                    continue
+                work.append((item, True))
+                work.extend((c, False) for c in item.children if isinstance(c, Tree) and id(c) not in known)
+        return known[id(node)]
 
     def span(self, node: Any) -> Span | None:
         place = self.of(node)
         return None if place is None else place[:4]
 
     def _compute(self, node: Tree) -> Place | None:
-        # Children are placed before their parent (the compiler works bottom-up), so this
-        # looks one or two levels down at most.
+        # Every child is placed by now (see `of`), so this looks one level down.
         parts = [p for p in (self.of(c) for c in node.children) if p is not None]
         if not parts:
             return None
@@ -111,24 +127,30 @@ class _Places:
                 start = before
         if kind in _CLOSE_AFTER:
             source, rest = self.source, end
-            while rest < len(source) and source[rest] in " \t\r\n\\":
+            while rest < len(source) and source[rest] in " \t\r\n\\,:([":  # `f()`, `x[:]`, `[1, 2,]`
                 rest += 1
             if rest < len(source) and source[rest] in ")]":
                 end = rest + 1
-        return (*self._line_column(start), *self._line_column(end), start, end)
+        return (*self.line_column(start), *self.line_column(end), start, end)
 
-    def _line_column(self, offset: int) -> tuple[int, int]:
+    def line_column(self, offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(self.line_starts, offset)
         return line, offset - self.line_starts[line - 1] + 1
 
 
-def source_text(source: str, span: Span) -> str:
-    lines = source.split("\n")
-    line, column, end_line, end_column = span
-    if line == end_line:
-        return lines[line - 1][column - 1 : end_column - 1]
-    parts = [lines[line - 1][column - 1 :], *lines[line : end_line - 1], lines[end_line - 1][: end_column - 1]]
-    return "\n".join(parts)
+def _check_text(source: str, node: Tree, start: int, end: int) -> str:
+    """The expression of `check EXPR [wrt ...] [options]`: the statement's text after
+    `check`, up to `wrt` or the first option (found from their tokens' positions)."""
+    start += len("check")
+    for part in node.children[1:]:
+        token = part if isinstance(part, Token) else part.children[0] if isinstance(part, Tree) else None
+        if isinstance(token, Token) and token.start_pos is not None:
+            end = token.start_pos
+            before = source[start:end].rstrip()
+            if isinstance(part, Token) and before.endswith("wrt"):
+                end = start + len(before) - len("wrt")
+            break
+    return source[start:end].strip()
 
 
 def _split_arguments(node: Tree | None, places: _Places) -> tuple[list[Any], list[tuple[str, Any]]]:
@@ -182,6 +204,8 @@ def _expand(node: Tree | Token, places: _Places) -> list[tuple[Any, ...]]:
         raise LanguageError("syntax", f"unexpected {node!s}").at(places.span(node))
     kind, children = node.data, node.children
     if kind == "number":
+        if not children[0].isascii():  # the lexer's \d also matches other scripts' digits
+            raise LanguageError("syntax", f"{children[0]!s} is not a number: numbers are written with the digits 0-9").at(places.span(node))
         return [("emit", (CONST, float(children[0])), node)]
     if kind == "string":
         return [("emit", (STRING, str(children[0])[1:-1]), node)]
@@ -233,15 +257,16 @@ def _expand(node: Tree | Token, places: _Places) -> list[tuple[Any, ...]]:
     raise LanguageError("syntax", f"unsupported construct {kind}").at(places.span(node))
 
 
-def _compile_statement(node: Tree, source: str, places: _Places) -> Statement:
+def _compile_statement(node: Tree, source: str, places: _Places, where: Range) -> Statement:
     kind, children = node.data, node.children
 
     def compiled(expression: Any) -> list[Instruction]:
         return compile_expression(expression, places)
 
     code = compiled(children[-1]) if kind in ("expr_stmt", "assign", "multi_assign", "aug_assign") else []
-    span = places.span(node) or (1, 1, 1, 1)
-    text = source_text(source, span)
+    start, end = where
+    span = (*places.line_column(start), *places.line_column(end))
+    text = source[start:end]
     if kind == "expr_stmt":
         return Statement("expr", code, span, text)
     if kind == "assign":
@@ -266,14 +291,46 @@ def _compile_statement(node: Tree, source: str, places: _Places) -> Statement:
         for option in (t for t in rest if isinstance(t, Tree)):
             key, value = option.children
             options[str(key)] = (compiled(value), places.span(option) or span)
+        expected = None
+        if isinstance(expression, Tree) and expression.data == "compare" and str(expression.children[1]) == "==":
+            if wrt:
+                raise LanguageError("syntax", "check A == B compares values: it takes no wrt").at(span)
+            expression, expected = expression.children[0], compiled(expression.children[2])
         code = compiled(expression)
-        return Statement("check", code, span, source_text(source, places.span(expression) or span), wrt=wrt, options=options)
+        text = _check_text(source, node, start, end)
+        return Statement("check", code, span, text, wrt=wrt, options=options, expected=expected)
     raise LanguageError("syntax", f"unsupported statement {kind}").at(span)
 
 
-def compile_program(source: str) -> Program:
-    """Parse and compile `source`. Raises LanguageError with the place of the problem."""
+def _error_statement(error: LanguageError, text: str, span: Span) -> Statement:
+    return Statement("error", [], span, text, error=error)
+
+
+def compile_program(source: str, recover: bool = False) -> Program:
+    """Parse and compile `source`. Raises LanguageError with the place of the problem.
+
+    With `recover`, a statement that does not parse or compile becomes an "error"
+    statement in its place (running it raises its error) and the others compile as usual:
+    what a check file needs, where one mistake must not hide the other checks.
+    """
     with collector_paused():  # parse trees and code hold no reference cycles
-        tree = parse_tree(source)
         places = _Places(source)
-        return Program(source, [_compile_statement(child, source, places) for child in tree.children if child is not None])
+        if not recover:
+            tree, ranges = parse_statements(source)
+            nodes = [child for child in tree.children if child is not None]
+            return Program(source, [_compile_statement(n, source, places, r) for n, r in zip(nodes, ranges)])
+        tree, ranges, bad = parse_recovering(source)
+        nodes = [child for child in tree.children if child is not None]
+        statements: list[tuple[int, Statement]] = []
+        for node, where in zip(nodes, ranges):
+            try:
+                statements.append((where[0], _compile_statement(node, source, places, where)))
+            except LanguageError as err:
+                span = (*places.line_column(where[0]), *places.line_column(where[1]))
+                statements.append((where[0], _error_statement(err.at(span), source[where[0] : where[1]], span)))
+        for b in bad:
+            text = source[b.start : b.end].strip()
+            span = (*places.line_column(b.start), *places.line_column(b.start + len(text)))
+            statements.append((b.start, _error_statement(b.error, text, span)))
+        statements.sort(key=lambda item: item[0])
+        return Program(source, [statement for _, statement in statements])

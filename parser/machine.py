@@ -12,6 +12,8 @@ from typing import Any
 
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector_paused
 
+from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
+
 from .backends import BACKENDS, CONSTANTS, ScalarBackend, TensorBackend, TensorList
 from .compiler import (
     ATTR, BINARY, CALL, CONST, INDEX, JUMP, JUMP_IF_FALSE, LOAD, METHOD, NONE, SLICE, STRING, SYMBOLS, TENSOR, UNARY,
@@ -98,12 +100,14 @@ class Session:
     def run_statement(self, statement: Statement) -> Any:
         # Graph building allocates many nodes and no cycles: see collector_paused.
         try:
-            with collector_paused():
+            with collector_paused(), step_budget():
                 return self._run_statement(statement)
         except LanguageError as err:
             raise err.at(statement.span) from None  # a place for errors that had none
 
     def _run_statement(self, statement: Statement) -> Any:
+        if statement.error is not None:  # a statement that did not compile (recover=True)
+            raise statement.error
         if statement.kind == "def":
             assert statement.function is not None
             self._define(statement.function)
@@ -166,6 +170,9 @@ class Session:
             op, arg, span = code[pc]
             pc += 1
             try:
+                STEPS.left -= 1  # every instruction of either engine is a step (limits.py)
+                if STEPS.left < 0:
+                    raise STEPS.exceeded()
                 if op == CONST:
                     stack.append(backend.constant(arg))
                 elif op == LOAD:
@@ -219,7 +226,7 @@ class Session:
             except LanguageError as err:
                 raise err.at(span) from None
             except SizeLimitError as err:
-                raise LanguageError("size", str(err)).at(span) from None
+                raise LanguageError("steps" if isinstance(err, StepLimitError) else "size", str(err)).at(span) from None
             except ShapeError as err:
                 raise LanguageError("shape", str(err)).at(span) from None
             except (EngineError, TypeError, ValueError, ZeroDivisionError, OverflowError) as err:

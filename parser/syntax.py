@@ -7,36 +7,77 @@ grammar. It is built once per process and reused.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from .errors import LanguageError
 from .standalone import Lark_StandAlone, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-__all__ = ["Token", "Tree", "describe_expected", "lark_parser", "parse_tree"]
+__all__ = [
+    "BadStatement", "PendingInput", "Token", "Tree", "describe_expected", "lark_parser", "parse_recovering", "parse_statements",
+    "parse_tree",
+]
 _OPENERS = {"LPAR", "LSQB"}
 _CLOSERS = {"RPAR", "RSQB"}
 
 
+# A newline right after one of these continues the statement: the line cannot end there.
+_CONTINUES = frozenset({
+    "PLUS", "MINUS", "STAR", "SLASH", "AT", "POW", "COMPARE", "AUGOP", "EQUAL", "COMMA", "DOT", "IF", "ELSE",
+    "CHECK", "DEF", "WRT",
+})
+_SEPARATORS = frozenset({"_NL", "SEMICOLON"})
+
+
 class _BracketNewlines:
-    """Post-lexer: a newline inside brackets is whitespace, elsewhere it ends a statement."""
+    """Post-lexer: a newline inside brackets or after an operator is whitespace, elsewhere
+    it ends a statement.
+
+    On the way it records where each statement's tokens start and end (`statements`, in
+    source offsets), so the compiler can quote a statement's exact text without searching
+    the source again (which made compiling quadratic in the number of statements).
+    """
 
     always_accept = ("_NL",)
 
+    def __init__(self) -> None:
+        self.statements: list[tuple[int, int]] = []
+        self.start = -1  # where the statement being read began (-1: between statements)
+
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        statements: list[tuple[int, int]] = []
+        self.statements = statements
         depth = 0
+        start = end = -1
+        previous = ""
+        self.start = -1
         for token in stream:
-            if token.type in _OPENERS:
+            kind = token.type
+            if kind in _OPENERS:
                 depth += 1
-            elif token.type in _CLOSERS:
+            elif kind in _CLOSERS:
                 depth = max(depth - 1, 0)
-            elif token.type == "_NL" and depth:
+            elif kind == "_NL" and (depth or previous in _CONTINUES):
                 continue
+            if depth == 0 and kind in _SEPARATORS:
+                if start >= 0:
+                    statements.append((start, end))
+                    start = -1
+            else:
+                if start < 0:
+                    start = token.start_pos
+                end = token.end_pos
+            self.start, previous = start, kind
             yield token
+        if start >= 0:
+            statements.append((start, end))
 
 
 @lru_cache(maxsize=1)
 def lark_parser() -> Any:
+    """The parser, built once per process. Its post-lexer (a _BracketNewlines) holds the
+    statement ranges of the latest parse."""
     return Lark_StandAlone(postlex=_BracketNewlines())
 
 
@@ -93,10 +134,155 @@ def _rest_is_blank(source: str, pos: int | None) -> bool:
 def parse_tree(source: str) -> Tree:
     """Parse a whole program. Raises LanguageError (kind 'incomplete' when the input just
     stopped early, so a REPL can ask for another line)."""
+    return parse_statements(source)[0]
+
+
+Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
+
+
+def parse_statements(source: str) -> tuple[Tree, list[Range]]:
+    """Parse a whole program; also return where each statement's text starts and ends."""
+    parser = lark_parser()
     try:
-        return lark_parser().parse(source)
+        tree = parser.parse(source)
     except UnexpectedInput as err:
         raise _syntax_error(source, err) from None
+    return tree, parser.options.postlex.statements
+
+
+@dataclass
+class BadStatement:
+    """A statement that does not parse: the error, and the text range it covers."""
+
+    error: LanguageError
+    start: int
+    end: int
+
+
+MAX_SYNTAX_ERRORS = 100
+
+
+def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]]:
+    """Parse a program, setting aside each statement that has a syntax error.
+
+    A bad statement is blanked out (newlines kept, so every place stays where it was) and
+    the program parsed again, so one mistake costs one statement, not the whole file.
+    Each error costs a parse; after MAX_SYNTAX_ERRORS the rest of the source is one bad
+    statement.
+    """
+    parser = lark_parser()
+    recorder = parser.options.postlex
+    text = source
+    bad: list[BadStatement] = []
+    while True:
+        try:
+            return parser.parse(text), recorder.statements, bad
+        except UnexpectedInput as err:
+            error = _syntax_error(text, err)
+            position, is_separator = _error_position(text, err)
+            if is_separator and recorder.statements:
+                start = recorder.statements[-1][0]
+            else:
+                start = recorder.start if 0 <= recorder.start <= position else position
+            end = max(statement_end(text, start), min(position + 1, len(text)))
+            if len(bad) + 1 >= MAX_SYNTAX_ERRORS:
+                end = len(text)
+            bad.append(BadStatement(error, start, end))
+            text = text[:start] + _blank(text[start:end]) + text[end:]
+
+
+def _error_position(source: str, err: UnexpectedInput) -> tuple[int, bool]:
+    """Where a parse error is (a source offset) and whether it is at a statement separator."""
+    if isinstance(err, UnexpectedCharacters):
+        return err.pos_in_stream, False
+    token = getattr(err, "token", None)
+    if token is None or token.type == "$END" or token.start_pos is None:
+        return len(source), False
+    return token.start_pos, token.type in _SEPARATORS
+
+
+def _blank(text: str) -> str:
+    return "".join(ch if ch in "\r\n" else " " for ch in text)
+
+
+def statement_end(source: str, start: int) -> int:
+    """The end of the statement that starts at `start`: the first newline or ';' outside
+    brackets, strings and comments. A character scan, for text that does not parse."""
+    depth = 0
+    i, n = start, len(source)
+    while i < n:
+        ch = source[i]
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(depth - 1, 0)
+        elif ch in "'\"":
+            close = source.find(ch, i + 1)
+            newline = source.find("\n", i + 1)
+            i = close if close >= 0 and (newline < 0 or close < newline) else i
+        elif ch == "#":
+            newline = source.find("\n", i)
+            i = n if newline < 0 else newline - 1
+        elif ch == "\\" and source.startswith("\n", i + 1):
+            i += 1
+        elif ch in "\n;" and depth == 0:
+            return i
+        i += 1
+    return n
+
+
+class PendingInput:
+    """Lines typed at a prompt, told apart as finished or not one line at a time.
+
+    `add(line)` answers "is the input complete now?" without parsing everything typed so
+    far on every line: while a bracket is open, or the line ends with an operator or a
+    `\\`, the input is unfinished and nothing is parsed; otherwise the whole input is
+    parsed once. So a paste of n lines costs O(n), not O(n^2).
+    """
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def add(self, line: str) -> bool:
+        """Add one line; True when the input so far is complete (run it, then `clear()`)."""
+        self.lines.append(line)
+        stripped, last = self._scan(line)
+        if self.depth > 0 or stripped.endswith("\\") or last in _CONTINUES:
+            return False
+        try:
+            parse_tree(self.text)
+        except LanguageError as err:
+            return not err.incomplete
+        return True
+
+    def clear(self) -> None:
+        self.lines, self.depth = [], 0
+
+    def _scan(self, line: str) -> tuple[str, str]:
+        """Track bracket depth over one line; return the line without its comment and the
+        type of its last token."""
+        body = line.rstrip()
+        continued = body.endswith("\\")
+        if continued:
+            body = body[:-1]
+        last = ""
+        try:
+            tokens = list(lark_parser().lex(body))
+        except UnexpectedInput:
+            return line.rstrip(), ""  # a bad character: let the parse report it
+        for token in tokens:
+            if token.type in _OPENERS:
+                self.depth += 1
+            elif token.type in _CLOSERS:
+                self.depth = max(self.depth - 1, 0)
+            if token.type != "COMMENT":
+                last = token.type
+        return ("\\" if continued else line.rstrip()), last
 
 
 def _syntax_error(source: str, err: UnexpectedInput) -> LanguageError:

@@ -75,8 +75,9 @@ def test_the_repl_reports_named_intermediates(capsys):
         repl.handle(line)
     out = capsys.readouterr().out
     assert "grad x: 24.0" in out and "grad y: 12.0" in out
-    repl.handle("_ * 2")  # `_` (the last result) is not reported unless asked for
-    assert "grad _" not in capsys.readouterr().out
+    repl.handle("_ * ans")  # the last result's names are not reported unless asked for
+    out = capsys.readouterr().out
+    assert "grad _" not in out and "grad ans" not in out and "grad y: 864.0" in out  # (y**2)**2: 4 y**3
 
 
 def test_a_reassigned_name_reports_its_current_binding():

@@ -119,3 +119,190 @@ def test_end_to_end_through_a_terminal(tmp_path):
     finally:
         child.close()
     assert child.exitstatus == 0
+
+
+def spawn_repl(tmp_path, env=None):
+    pexpect = pytest.importorskip("pexpect")
+    environment = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "XDG_DATA_HOME": str(tmp_path), "TERM": "xterm", "NO_COLOR": "1", **(env or {})}
+    gradcalc = str(Path(sys.executable).with_name("gradcalc"))
+    return pexpect, pexpect.spawn(gradcalc, env=environment, encoding="utf-8", timeout=30, dimensions=(40, 120))
+
+
+def exchange(child, line, *expected):
+    """Type a line, wait for each expected text, then for the next prompt."""
+    child.sendline(line)
+    for text in expected:
+        child.expect(text)
+    child.expect(">>>")
+
+
+def test_ctrl_c_during_a_long_computation_keeps_the_session(tmp_path):
+    pexpect, child = spawn_repl(tmp_path)
+    try:
+        child.expect(">>>")
+        exchange(child, "x = 5")
+        child.sendline("def f(n) = f(n-1)+f(n-1) if n>0 else 1; x = 7; f(25)")
+        import time
+
+        time.sleep(2.0)  # f(25) makes 2**26 calls: it is still running
+        child.sendintr()
+        child.expect("interrupted")
+        child.expect(">>>")
+        exchange(child, "x", "value: 7.0")  # the statements before the interrupted one kept their effect
+        exchange(child, "f(3)", "value: 8.0")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+
+
+def test_interrupted_statement_leaves_variables_unchanged(capsys):
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    repl.handle("a = 1")
+
+    def interrupt(statement):
+        repl.session.variables["a"] = "half-made"
+        raise KeyboardInterrupt
+
+    repl.session.run_statement = interrupt
+    repl.handle("a = 2")
+    assert repl.session.variables["a"].item() == 1.0
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_an_internal_error_is_one_line_and_the_session_goes_on(capsys, monkeypatch):
+    monkeypatch.delenv("GRADCALC_DEBUG", raising=False)
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    repl.handle("a = 1")
+
+    def broken(statement):
+        repl.session.variables["a"] = "half-made"
+        raise TypeError("something inside")
+
+    run_statement, repl.session.run_statement = repl.session.run_statement, broken
+    repl.handle("a = 2")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error: TypeError: something inside" in err
+    repl.session.run_statement = run_statement
+    repl.handle("a + 1")
+    assert "value: 2.0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("breakage", ["directory", "dev_full"])
+def test_a_broken_history_file_warns_once_and_lines_still_run(tmp_path, breakage):
+    history = tmp_path / "gradcalc" / "history"
+    history.parent.mkdir(parents=True)
+    if breakage == "directory":
+        history.mkdir()
+    else:
+        history.symlink_to("/dev/full")
+    pexpect, child = spawn_repl(tmp_path)
+    try:
+        child.expect("history")
+        child.expect(">>>")
+        exchange(child, "x = 2")
+        exchange(child, "x * 21", "value: 42.0")
+        exchange(child, "x + 1", "value: 3.0")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+        transcript = child.before
+    finally:
+        child.close()
+    assert "Traceback" not in transcript and child.exitstatus == 0
+
+
+def test_history_that_fails_on_write_warns_once(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    history = tmp_path / "gradcalc" / "history"
+    history.parent.mkdir(parents=True)
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    session = make_prompt_session(repl, output=DummyOutput())
+    history.unlink(missing_ok=True)
+    history.mkdir()  # now every append fails
+    session.history.store_string("x")
+    session.history.store_string("y")
+    assert capsys.readouterr().err.count("cannot save history") == 1
+
+
+def test_relative_xdg_data_home_is_ignored(monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/dir")
+    assert history_path() == Path.home() / ".local" / "share" / "gradcalc" / "history"
+
+
+def test_trailing_operator_and_backslash_continue_the_line(capsys):
+    drive("x = 3 +\n4\nx\ny = 2 * \\\n5\ny\n")
+    out = capsys.readouterr().out
+    assert "value: 7.0" in out and "value: 10.0" in out
+
+
+def test_tab_completes_commands_methods_and_attributes():
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    repl.handle("x = [1, 2]")
+    session = make_prompt_session(repl, output=DummyOutput())
+    from prompt_toolkit.document import Document
+
+    def complete(text):
+        return [c.text for c in session.completer.get_completions(Document(text), None)]
+
+    assert complete(":lo") == [":load"]
+    assert complete(":he") == [":help"]
+    assert ":quit" in complete(":q")
+    members = complete("x.")
+    assert {"relu", "sum", "T", "shape"} <= set(members)
+    assert complete("x.re") == ["relu", "reshape"] or "relu" in complete("x.re")
+    assert "softmax" in complete("soft")
+
+
+def test_scalar_engine_errors_name_the_repl_command(capsys):
+    drive(":engine scalar\n[1, 2]\n")
+    err = capsys.readouterr().err
+    assert ":engine tensor" in err and "--engine" not in err
+
+
+def test_load_without_a_file_and_with_a_tilde(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "s.gc").write_text("w = 4\n")
+    repl = drive(":load\n:load ~/s.gc\nw\n:dot ~/g.dot\n")
+    captured = capsys.readouterr()
+    assert "usage: :load FILE" in captured.err and "Is a directory" not in captured.err
+    assert "value: 4.0" in captured.out
+    assert (tmp_path / "g.dot").read_text().startswith("digraph")
+    assert repl.session.variables["w"].item() == 4.0
+
+
+def test_load_of_a_file_that_is_not_utf8_names_the_byte(capsys, tmp_path):
+    script = tmp_path / "latin1.gc"
+    script.write_bytes(b"x = 2 # caf\xe9\n")
+    drive(f":load {script}\n")
+    err = capsys.readouterr().err
+    assert f"{script} is not UTF-8: byte 0xe9 at offset 11 (line 1, column 12)" in err
+
+
+def test_vars_shows_shapes_and_wrt_restricts_gradients(capsys):
+    drive("W = ones(100, 100)\nb = 2\n:vars\n:wrt b\nsum(W) * b\n:wrt\nsum(W) * b\n")
+    out = capsys.readouterr().out
+    assert "W = tensor of shape 100x100" in out and "b = 2.0" in out
+    first, second = out.split("value: 20000.0")[1:3]
+    assert "grad b: 10000.0" in first and "grad W" not in first
+    assert "grad W" in second
+
+
+def test_ans_and_underscore_hold_the_last_result(capsys):
+    drive("x = 3\nx * 2\nans + _\n")
+    assert "value: 12.0" in capsys.readouterr().out
+
+
+def test_a_large_matrix_is_summarised_one_row_per_line_on_a_terminal():
+    import io
+
+    from rich.console import Console
+
+    renderer = render.RichRenderer(render.Style(rich=True))
+    renderer.console = Console(file=io.StringIO(), width=80, force_terminal=False)
+    repl = Repl(renderer=renderer)
+    repl.handle("reshape(arange(10000), 100, 100) / 7")
+    text = renderer.console.file.getvalue()
+    rows = [line for line in text.splitlines() if line.lstrip(" [").startswith(("0.", "14.", "1414."))]
+    assert rows and all(len(line) <= 80 for line in text.splitlines())
+    assert "of 10000 elements shown" in text

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..limits import matmul_shape
 from ..registry import BINARY_SHAPES, Check, defop
 
 ARITH = "arithmetic"
@@ -111,5 +112,6 @@ matmul = defop(
     "matmul", _matmul, (_matmul_da, _matmul_db),
     doc="matrix product a @ b (1-d operands act as vectors; leading axes broadcast)", category=ARITH,
     n_in=2, complex_safe=True, operators=("__matmul__", "__rmatmul__"),
+    out_shape=lambda a, b: matmul_shape(a.shape, b.shape),
     check=Check(shapes=(((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (3,)), ((2, 2, 3), (3, 2)))),
 )

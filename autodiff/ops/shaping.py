@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
-from ..limits import check_size
+from ..limits import check_size, indexed_shape, joined_shape
 from ..registry import Check, defop, unbroadcast
 from ..tensor import Tensor
 
@@ -101,7 +101,7 @@ def _unindex(g: Any, index: Any, shape: tuple[int, ...]) -> Any:
 getitem = defop(
     "getitem", _getitem, (lambda m, g, ans, x, index: m.unindex(g, index=index, shape=x.shape),),
     doc="x[index]: integers, slices and integer tensors", category=SHAPE, complex_safe=True,
-    operators=("__getitem__",),
+    operators=("__getitem__",), out_shape=lambda x, index: indexed_shape(x.shape, index),
     check=Check(shapes=(((3, 4),),), params={"index": (slice(0, 2), 1)}),
 )
 unindex = defop(
@@ -138,12 +138,14 @@ def _join_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, A
 
 concatenate = defop(
     "concatenate", _concatenate, _concatenate_vjp, n_in=None, aliases=("concat",),
+    out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=False),
     doc="the inputs joined along an existing axis; concatenate([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
 )
 stack = defop(
     "stack", _stack, _stack_vjp, n_in=None,
+    out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=True),
     doc="the inputs joined along a new axis; stack([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
@@ -175,6 +177,14 @@ def _split_vjp(m: Any, g: Any, ans: Any, x: Any, sections: int | tuple[int, ...]
     return m.unindex(g, index=index, shape=x.shape)
 
 
+def _split_shape(x: Any, sections: int | tuple[int, ...] = 2, axis: int = 0) -> tuple[int, ...]:
+    """How many pieces split makes, then the shape of the largest (for the size cap)."""
+    axis = _axis_index(axis, x.ndim, "split")
+    pieces = _split_slices(x.shape[axis], sections)
+    longest = max(len(range(*piece.indices(x.shape[axis]))) for piece in pieces)
+    return (len(pieces), *x.shape[:axis], longest, *x.shape[axis + 1 :])
+
+
 def _axis_index(axis: int, ndim: int, name: str) -> int:
     if not -ndim <= axis < ndim:
         raise ShapeError(f"{name}: axis {axis} is out of range for a tensor with {ndim} dimension{'s' * (ndim != 1)}")
@@ -183,6 +193,7 @@ def _axis_index(axis: int, ndim: int, name: str) -> int:
 
 split = defop(
     "split", _split, (_split_vjp,), n_ret=None,
+    out_shape=_split_shape,
     doc="x cut along axis into equal sections, or at a list of indices: split(x, [2, 4]) (several outputs)",
     category=SHAPE, complex_safe=True,
     check=Check(shapes=(((4, 3),),), params={"sections": 2}),

@@ -1,0 +1,196 @@
+"""What the commands share: option types, engine set-up, reading scripts, writing DOT,
+reporting a fatal error.
+
+Every command module (main, checking, repl) imports from here and nothing imports them
+back, so cli/ reads top-down: main -> repl -> checking -> common -> render, jsonout.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from gradcalc.parser import LanguageError
+
+
+class Engine(str, Enum):
+    tensor = "tensor"
+    scalar = "scalar"
+
+
+EngineOption = Annotated[Engine, typer.Option("--engine", help="tensor (NumPy arrays) or scalar (one node per number, for teaching).")]
+DigitsOption = Annotated[Optional[int], typer.Option("--digits", min=1, max=17, help="Round numbers to N significant digits for display (default: full precision).")]
+FullOption = Annotated[bool, typer.Option("--full", help="Print every element of large tensors (default: a summary).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (see docs/cli.md) instead of text.")]
+MaxElementsOption = Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed, in elements (default 10,000,000).")]
+MaxStepsOption = Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Most ops one statement may execute (default 10,000,000).")]
+MAX_INPUT_BYTES = 50_000_000  # a script larger than this is refused, not read to the end (/dev/zero)
+MaxInputOption = Annotated[int, typer.Option("--max-input-bytes", min=1, help="Largest script read, in bytes.")]
+
+
+class SourceError(Exception):
+    """A script that cannot be read: missing, too large, not UTF-8."""
+
+
+class OutputFileError(Exception):
+    """A report or picture that cannot be written; the file there before is left as it was."""
+
+
+def prepare_engine(max_elements: int | None, max_steps: int | None = None) -> None:
+    """Set up the engine for a command: the element cap, the step budget, and NumPy told
+    not to warn about overflow or nan (results show inf and nan, and a note names the op
+    that made them)."""
+    import numpy as np
+
+    np.seterr(all="ignore")
+    if max_elements is not None:
+        from gradcalc.autodiff import set_max_elements
+
+        set_max_elements(max_elements)
+    if max_steps is not None:
+        from gradcalc.autodiff.limits import set_max_steps
+
+        set_max_steps(max_steps)
+
+
+def fail(err: LanguageError, source: str | None, as_json: bool, origin: str = "") -> NoReturn:
+    """Report a language error (as JSON too when asked) and exit with status 2."""
+    from . import render
+
+    if as_json:
+        from .jsonout import dumps, error_object
+
+        print(dumps(error_object(err)))
+    render.print_error(err, source, origin)
+    raise typer.Exit(2)
+
+
+def decode_source(origin: str, data: bytes) -> str:
+    """UTF-8 text (a leading BOM is dropped); otherwise say which byte is wrong and where."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise SourceError(f"{origin} is not UTF-8: byte 0x{data[err.start]:02x} at offset {err.start} "
+                          f"(line {line}, column {column})") from None
+
+
+def _read_limited(stream: Any, origin: str, limit: int) -> bytes:
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise SourceError(f"{origin} is larger than {limit:,} bytes; raise the limit with --max-input-bytes")
+    return data
+
+
+def load_source(path: str, limit: int = MAX_INPUT_BYTES) -> tuple[str, str]:
+    """(origin, text) of a script; '-' reads stdin. Raises SourceError."""
+    if path == "-":
+        if sys.stdin is None:
+            raise SourceError("cannot read stdin: it is closed")
+        return "<stdin>", decode_source("<stdin>", _read_limited(sys.stdin.buffer, "<stdin>", limit))
+    try:
+        with open(path, "rb") as stream:
+            return path, decode_source(path, _read_limited(stream, path, limit))
+    except OSError as err:
+        raise SourceError(f"cannot read {path}: {err.strerror}") from None
+
+
+def read_sources(files: list[Path], limit: int = MAX_INPUT_BYTES) -> list[tuple[str, str]]:
+    """(origin, text) per file; '-' is stdin. A file that cannot be read exits 2."""
+    try:
+        return [load_source(str(path), limit) for path in files]
+    except SourceError as err:
+        usage_error(str(err))
+
+
+def usage_error(text: str) -> NoReturn:
+    """A fatal problem outside the language: `error: ...` on stderr, exit status 2."""
+    from . import render
+
+    render.error(text)
+    raise typer.Exit(2)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def refuse_overwriting(output: Path, inputs: list[Path], option: str) -> None:
+    """Exit 2 when a report would replace one of the command's own input files."""
+    for source in inputs:
+        if str(source) != "-" and _same_file(output, source):
+            usage_error(f"{option} {output} would overwrite the input file {source}")
+
+
+def write_file(path: Path, data: str | bytes) -> None:
+    """Write a report whole or not at all: into a temporary file in the same folder, then
+    renamed over `path`. A symlink at `path` is replaced, never written through; a failed
+    write (full disk, file-size limit) leaves the old file intact. Devices and pipes
+    (/dev/stdout) are written directly. Raises OutputFileError."""
+    import tempfile
+
+    payload = data.encode() if isinstance(data, str) else data
+    try:
+        if path.exists() and not path.is_symlink() and not path.is_file() and not path.is_dir():
+            with open(path, "wb") as stream:
+                stream.write(payload)
+            return
+        folder = path.parent if str(path.parent) else Path(".")
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as err:
+        raise OutputFileError(f"cannot write {path}: {err.strerror}") from None
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(payload)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise OutputFileError(f"cannot write {path}: {err.strerror}; it was left as it was") from None
+
+
+# Graphviz output formats that gradcalc renders by extension (`dot -T<ext>`).
+PICTURE_FORMATS = ("svg", "png", "pdf", "jpg", "jpeg", "gif", "ps", "eps")
+TEXT_FORMATS = ("dot", "gv")
+
+
+def write_dot(output: Any, target: str) -> None:
+    """The graph of `output` as DOT text (.dot/.gv, or '-' for stdout), or a picture drawn
+    by Graphviz for the formats in PICTURE_FORMATS. Raises OutputFileError."""
+    import shutil
+    import subprocess
+
+    from gradcalc.autodiff import graph_dot
+
+    text = graph_dot(output)
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(target)
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix in TEXT_FORMATS:
+        write_file(path, text)
+        return
+    if suffix not in PICTURE_FORMATS:
+        raise OutputFileError(f"cannot write {path}: unknown extension {path.suffix or '(none)'}; "
+                              f"use .dot or .gv for DOT text, or one of .{', .'.join(PICTURE_FORMATS)} for a picture")
+    if shutil.which("dot") is None:
+        raise OutputFileError(f"cannot draw {path}: Graphviz's `dot` is not installed (Debian: apt-get install graphviz); "
+                              f"name a .dot file to write the DOT text instead")
+    done = subprocess.run(["dot", f"-T{'jpeg' if suffix == 'jpg' else suffix}"], input=text.encode(), capture_output=True, check=False)
+    if done.returncode != 0:
+        raise OutputFileError(f"Graphviz failed to draw {path}: {done.stderr.decode(errors='replace').strip()}")
+    write_file(path, done.stdout)

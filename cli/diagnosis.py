@@ -1,0 +1,98 @@
+"""Notes that explain an inf or nan: which op first produced it, from which inputs, and
+which op's backward pass first made a gradient infinite.
+
+The engine records no graph for ops on constants, so for `log(0)` the output is a bare
+constant; the statement is then evaluated once more with its constants recorded, only to
+find the op (the first result is what the user sees).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+from gradcalc.autodiff import Tensor, first_nonfinite, topological_order
+from gradcalc.autodiff.graph import first_nonfinite_gradient, format_number
+from gradcalc.parser import LanguageError, Session
+from gradcalc.parser.analysis import Analysis, analyze
+from gradcalc.parser.backends import TensorBackend
+
+
+def analyse(
+    session: Session, value: Any, wrt: list[str] | None = None, code: list[Any] | None = None, always: list[str] | None = None,
+) -> Analysis:
+    """`analyze` plus notes about inf and nan; `code` (the statement's) lets a result made
+    from constants alone be traced to its op; `always` as for analyze."""
+    analysis = analyze(value, wrt, session.variables, always)
+    analysis.notes += nonfinite_notes(analysis.output, lambda: _retrace(session, code) if code is not None else None)
+    analysis.nonfinite = None  # said in the notes
+    return analysis
+
+
+def nonfinite_notes(output: Any, retrace: Any = None) -> list[str]:
+    notes = []
+    if not _finite(output.data):
+        source = output
+        if not output.parents and retrace is not None:
+            source = retrace() or output
+        culprit = first_nonfinite(source)
+        if culprit is not None and culprit.parents:
+            notes.append(f"the first {_kind(culprit.data)} came from {_at_first_bad(culprit, culprit.data)}")
+        elif culprit is not None:
+            notes.append(f"the first {_kind(culprit.data)} is in an input: {culprit.name or 'a constant'}")
+    blamed = first_nonfinite_gradient(output, topological_order(output))
+    if blamed is not None:
+        op, parent = blamed
+        kind = _kind(parent.grad)
+        notes.append(f"{'a' if kind == 'nan' else 'an'} {kind} gradient came from the backward pass of {_at_first_bad(op, parent.grad, parent)}")
+    return notes
+
+
+def _finite(data: Any) -> bool:
+    return bool(np.all(np.isfinite(data)))
+
+
+def _kind(data: Any) -> str:
+    array = np.asarray(data)
+    return "nan" if np.isnan(array).any() and not np.isinf(array).any() else "inf" if not np.isnan(array).any() else "inf or nan"
+
+
+def _at_first_bad(op: Any, bad: Any, through: Any = None) -> str:
+    """`log(-1.0)`, or for tensors `log at element [2]: log(-1.0)`, at the first element
+    of `bad` that is not finite (`bad` has the shape of `through`, else of the op's output)."""
+    bad = np.asarray(bad)
+    index = tuple(int(i) for i in np.argwhere(~np.isfinite(bad))[0]) if bad.ndim else ()
+    where = through if through is not None else op
+    shape = np.shape(where.data)
+    args = ", ".join(_input_at(p, index, shape) for p in op.parents)
+    call = f"{op.label}({args})"
+    return call if not index else f"{op.label} at element {list(index)}: {call}"
+
+
+def _input_at(node: Any, index: tuple[int, ...], shape: tuple[int, ...]) -> str:
+    data = np.asarray(node.data)
+    if data.size == 1:
+        return format_number(data.reshape(()).item())
+    if data.shape == shape and index:
+        return format_number(data[index].item())
+    return f"<{'x'.join(map(str, data.shape))} tensor>"
+
+
+class _ConstantsRecorded(TensorBackend):
+    """The tensor engine, with every literal a leaf that records the ops applied to it."""
+
+    def constant(self, value: float) -> Tensor:
+        return Tensor(value, requires_grad=True)
+
+
+def _retrace(session: Session, code: list[Any]) -> Any:
+    if session.engine != "tensor":
+        return None
+    tracer = copy.copy(session)
+    tracer.backend = _ConstantsRecorded()
+    try:
+        traced = tracer.evaluate(code)
+    except LanguageError:
+        return None
+    return traced if hasattr(traced, "parents") else None

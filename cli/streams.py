@@ -1,0 +1,82 @@
+"""Standard streams that fail in ways a user can act on.
+
+click turns a broken pipe into exit status 1 (the "check failed" status) and Ctrl-C into
+a silent 130; gradcalc wants a quiet exit that is not 1 for the first, and `interrupted`
+for the second. Both are raised past click as exceptions it does not know.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+BROKEN_PIPE_STATUS = 128 + signal.SIGPIPE  # what a shell reports for a process killed by SIGPIPE
+
+
+class StdoutError(Exception):
+    """Writing to stdout failed (not an OSError, so that click lets it through)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror)
+        self.error = error
+
+
+class Interrupted(BaseException):
+    """Ctrl-C (SIGINT) while a command runs; click catches KeyboardInterrupt itself."""
+
+
+class _GuardedStream:
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as err:
+            raise StdoutError(err) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as err:
+            raise StdoutError(err) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_stdout() -> None:
+    if not isinstance(sys.stdout, _GuardedStream):
+        sys.stdout = _GuardedStream(sys.stdout)  # type: ignore[assignment]
+
+
+def output_failed(err: OSError) -> int:
+    """Stop writing to stdout for good and return the exit status: quiet for a reader that
+    went away (`| head`), one line on stderr for anything else (a full disk)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())  # the buffered rest goes nowhere at exit
+    if err.errno == errno.EPIPE:
+        return BROKEN_PIPE_STATUS
+    print(f"error: cannot write to stdout: {err.strerror or err}", file=sys.stderr)
+    return 2
+
+
+@contextlib.contextmanager
+def interrupt_handler() -> Iterator[None]:
+    """Ctrl-C raises Interrupted inside the block. A file-size limit (RLIMIT_FSIZE) makes
+    writes fail with an error instead of killing the process (SIGXFSZ)."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted()
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
