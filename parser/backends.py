@@ -179,6 +179,15 @@ def _check_differentiable(usage: str, y: Tensor, x: Any) -> None:
     )
 
 
+# Methods in the language beyond the ops bound to Tensor: the arithmetic ops, as in
+# PyTorch (x.pow(2), x.add(y), x.matmul(W)), and item (Tensor.item is Python's float).
+LANGUAGE_METHODS = frozenset({"item"})
+
+
+def _is_method(op: OpDef) -> bool:
+    return op.method or op.category == "arithmetic" or op.name in LANGUAGE_METHODS
+
+
 def _cut(result: Any, inputs: Any, always: bool = False) -> Any:
     """Mark a result without gradient as `detached` (a constant that stays a constant
     when named) when it was computed from values with gradients or from detached ones,
@@ -229,7 +238,7 @@ class TensorBackend:
         return sorted([*public_ops(), *AUTODIFF_FUNCTIONS])
 
     def method_names(self) -> list[str]:
-        return sorted(name for name, op in public_ops().items() if op.method)
+        return sorted(name for name, op in public_ops().items() if _is_method(op))
 
     def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name in AUTODIFF_FUNCTIONS:
@@ -241,7 +250,7 @@ class TensorBackend:
 
     def method(self, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         op = public_ops().get(name)
-        if op is None or not op.method:
+        if op is None or not _is_method(op):
             raise LanguageError("name", f"tensors have no method {name!r}")
         return self._apply(op, [target, *args], kwargs)
 

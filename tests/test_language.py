@@ -149,6 +149,7 @@ SAMPLE_ARGS = {
     "stack": ["[1, 2]", "[3, 4]"],
     "clip": ["[0.5, 2.0]", "0", "1"],
     "swapaxes": ["[[1, 2], [3, 4]]", "0", "1"],
+    "item": ["[2.5]"],
     "mse": ["[1, 2]", "[1, 3]"],
 }
 
@@ -592,12 +593,61 @@ def test_only_ascii_digits_are_numbers(digits):
     assert error(digits).kind == "syntax"
 
 
+# ---- Python's integer arithmetic, literals and methods -----------------------------------------
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("1_000 + 1", 1001.0),
+    ("1_000.000_5", 1000.0005),
+    ("2e1_0", 2e10),
+    ("remainder(7, 2)", 1.0),
+    ("remainder(-7, 2)", 1.0),      # Python: -7 % 2 == 1
+    ("remainder(7, -2)", -1.0),     # the sign of the divisor
+    ("mod(7.5, 2)", 1.5),
+    ("floor_divide(-7, 2)", -4.0),  # Python: -7 // 2 == -4
+    ("len([[1, 2], [3, 4], [5, 6]])", 3.0),
+    ("x = [2.5]; x.item()", 2.5),
+    ("x = [1, 2]; x.pow(3)", [1.0, 8.0]),
+    ("x = [1, 2]; x.add(1).mul(2)", [4.0, 6.0]),
+])
+def test_python_integer_arithmetic_literals_and_methods(source, expected):
+    assert value(source) == expected
+
+
+def test_remainder_gradients_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(-5, 5, 6), rng.choice([-1.0, 1.0], 6) * rng.uniform(0.5, 2, 6)
+    s = Session()
+    s.run_source(f"a = {a.tolist()}\nb = {b.tolist()}")
+    [result] = s.run_source("sum(remainder(a, b) ** 2 + floor_divide(a, b))")
+    grads = analyze(result.value, None, s.variables).grads
+    ta, tb = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (a, b))
+    (torch.remainder(ta, tb) ** 2 + torch.floor_divide(ta.detach(), tb.detach())).sum().backward()  # no gradient there
+    np.testing.assert_allclose(result.value.item(), (np.remainder(a, b) ** 2 + np.floor_divide(a, b)).sum(), rtol=1e-14)
+    np.testing.assert_allclose(grads["a"], ta.grad.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(grads["b"], tb.grad.numpy(), rtol=1e-13)
+
+
+def test_item_and_len_are_constants():
+    s = Session()
+    s.run_source("x = [2.5]\ni = x.item()\nn = len(x)")
+    assert not s.variables["i"].requires_grad and not s.variables["n"].requires_grad
+    assert "size 1" in error("x = [1, 2]; x.item()").message
+
+
+@pytest.mark.parametrize("source", ["1j", "2.5j + 1", "x = 3J"])
+def test_complex_literals_are_refused_by_name(source):
+    err = error(source)
+    assert err.kind == "syntax" and "complex numbers" in err.message and "not supported" in err.message
+
+
 # ---- fuzzing ---------------------------------------------------------------------------------------
 
 TOKENS = ["x", "y", "1", "2.5", "1e3", "+", "-", "*", "/", "**", "^", "@", "(", ")", "[", "]", ",", ".", ":", ";",
           "\n", "=", "+=", "<", "==", "if", "else", "def", "check", "wrt", "true", "exp", "sum", "relu", "T",
           "grad", "axis", "'s'", "#c", "_", "__class__", "1.", ".5", "nan", "inf", "f", "None", "...", "detach",
-          "split", "concatenate", "mT", "dim", "max", "seed", ">", "false"]
+          "split", "concatenate", "mT", "dim", "max", "seed", ">", "false", "1j", "1_0", "remainder", "item"]
 
 
 def run_anything(source):

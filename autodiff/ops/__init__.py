@@ -1,2 +1,2 @@
 """Every op of the tensor engine. Importing this package fills the registry."""
-from . import arithmetic, comparisons, constructors, elementwise, losses, reductions, shaping  # noqa: F401
+from . import arithmetic, comparisons, constructors, elementwise, integer, losses, reductions, shaping  # noqa: F401

@@ -56,3 +56,24 @@ detach = defop(
     "detach", _detach, None, aliases=("stop_gradient",), method=True, category=CMP,
     doc="x as a constant: no gradient flows back through it, and a name given it is not a variable",
 )
+
+
+def _item(x: Any) -> Any:
+    if x.size != 1:
+        raise ValueError(f"item() needs a tensor of size 1, got shape {x.shape}")
+    return np.array(x.reshape(()))
+
+
+def _len(x: Any) -> Any:
+    if x.ndim == 0:
+        raise TypeError("len() of a 0-d tensor: it has no first axis")
+    return np.array(float(len(x)))
+
+
+# Not bound as Tensor.item: in Python that returns a float (tensor.py); the language
+# offers x.item() as a method all the same (parser/backends.py, LANGUAGE_METHODS).
+item = defop(
+    "item", _item, None, category=CMP,
+    doc="the one element of x as a constant: item(x) or x.item(), as PyTorch's (no gradient)",
+)
+len_ = defop("len", _len, None, category=CMP, doc="the length of x's first axis, as Python's len(x)")
