@@ -244,6 +244,7 @@ class Session:
             return self.variables[name]
         if name in CONSTANTS:
             return self.backend.constant(CONSTANTS[name])
+        _refuse_keyword(name)  # `wrt += 1`: a keyword read as a name
         if name in self.functions or name in self.backend.function_names():
             raise LanguageError("name", f"{name} is a function: call it, as in {name}(...)")
         known = [*(local or {}), *self.variables, *CONSTANTS]

@@ -429,6 +429,20 @@ def test_arithmetic_on_booleans_gives_float64():
     assert value("x = [1., -2.]; where(x > 0, x, 0) * 2") == [2.0, 0.0]
 
 
+@settings(max_examples=60)
+@given(
+    data=st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=8),
+    threshold=st.floats(-5, 5, allow_nan=False),
+)
+def test_masked_selection_matches_numpy_and_its_gradient_is_the_mask(data, threshold):
+    x = np.array(data)
+    s = Session()
+    s.run_source(f"x = {x.tolist()!r}\nt = {threshold!r}")
+    [picked, gradient] = s.run_source("x[x > t]\ngrad(sum(x[x > t] ** 2), x)")
+    np.testing.assert_array_equal(picked.value.data, x[x > threshold])
+    np.testing.assert_array_equal(gradient.value.data, np.where(x > threshold, 2 * x, 0.0))
+
+
 def test_a_mask_of_the_wrong_length_is_a_shape_error():
     assert error("x = [1, 2, 3]; x[[true, false]]").kind == "shape"
 
