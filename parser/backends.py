@@ -65,6 +65,8 @@ def _param(op: OpDef, name: str | None, value: Any) -> Any:
     where = f"{op.name}: {name or 'parameter'}"
     if op.name in _ELEMENTWISE and name == "axis" and isinstance(value, Tensor) and (value.requires_grad or value.ndim > 1):
         raise LanguageError("argument", f"{op.signature}: the second argument is an axis, not a tensor{_elementwise_hint(op)}")
+    if isinstance(value, str) and name is not None and not _takes_a_string(op, name):
+        raise LanguageError("argument", f"{where} takes a number or a list of numbers, not the string {value!r}")
     param = to_param(value, where)
     rule = _PARAMETERS.get(name or "")
     if rule is None or param is None:
@@ -72,7 +74,8 @@ def _param(op: OpDef, name: str | None, value: Any) -> Any:
     accepts, valid, lists = rule
     items = param if isinstance(param, tuple) and lists else (param,)
     if not all(valid(item) for item in items):
-        raise LanguageError("argument", f"{where} must be {accepts}, got {_shown(value)}{_elementwise_hint(op)}")
+        hint = _elementwise_hint(op) if name == "axis" else ""
+        raise LanguageError("argument", f"{where} must be {accepts}, got {_shown(value)}{hint}")
     return bool(param) if name in ("keepdims", "keepdim") else param
 
 
@@ -84,6 +87,15 @@ _ELEMENTWISE = {"max": "maximum(a, b) gives the elementwise larger", "min": "min
 def _elementwise_hint(op: OpDef) -> str:
     hint = _ELEMENTWISE.get(op.name)
     return f"; {op.name}'s second argument is an axis: {hint} of two tensors" if hint else ""
+
+
+def _takes_a_string(op: OpDef, name: str) -> bool:
+    """A parameter takes a string when its default is one (`approximate='none'`) or it
+    has none to say otherwise."""
+    import inspect  # only when a string was given: keep it off the common path
+
+    parameter = inspect.signature(op.forward).parameters.get(name)
+    return parameter is None or parameter.default is parameter.empty or isinstance(parameter.default, str)
 
 
 def _whole_number(item: Any) -> bool:
@@ -100,6 +112,7 @@ _PARAMETERS: dict[str, tuple[str, Any, bool]] = {
     "seed": ("a whole number from 0 up", lambda v: _whole_number(v) and v >= 0, False),
     "decimals": ("a whole number", _whole_number, False),
     "sections": ("a positive whole number or a list of whole-number indices", _whole_number, True),
+    "shape": ("whole numbers", _whole_number, True),
 }
 
 
