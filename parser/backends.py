@@ -65,10 +65,11 @@ def _param(op: OpDef, name: str | None, value: Any) -> Any:
     where = f"{op.name}: {name or 'parameter'}"
     if op.name in _ELEMENTWISE and name == "axis" and isinstance(value, Tensor) and (value.requires_grad or value.ndim > 1):
         raise LanguageError("argument", f"{op.signature}: the second argument is an axis, not a tensor{_elementwise_hint(op)}")
-    if isinstance(value, str) and name is not None and not _takes_a_string(op, name):
-        raise LanguageError("argument", f"{where} takes a number or a list of numbers, not the string {value!r}")
-    param = to_param(value, where)
     rule = _PARAMETERS.get(name or "")
+    if isinstance(value, str) and name is not None and not _takes_a_string(op, name):
+        accepts = rule[0] if rule else "a number or a list of numbers"
+        raise LanguageError("argument", f"{where} must be {accepts}, got the string {value!r}")
+    param = to_param(value, where)
     if rule is None or param is None:
         return param
     accepts, valid, lists = rule
