@@ -218,7 +218,6 @@ class TensorBackend:
     """The default engine: n-dimensional NumPy tensors, every registry op."""
 
     name = "tensor"
-    switch = "--engine scalar"  # unused: nothing asks to leave the tensor engine
 
     def constant(self, value: float) -> Tensor:
         return Tensor(value)
@@ -240,7 +239,7 @@ class TensorBackend:
         return _cut(op_def(a, b), (a, b), not op_def.has_gradient)
 
     def unary(self, op: str, a: Any) -> Any:
-        return -a if op == "neg" else a
+        return _cut(-a, (a,)) if op == "neg" else a
 
     def truth(self, value: Any) -> bool:
         data = np.asarray(value.data)
@@ -282,8 +281,10 @@ class TensorBackend:
         for key in kwargs:
             if key not in known and SPELLINGS.get(key) not in known:
                 raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
-        names = [op.variadic_param] * len(args) if op.variadic_param else list(op.param_names)
-        params = [_param(op, name if i < len(names) else None, value) for i, (name, value) in enumerate(zip(names + [None] * len(args), args[n_in:]))]
+        extra = args[n_in:]
+        names: list[str | None] = [op.variadic_param] * len(extra) if op.variadic_param else list(op.param_names)
+        names += [None] * (len(extra) - len(names))  # too many: _bind_params says so
+        params = [_param(op, name, value) for name, value in zip(names, extra)]
         named = {key: _param(op, SPELLINGS.get(key, key), value) for key, value in kwargs.items()}
         try:
             result = op(*args[:n_in], *params, **named)
