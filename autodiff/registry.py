@@ -315,7 +315,7 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         if len(args) < op.n_in:
             raise ArgumentError(f"{op.signature} needs {op.n_in} input{'s' * (op.n_in != 1)}, got {len(args)}")
         tensor_args, extra = args[: op.n_in], args[op.n_in :]
-    if extra or (params and params.keys() & SPELLINGS.keys()):
+    if extra or (params and not SPELLINGS.keys().isdisjoint(params)):
         params = _bind_params(op, extra, params)
     inputs = tuple([a if type(a) is Tensor else Tensor(a) for a in tensor_args])
     # Booleans (what comparisons give) enter every op as float64 0 and 1, as in PyTorch's
