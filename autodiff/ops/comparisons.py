@@ -74,6 +74,6 @@ def _len(x: Any) -> Any:
 # offers x.item() as a method all the same (parser/backends.py, LANGUAGE_METHODS).
 item = defop(
     "item", _item, None, category=CMP,
-    doc="the one element of x as a constant: item(x) or x.item(), as PyTorch's (no gradient)",
+    doc="the one element of x as a constant: item(x) or x.item(), as in PyTorch",
 )
 len_ = defop("len", _len, None, category=CMP, doc="the length of x's first axis, as Python's len(x)")

@@ -29,7 +29,7 @@ def _remainder(a: Any, b: Any) -> Any:
 
 floor_divide = defop(
     "floor_divide", lambda a, b: np.floor_divide(a, b), None, n_in=2, aliases=("floordiv",),
-    doc="a // b: the largest whole number <= a / b (no gradient)", category=INT,
+    doc="a // b: the largest whole number <= a / b", category=INT,
     operators=("__floordiv__", "__rfloordiv__"),
 )
 remainder = defop(

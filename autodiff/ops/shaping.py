@@ -100,7 +100,7 @@ def _unindex(g: Any, index: Any, shape: tuple[int, ...]) -> Any:
 
 getitem = defop(
     "getitem", _getitem, (lambda m, g, ans, x, index: m.unindex(g, index=index, shape=x.shape),),
-    doc="x[index]: integers, slices and integer tensors", category=SHAPE, complex_safe=True,
+    doc="x[index]: integers, slices, integer tensors, boolean masks, None and ...", category=SHAPE, complex_safe=True,
     operators=("__getitem__",), out_shape=lambda x, index: indexed_shape(x.shape, index),
     check=Check(shapes=(((3, 4),),), params={"index": (slice(0, 2), 1)}),
 )
