@@ -29,13 +29,13 @@ def _remainder(a: Any, b: Any) -> Any:
 
 floor_divide = defop(
     "floor_divide", lambda a, b: np.floor_divide(a, b), None, n_in=2, aliases=("floordiv",),
-    doc="a // b: the largest whole number <= a / b", category=INT,
+    doc="Python's a // b: the largest whole number <= a / b", category=INT,
     operators=("__floordiv__", "__rfloordiv__"),
 )
 remainder = defop(
     "remainder", _remainder,
     (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: -g * m.floor(m.raw(a) / m.raw(b))),
-    doc="a % b = a - b * floor(a / b), with the sign of b as in Python; gradient 1 for a and -floor(a / b) for b",
+    doc="Python's a % b = a - b * floor(a / b), with the sign of b; gradient 1 for a and -floor(a / b) for b",
     category=INT, n_in=2, aliases=("mod",), operators=("__mod__", "__rmod__"),
     kink=_near_whole_quotient,
     check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)), ((), (2, 3))), low=0.5, high=3.0, kink_gap=1e-3),
