@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcalc.autodiff import ALIASES, REGISTRY, ShapeError, Tensor, Value, grad, hessian, jacobian, topological_order
+from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order
 from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.registry import SPELLINGS, OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
@@ -63,8 +63,6 @@ def to_param(value: Any, what: str) -> Any:
 def _param(op: OpDef, name: str | None, value: Any) -> Any:
     """One parameter of a call, checked by what its name says it is."""
     where = f"{op.name}: {name or 'parameter'}"
-    if op.name in _ELEMENTWISE and name == "axis" and isinstance(value, Tensor) and (value.requires_grad or value.ndim > 1):
-        raise LanguageError("argument", f"{op.signature}: the second argument is an axis, not a tensor{_elementwise_hint(op)}")
     rule = _PARAMETERS.get(name or "")
     if isinstance(value, str) and name is not None and not _takes_a_string(op, name):
         accepts = rule[0] if rule else "a number or a list of numbers"
@@ -75,19 +73,28 @@ def _param(op: OpDef, name: str | None, value: Any) -> Any:
     accepts, valid, lists = rule
     items = param if isinstance(param, tuple) and lists else (param,)
     if not all(valid(item) for item in items):
-        hint = _elementwise_hint(op) if name == "axis" else ""
-        raise LanguageError("argument", f"{where} must be {accepts}, got {_shown(value)}{hint}")
+        raise LanguageError("argument", f"{where} must be {accepts}, got {_shown(value)}")
     return bool(param) if name in ("keepdims", "keepdim") else param
 
 
-# max(a, b) in Python is the larger of two values; here, as in NumPy, it reduces a over
-# axis b. Errors about that axis point to the elementwise op.
-_ELEMENTWISE = {"max": "maximum(a, b) gives the elementwise larger", "min": "minimum(a, b) gives the elementwise smaller"}
+# max(x, 0) is the larger of two values in Python and the largest element along axis 0
+# in NumPy; numbers here carry no int/float type to tell them apart, so max and min take
+# their axis by keyword only, and a second positional argument says which op to write.
+_EXTREMES = {"max": ("maximum", "larger", "largest"), "min": ("minimum", "smaller", "smallest")}
 
 
-def _elementwise_hint(op: OpDef) -> str:
-    hint = _ELEMENTWISE.get(op.name)
-    return f"; {op.name}'s second argument is an axis: {hint} of two tensors" if hint else ""
+def _ambiguous_extreme(op: OpDef, second: Any) -> LanguageError:
+    elementwise, pairwise, overall = _EXTREMES[op.name]
+    if isinstance(second, Tensor) and (second.ndim or second.requires_grad):
+        return LanguageError(
+            "argument", f"{op.name}(x, y) with a tensor y: write {elementwise}(x, y) for the elementwise {pairwise} "
+            f"of the two; {op.name} takes one tensor, and its axis by keyword ({op.name}(x, axis=0))",
+        )
+    shown = _shown(second)
+    return LanguageError(
+        "argument", f"{op.name}(x, {shown}): an axis or a value? write {op.name}(x, axis={shown}) for the {overall} "
+        f"element along an axis, or {elementwise}(x, {shown}) for the elementwise {pairwise} of the two",
+    )
 
 
 def _takes_a_string(op: OpDef, name: str) -> bool:
@@ -282,17 +289,13 @@ class TensorBackend:
             if key not in known and SPELLINGS.get(key) not in known:
                 raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
         extra = args[n_in:]
+        if extra and op.name in _EXTREMES:
+            raise _ambiguous_extreme(op, extra[0])
         names: list[str | None] = [op.variadic_param] * len(extra) if op.variadic_param else list(op.param_names)
         names += [None] * (len(extra) - len(names))  # too many: _bind_params says so
         params = [_param(op, name, value) for name, value in zip(names, extra)]
         named = {key: _param(op, SPELLINGS.get(key, key), value) for key, value in kwargs.items()}
-        try:
-            result = op(*args[:n_in], *params, **named)
-        except ShapeError as err:
-            if "axis" in str(err) and op.name in _ELEMENTWISE:
-                raise ShapeError(f"{err}{_elementwise_hint(op)}") from None
-            raise
-        return _cut(result, args[:n_in], not op.has_gradient and n_in > 0)
+        return _cut(op(*args[:n_in], *params, **named), args[:n_in], not op.has_gradient and n_in > 0)
 
     def _autodiff(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         usage = AUTODIFF_FUNCTIONS[name].split(":")[0]

@@ -566,9 +566,12 @@ def test_gradients_through_joins_and_splits_match_torch():
 
 @pytest.mark.parametrize("source, words", [
     ("x = 1; y = 2; sin(x, y)", ["sin(x) takes 1 argument, got 2"]),
-    ("max(1, 2)", ["max", "axis", "maximum(a, b)"]),
-    ("A = [[1, 2], [3, 4]]; y = [1, 2]; max(A, y)", ["axis", "maximum(a, b)"]),
-    ("A = [[1, 2], [3, 4]]; min(A, 0.5)", ["axis", "whole number", "minimum(a, b)"]),
+    ("max(1, 2)", ["max(x, 2)", "max(x, axis=2)", "maximum(x, 2)"]),
+    ("x = [1, -2]; max(x, 0)", ["max(x, axis=0)", "maximum(x, 0)"]),  # Python's max(x, 0) is not NumPy's
+    ("A = [[1, 2], [3, 4]]; y = [1, 2]; max(A, y)", ["maximum(x, y)", "axis="]),
+    ("A = [[1, 2], [3, 4]]; min(A, 0.5)", ["min(x, axis=0.5)", "minimum(x, 0.5)"]),
+    ("A = [[1, 2], [3, 4]]; A.min(0)", ["min(x, axis=0)", "minimum(x, 0)"]),
+    ("A = [[1, 2], [3, 4]]; max(A, axis=0.5)", ["max", "axis", "whole number", "0.5"]),
     ("x = [1, 2, 3, 4]; split(x, 0)", ["split", "sections", "positive whole number", "got 0"]),
     ("x = [1, 2, 3]; split(x, 2)", ["split", "length 3", "2 equal sections", "indices"]),
     ("x = [[1, 2]]; sum(x, axis=1.5)", ["sum", "axis", "whole number", "1.5"]),
