@@ -1,8 +1,10 @@
 """The scalar engine, after the course's `Value`: one graph node per number.
 
-Seven primitives carry derivative code (+, *, ** constant, relu, tanh, exp, log); every
-other operation is composed from them (a - b is a + (-b), a / b is a * b**-1), so it
-needs none. Each node's `_backward` closure refers only to the node's parents, never to
+Nine primitives carry derivative code (+, *, ** constant, relu, tanh, exp, log, sigmoid,
+softplus); every other operation is composed from them (a - b is a + (-b), a / b is
+a * b**-1), so it needs none. sigmoid and softplus are primitives because their composed
+forms overflow in the tails (exp(1000)) where the true values and derivatives are finite;
+each primitive computes what the tensor engine's op computes, so the engines agree there. Each node's `_backward` closure refers only to the node's parents, never to
 the node itself: the graph has no reference cycles, so the garbage collector never has
 to trace it (a cost that is about half of micrograd's run time).
 """
@@ -83,22 +85,29 @@ class Value:
         out._backward = _backward
         return out
 
-    def __pow__(self, n: Number) -> Value:
+    def __pow__(self, n: Number | Value) -> Value:
         if isinstance(n, Value):
-            raise TypeError("the scalar engine supports only constant exponents (x ** 2, not x ** y)")
+            # A value computed from constants alone (-1, 1/2) is a constant exponent.
+            if n.requires_grad:
+                raise TypeError("the scalar engine supports only constant exponents (x ** 2, not x ** y)")
+            n = n.data
         out = Value(_power(self.data, n), (self,), _power_label(n), None, self.requires_grad)
 
         def _backward(g: float) -> None:
-            self.grad += g * n * _power(self.data, n - 1)
+            # d x**0 / dx is 0, also at x = 0 where n * x**(n-1) would be 0 * inf.
+            if n != 0:
+                self.grad += g * n * _power(self.data, n - 1)
 
         out._backward = _backward
         return out
 
     def relu(self) -> Value:
-        out = Value(self.data if self.data > 0 else 0.0, (self,), "relu", None, self.requires_grad)
+        x = self.data
+        out = Value(x if x > 0 or x != x else 0.0, (self,), "relu", None, self.requires_grad)
 
         def _backward(g: float) -> None:
-            self.grad += g * (self.data > 0)
+            if x > 0 or x != x:  # nan in, nan out; 0 (not g * 0) where x <= 0
+                self.grad += g * (1.0 if x > 0 else x)
 
         out._backward = _backward
         return out
@@ -108,7 +117,7 @@ class Value:
         out = Value(t, (self,), "tanh", None, self.requires_grad)
 
         def _backward(g: float) -> None:
-            self.grad += g * (1.0 - t * t)
+            self.grad += g * _sech_squared(self.data)
 
         out._backward = _backward
         return out
@@ -128,6 +137,26 @@ class Value:
 
         def _backward(g: float) -> None:
             self.grad += g / self.data if self.data != 0 else g * math.copysign(math.inf, self.data)
+
+        out._backward = _backward
+        return out
+
+    def sigmoid(self) -> Value:
+        s = _sigmoid(self.data)
+        out = Value(s, (self,), "sigmoid", None, self.requires_grad)
+
+        def _backward(g: float) -> None:
+            self.grad += g * s * _sigmoid(-self.data)
+
+        out._backward = _backward
+        return out
+
+    def softplus(self) -> Value:
+        x = self.data
+        out = Value(max(x, 0.0) + math.log1p(_exp(-abs(x))) if x == x else x, (self,), "softplus", None, self.requires_grad)
+
+        def _backward(g: float) -> None:
+            self.grad += g * _sigmoid(x)
 
         out._backward = _backward
         return out
@@ -156,12 +185,6 @@ class Value:
     def __rtruediv__(self, other: Number) -> Value:
         return other * self**-1
 
-    def sigmoid(self) -> Value:
-        return 1 / (1 + (-self).exp())
-
-    def softplus(self) -> Value:
-        return (1 + self.exp()).log()
-
     def sqrt(self) -> Value:
         return self**0.5
 
@@ -181,7 +204,10 @@ class Value:
             node.grad = 0.0
         self.grad = 1.0
         for node in reversed(interior):
-            node._backward(node.grad)
+            # A node whose gradient is exactly 0 passes nothing back, not 0 * inf = nan:
+            # the tensor engine's convention (see docs/engine.md, "where").
+            if node.grad:
+                node._backward(node.grad)
 
 
 SCALAR_FUNCTIONS: dict[str, str] = {
@@ -200,11 +226,25 @@ def _power_label(n: Number) -> str:
 def _power(x: float, n: Number) -> float:
     try:
         result = x**n
-    except ZeroDivisionError:
+    except (ZeroDivisionError, OverflowError):  # 0 ** -n, or |x ** n| too large
         return math.copysign(math.inf, x) if float(n).is_integer() and int(n) % 2 else math.inf
-    except OverflowError:
-        return math.inf
     return result if isinstance(result, float | int) else math.nan  # a negative base to a fractional power
+
+
+def _sigmoid(x: float) -> float:
+    # The tensor engine's formula: exp never overflows, both tails keep full precision.
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    if x < 0:
+        e = math.exp(x)
+        return e / (1.0 + e)
+    return x  # nan
+
+
+def _sech_squared(x: float) -> float:
+    """1 - tanh(x)**2 without cancellation (see the tensor engine's tanh)."""
+    e = math.exp(-2.0 * abs(x))
+    return 4.0 * e / ((1.0 + e) * (1.0 + e))
 
 
 def _exp(x: float) -> float:

@@ -83,17 +83,17 @@ def _param(op: OpDef, name: str | None, value: Any) -> Any:
 _EXTREMES = {"max": ("maximum", "larger", "largest"), "min": ("minimum", "smaller", "smallest")}
 
 
-def _ambiguous_extreme(op: OpDef, second: Any) -> LanguageError:
+def _ambiguous_extreme(op: OpDef, x: Any, second: Any) -> LanguageError:
     elementwise, pairwise, overall = _EXTREMES[op.name]
+    use = f"use {elementwise}(a, b) for the elementwise {pairwise} of two values"
     if isinstance(second, Tensor) and (second.ndim or second.requires_grad):
-        return LanguageError(
-            "argument", f"{op.name}(x, y) with a tensor y: write {elementwise}(x, y) for the elementwise {pairwise} "
-            f"of the two; {op.name} takes one tensor, and its axis by keyword ({op.name}(x, axis=0))",
-        )
+        return LanguageError("argument", f"{op.name}(x, y) with a tensor y: {use}; {op.name} takes one tensor, and its axis by keyword ({op.name}(x, axis=0))")
     shown = _shown(second)
+    if isinstance(x, Tensor) and x.ndim == 0:
+        return LanguageError("argument", f"{op.name}(x, {shown}): a scalar has no axis; {use}")
     return LanguageError(
         "argument", f"{op.name}(x, {shown}): an axis or a value? write {op.name}(x, axis={shown}) for the {overall} "
-        f"element along an axis, or {elementwise}(x, {shown}) for the elementwise {pairwise} of the two",
+        f"element along an axis, or {use}",
     )
 
 
@@ -140,6 +140,9 @@ class TensorList(tuple):
         listed = " and ".join(str(s) for s in sorted(shapes, key=len))
         return LanguageError("shape", f"ragged tensor literal: its elements have shapes {listed} "
                                       f"(a list of unequal tensors is only the inputs of concatenate or stack)")
+
+
+_JOINS = frozenset({"concatenate", "stack"})
 
 
 def _sequence(value: Any) -> list[Any]:
@@ -278,7 +281,7 @@ class TensorBackend:
         n_in = len(args) if op.n_in is None else op.n_in
         if len(args) < n_in:
             raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
-        if op.n_in is None and len(args) == 1:
+        if op.name in _JOINS and len(args) == 1:
             args = _sequence(args[0])  # concatenate([a, b]): the list is the inputs, as in NumPy
             n_in = len(args)
         for arg in args:
@@ -290,7 +293,7 @@ class TensorBackend:
                 raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
         extra = args[n_in:]
         if extra and op.name in _EXTREMES:
-            raise _ambiguous_extreme(op, extra[0])
+            raise _ambiguous_extreme(op, args[0], extra[0])
         names: list[str | None] = [op.variadic_param] * len(extra) if op.variadic_param else list(op.param_names)
         names += [None] * (len(extra) - len(names))  # too many: _bind_params says so
         params = [_param(op, name, value) for name, value in zip(names, extra)]
@@ -398,7 +401,7 @@ class ScalarBackend:
         if op in _ARITHMETIC:
             return _carry(_ARITHMETIC[op](a, b), a, b)
         if op == "pow":
-            if b._prev or b.requires_grad:
+            if b.requires_grad:  # a value computed from constants alone (-1, 1/2) is a constant
                 raise LanguageError("argument", f"the scalar engine takes only constant exponents (x ** 2, not x ** y); use {self.switch}")
             return _carry(a ** b.data, a)
         if op in _COMPARISONS:  # a constant: comparisons carry no gradient

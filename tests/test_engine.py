@@ -143,11 +143,11 @@ UNARY = ["tanh", "relu", "exp_tanh", "log_sq", "sigmoid", "neg"]
 BINARY = ["add", "sub", "mul", "div_safe"]
 
 
-def expressions(depth):
+def expressions(depth, unary=UNARY):
     leaves = st.sampled_from(["a", "b", "c"]) | st.floats(-3, 3, allow_nan=False).map(lambda v: ("const", v))
     return st.recursive(
         leaves,
-        lambda inner: st.tuples(st.sampled_from(UNARY), inner)
+        lambda inner: st.tuples(st.sampled_from(unary), inner)
         | st.tuples(st.sampled_from(BINARY), inner, inner)
         | st.tuples(st.just("pow"), inner, st.sampled_from([2, 3])),
         max_leaves=depth,
@@ -197,6 +197,30 @@ def test_scalar_and_tensor_engines_agree(expr, point):
     for k in "abc":
         tg = 0.0 if tensor_env[k].grad is None else float(tensor_env[k].grad)
         assert tg == pytest.approx(scalar_env[k].grad, rel=1e-12, abs=1e-12)
+
+
+EXTREMES = [0.0, -0.0, 1e-300, -1e-300, 40.0, -40.0, 700.0, -700.0, 1000.0, -1000.0, 1e308, -1e308, math.inf, -math.inf, math.nan]
+
+
+@settings(max_examples=300)
+@given(
+    expr=expressions(8, unary=UNARY + ["softplus", "abs"]),
+    point=st.tuples(*[st.sampled_from(EXTREMES) | st.floats(-50, 50)] * 3),
+)
+def test_scalar_and_tensor_engines_agree_at_extreme_and_nonfinite_points(expr, point):
+    values = dict(zip("abc", point))
+    scalar_env = {k: Value(v) for k, v in values.items()}
+    tensor_env = {k: leaf(v) for k, v in values.items()}
+    s = build(expr, scalar_env, lambda name, x: getattr(x if isinstance(x, Value) else Value(x), name)())
+    t = build(expr, tensor_env, lambda name, x: getattr(ops, name)(x))
+    if not isinstance(t, Tensor) or not t.requires_grad:
+        return
+    s.backward()
+    t.backward()
+    assert t.item() == pytest.approx(s.data, rel=1e-12, abs=1e-300, nan_ok=True)
+    for k in "abc":
+        tg = 0.0 if tensor_env[k].grad is None else float(tensor_env[k].grad)
+        assert tg == pytest.approx(scalar_env[k].grad, rel=1e-12, abs=1e-300, nan_ok=True), k
 
 
 # ---- numerics ----------------------------------------------------------------------------------------

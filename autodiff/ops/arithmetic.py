@@ -3,10 +3,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..limits import matmul_shape
 from ..registry import BINARY_SHAPES, Check, defop
 
 ARITH = "arithmetic"
+
+
+def masked(m: Any, g: Any, out: Any) -> Any:
+    """A VJP's result `out` (computed from `g`), made exactly 0 where g is 0 and out is nan.
+
+    An input that the output does not depend on at a point (the branch where() did not
+    take) receives gradient exactly 0 there; without this the chain rule multiplies that 0
+    by an infinite or undefined local derivative (sqrt'(0), log'(-1)) and leaks nan, as
+    PyTorch and JAX do. Only nan entries with g == 0 change, so elsewhere this is the
+    plain product, and its own derivatives (grad of grad) are the plain product's. The
+    check is one pass (a sum is nan when any entry is).
+    """
+    raw = m.raw(out)
+    total = raw.sum()
+    if total == total:
+        return out
+    return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -48,12 +67,12 @@ sub = defop(
     operators=("__sub__", "__rsub__"), check=Check(shapes=BINARY_SHAPES),
 )
 mul = defop(
-    "mul", _mul, (lambda m, g, ans, a, b: g * b, lambda m, g, ans, a, b: g * a),
+    "mul", _mul, (lambda m, g, ans, a, b: masked(m, g, g * b), lambda m, g, ans, a, b: masked(m, g, g * a)),
     doc="a * b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True,
     operators=("__mul__", "__rmul__"), check=Check(shapes=BINARY_SHAPES),
 )
 div = defop(
-    "div", _div, (lambda m, g, ans, a, b: g / b, lambda m, g, ans, a, b: -g * ans / b),
+    "div", _div, (lambda m, g, ans, a, b: masked(m, g, g / b), lambda m, g, ans, a, b: masked(m, g, -g * ans / b)),
     doc="a / b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True,
     operators=("__truediv__", "__rtruediv__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0),
 )
@@ -63,15 +82,27 @@ neg = defop(
 )
 
 
+def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
+    # d(a**b)/da = b * a**(b - 1). Where a == b == 0 that is 0 * 0**-1 = nan, while the
+    # derivative of a**0 is 0 (PyTorch's convention too); writing it b * a**1 there gives 0
+    # and keeps every higher derivative of a polynomial finite at 0:
+    # x**2 -> 2 x**1 -> 2 x**0 -> 0 * x**1 -> 0.
+    zero_zero = (m.raw(a) == 0) & (m.raw(b) == 0)
+    exponent = b - 1 if not zero_zero.any() else m.where(zero_zero, 1.0, b - 1)
+    return masked(m, g, g * (b * a**exponent))
+
+
 def _pow_dexponent(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
-    # d(a**b)/db = a**b * log(a). At a == 0 the limit is 0 (log is replaced by 0 there);
-    # for a < 0 the real power has no derivative in b, and log gives nan to say so.
-    log_a = m.log(m.where(m.raw(a) == 0, 1.0, a))
-    return g * ans * log_a
+    # d(a**b)/db = a**b * log(a). At a == 0 with b >= 0 the limit is 0 (log is replaced by
+    # 0 there, as PyTorch does); with b < 0 it is inf * -inf. For a < 0 the real power has
+    # no derivative in b and log gives nan to say so. Only called when b requires grad.
+    flat = (m.raw(a) == 0) & (np.real(m.raw(b)) >= 0)
+    log_a = m.log(m.where(flat, 1.0, a)) if flat.any() else m.log(a)
+    return masked(m, g, g * (ans * log_a))
 
 
 pow_ = defop(
-    "pow", _pow, (lambda m, g, ans, a, b: g * b * a ** (b - 1), _pow_dexponent),
+    "pow", _pow, (_pow_dbase, _pow_dexponent),
     doc="a ** b (also a ^ b); the exponent may be a tensor", category=ARITH, n_in=2, complex_safe=True,
     operators=("__pow__", "__rpow__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0),
 )

@@ -11,32 +11,54 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..registry import Check, defop
-from .reductions import Axis, expand_reduced, kept_shape
+from .reductions import Axis, checked_axis, expand_reduced, kept_shape
 
 NN = "softmax and losses"
 
 
-def _shift(x: Any, axis: Axis) -> Any:
-    """max(x) over axis (kept dims), 0 where that max is infinite so no inf - inf appears."""
+def _top(x: Any, axis: Axis) -> Any:
+    """max(real x) over axis, kept dims (zeros for an empty x)."""
     if x.size == 0:
         return np.zeros(kept_shape(x.shape, axis))
-    top = np.max(np.real(x), axis=axis, keepdims=True)
+    return np.max(np.real(x), axis=axis, keepdims=True)
+
+
+def _shift(x: Any, axis: Axis) -> Any:
+    """max(x) over axis (kept dims), 0 where that max is infinite so no inf - inf appears."""
+    top = _top(x, axis)
     return np.where(np.isfinite(top), top, 0.0)
 
 
 def _logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
+    axis = checked_axis("logsumexp", axis, np.ndim(x))
     top = _shift(x, axis)
     out = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
     return out if keepdims else np.reshape(out, np.sum(np.real(x), axis=axis).shape)
 
 
+def _at_infinity(x: Any, axis: Axis) -> Any:
+    """Where a slice's maximum is +inf: the softmax limit shares all mass equally among
+    its +inf entries (softmax([inf, 1]) = [1, 0]; PyTorch gives nan)."""
+    at_inf = np.real(x) == np.inf
+    return at_inf / np.maximum(np.sum(at_inf, axis=axis, keepdims=True), 1)
+
+
 def _softmax(x: Any, axis: Axis = -1) -> Any:
+    axis = checked_axis("softmax", axis, np.ndim(x))
     e = np.exp(x - _shift(x, axis))
-    return e / np.sum(e, axis=axis, keepdims=True)
+    out = e / np.sum(e, axis=axis, keepdims=True)
+    top = _top(x, axis)
+    return np.where(top == np.inf, _at_infinity(x, axis), out) if np.any(top == np.inf) else out
 
 
 def _log_softmax(x: Any, axis: int = -1) -> Any:
-    return x - _logsumexp(x, axis=axis, keepdims=True)
+    # (x - max) - log(sum(exp(x - max))): x - logsumexp(x) would lose x's low digits
+    # next to a huge logsumexp and make inf - inf at +inf logits.
+    axis = checked_axis("log_softmax", axis, np.ndim(x))
+    shifted = x - _shift(x, axis)
+    out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    top = _top(x, axis)
+    return np.where(top == np.inf, np.log(_at_infinity(x, axis)), out) if np.any(top == np.inf) else out
 
 
 def _logsumexp_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
@@ -96,7 +118,11 @@ def _batch(logits_shape: tuple[int, ...]) -> int:
 
 def _cross_entropy(logits: Any, target: Any) -> Any:
     probs, _ = _targets(logits, target)
-    return -np.sum(probs * _log_softmax(logits, axis=-1)) / _batch(np.shape(logits))
+    log_p = _log_softmax(logits, axis=-1)
+    # Only the terms with a non-zero target count (0 * log 0 is 0 here, not nan), so a
+    # -inf logit for a class that is not the target costs nothing, as in PyTorch.
+    terms = np.where(probs != 0, probs * log_p, 0.0)
+    return -np.sum(terms) / _batch(np.shape(logits))
 
 
 def _ce_dlogits(m: Any, g: Any, ans: Any, logits: Any, target: Any) -> Any:

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError, ShapeError
 from ..registry import Check, defop
 
 RED = "reduction"
@@ -26,6 +27,28 @@ def normalize_axes(axis: Axis, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
+def _is_int(a: Any) -> bool:
+    return isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+
+
+def checked_axis(op: str, axis: Any, ndim: int) -> Axis:
+    """`axis` if it is None, an integer or a tuple of integers within range; otherwise a
+    clear error naming the op (and, for max/min, the elementwise op the user may mean)."""
+    if axis is None:
+        return None
+    parts = axis if isinstance(axis, (tuple, list)) else (axis,)
+    if not all(_is_int(a) for a in parts):
+        hint = {"max": "; for the elementwise larger of two tensors use maximum(a, b)",
+                "min": "; for the elementwise smaller of two tensors use minimum(a, b)"}.get(op, "")
+        raise ArgumentError(f"{op}: axis must be an integer or a tuple of integers, got {axis!r}{hint}")
+    for a in parts:
+        if not -ndim <= a < ndim:
+            if ndim == 0:
+                raise ShapeError(f"{op}: a scalar has no axis {a} (leave the axis out)")
+            raise ShapeError(f"{op}: axis {a} is out of range for a tensor with {ndim} dimension{'s' * (ndim != 1)}")
+    return tuple(parts) if isinstance(axis, (tuple, list)) else axis
+
+
 def kept_shape(shape: tuple[int, ...], axis: Axis) -> tuple[int, ...]:
     """The shape a reduction with keepdims=True gives."""
     axes = normalize_axes(axis, len(shape))
@@ -38,23 +61,26 @@ def expand_reduced(m: Any, g: Any, shape: tuple[int, ...], axis: Axis) -> Any:
 
 
 def _sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return np.sum(x, axis=axis, keepdims=keepdims)
+    return np.sum(x, axis=checked_axis("sum", axis, np.ndim(x)), keepdims=keepdims)
 
 
 def _mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return np.mean(x, axis=axis, keepdims=keepdims)
+    # The mean of nothing is nan, as in NumPy, but without NumPy's RuntimeWarning.
+    axis = checked_axis("mean", axis, np.ndim(x))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sum(x, axis=axis, keepdims=keepdims) / _count(np.shape(x), axis)
 
 
 def _prod(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return np.prod(x, axis=axis, keepdims=keepdims)
+    return np.prod(x, axis=checked_axis("prod", axis, np.ndim(x)), keepdims=keepdims)
 
 
 def _max(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return np.max(x, axis=axis, keepdims=keepdims)
+    return np.max(x, axis=checked_axis("max", axis, np.ndim(x)), keepdims=keepdims)
 
 
 def _min(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return np.min(x, axis=axis, keepdims=keepdims)
+    return np.min(x, axis=checked_axis("min", axis, np.ndim(x)), keepdims=keepdims)
 
 
 def _count(shape: tuple[int, ...], axis: Axis) -> int:
@@ -86,10 +112,43 @@ mean = defop(
     doc="mean over axis (all axes by default)", category=RED, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, params={"axis": -1, "keepdims": True}),
 )
+def _prod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
+    # d prod / d x_k is the product of the other elements: ans / x_k when no element is 0,
+    # else computed without dividing, so zeros give exact answers (prod([0, 2, 3]) -> [6, 0, 0]).
+    if np.all(m.raw(x) != 0):
+        return expand_reduced(m, g * ans, x.shape, axis) / x
+    return expand_reduced(m, g, x.shape, axis) * _product_of_others(m, x, axis)
+
+
+def _product_of_others(m: Any, x: Any, axis: Axis) -> Any:
+    """For each element, the product of the other elements of its slice along `axis`.
+
+    The reduced axes are moved last and flattened to n. A plain backward pass multiplies
+    exclusive running products from the left and from the right (O(n)); with create_graph
+    it takes prod over n rows, row k being the slice with element k replaced by 1, so that
+    it is differentiable again, to any order, by this same op."""
+    axes = normalize_axes(axis, x.ndim)
+    rest = tuple(i for i in range(x.ndim) if i not in axes)
+    order = rest + axes
+    moved = m.transpose(x, axes=order)
+    lead = moved.shape[: len(rest)]
+    n = int(np.prod(moved.shape[len(rest):], dtype=int))
+    flat = m.reshape(moved, shape=lead + (n,))
+    if m.kind == "array":
+        ones = np.ones(lead + (1,), dtype=flat.dtype)
+        left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+        right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+        others = left * right
+    else:
+        rows = m.where(np.eye(n, dtype=bool), 1.0, m.reshape(flat, shape=lead + (1, n)))
+        others = m.prod(rows, axis=-1)
+    others = m.reshape(others, shape=moved.shape)
+    return m.transpose(others, axes=tuple(int(i) for i in np.argsort(order)))
+
+
 prod = defop(
-    "prod", _prod,
-    (lambda m, g, ans, x, axis=None, keepdims=False: expand_reduced(m, g * ans, x.shape, axis) / x,),
-    doc="product over axis (all axes by default); inputs must be non-zero for its gradient",
+    "prod", _prod, (_prod_vjp,),
+    doc="product over axis (all axes by default); exact gradient with zeros",
     category=RED, method=True, complex_safe=True, check=Check(shapes=_SHAPES, low=0.5, high=1.5),
 )
 max_ = defop(

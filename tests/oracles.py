@@ -1,0 +1,286 @@
+"""Independent oracles for every op, one entry per op: what PyTorch (float64) calls it.
+
+tests/test_torch_differential.py walks the registry and compares every public op with its
+entry here (value, first and second derivatives); an op with no PyTorch equivalent is
+listed in NOT_IN_TORCH with the reason. Adding an op means adding ONE line to one of the
+two tables (the test fails until you do).
+
+An entry's `fn` takes the torch module first, then the op's tensor inputs as torch
+tensors, then the op's parameters under gradcalc's names (it translates `axis` to
+`dim`, say). `variants` are extra parameter sets (keyword variants) tried beside the
+op's own Check params; `make(rng)` gives (inputs, params) for an op whose Check does not
+fit or that has none; `args` are the positional arguments of a constructor.
+
+torch is imported by the tests, never here, so this module loads without it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Make = Callable[[np.random.Generator], tuple[list[np.ndarray], dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class TorchOracle:
+    fn: Callable[..., Any]
+    variants: tuple[dict[str, Any], ...] = ()
+    make: Make | None = None
+    args: tuple[Any, ...] | None = None
+    extra_makes: tuple[Make, ...] = field(default=())
+
+
+def _dim(axis: Any) -> Any:
+    return list(axis) if isinstance(axis, tuple) else axis
+
+
+def _reduction(name: str) -> Callable[..., Any]:
+    """A torch reduction with gradcalc's axis=None (all axes) and keepdims spelling."""
+
+    def fn(t: Any, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        f = getattr(t, name)
+        if axis is None:
+            out = f(x)
+            return out.reshape([1] * x.ndim) if keepdims else out
+        if name == "prod":  # torch.prod takes one dim at a time
+            axes = sorted((a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,))), reverse=True)
+            for a in axes:
+                x = t.prod(x, dim=a, keepdim=True)
+            return x if keepdims else x.reshape([n for i, n in enumerate(x.shape) if i not in axes])
+        return f(x, dim=_dim(axis), keepdim=keepdims)
+
+    return fn
+
+
+def _logsumexp(t: Any, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    dims = list(range(x.ndim)) if axis is None else _dim(axis)
+    if x.ndim == 0:
+        return x.clone()
+    return t.logsumexp(x, dim=dims, keepdim=keepdims)
+
+
+def _cross_entropy(t: Any, logits: Any, target: Any) -> Any:
+    classes = logits.shape[-1]
+    flat = logits.reshape(-1, classes)
+    if target.shape == logits.shape:
+        return t.nn.functional.cross_entropy(flat, target.reshape(-1, classes))
+    return t.nn.functional.cross_entropy(flat, target.reshape(-1).long())
+
+
+def _mse(t: Any, a: Any, b: Any) -> Any:
+    return t.nn.functional.mse_loss(*t.broadcast_tensors(a, b))
+
+
+def _clip(t: Any, x: Any, *bounds: Any, low: Any = None, high: Any = None) -> Any:
+    if bounds:
+        low = bounds[0]
+    if len(bounds) > 1:
+        high = bounds[1]
+    # torch.clamp takes two tensors or two numbers, not one of each.
+    as_tensor = [b if b is None or t.is_tensor(b) else t.tensor(b, dtype=t.float64) for b in (low, high)]
+    return t.clamp(x, min=as_tensor[0], max=as_tensor[1])
+
+
+def _where(t: Any, cond: Any, a: Any, b: Any) -> Any:
+    return t.where(cond != 0, a, b)
+
+
+def _getitem(t: Any, x: Any, index: Any) -> Any:
+    parts = index if isinstance(index, tuple) else (index,)
+    return x[tuple(t.as_tensor(p) if isinstance(p, np.ndarray) else p for p in parts)]
+
+
+def _transpose(t: Any, x: Any, axes: tuple[int, ...] = ()) -> Any:
+    return x.permute(*(axes or reversed(range(x.ndim))))
+
+
+def _split(t: Any, x: Any, sections: int = 2, axis: int = 0) -> Any:
+    return t.chunk(x, int(sections), dim=axis)
+
+
+def _round(t: Any, x: Any, decimals: int = 0) -> Any:
+    return t.round(x, decimals=int(decimals))
+
+
+def _arg(name: str) -> Callable[..., Any]:
+    def fn(t: Any, x: Any, axis: Any = None) -> Any:
+        return getattr(t, name)(x, dim=axis).double()
+
+    return fn
+
+
+def _where_make(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    return [rng.integers(0, 2, (3, 4)).astype(float), rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (4,))], {}
+
+
+def _clip_keyword_bounds(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    return [rng.uniform(-2, 2, (3, 4))], {"low": -0.5, "high": 0.25}
+
+
+def _clip_one_bound(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """One 2-D tensor bound (low) and a keyword high."""
+    return [rng.uniform(-2, 2, (3, 4)), rng.uniform(-1.0, -0.2, (3, 4))], {"high": 0.5}
+
+
+def _unary_pair(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    return [rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (4,))], {}
+
+
+def _rounding_input(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    # Away from .5 ties (torch and NumPy both round halves to even, but keep it clean).
+    return [np.round(rng.uniform(-3, 3, (3, 4)), 2) + 0.003], {}
+
+
+def _cross_entropy_make(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    return [rng.uniform(-3, 3, (4, 5)), rng.integers(0, 5, (4,)).astype(float)], {}
+
+
+def _cross_entropy_probs(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    p = rng.uniform(0.1, 1.0, (4, 5))
+    return [rng.uniform(-3, 3, (4, 5)), p / p.sum(-1, keepdims=True)], {}
+
+
+# One line per op: gradcalc name -> how torch computes it.
+TORCH: dict[str, TorchOracle] = {
+    # arithmetic
+    "add": TorchOracle(lambda t, a, b: a + b),
+    "sub": TorchOracle(lambda t, a, b: a - b),
+    "mul": TorchOracle(lambda t, a, b: a * b),
+    "div": TorchOracle(lambda t, a, b: a / b),
+    "neg": TorchOracle(lambda t, x: -x),
+    "pow": TorchOracle(lambda t, a, b: a**b),
+    "matmul": TorchOracle(lambda t, a, b: t.matmul(a, b)),
+    # no gradient
+    "lt": TorchOracle(lambda t, a, b: (a < b).double(), make=_unary_pair),
+    "le": TorchOracle(lambda t, a, b: (a <= b).double(), make=_unary_pair),
+    "gt": TorchOracle(lambda t, a, b: (a > b).double(), make=_unary_pair),
+    "ge": TorchOracle(lambda t, a, b: (a >= b).double(), make=_unary_pair),
+    "eq": TorchOracle(lambda t, a, b: (a == b).double(), make=_unary_pair),
+    "ne": TorchOracle(lambda t, a, b: (a != b).double(), make=_unary_pair),
+    "sign": TorchOracle(lambda t, x: t.sign(x), make=_rounding_input),
+    "floor": TorchOracle(lambda t, x: t.floor(x), make=_rounding_input),
+    "ceil": TorchOracle(lambda t, x: t.ceil(x), make=_rounding_input),
+    "round": TorchOracle(_round, make=_rounding_input, variants=({"decimals": 1},)),
+    "argmax": TorchOracle(_arg("argmax"), make=_rounding_input, variants=({"axis": 0}, {"axis": 1})),
+    "argmin": TorchOracle(_arg("argmin"), make=_rounding_input, variants=({"axis": 0}, {"axis": -1})),
+    "detach": TorchOracle(lambda t, x: x.detach(), make=_rounding_input),
+    "item": TorchOracle(lambda t, x: x.detach().reshape(()), make=lambda rng: ([rng.uniform(-2, 2, (1, 1))], {})),
+    "len": TorchOracle(lambda t, x: t.tensor(float(len(x)), dtype=t.float64), make=_rounding_input),
+    # integer arithmetic (Python's // and %, torch's floor_divide and remainder)
+    "floor_divide": TorchOracle(lambda t, a, b: t.floor_divide(a, b), make=_unary_pair),
+    "remainder": TorchOracle(lambda t, a, b: t.remainder(a, b)),
+    # constructors
+    "zeros": TorchOracle(lambda t, *shape: t.zeros(*shape, dtype=t.float64), args=(2, 3)),
+    "ones": TorchOracle(lambda t, *shape: t.ones(*shape, dtype=t.float64), args=(3,)),
+    "full": TorchOracle(lambda t, shape, v: t.full(shape, v, dtype=t.float64), args=((2, 3), 7.0)),
+    "eye": TorchOracle(lambda t, n, m=None: t.eye(n, m if m is not None else n, dtype=t.float64), args=(3, 4)),
+    "arange": TorchOracle(lambda t, *a: t.arange(*a, dtype=t.float64), args=(1, 2, 0.25)),
+    "linspace": TorchOracle(lambda t, a, b, n: t.linspace(a, b, n, dtype=t.float64), args=(0, 1, 7)),
+    # elementwise
+    "exp": TorchOracle(lambda t, x: t.exp(x)),
+    "log": TorchOracle(lambda t, x: t.log(x)),
+    "log1p": TorchOracle(lambda t, x: t.log1p(x)),
+    "sqrt": TorchOracle(lambda t, x: t.sqrt(x)),
+    "sin": TorchOracle(lambda t, x: t.sin(x)),
+    "cos": TorchOracle(lambda t, x: t.cos(x)),
+    "tan": TorchOracle(lambda t, x: t.tan(x)),
+    "tanh": TorchOracle(lambda t, x: t.tanh(x)),
+    "sigmoid": TorchOracle(lambda t, x: t.sigmoid(x)),
+    # torch returns x itself above `threshold`; at 30 that is exact to 1e-13.
+    "softplus": TorchOracle(lambda t, x: t.nn.functional.softplus(x, threshold=30.0)),
+    "relu": TorchOracle(lambda t, x: t.relu(x)),
+    "abs": TorchOracle(lambda t, x: t.abs(x)),
+    "maximum": TorchOracle(lambda t, a, b: t.maximum(a, b)),
+    "minimum": TorchOracle(lambda t, a, b: t.minimum(a, b)),
+    "clip": TorchOracle(_clip, extra_makes=(_clip_keyword_bounds, _clip_one_bound)),
+    "where": TorchOracle(_where, make=_where_make),
+    # reductions
+    "sum": TorchOracle(_reduction("sum"), variants=({}, {"axis": -1, "keepdims": True}, {"axis": (0, 1)})),
+    "mean": TorchOracle(_reduction("mean"), variants=({}, {"axis": 0}, {"axis": (0, 1), "keepdims": True})),
+    "prod": TorchOracle(_reduction("prod"), variants=({}, {"axis": 0}, {"axis": (0, 1), "keepdims": True})),
+    "max": TorchOracle(_reduction("amax"), variants=({}, {"axis": 0, "keepdims": True}, {"axis": (0, 1)})),
+    "min": TorchOracle(_reduction("amin"), variants=({}, {"axis": 1}, {"axis": (0, 1), "keepdims": True})),
+    # softmax and losses
+    "logsumexp": TorchOracle(_logsumexp, variants=({}, {"axis": 0, "keepdims": True})),
+    "softmax": TorchOracle(lambda t, x, axis=-1: t.softmax(x, dim=axis), variants=({"axis": 0},)),
+    "log_softmax": TorchOracle(lambda t, x, axis=-1: t.log_softmax(x, dim=axis), variants=({"axis": 0},)),
+    "cross_entropy": TorchOracle(_cross_entropy, make=_cross_entropy_make, extra_makes=(_cross_entropy_probs,)),
+    "mse": TorchOracle(_mse),
+    # shape
+    "reshape": TorchOracle(lambda t, x, shape: x.reshape(shape)),
+    "flatten": TorchOracle(lambda t, x: x.reshape(-1)),
+    "transpose": TorchOracle(_transpose, variants=({"axes": (1, 0)},)),
+    "swapaxes": TorchOracle(lambda t, x, axis1, axis2: t.swapaxes(x, axis1, axis2)),
+    "broadcast_to": TorchOracle(lambda t, x, shape: x.broadcast_to(shape)),
+    "getitem": TorchOracle(_getitem, variants=({"index": (np.array([0, 2, 0]),)}, {"index": (Ellipsis, 1)})),
+    "concatenate": TorchOracle(lambda t, *xs, axis=0: t.cat(xs, dim=axis)),
+    "stack": TorchOracle(lambda t, *xs, axis=0: t.stack(xs, dim=axis)),
+    "split": TorchOracle(_split),
+}
+
+# Public ops with no PyTorch float64 counterpart, and why; checked elsewhere.
+NOT_IN_TORCH: dict[str, str] = {
+    "rand": "random: NumPy's generator, not torch's (tests/test_language.py checks seeds)",
+    "randn": "random: NumPy's generator, not torch's (tests/test_language.py checks seeds)",
+}
+
+
+nan, inf = float("nan"), float("inf")
+
+# Edge points (zeros, ties, kinks, inf, nan, empty) where gradcalc gives what PyTorch gives,
+# value, gradients and second derivatives: (op name, inputs, params[, order]); order 1
+# where only the first derivatives agree (DIFFERS_FROM_TORCH says why).
+EDGE_POINTS: list[tuple[Any, ...]] = [
+    ("relu", [[-1.0, 0.0, 2.0, -inf, inf]], {}),
+    ("abs", [[0.0, -0.0, -inf, inf, -2.0]], {}),
+    ("maximum", [[1.0, 2.0, nan, 1.0, nan], [1.0, 3.0, 1.0, nan, nan]], {}),
+    ("minimum", [[1.0, 2.0, nan, 1.0, nan], [1.0, 3.0, 1.0, nan, nan]], {}),
+    ("max", [[1.0, 1.0, 0.0]], {}),
+    ("min", [[0.0, 1.0, 0.0]], {}),
+    ("max", [[nan, 1.0]], {}),
+    ("pow", [[0.0, 0.0, -0.0, 0.0, 0.0, 0.0, 0.0, 2.0, -1.0], [0.0, -1.0, -1.0, 1.0, 2.0, 0.5, -0.5, 0.0, 2.0]], {}, 1),
+    ("pow", [[0.0, 2.0], [-1.0, 1.0]], {}),
+    ("prod", [[0.0, 2.0, 3.0]], {}),
+    ("prod", [[0.0, 0.0, 3.0]], {}),
+    ("prod", [[[0.0, 2.0], [3.0, 0.0], [4.0, 5.0]]], {"axis": 0}),
+    ("sqrt", [[0.0, 1e-300, 1e300]], {}),
+    ("log", [[0.0, 1e-300, -1.0]], {}),
+    ("exp", [[1000.0, -1000.0, 700.0]], {}),
+    ("sigmoid", [[-1000.0, -40.0, 40.0, nan]], {}),
+    ("softplus", [[-1000.0, -40.0, 40.0, 1000.0]], {}),
+    ("logsumexp", [[-inf, 1.0, 2.0]], {}),
+    ("logsumexp", [[-inf, -inf]], {}),
+    ("logsumexp", [[1000.0, 1000.0]], {}),
+    ("softmax", [[-inf, 1.0, 2.0]], {}),
+    ("log_softmax", [[-inf, 1.0, 2.0]], {}),
+    ("cross_entropy", [[[-inf, 1.0, 2.0]], [1.0]], {}),
+    ("cross_entropy", [[[1e308, -1e308]], [0.0]], {}),
+    ("cross_entropy", [[[nan, 1.0]], [0.0]], {}),
+    ("clip", [[-1.0, 0.5, 2.0], [-0.5, 0.0, 0.0], [1.0, 1.0, 1.0]], {}),
+    ("clip", [[-1.0, 0.0, 1.0], [-1.0, 0.0, 0.5], [1.0, 1.0, 1.0]], {}),  # x on a bound keeps the gradient
+    ("clip", [[0.0], [1.0], [-1.0]], {}),  # low > high: the output is high, and so is the gradient
+    ("mean", [np.zeros(0)], {}),
+    ("sum", [np.zeros(0)], {}),
+    ("where", [[1.0, 0.0], [1.0, 2.0], [3.0, 4.0]], {}),
+]
+
+# Edge points where gradcalc deliberately differs from PyTorch: (op name, inputs, params,
+# why). tests/test_numerics.py checks gradcalc's answers; the differential test checks
+# that PyTorch really does differ, so the list stays true (docs/language.md shows it).
+DIFFERS_FROM_TORCH: list[tuple[str, list[Any], dict[str, Any], int, str]] = [
+    ("pow", [[0.0, 0.0, 0.0], [0.0, 1.0, 2.0]], {}, 2,
+     "second derivatives at a zero base are finite (x**2 -> 2 at 0); torch gives nan. Mixed ones in the exponent "
+     "follow the values along a = 0, torch's first-order convention"),
+    ("pow", [[2.0], [0.0]], {}, 2,
+     "d2(a**b)/da db at b = 0 is 1/a (0.5 here); torch sets d/da to a constant 0 at b = 0, so it gives 0"),
+    ("relu", [[nan]], {}, 1, "gradient nan at nan (nan in, nan out); torch passes the gradient through (1)"),
+    ("abs", [[nan]], {}, 1, "gradient nan at nan; torch gives 0"),
+    ("softmax", [[inf, 1.0]], {}, 1, "the limit [1, 0]; torch gives nan"),
+    ("log_softmax", [[inf, 1.0]], {}, 1, "the limit [0, -inf]; torch gives nan"),
+    ("logsumexp", [[inf, 1.0]], {}, 1, "gradient [1, 0] (the softmax limit); torch gives [nan, 0]"),
+    ("clip", [[nan], [-1.0], [1.0]], {}, 1, "a nan x keeps its gradient (nan stays visible); torch gives 0 to x and to the bounds"),
+    ("tanh", [[20.0]], {}, 1, "gradient 1.7e-17 (exact); torch's 1 - tanh^2 gives 0"),
+]
