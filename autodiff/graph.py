@@ -177,9 +177,10 @@ def _dot_field(text: str) -> str:
     return text.translate(_DOT_RECORD_SPECIALS)
 
 
-def graph_dot(root: Any, digits: int | None = 6) -> str:
+def graph_dot(root: Any, digits: int | None = 6, edge_labels: dict[tuple[int, int], str] | None = None) -> str:
     """Graphviz DOT text: one record per node with its title, value and grad (when it has
-    one: constants do not)."""
+    one: constants do not). `edge_labels` labels the edge into input slot k of a node,
+    keyed (id(node), k)."""
     order = topological_order(root)
     index = {id(n): i for i, n in enumerate(order)}
     lines = ["digraph gradcalc {", '  rankdir="LR";', '  node [shape=record, fontname="Helvetica"];']
@@ -192,8 +193,10 @@ def graph_dot(root: Any, digits: int | None = 6) -> str:
         style = ', style=filled, fillcolor="#e8f0fe"' if not node.parents else ""
         lines.append(f'  n{i} [label="{{{label}}}"{style}];')
     for node in order:
-        for parent in node.parents:
-            lines.append(f"  n{index[id(parent)]} -> n{index[id(node)]};")
+        for k, parent in enumerate(node.parents):
+            label = (edge_labels or {}).get((id(node), k))
+            attributes = f' [label="{_dot_field(label)}"]' if label else ""
+            lines.append(f"  n{index[id(parent)]} -> n{index[id(node)]}{attributes};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

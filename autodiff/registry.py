@@ -75,6 +75,7 @@ class OpDef:
     param_names: tuple[str, ...]
     signature: str
     out_shape: Callable[..., tuple[int, ...]] | None = None
+    rule: str | None = None  # the derivative rule as text; without it, read from the VJPs (rules.py)
 
     @property
     def has_gradient(self) -> bool:
@@ -146,6 +147,7 @@ def defop(
     kink: Callable[..., bool] | None = None,
     check: Check | None = None,
     out_shape: Callable[..., tuple[int, ...]] | None = None,
+    rule: str | None = None,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -163,7 +165,7 @@ def defop(
     op = OpDef(
         name=name, forward=forward, vjps=vjps, n_in=n_in, n_ret=n_ret, doc=doc, category=category,
         complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
-        variadic_param=variadic, param_names=param_names, signature=signature, out_shape=out_shape,
+        variadic_param=variadic, param_names=param_names, signature=signature, out_shape=out_shape, rule=rule,
     )
     REGISTRY[name] = op
     for alias in aliases:

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -54,7 +55,6 @@ class Contender:
     setup: str = ""
     engine: str | None = None
     argv: list[str] = field(default_factory=list)
-    extra: str = ""
 
 
 @dataclass
@@ -85,7 +85,6 @@ class Row:
 class Section:
     group: Group
     rows: list[Row] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # errors that are not a known limit
 
 
@@ -167,7 +166,7 @@ def _check_agreement(g: Group, results: dict[str, list[dict[str, Any]]]) -> None
 
 
 def _row(c: Contender, g: Group, results: list[dict[str, Any]], per: float, reference: list[float]) -> Row:
-    row = Row(c.name, [statistics.median(res["times"]) / per for res in results], extra=c.extra)
+    row = Row(c.name, [statistics.median(res["times"]) / per for res in results])
     if len(reference) == len(row.rounds):  # paired: round by round
         row.ratios = [mine / ref for mine, ref in zip(row.rounds, reference)]
     if "bytes" in results[0]:
@@ -277,8 +276,21 @@ def groups(smoke: bool, files: dict[str, str]) -> list[Group]:
 # ---- the report ------------------------------------------------------------------------------------
 
 
+LEGEND = """Each contender ran in a process of its own, the contenders taking turns round by round.
+A round's time is the median of that process's timed repeats (after one untimed warm-up,
+except for whole commands and the deep chains, whose memory is measured from cold);
+the time column gives the median and range of the rounds. The ratio column divides each
+round's time by the reference's time in the same round: min / median / max over rounds.
+Below 1 is faster than the reference. Read the ratios: on a loaded machine absolute
+times move between rounds far more than paired ratios do."""
+
+
 def _time(seconds: float, unit: str) -> str:
     return f"{seconds * 1e3:,.1f} ms" if unit == "run" else f"{seconds * 1e6:,.2f} us"
+
+
+def _ratio(x: float) -> str:
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.2g}"  # 0.0003, not 0.00
 
 
 def render(sections: list[Section]) -> str:
@@ -294,11 +306,9 @@ def render(sections: list[Section]) -> str:
                 out.append(f"| {r.name} | - | - | {r.note} |")
                 continue
             spread = f"{_time(statistics.median(r.rounds), g.unit)} ({_time(min(r.rounds), g.unit)}-{_time(max(r.rounds), g.unit)})"
-            ratio = (f"{min(r.ratios):.2f} / **{statistics.median(r.ratios):.2f}** / {max(r.ratios):.2f}"
+            ratio = (f"{_ratio(min(r.ratios))} / **{_ratio(statistics.median(r.ratios))}** / {_ratio(max(r.ratios))}"
                      if r.ratios else "-")
             out.append(f"| {r.name} | {spread} | {ratio} | {r.extra} |")
-        for note in s.notes:
-            out.append(f"\n- {note}")
     return "\n".join(out)
 
 
@@ -318,6 +328,26 @@ def machine() -> str:
         except Exception:  # noqa: BLE001 - an anchor that is not installed
             pass
     return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; " + ", ".join(versions)
+
+
+def install() -> str:
+    """Start-up depends on it: an editable install adds an import hook and, where bytecode
+    is not written, recompiles gradcalc at every start."""
+    from importlib.util import find_spec
+
+    spec = find_spec("gradcalc.parser")
+    where = spec.origin if spec and spec.origin else ""
+    return f"gradcalc {'regular (pip install .)' if 'site-packages' in where else 'editable (pip install -e .)'}"
+
+
+def commit() -> str:
+    """The commit of the suite's checkout (the code measured, for an install from it)."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(BENCH), *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    head = git("rev-parse", "--short", "HEAD")
+    return f"{head}{' with uncommitted changes' if git('status', '--porcelain') else ''}" if head else "unknown"
 
 
 def load() -> str:
@@ -351,10 +381,14 @@ def main() -> None:
             sections.append(run_group(g, args.rounds or g.rounds, batch))
             if not args.smoke:
                 print(render(sections[-1:]), flush=True)
-    command = "python bench/run.py" + "".join(f" {flag} {value}" for flag, value in
+    command = "python bench/run.py" + "".join(f" {flag} {shlex.quote(str(value))}" for flag, value in
                                              (("--only", args.only), ("--rounds", args.rounds)) if value)
-    report = (f"Machine: {machine()}\n\nRun: {started:%Y-%m-%d %H:%M} UTC, {load_before} at the start, {load()} at the end"
-              f"\n\nCommand: {command}{' --smoke' if args.smoke else ''}\n" + render(sections))
+    bytecode = os.environ.get("PYTHONDONTWRITEBYTECODE", "")
+    report = "\n\n".join([
+        "# Benchmark results", f"Machine: {machine()}", f"Install: {install()}, PYTHONDONTWRITEBYTECODE={bytecode!r}; commit {commit()}",
+        f"Run: {started:%Y-%m-%d %H:%M} UTC, {load_before} at the start, {load()} at the end",
+        f"Command: {command}{' --smoke' if args.smoke else ''}", LEGEND,
+    ]) + "\n" + render(sections)
     if args.smoke:
         failures = [f"{s.group.title}: {failure}" for s in sections for failure in s.failures]
         if failures:

@@ -76,9 +76,10 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
         suite = ET.SubElement(
             suites, "testsuite", name=origin, tests=str(len(outcomes)),
             failures=str(sum(o.status == "fail" for o in outcomes)), errors=str(sum(o.status == "error" for o in outcomes)),
+            time=f"{sum(o.seconds for o in outcomes):.3f}",
         )
         for o in outcomes:
-            case = ET.SubElement(suite, "testcase", classname=origin, name=f"line {o.line}: {o.text}")
+            case = ET.SubElement(suite, "testcase", classname=origin, name=f"line {o.line}: {o.text}", time=f"{o.seconds:.3f}")
             if o.status == "fail":
                 failure = ET.SubElement(case, "failure", message=f"max abs error {o.max_abs_error:.3g}, max rel error {o.max_rel_error:.3g} ({o.method})")
                 failure.text = o.message
@@ -95,7 +96,7 @@ def register_check(app: typer.Typer) -> None:
 
     @app.command("check")
     def check_command(
-        files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Gradcheck files ('-' reads stdin).", show_default=False)],
+        files: Annotated[list[Path], typer.Argument(metavar="FILE... [NAME=VALUE]...", help="Gradcheck files ('-' reads stdin), and variables for them (W=@weights.npy).", show_default=False)],
         as_json: Annotated[bool, typer.Option("--json", help="Print all results as one JSON document.")] = False,
         junit: Annotated[Optional[Path], typer.Option("--junit-xml", metavar="PATH", help="Also write JUnit XML for CI.")] = None,
         tol: Annotated[Optional[float], typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
@@ -103,6 +104,8 @@ def register_check(app: typer.Typer) -> None:
         max_elements: MaxElementsOption = None,
         max_steps: MaxStepsOption = None,
         max_input: MaxInputOption = MAX_INPUT_BYTES,
+        jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per core); results as with -j 1.")] = 1,
+        output_format: Annotated[str, typer.Option("--format", help="text, or github (GitHub Actions annotations).")] = "text",
     ) -> None:
         """Run the `check` statements of gradcheck files and report each one.
 
@@ -116,23 +119,27 @@ def register_check(app: typer.Typer) -> None:
 
         if method not in METHODS:
             usage_error(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+        if output_format not in ("text", "github"):
+            usage_error(f"--format must be text or github, not {output_format!r}")
         if junit is not None:
             refuse_overwriting(junit, files, "--junit-xml")
         prepare_engine(max_elements, max_steps)
         defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
-        sources = read_sources(files, max_input)
+        from .dataio import bound_or_exit, split_bindings
+        from .parallel import run_checks
+
+        files, bindings = split_bindings(files)
+        sources, bound = read_sources(files, max_input), bound_or_exit(bindings, "tensor")
         total = sum(count_checks(s) for _, s in sources)
-        results: list[tuple[str, list[CheckOutcome]]] = []
         with _progress(total) as advance:
-            for origin, source in sources:
-                results.append((origin, run_check_file(origin, source, defaults, on_outcome=lambda _o: advance())))
+            results = run_checks(sources, defaults, bound, jobs, advance)
         outcomes = [o for _, batch in results for o in batch]
         if as_json:
             from .jsonout import dumps
 
             print(dumps({"checks": [outcome_object(o) for o in outcomes], "summary": _summary_counts(outcomes)}))
         else:
-            _report(outcomes, render.use_rich(sys.stdout))
+            _report(outcomes, render.use_rich(sys.stdout) and output_format == "text", github=output_format == "github")
         if junit is not None:  # after the results are shown, so a failed write loses nothing
             sys.stdout.flush()
             try:
@@ -152,10 +159,12 @@ def _summary(outcomes: list[CheckOutcome]) -> str:
     return f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors" + (f" ({warned} with warnings)" if warned else "")
 
 
-def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None) -> None:
+def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None, github: bool = False) -> None:
     if not rich:
+        from .annotations import github_lines
+
         for o in outcomes:
-            print(check_line(o))
+            print("\n".join(github_lines(o, check_line(o))) if github else check_line(o))
         print(_summary(outcomes))
         return
     from rich.console import Console

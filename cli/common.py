@@ -167,15 +167,16 @@ PICTURE_FORMATS = ("svg", "png", "pdf", "jpg", "jpeg", "gif", "ps", "eps")
 TEXT_FORMATS = ("dot", "gv")
 
 
-def write_dot(output: Any, target: str) -> None:
+def write_dot(output: Any, target: str, edge_labels: dict[tuple[int, int], str] | None = None) -> None:
     """The graph of `output` as DOT text (.dot/.gv, or '-' for stdout), or a picture drawn
-    by Graphviz for the formats in PICTURE_FORMATS. Raises OutputFileError."""
+    by Graphviz for the formats in PICTURE_FORMATS (`edge_labels`: see graph_dot). Raises
+    OutputFileError."""
     import shutil
     import subprocess
 
     from gradcalc.autodiff import graph_dot
 
-    text = graph_dot(output)
+    text = graph_dot(output, edge_labels=edge_labels)
     if target == "-":
         sys.stdout.write(text)
         return

@@ -16,6 +16,8 @@ from .common import (
     MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, fail,
     prepare_engine, read_sources, usage_error, write_dot,
 )
+from .dataio import SaveOption
+from .plot import register_plot
 
 if TYPE_CHECKING:
     from gradcalc.parser import LanguageError, Session
@@ -79,6 +81,16 @@ class BindingError(Exception):
 
 def _bind(session: Session, binding: str, bound: set[str]) -> None:
     from gradcalc.parser import LanguageError, compile_program
+    from gradcalc.parser.datafiles import file_bindings
+
+    loaded = file_bindings(binding, session.base_dir)  # NAME=@FILE (docs/cli.md, "Data files")
+    if loaded is not None:
+        for file_name, data in loaded:
+            if file_name in bound:
+                raise LanguageError("argument", f"{file_name} is given twice ({binding!r} binds it again); give each name once")
+            session.assign(file_name, session.backend.from_array(data))
+            bound.add(file_name)
+        return
 
     name, sep, text = binding.partition("=")
     name = name.strip()
@@ -140,6 +152,7 @@ def eval_command(
     bindings: Annotated[Optional[list[str]], typer.Argument(metavar="[NAME=VALUE]...", help="Variables; each VALUE is an expression.", show_default=False)] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Draw the computation graph as a tree.")] = False,
     dot: Annotated[Optional[str], typer.Option("--dot", metavar="FILE", help="Write the graph as Graphviz DOT (.dot, .gv, '-' for stdout); .svg, .png, .pdf... draw a picture.")] = None,
+    steps: Annotated[bool, typer.Option("--steps", help="Show the backward pass step by step (with --dot: gradients on the edges).")] = False,
     engine: EngineOption = Engine.tensor,
     wrt: Annotated[Optional[str], typer.Option("--wrt", metavar="a,b", help="Only these variables' gradients.")] = None,
     as_json: JsonOption = False,
@@ -148,6 +161,7 @@ def eval_command(
     max_elements: MaxElementsOption = None,
     max_steps: MaxStepsOption = None,
     max_input: MaxInputOption = MAX_INPUT_BYTES,
+    save: SaveOption = None,
 ) -> None:
     """Evaluate an expression: its value, gradient per variable and graph statistics.
 
@@ -167,6 +181,10 @@ def eval_command(
         fail(err.error, err.source, as_json)
     except LanguageError as err:
         fail(err, expr, as_json)
+    if steps:
+        from .steps import eval_with_steps
+
+        return eval_with_steps(analysis, as_json=as_json, style=_style(digits, full), tree=tree, dot=dot)
     if as_json:
         from .jsonout import analysis_object, dumps
 
@@ -178,6 +196,10 @@ def eval_command(
             write_dot(analysis.output, dot)
         except OutputFileError as err:
             usage_error(str(err))
+    if save is not None:
+        from .dataio import save_or_exit
+
+        save_or_exit(save, analysis)
 
 
 def _style(digits: int | None, full: bool) -> Any:
@@ -189,26 +211,30 @@ def _style(digits: int | None, full: bool) -> Any:
 # ---- run -----------------------------------------------------------------------------------------
 
 
-def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, style: Any, tree: bool) -> int:
+def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, style: Any, tree: bool,
+                 bindings: list[str] | None = None, save: Path | None = None) -> int:
     """Run scripts statement by statement, printing each expression statement's result.
     Returns the exit code: 2 after an error, 1 if a check failed, else 0."""
     from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
     from gradcalc.parser.checks import make_check_handler
 
     from . import render
+    from .dataio import apply_bindings, bound_or_exit, save_or_exit, script_folder
     from .diagnosis import analyse
     from .jsonout import analysis_object, dumps
 
     out = render.renderer(style)
     code = 0
+    bound, last = bound_or_exit(bindings or [], engine), None
     for origin, source in sources:
-        session = Session(engine=engine, on_check=make_check_handler(), on_warning=render.warn)
+        session = Session(engine=engine, on_check=make_check_handler(), base_dir=script_folder(origin), on_warning=render.warn)
+        apply_bindings(session, bound)
         try:
             program = compile_program(source)
             for statement in program.statements:
                 result = session.run_statement(statement)
                 if isinstance(result, ExpressionResult):
-                    analysis = analyse(session, result.value, None, statement.code)
+                    analysis = last = analyse(session, result.value, None, statement.code)
                     if as_json:
                         print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
                     else:
@@ -227,12 +253,14 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, sty
                 print(dumps({"file": origin, **{"error": err.as_dict()}}))
             render.print_error(err, source, origin)
             code = 2
+    if save is not None:
+        save_or_exit(save, last)
     return code
 
 
 @app.command("run")
 def run_command(
-    files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Scripts to run ('-' reads stdin).", show_default=False)],
+    files: Annotated[list[Path], typer.Argument(metavar="FILE... [NAME=VALUE]...", help="Scripts to run ('-' reads stdin), and variables for them (W=@weights.npy).", show_default=False)],
     engine: EngineOption = Engine.tensor,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per expression statement, one per line.")] = False,
     tree: Annotated[bool, typer.Option("--tree", help="Draw each result's graph.")] = False,
@@ -241,13 +269,17 @@ def run_command(
     max_elements: MaxElementsOption = None,
     max_steps: MaxStepsOption = None,
     max_input: MaxInputOption = MAX_INPUT_BYTES,
+    save: SaveOption = None,
 ) -> None:
     """Run scripts; every expression statement prints its value, gradients and graph.
 
     Example: gradcalc run examples/mlp.gc
     """
+    from .dataio import split_bindings
+
     prepare_engine(max_elements, max_steps)
-    raise typer.Exit(_run_sources(read_sources(files, max_input), engine.value, as_json, _style(digits, full), tree))
+    paths, bindings = split_bindings(files)
+    raise typer.Exit(_run_sources(read_sources(paths, max_input), engine.value, as_json, _style(digits, full), tree, bindings, save))
 
 
 # ---- ops -----------------------------------------------------------------------------------------
@@ -288,15 +320,17 @@ def ops_command(
 
 
 register_check(app)
+register_plot(app)
 
 
 def _protect_expression(argv: list[str]) -> list[str]:
     """`gradcalc eval '-a*b' a=2` must not read '-a*b' as an option: a leading space
     (which the language ignores) keeps it an argument."""
-    if "eval" not in argv:
+    command = next((c for c in ("eval", "plot") if c in argv), None)
+    if command is None:
         return argv
     args = list(argv)
-    start = args.index("eval") + 1
+    start = args.index(command) + 1
     for i in range(start, len(args)):
         token = args[i]
         if token == "--":

@@ -34,6 +34,8 @@ COMMANDS = {
     ":engine NAME": "switch engine: tensor or scalar (variables are reset)",
     ":reset": "forget every variable and function",
     ":load FILE": "run a script into this session",
+    ":plot F x=A:B": "plot F and its derivatives over a range (see gradcalc plot --help)",
+    ":steps": "the backward pass of the last result, step by step",
     ":quit": "leave (Ctrl-D does too)",
 }
 HELP = """Type an expression to see its value, its gradient per variable and its graph;
@@ -199,6 +201,14 @@ class Repl:
             self.out.write("variables and functions forgotten")
         elif name == ":load":
             self._load(arg)
+        elif name == ":plot":
+            from .plot import plot_in_repl
+
+            plot_in_repl(self, arg)
+        elif name == ":steps":
+            from .steps import steps_in_repl
+
+            steps_in_repl(self)
         else:
             render.warn(f"unknown command {name}; :help lists them")
         return True

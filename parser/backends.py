@@ -258,7 +258,10 @@ class TensorBackend:
         return bool(data.reshape(()).real != 0)
 
     def function_names(self) -> list[str]:
-        return sorted([*public_ops(), *AUTODIFF_FUNCTIONS])
+        return sorted([*public_ops(), *AUTODIFF_FUNCTIONS, "load"])
+
+    def from_array(self, data: np.ndarray) -> Tensor:
+        return Tensor(data)
 
     def method_names(self) -> list[str]:
         return sorted(name for name, op in public_ops().items() if _is_method(op))
@@ -415,10 +418,15 @@ class ScalarBackend:
         return value.data != 0
 
     def function_names(self) -> list[str]:
-        return sorted([*SCALAR_FUNCTIONS, *_DETACH])
+        return sorted([*SCALAR_FUNCTIONS, *_DETACH, "load"])
+
+    def from_array(self, data: np.ndarray) -> Value:
+        if data.size != 1:
+            raise LanguageError("argument", f"the scalar engine holds single numbers, not shape {data.shape}; use {self.switch}")
+        return Value(float(data.reshape(())), requires_grad=False)
 
     def method_names(self) -> list[str]:
-        return self.function_names()
+        return sorted([*SCALAR_FUNCTIONS, *_DETACH])
 
     def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name in _DETACH and len(args) == 1 and not kwargs:

@@ -14,6 +14,7 @@ error, whatever happens in the others.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,7 @@ class CheckOutcome:
     warnings: list[str] = field(default_factory=list)
     message: str = ""
     file: str = ""
+    seconds: float = 0.0  # wall time of the check (JUnit's `time`)
 
     @property
     def passed(self) -> bool:
@@ -193,34 +195,39 @@ def run_check_source(source: str, defaults: CheckDefaults | None = None, on_outc
     memory, an internal bug) errors that check only; a file without checks is an error,
     so that a batch cannot pass while checking nothing."""
     from .compiler import compile_program
-    from .machine import CheckStatementResult, Session
+    from .machine import Session
 
     session = Session(on_check=make_check_handler(defaults))
-    outcomes: list[CheckOutcome] = []
-
-    def record(outcome: CheckOutcome) -> None:
-        outcomes.append(outcome)
-        if on_outcome is not None:
-            on_outcome(outcome)
-
     program = compile_program(source, recover=True)
-    checks = 0
-    for statement in program.statements:
-        checks += statement.kind == "check"
-        text = statement.text if statement.kind in ("check", "error") else f"(setup) {statement.text}"
-        try:
-            result = session.run_statement(statement)
-        except LanguageError as err:
-            record(error_outcome(text, statement.span, err))
-            continue
-        except MemoryError:
-            record(error_outcome(text, statement.span, LanguageError("size", "out of memory (a lower --max-elements refuses this sooner)")))
-            continue
-        except Exception as err:  # noqa: BLE001 - a bug in one check must not lose the batch
-            record(error_outcome(text, statement.span, LanguageError("internal", f"internal error: {type(err).__name__}: {err}")))
-            continue
-        if isinstance(result, CheckStatementResult):
-            record(result.outcome)
-    if checks == 0 and not any(s.kind == "error" for s in program.statements):
-        record(CheckOutcome(text="(file)", line=1, status="error", message="no check statements: this file checks nothing"))
+    outcomes: list[CheckOutcome] = []
+    for outcome in itertools.chain((statement_outcome(session, s) for s in program.statements), [nothing_checked(program)]):
+        if outcome is not None:
+            outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
     return outcomes
+
+
+def statement_outcome(session: Any, statement: Statement) -> CheckOutcome | None:
+    """Run one statement of a check file: a check's outcome, an error outcome (for any
+    statement), or None for setup that ran. `gradcalc check -j` and the pytest plugin run
+    files statement by statement through here too."""
+    from .machine import CheckStatementResult
+
+    text = statement.text if statement.kind in ("check", "error") else f"(setup) {statement.text}"
+    try:
+        result = session.run_statement(statement)
+    except LanguageError as err:
+        return error_outcome(text, statement.span, err)
+    except MemoryError:
+        return error_outcome(text, statement.span, LanguageError("size", "out of memory (a lower --max-elements refuses this sooner)"))
+    except Exception as err:  # noqa: BLE001 - a bug in one check must not lose the batch
+        return error_outcome(text, statement.span, LanguageError("internal", f"internal error: {type(err).__name__}: {err}"))
+    return result.outcome if isinstance(result, CheckStatementResult) else None
+
+
+def nothing_checked(program: Any) -> CheckOutcome | None:
+    """The error of a file without checks (unless it already has errors of its own)."""
+    if any(s.kind in ("check", "error") for s in program.statements):
+        return None
+    return CheckOutcome(text="(file)", line=1, status="error", message="no check statements: this file checks nothing")

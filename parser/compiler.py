@@ -125,6 +125,9 @@ class _Places:
             before = self.source.rfind(_OPEN_BEFORE[kind], 0, start)
             if before >= 0 and not self.source[before + 1 : start].strip():
                 start = before
+        unopened = self.source.count(")", start, end) - self.source.count("(", start, end)
+        for _ in range(unopened):  # `(a*b).relu()`: the "(" of a parenthesized operand is no token in the tree
+            start = max(self.source.rfind("(", 0, start), 0)
         if kind in _CLOSE_AFTER:
             source, rest = self.source, end
             while rest < len(source) and source[rest] in " \t\r\n\\,:([":  # `f()`, `x[:]`, `[1, 2,]`

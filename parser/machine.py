@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector_paused
@@ -50,11 +51,12 @@ class CheckStatementResult:
 class Session:
     """Variables, user functions and the engine, kept across programs (a REPL's state).
 
-    `on_check` handles `check` statements; without one they are an error. Warnings
-    (a `def` that shadows a built-in) go to `on_warning` when set, and are kept in
-    `warnings` either way. `switch_engine` is how the user switches engines where the
-    session runs (`--engine {engine}` on the command line, `:engine {engine}` in the
-    REPL); messages about what the scalar engine lacks quote it.
+    `on_check` handles `check` statements; without one they are an error. `load("f.npy")`
+    reads files relative to `base_dir` (a script's folder). Warnings (a `def` that
+    shadows a built-in) go to `on_warning` when set, and are kept in `warnings` either
+    way. `switch_engine` is how the user switches engines where the session runs
+    (`--engine {engine}` on the command line, `:engine {engine}` in the REPL); messages
+    about what the scalar engine lacks quote it.
     """
 
     engine: str = "tensor"
@@ -62,6 +64,7 @@ class Session:
     functions: dict[str, UserFunction] = field(default_factory=dict)
     max_call_depth: int = DEFAULT_MAX_CALL_DEPTH
     on_check: Callable[[Session, Statement, Any], Any] | None = None
+    base_dir: Path = field(default_factory=Path)
     on_warning: Callable[[str], Any] | None = None
     switch_engine: str = "--engine {engine}"
     warnings: list[str] = field(default_factory=list)
@@ -251,6 +254,10 @@ class Session:
         raise LanguageError("name", f"unknown name {name!r}{_suggest(name, known)}")
 
     def _call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name == "load":  # file names are strings: not operands
+            from .datafiles import load_call
+
+            return self.backend.from_array(load_call(args, kwargs, self.base_dir))
         try:
             # A ragged list literal goes to the backend as it is: concatenate([a, b]) takes it.
             return self.backend.call(name, [a if isinstance(a, TensorList) else self._operand(a, name) for a in args], kwargs)

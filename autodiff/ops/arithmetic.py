@@ -105,6 +105,8 @@ pow_ = defop(
     "pow", _pow, (_pow_dbase, _pow_dexponent),
     doc="a ** b (also a ^ b); the exponent may be a tensor", category=ARITH, n_in=2, complex_safe=True,
     operators=("__pow__", "__rpow__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0),
+    # The VJPs special-case a == 0 so every order stays finite; this is the rule they apply.
+    rule="a: g * b * a ** (b - 1);  b: g * ans * log(a)",
 )
 
 

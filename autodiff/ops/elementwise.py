@@ -15,12 +15,12 @@ ELEM = "elementwise"
 
 def unary(
     name: str, forward: Any, vjp: Any, doc: str, *, complex_safe: bool = True,
-    low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0,
+    low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0, rule: str | None = None,
 ) -> Any:
     """Register a one-input elementwise op that is also a method (`x.exp()`)."""
     return defop(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=True,
-        kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap),
+        kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
     )
 
 
@@ -87,7 +87,7 @@ cos = unary("cos", lambda x: np.cos(x), lambda m, g, ans, x: masked(m, g, -g * m
 tan = unary(
     "tan", lambda x: np.tan(x), lambda m, g, ans, x: masked(m, g, g * (1 + ans * ans)), "tangent", low=-1.2, high=1.2,
 )
-tanh = unary("tanh", lambda x: np.tanh(x), _tanh_vjp, "hyperbolic tangent")
+tanh = unary("tanh", lambda x: np.tanh(x), _tanh_vjp, "hyperbolic tangent", rule="g * (1 - tanh(x) ** 2)")
 sigmoid = unary(
     "sigmoid", _sigmoid, lambda m, g, ans, x: masked(m, g, g * ans * m.sigmoid(-x)),
     "logistic 1 / (1 + e ** -x); accurate in both tails",
@@ -97,7 +97,7 @@ softplus = unary(
 )
 relu = unary(
     "relu", _relu, lambda m, g, ans, x: _gate(m, g, _relu_slope(m.raw(x))), "max(x, 0); gradient 0 at 0; nan stays nan",
-    complex_safe=False, kink=_at_zero, kink_gap=1e-3,
+    complex_safe=False, kink=_at_zero, kink_gap=1e-3, rule="g * (x > 0)",
 )
 abs_ = unary(
     "abs", lambda x: np.abs(x), lambda m, g, ans, x: _gate(m, g, np.sign(m.raw(x))),
@@ -128,6 +128,7 @@ maximum = defop(
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) < m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) < m.raw(a), m.raw(a), m.raw(b)))),
     doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, kink=_tied,
+    rule="a: g * (a > b);  b: g * (b > a);  half each at a tie",
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3),
 )
 minimum = defop(
@@ -135,6 +136,7 @@ minimum = defop(
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) > m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) > m.raw(a), m.raw(a), m.raw(b)))),
     doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, kink=_tied,
+    rule="a: g * (a < b);  b: g * (b < a);  half each at a tie",
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3),
 )
 
@@ -190,6 +192,7 @@ clip = defop(
     doc="x limited to [low, high]; bounds given positionally are tensors that get gradients "
     "(any broadcastable shape), keyword bounds are constants",
     category=ELEM, method=True, kink=_clip_kink, check=Check(make=_clip_check, kink_gap=1e-3),
+    rule="x: g * (low <= x <= high);  low: g * (x < low);  high: g * (x > high)",
 )
 
 

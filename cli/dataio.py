@@ -1,0 +1,108 @@
+"""Data in and out for commands: NAME=VALUE bindings for run and check, and `--save`.
+
+A result is saved as `value` plus `grad_<name>` for every reported gradient, in .npz
+(NumPy arrays) or .json (nested lists; inf and nan as strings, as in gradcalc's JSON),
+written whole or not at all (common.write_file). NumPy is imported by the functions that
+use it: `main` imports this module for its option type.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from gradcalc.parser import Session
+    from gradcalc.parser.analysis import Analysis
+
+Bound = list[tuple[str, Any]]  # (name, numpy array) for every bound variable
+SAVE_SUFFIXES = (".npz", ".json")
+SaveOption = Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Write the value and each gradient (value, grad_NAME) to FILE: .npz or .json.")]
+
+
+def split_bindings(arguments: list[Path]) -> tuple[list[Path], list[str]]:
+    """FILE and NAME=VALUE arguments apart: an argument is a binding when it starts with
+    '@' or is NAME=... with NAME a name, and no such file exists. No FILE exits 2."""
+    files: list[Path] = []
+    bindings: list[str] = []
+    for argument in arguments:
+        text = str(argument)
+        name, sep, _ = text.partition("=")
+        looks_bound = text.startswith("@") or (bool(sep) and name.strip().isidentifier())
+        if looks_bound and not argument.exists():
+            bindings.append(text)
+        else:
+            files.append(argument)
+    if not files:
+        from .common import usage_error
+
+        usage_error("no FILE given: NAME=VALUE arguments only bind variables for the files")
+    return files, bindings
+
+
+def bound_or_exit(bindings: list[str], engine: str) -> Bound:
+    """Each binding evaluated once, in order (later ones may use earlier ones), as arrays
+    that every file's session receives as fresh leaves (apply_bindings). A bad binding is
+    reported with a caret into it, and exits with status 2."""
+    import numpy as np
+
+    from gradcalc.parser import LanguageError, Session
+
+    from .common import fail
+    from .main import BindingError, _bind  # the one meaning of NAME=VALUE, as eval has it
+
+    session = Session(engine=engine)
+    bound: set[str] = set()
+    for binding in bindings:
+        try:
+            _bind(session, binding, bound)
+        except BindingError as err:
+            fail(err.error, err.source, as_json=False)
+        except LanguageError as err:
+            fail(err, binding, as_json=False)
+    return [(name, np.asarray(value.data)) for name, value in session.variables.items()]
+
+
+def apply_bindings(session: Session, bound: Bound) -> None:
+    for name, data in bound:
+        session.assign(name, session.backend.from_array(data))
+
+
+def script_folder(origin: str) -> Path:
+    """Where a script's `load("...")` looks: its own folder (stdin: the current one)."""
+    return Path() if origin.startswith("<") else Path(origin).parent
+
+
+def save_result(path: Path, analysis: Analysis) -> None:
+    """Write the value and every gradient by name. Raises OutputFileError."""
+    import numpy as np
+
+    from .common import OutputFileError, write_file
+
+    suffix = path.suffix.lower()
+    if suffix not in SAVE_SUFFIXES:
+        raise OutputFileError(f"--save writes .npz or .json files, not {path.name!r}")
+    arrays = {"value": np.real(analysis.value), **{f"grad_{name}": np.real(g) for name, g in analysis.grads.items()}}
+    if suffix == ".npz":
+        import io
+
+        buffer = io.BytesIO()
+        np.savez(buffer, **{key: np.asarray(value, dtype=np.float64) for key, value in arrays.items()})
+        write_file(path, buffer.getvalue())
+    else:
+        from .jsonout import dumps, plain
+
+        write_file(path, dumps({key: plain(value) for key, value in arrays.items()}) + "\n")
+
+
+def save_or_exit(path: Path, analysis: Analysis | None) -> None:
+    """save_result for a command: a result that cannot be written exits with status 2."""
+    from .common import OutputFileError, usage_error
+
+    if analysis is None:
+        usage_error(f"nothing to save in {path}: no expression statement ran")
+    try:
+        save_result(path, analysis)
+    except OutputFileError as err:
+        usage_error(str(err))

@@ -1,0 +1,114 @@
+"""`gradcalc check -j N`: files, and the checks of one large file, over N worker processes.
+
+The batch is cut into parts (see checkrun.Part): a small file is one part, a large one
+is cut between checks. Results are put back in file and statement order, so the report,
+exit status, JSON and JUnit are those of a serial run (apart from times). Workers are
+started with "spawn" (no fork of a process that may be running a progress-bar thread)
+and receive the element cap, the step budget and the bindings once, when they start.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .checkrun import Part, check_indices, compile_file, run_part
+from .common import usage_error
+
+if TYPE_CHECKING:
+    from gradcalc.parser.checks import CheckDefaults, CheckOutcome
+
+    from .dataio import Bound
+
+PARTS_PER_WORKER = 4  # smaller parts balance the load; each repeats its file's setup
+MIN_PART = 8  # checks: below this a part is not worth its setup
+
+
+def worker_count(jobs: int) -> int:
+    """-j 0 means one worker per core this process may use."""
+    if jobs > 0:
+        return jobs
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def plan(sources: list[tuple[str, str]], workers: int) -> list[Part]:
+    """Parts in file and statement order."""
+    compiled = [(origin, source, compile_file(origin, source)[0]) for origin, source in sources]
+    total = sum(len(check_indices(p)) for _, _, p in compiled if p is not None)
+    size = max(MIN_PART, math.ceil(total / (workers * PARTS_PER_WORKER))) if workers > 1 else max(total, 1)
+    parts = []
+    for origin, source, program in compiled:
+        checks = check_indices(program) if program is not None else []
+        if len(checks) <= size:
+            parts.append(Part(origin, source, 0, None, len(checks)))
+            continue
+        first = 0
+        for start in range(0, len(checks), size):
+            chunk = checks[start:start + size]
+            stop = None if start + size >= len(checks) else chunk[-1] + 1
+            parts.append(Part(origin, source, first, stop, len(chunk)))
+            first = stop or 0
+    return parts
+
+
+def run_checks(
+    sources: list[tuple[str, str]], defaults: CheckDefaults, bound: Bound, jobs: int = 1,
+    advance: Callable[[], None] = lambda: None,
+) -> list[tuple[str, list[CheckOutcome]]]:
+    """Every check of every file, grouped by file in the order given."""
+    workers = worker_count(jobs)
+    parts = plan(sources, workers)
+    if workers == 1 or len(parts) == 1:
+        done = [run_part(part, defaults, bound, on_outcome=lambda _o: advance()) for part in parts]
+    else:
+        done = _in_workers(parts, defaults, bound, min(workers, len(parts)), advance)
+    grouped: list[tuple[str, list[CheckOutcome]]] = []
+    for part, outcomes in zip(parts, done):
+        if part.first == 0:  # a file's first part
+            grouped.append((part.origin, []))
+        grouped[-1][1].extend(outcomes)
+    return grouped
+
+
+def _in_workers(parts: list[Part], defaults: CheckDefaults, bound: Bound, workers: int, advance: Callable[[], None]) -> list[list[CheckOutcome]]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    from gradcalc.autodiff.limits import max_elements, max_steps
+
+    done: list[list[CheckOutcome]] = [[] for _ in parts]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=((max_elements(), max_steps()), defaults, bound)) as pool:
+        futures = {pool.submit(_run_in_worker, part): k for k, part in enumerate(parts)}
+        try:
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                for _ in done[futures[future]]:
+                    advance()
+        except BrokenProcessPool:
+            usage_error("a worker process died (killed, or out of memory?); run with -j 1 to find the check")
+        except BaseException:  # Ctrl-C: drop the parts not started instead of waiting for them
+            pool.shutdown(cancel_futures=True)
+            raise
+    return done
+
+
+_worker_state: tuple[CheckDefaults, Bound] | None = None
+
+
+def _start_worker(limits: tuple[int, int], defaults: CheckDefaults, bound: Bound) -> None:
+    from .common import prepare_engine
+
+    global _worker_state
+    prepare_engine(*limits)  # the command's element cap and step budget, and NumPy kept quiet
+    _worker_state = (defaults, bound)
+
+
+def _run_in_worker(part: Part) -> list[CheckOutcome]:
+    assert _worker_state is not None
+    return run_part(part, *_worker_state)

@@ -1,0 +1,387 @@
+"""`gradcalc plot` and `:plot`: a function and its derivatives over a range.
+
+One variable: f, df/dx and d2f/dx2 (the engine's derivatives; cli/sampling.py computes
+them) as a braille plot on the terminal, a figure file, or columns of numbers (CSV when
+piped, or JSON). Two variables: a heat map of f with its gradient as arrows in a file, a
+coloured heat map on the terminal, and the same columns. Reading the request and the
+numbers out are here; cli/figures.py draws.
+"""
+from __future__ import annotations
+
+import math
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from .common import MaxElementsOption, MaxStepsOption
+
+if TYPE_CHECKING:
+    from gradcalc.parser import Session
+
+    from .sampling import Curve, Surface
+
+FIGURE_SUFFIXES = (".svg", ".png", ".pdf")
+DEFAULT_POINTS = (401, 41)  # one variable; two variables (per axis)
+
+
+@dataclass
+class Range:
+    name: str
+    low: float
+    high: float
+    text: str
+
+
+@dataclass
+class PlotRequest:
+    """What to plot, parsed from the command line or a `:plot` line."""
+
+    expr: str
+    ranges: list[Range]
+    bindings: list[str]
+    orders: tuple[int, ...]
+    points: int
+
+
+# ---- reading the request --------------------------------------------------------------
+
+
+def _error(message: str) -> Any:
+    from gradcalc.parser import LanguageError
+
+    return LanguageError("argument", message)
+
+
+def is_range(binding: str) -> bool:
+    """NAME=A:B, with the colon outside brackets (x=v[1:2] is a binding)."""
+    _, sep, value = binding.partition("=")
+    depth = 0
+    for ch in value:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == ":" and depth == 0:
+            return bool(sep)
+    return False
+
+
+def parse_range(binding: str) -> Range:
+    name, _, value = binding.partition("=")
+    name = name.strip()
+    low_text, _, high_text = value.partition(":")
+    if not name.isidentifier():
+        raise _error(f"bad range {binding!r}: write NAME=A:B, as in x=-2:2")
+    if ":" in high_text:
+        raise _error(f"bad range {binding!r}: a range has two ends, as in {name}=-2:2")
+    low, high = (_range_end(binding, name, text) for text in (low_text, high_text))
+    if not low < high:
+        swapped = f", as in {name}={high_text.strip()}:{low_text.strip()}" if low > high else ""
+        raise _error(f"bad range {binding!r}: the start must be below the end{swapped}")
+    return Range(name, low, high, binding)
+
+
+def _range_end(binding: str, name: str, text: str) -> float:
+    """A number, or an expression of constants (pi, 2*pi, -e)."""
+    from gradcalc.parser import LanguageError, Session
+
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            results = Session().run_source(text) if text else []
+            value = float(results[-1].value.data) if len(results) == 1 and getattr(results[-1].value, "size", 0) == 1 else math.nan
+        except (LanguageError, TypeError, ValueError):
+            value = math.nan
+    if not math.isfinite(value):
+        raise _error(f"bad range {binding!r}: its ends must be finite numbers, as in {name}=-2:2 or {name}=0:2*pi ({text or 'nothing'!r} is not one)")
+    return value
+
+
+def parse_orders(text: str | None) -> tuple[int, ...]:
+    if text is None:
+        return (0, 1, 2)
+    try:
+        orders = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        orders = ()
+    if not orders or any(k not in (0, 1, 2) for k in orders) or len(set(orders)) != len(orders):
+        raise _error(f"bad --order {text!r}: a list of 0 (f), 1 (df/dx) and 2 (d2f/dx2), as in 0,1")
+    return tuple(sorted(orders))
+
+
+def make_request(expr: str, arguments: list[str], order: str | None, points: int | None) -> PlotRequest:
+    ranges = [parse_range(a) for a in arguments if is_range(a)]
+    bindings = [a for a in arguments if not is_range(a)]
+    if not ranges:
+        raise _error("nothing to plot against: give one variable a range, as in x=-2:2 (two for a heat map)")
+    if len(ranges) > 2:
+        raise _error(f"{len(ranges)} ranges: plot takes one (a curve) or two (a heat map)")
+    names = [r.name for r in ranges]
+    if len(set(names)) != len(names):
+        raise _error(f"{names[0]} has two ranges; give it one")
+    for binding in bindings:
+        if binding.partition("=")[0].strip() in names:
+            raise _error(f"{binding.partition('=')[0].strip()} has a range and a value; give it one of them")
+    if len(ranges) == 2 and order is not None:
+        raise _error("--order is for one variable; with two, plot shows f and its gradient")
+    if points is not None and points < 2:
+        raise _error("--points must be at least 2")
+    points = points or DEFAULT_POINTS[len(ranges) - 1]
+    from gradcalc.autodiff import max_elements
+
+    if points ** len(ranges) > max_elements():
+        grid = f"{points} x {points}" if len(ranges) == 2 else str(points)
+        raise _error(f"{grid} points is more than the {max_elements():,} elements a tensor may hold (--max-elements)")
+    return PlotRequest(expr, ranges, bindings, parse_orders(order), points)
+
+
+# ---- sampling ---------------------------------------------------------------------------
+
+
+class _LateProgress:
+    """A progress bar on stderr, shown only once the work has taken a second."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            from . import render
+
+            if time.monotonic() - self.start < 1.0 or not render.use_rich(sys.stderr):
+                return
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("point by point", total=total)
+        self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def sample(request: PlotRequest, base: Session) -> Curve | Surface:
+    import numpy as np
+
+    from gradcalc.parser import compile_program
+
+    from .sampling import Sampler, sample_curve, sample_surface
+
+    program = compile_program(request.expr)
+    if not program.statements:
+        raise _error("nothing to plot: the expression is empty")
+    sampler = Sampler(program, base)
+    axes = [np.linspace(r.low, r.high, request.points) for r in request.ranges]
+    progress = _LateProgress()
+    try:
+        if len(axes) == 1:
+            return sample_curve(sampler, request.ranges[0].name, axes[0], request.orders, progress)
+        return sample_surface(sampler, (request.ranges[0].name, request.ranges[1].name), axes[0], axes[1], progress)
+    finally:
+        progress.close()
+
+
+# ---- numbers out ---------------------------------------------------------------------------
+
+
+def _table(data: Curve | Surface) -> tuple[list[str], list[Any]]:
+    """Column names and columns (flat arrays)."""
+    from .sampling import Curve, column_names
+
+    if isinstance(data, Curve):
+        return [data.name, *column_names(data.name, tuple(data.values))], [data.x, *data.values.values()]
+    import numpy as np
+
+    gx, gy = np.meshgrid(data.x, data.y)
+    x, y = data.names
+    return [x, y, "f", f"df/d{x}", f"df/d{y}"], [a.ravel() for a in (gx, gy, data.f, data.dfdx, data.dfdy)]
+
+
+def csv_text(data: Curve | Surface) -> str:
+    """One row per point, every number at full precision (repr round-trips)."""
+    names, columns = _table(data)
+    rows = [",".join(names)]
+    rows += [",".join(repr(float(v)) for v in row) for row in zip(*columns)]
+    return "\n".join(rows) + "\n"
+
+
+def json_object(data: Curve | Surface) -> dict[str, Any]:
+    from .jsonout import plain
+    from .sampling import Curve
+
+    names, columns = _table(data)
+    obj: dict[str, Any] = {name: plain(column) for name, column in zip(names, columns)}
+    if isinstance(data, Curve):
+        obj["kinks"] = [float(data.x[i]) for i in data.kinks]
+    obj["vectorised"] = data.vectorised
+    return obj
+
+
+# ---- the command and the REPL -----------------------------------------------------------------
+
+
+def _title(request: PlotRequest) -> str:
+    return " ".join([request.expr.strip(), *request.bindings])
+
+
+def show(request: PlotRequest, data: Curve | Surface, *, out: Path | None, as_csv: bool, as_json: bool, draw: bool, colour: bool) -> None:
+    if out is not None:
+        from .figures import write_figure
+
+        write_figure(data, _title(request), out)
+    if as_json:
+        from .jsonout import dumps
+
+        print(dumps(json_object(data)))
+    elif as_csv or (out is None and not draw):
+        sys.stdout.write(csv_text(data))
+    if draw:
+        print(terminal_text(request, data, colour))
+
+
+def terminal_text(request: PlotRequest, data: Curve | Surface, colour: bool) -> str:
+    from .figures import curve_text, surface_text, terminal_size
+    from .sampling import Curve
+
+    width, height = terminal_size()
+    height = min(height - 2, 40)
+    if isinstance(data, Curve):
+        return curve_text(data, _title(request), width, height, colour)
+    return surface_text(data, _title(request), width, height, colour)
+
+
+def register_plot(app: typer.Typer) -> None:
+    @app.command("plot")
+    def plot_command(
+        expr: Annotated[str, typer.Argument(metavar="EXPR", help="The function; several statements may be separated by ';'.", show_default=False)],
+        arguments: Annotated[Optional[list[str]], typer.Argument(metavar="NAME=A:B [NAME=VALUE]...", help="A range for one variable (two for a heat map); values for the others.", show_default=False)] = None,
+        order: Annotated[Optional[str], typer.Option("--order", metavar="0,1,2", help="Which to plot: 0 f, 1 df/dx, 2 d2f/dx2 (default all three).")] = None,
+        points: Annotated[Optional[int], typer.Option("--points", min=2, max=1_000_000, help="Points along the range (default 401; 41 per axis for two variables).")] = None,
+        out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help="Write a figure: .svg, .png or .pdf (needs matplotlib, the 'plot' extra).")] = None,
+        as_csv: Annotated[bool, typer.Option("--csv", help="Print the numbers as CSV (what a pipe gets by default).")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON arrays.")] = False,
+        draw: Annotated[bool, typer.Option("--draw", help="Draw on stdout even when it is not a terminal (sized by COLUMNS and LINES).")] = False,
+        max_elements: MaxElementsOption = None,
+        max_steps: MaxStepsOption = None,
+    ) -> None:
+        """Plot a function and its derivatives over a range (the engine's derivatives).
+
+        On a terminal: a braille plot; piped: CSV columns x, f, df/dx, d2f/dx2.
+        Two ranges: a heat map of f with its gradient.
+
+        Example: gradcalc plot 'tanh(x)' x=-3:3 --out tanh.svg
+        """
+        from gradcalc.parser import LanguageError, Session
+
+        from . import render
+        from .common import fail, prepare_engine
+        from .main import BindingError, _bind
+
+        prepare_engine(max_elements, max_steps)
+        try:
+            if as_csv and as_json:
+                raise _error("--csv and --json: choose one")
+            if out is not None and out.suffix.lower() not in FIGURE_SUFFIXES:
+                raise _error(f"--out {out}: the file must end in {', '.join(FIGURE_SUFFIXES)}")
+            request = make_request(expr, arguments or [], order, points)
+            base = Session(engine="tensor")
+            bound: set[str] = set()
+            for binding in request.bindings:
+                _bind(base, binding, bound)
+            data = sample(request, base)
+            tty = sys.stdout.isatty()
+            show(request, data, out=out, as_csv=as_csv, as_json=as_json,
+                 draw=draw or (tty and out is None and not as_csv and not as_json), colour=render.use_rich(sys.stdout))
+        except BindingError as err:
+            fail(err.error, err.source, as_json)
+        except LanguageError as err:
+            fail(err, expr if err.line is not None else None, as_json)
+
+
+def plot_in_repl(repl: Any, arg: str) -> None:
+    """`:plot EXPR x=A:B [NAME=VALUE ...] [--order 0,1] [--points N] [--out FILE]`, with
+    the session's variables and functions."""
+    from gradcalc.parser import LanguageError
+
+    from . import render
+
+    try:
+        tokens = shlex.split(arg)
+    except ValueError as err:
+        render.warn(f":plot: {err}")
+        return
+    options: dict[str, str] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i] in ("--order", "--points", "--out") and i + 1 < len(tokens):
+            options[tokens[i]] = tokens[i + 1]
+            i += 2
+            continue
+        rest.append(tokens[i])
+        i += 1
+    # Trailing NAME=... words are ranges and bindings; the words before them are EXPR.
+    split = len(rest)
+    while split > 0 and _is_binding(rest[split - 1]):
+        split -= 1
+    expr, arguments = " ".join(rest[:split]), rest[split:]
+    if not expr:
+        render.warn("usage: :plot EXPR x=A:B [NAME=VALUE ...] [--order 0,1,2] [--points N] [--out FILE]")
+        return
+    if repl.engine != "tensor":
+        render.warn(":plot uses the tensor engine: switch with :engine tensor")
+        return
+    try:
+        points = int(options["--points"]) if "--points" in options else None
+        request = make_request(expr, arguments, options.get("--order"), points)
+        from .main import BindingError, _bind
+
+        base = repl.session
+        if request.bindings:
+            from gradcalc.parser import Session
+
+            base = Session(engine="tensor", variables=dict(repl.session.variables), functions=dict(repl.session.functions))
+            bound: set[str] = set()
+            for binding in request.bindings:
+                try:
+                    _bind(base, binding, bound)
+                except BindingError as err:
+                    render.print_error(err.error, err.source)
+                    return
+        data = sample(request, base)
+        if "--out" in options:
+            from .figures import write_figure
+
+            write_figure(data, _title(request), Path(options["--out"]))
+            repl.out.write(f"wrote {options['--out']}")
+            return
+        _emit(repl.out, terminal_text(request, data, repl.out.style.rich))
+    except ValueError:
+        render.warn("--points takes a whole number")
+    except LanguageError as err:
+        render.print_error(err, expr if err.line is not None else None)
+
+
+def _is_binding(word: str) -> bool:
+    name, sep, value = word.partition("=")
+    return bool(sep) and name.isidentifier() and not value.startswith("=")
+
+
+def _emit(out: Any, text: str) -> None:
+    console = getattr(out, "console", None)
+    if console is None:
+        out.write(text)
+        return
+    from rich.text import Text
+
+    console.print(Text.from_ansi(text))

@@ -1,0 +1,278 @@
+"""Arrays from data files, for bindings (`W=@weights.npy`) and the language's `load(...)`.
+
+    .npy         one array            .npz   one array by key (`data.npz:W`), or all
+    .csv         numbers, an optional header row; one column gives a vector
+    .json        a number or nested lists of numbers ("inf", "-inf", "nan" too); an object's member by key
+
+Files are data, never code: NumPy files are read with allow_pickle=False semantics (an
+object array is refused by its header, before anything else is read), and sizes are held
+to the element cap (gradcalc.autodiff.limits) before the data is read: from the header
+of a .npy file, while a CSV file or a parsed JSON document is walked. Every error names
+the file, and for CSV and JSON the line and column.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from gradcalc.autodiff.errors import SizeLimitError
+from gradcalc.autodiff.limits import check_size, max_elements
+
+from .errors import LanguageError
+
+SUFFIXES = (".npy", ".npz", ".csv", ".json")
+NONFINITE = ("inf", "-inf", "nan")  # how gradcalc's own JSON writes them
+LOAD_HELP = 'load("weights.npy"), load("data.npz", "W") or load("data.npz:W")'
+
+
+def file_error(where: Path | str, message: str, kind: str = "file") -> LanguageError:
+    return LanguageError(kind, f"{where}: {message}")
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """'data.npz:W' -> ('data.npz', 'W'). A colon counts only after a data-file suffix, so
+    'C:/data/w.npy' stays a path."""
+    head, sep, key = spec.rpartition(":")
+    if sep and head.lower().endswith(SUFFIXES) and key:
+        return head, key
+    return spec, None
+
+
+def load_array(spec: str | Path, key: str | None = None, base: Path | None = None) -> np.ndarray:
+    """The array in a data file, as float64. `spec` may carry the key ('data.npz:W');
+    a relative path is taken from `base` (a script's folder)."""
+    if key is None:
+        spec, key = split_spec(str(spec))
+    path = Path(spec).expanduser()
+    if base is not None and not path.is_absolute():
+        path = base / path
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise file_error(path, f"unknown kind of data file; use one of {', '.join(SUFFIXES)}")
+    if key is not None and suffix == ".npy":
+        raise file_error(path, f"a .npy file holds one array; there is no key {key!r}")
+    try:
+        if suffix == ".npy":
+            with path.open("rb") as stream:
+                return _read_npy(stream, path.stat().st_size, path)
+        if suffix == ".npz":
+            return _read_npz(path, key)
+        if suffix == ".csv":
+            return _read_csv(path, key)
+        return _read_json(path, key)
+    except OSError as err:
+        raise file_error(path, f"cannot read: {err.strerror or err}") from None
+    except SizeLimitError as err:
+        raise file_error(path, str(err), kind="size") from None
+
+
+def load_call(args: list[Any], kwargs: dict[str, Any], base: Path | None) -> np.ndarray:
+    """The language's `load(...)`: file names are strings, relative to the script's folder."""
+    if kwargs or not 1 <= len(args) <= 2 or not all(isinstance(a, str) for a in args):
+        raise LanguageError("argument", f"load takes a file name in quotes: {LOAD_HELP}")
+    return load_array(args[0], args[1] if len(args) == 2 else None, base)
+
+
+def file_bindings(binding: str, base: Path | None = None) -> list[tuple[str, np.ndarray]] | None:
+    """The variables a command-line binding from a file sets, or None when `binding` is
+    not one. `W=@w.npy` binds W; `@data.npz:W` binds W; `@data.npz` binds every array
+    by its key; `@table.csv` binds `table` (the file's stem)."""
+    text = binding.strip()
+    if text.startswith("@"):
+        name, spec = None, text[1:]
+    else:
+        name, sep, value = binding.partition("=")
+        if not sep or not value.strip().startswith("@"):
+            return None
+        name, spec = name.strip(), value.strip()[1:]
+    path, key = split_spec(spec)
+    if name is None and key is None and path.lower().endswith(".npz"):
+        return [(_checked_name(k, binding), load_array(path, k, base)) for k in npz_keys(Path(path) if base is None else base / path)]
+    if name is None:
+        name = key or Path(path).stem
+    return [(_checked_name(name, binding), load_array(path, key, base))]
+
+
+def npz_keys(path: Path) -> list[str]:
+    import zipfile  # here and below: only a command that reads such a file pays for the import
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return [n[: -len(".npy")] for n in archive.namelist() if n.endswith(".npy")]
+    except OSError as err:
+        raise file_error(path, f"cannot read: {err.strerror or err}") from None
+    except zipfile.BadZipFile:
+        raise file_error(path, "not a valid .npz file (not a zip archive)") from None
+
+
+def _checked_name(name: str, binding: str) -> str:
+    if not name.isidentifier() or name.startswith("__"):
+        raise LanguageError("argument", f"bad binding {binding!r}: {name!r} is not a usable variable name; write NAME=@FILE")
+    return name
+
+
+# ---- NumPy ---------------------------------------------------------------------------------------
+
+
+def _read_npy(stream: IO[bytes], size: int, where: Path | str) -> np.ndarray:
+    """Header first (shape, dtype), checked, then exactly the bytes it promises."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran_order, dtype = fmt.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, fortran_order, dtype = fmt.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f"unsupported .npy format version {version}")
+    except (ValueError, SyntaxError, EOFError) as err:
+        raise file_error(where, f"not a valid .npy file ({err})") from None
+    if dtype.hasobject:
+        raise file_error(where, "holds Python objects, which would have to be unpickled; gradcalc never unpickles files", kind="safety")
+    if dtype.kind not in "biuf":
+        raise file_error(where, f"holds {dtype} data; gradcalc reads numbers (bool, int or float)")
+    check_size(shape, f"the array in {where}")
+    count = math.prod(shape)
+    expected = count * dtype.itemsize
+    available = size - stream.tell()
+    if available < expected:
+        raise file_error(where, f"truncated: the header promises {expected:,} bytes of data, the file holds {max(available, 0):,}")
+    data = np.frombuffer(stream.read(expected), dtype=dtype, count=count)
+    return _numbers(data.reshape(shape, order="F" if fortran_order else "C"))
+
+
+def _read_npz(path: Path, key: str | None) -> np.ndarray:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {n[: -len(".npy")]: n for n in archive.namelist() if n.endswith(".npy")}
+            if key is None:
+                if len(members) != 1:
+                    raise file_error(path, f"holds {len(members)} arrays ({', '.join(members) or 'none'}); name one, as in {path}:{next(iter(members), 'W')}")
+                key = next(iter(members))
+            if key not in members:
+                raise file_error(path, f"has no array {key!r} (it holds: {', '.join(members) or 'nothing'})")
+            info = archive.getinfo(members[key])
+            with archive.open(info) as stream:
+                return _read_npy(stream, info.file_size, f"{path}:{key}")
+    except zipfile.BadZipFile:
+        raise file_error(path, "not a valid .npz file (not a zip archive)") from None
+    except (zipfile.LargeZipFile, EOFError, ValueError) as err:
+        raise file_error(path, f"damaged .npz file ({err})") from None
+
+
+def _numbers(data: np.ndarray) -> np.ndarray:
+    return np.array(data, dtype=np.float64)  # a fresh, writable float64 array
+
+
+# ---- CSV -----------------------------------------------------------------------------------------
+
+
+def _read_csv(path: Path, column: str | None) -> np.ndarray:
+    """Rows of numbers; a first row that is not all numbers is the header. Blank lines
+    are skipped. The element count is held to the cap while reading."""
+    import csv
+
+    cap = max_elements()
+    rows: list[list[float]] = []
+    header: list[str] | None = None
+    width = first_line = 0
+    with path.open(newline="") as stream:
+        reader = csv.reader(stream)
+        try:
+            for row in reader:
+                if not any(cell.strip() for cell in row):
+                    continue
+                line = reader.line_num
+                if not rows and header is None and not all(_is_number(cell) for cell in row):
+                    header, width, first_line = [cell.strip() for cell in row], len(row), line
+                    continue
+                if not width:
+                    width, first_line = len(row), line
+                if len(row) != width:
+                    raise file_error(path, f"line {line}: {len(row)} columns, but line {first_line} has {width}")
+                rows.append([_cell(cell, path, line, col) for col, cell in enumerate(row, start=1)])
+                if len(rows) * width > cap:
+                    raise file_error(path, f"more than {cap:,} numbers (the element cap; --max-elements raises it)", kind="size")
+        except csv.Error as err:
+            raise file_error(path, f"line {reader.line_num}: {err}") from None
+    if not rows:
+        raise file_error(path, "holds no rows of numbers")
+    table = np.array(rows, dtype=np.float64)
+    if column is not None:
+        if header is None or column not in header:
+            raise file_error(path, f"has no column {column!r}" + (f" (columns: {', '.join(header)})" if header else " (it has no header row)"))
+        return table[:, header.index(column)]
+    return table[:, 0] if width == 1 else table
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _cell(cell: str, path: Path, line: int, column: int) -> float:
+    try:
+        return float(cell)
+    except ValueError:
+        raise file_error(path, f"line {line}, column {column}: {cell.strip()!r} is not a number") from None
+
+
+# ---- JSON ----------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path, key: str | None) -> np.ndarray:
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise file_error(path, f"line {err.lineno}, column {err.colno}: not valid JSON ({err.msg})") from None
+    except RecursionError:
+        raise file_error(path, "nested too deeply") from None
+    except UnicodeDecodeError:
+        raise file_error(path, "not a text file") from None
+    if isinstance(data, dict):
+        if key is None:
+            raise file_error(path, f"holds an object; name one of its members, as in {path}:{next(iter(data), 'W')}")
+        if key not in data:
+            raise file_error(path, f"has no member {key!r} (it has: {', '.join(map(str, data)) or 'nothing'})")
+        data = data[key]
+    elif key is not None:
+        raise file_error(path, f"holds no object, so there is no member {key!r}")
+    shape = _nested_shape(data, path)
+    return np.array(data, dtype=np.float64).reshape(shape)
+
+
+def _nested_shape(data: Any, path: Path) -> tuple[int, ...]:
+    """The shape of nested lists, level by level (no recursion), checked against the cap
+    before any array is made; ragged lists and non-numbers are errors."""
+    shape: list[int] = []
+    probe = data
+    while isinstance(probe, list):
+        shape.append(len(probe))
+        if not probe:
+            break
+        probe = probe[0]
+    level = [data]
+    for depth, length in enumerate(shape):
+        below: list[Any] = []
+        for item in level:
+            if not isinstance(item, list) or len(item) != length:
+                found = f"a list of {len(item)}" if isinstance(item, list) else "a number"
+                raise file_error(path, f"ragged nested lists: at depth {depth + 1} found {found} where the first has {length}")
+            below.extend(item)
+        check_size(shape[: depth + 1], f"the array in {path}")
+        level = below
+    for item in level:
+        if item not in NONFINITE and (isinstance(item, (list, bool)) or not isinstance(item, (int, float))):
+            what = "a list" if isinstance(item, list) else repr(item)
+            raise file_error(path, f"ragged nested lists or a non-number: found {what} where a number belongs")
+    return tuple(shape)

@@ -1,0 +1,42 @@
+"""parser/generate.py trims Lark's stand-alone parser so that it imports fast; these check
+that the trimming keeps what users need and leaves out what costs start-up time."""
+import subprocess
+import sys
+
+from gradcalc.parser import generate, standalone
+
+
+def test_the_generated_module_keeps_every_public_name():
+    missing = [name for name in generate.PUBLIC if not hasattr(standalone, name)]
+    assert missing == []
+
+
+def test_the_generated_module_imports_neither_regex_nor_logging():
+    """Lark's runtime probes for the regex module (6 ms when installed) and sets up a
+    logger; the generated module does neither, and evaluates no annotations."""
+    code = "import sys; import gradcalc.parser.standalone; print('regex' in sys.modules, 'logging' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
+    assert standalone.Tree.__init__.__annotations__["data"] == "str"  # a string: never built
+
+
+def test_unreachable_definitions_are_dropped_and_reachable_ones_kept():
+    source = (
+        "import os\n"
+        "def used_by_public():\n    return 1\n"
+        "def unused():\n    return used_by_public()\n"
+        "@staticmethod\ndef unused_decorated():\n    pass\n"
+        "class Token:\n    x = used_by_public()\n"
+        "REGISTRY = {}\n"
+        "REGISTRY['k'] = registered\n"
+        "def registered():\n    pass\n"
+    )
+    trimmed = generate._without_unreachable_definitions(source)
+    assert "def used_by_public" in trimmed and "class Token" in trimmed and "def registered" in trimmed
+    assert "unused" not in trimmed and "@staticmethod" not in trimmed
+    assert "REGISTRY = {}" in trimmed and "import os" in trimmed
+
+
+def test_the_silent_logger_accepts_what_lark_calls():
+    for method in ("debug", "info", "warning", "error", "exception", "critical", "setLevel"):
+        assert getattr(standalone.logger, method)("message %s", 1) is None

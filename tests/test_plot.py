@@ -1,0 +1,309 @@
+"""`gradcalc plot` and `:plot`, read back: CSV and JSON against closed-form derivatives, the
+SVG's curves and labels, the terminal picture at a fixed size, and the errors."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from .test_cli import gradcalc
+from .test_repl import data_home, drive  # noqa: F401  (data_home, autouse: the REPL's history stays out of $HOME)
+
+BRAILLE = re.compile("[\u2801-\u28ff]")
+
+
+def in_process(*args):
+    """The command run by typer's test runner: no new interpreter (matplotlib's import
+    is paid once), for cases the subprocess tests already cover end to end."""
+    from typer.testing import CliRunner
+
+    from gradcalc.cli.main import _protect_expression, app
+
+    result = CliRunner().invoke(app, _protect_expression(["plot", *args]), env={"NO_COLOR": "1"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+def rows(text):
+    table = list(csv.reader(io.StringIO(text)))
+    return table[0], np.array([[float(v) for v in row] for row in table[1:]])
+
+
+def test_csv_columns_match_closed_form_derivatives():
+    """f = sin(x) e^(-x/2): f' = e^(-x/2) (cos x - sin(x)/2), f'' = e^(-x/2) (-sin x - cos x + sin(x)/4)."""
+    done = gradcalc("plot", "sin(x) * exp(-x/2)", "x=-2:3", "--points", "51")
+    assert done.returncode == 0, done.stderr
+    header, table = rows(done.stdout)  # piped: CSV without asking
+    assert header == ["x", "f", "df/dx", "d2f/dx2"]
+    x, f, d1, d2 = table.T
+    assert len(x) == 51 and x[0] == -2.0 and x[-1] == 3.0
+    e = np.exp(-x / 2)
+    np.testing.assert_allclose(f, np.sin(x) * e, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(d1, e * (np.cos(x) - np.sin(x) / 2), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(d2, e * (-np.sin(x) - np.cos(x) + np.sin(x) / 4), rtol=1e-12, atol=1e-14)
+
+
+def test_csv_is_at_full_precision_and_exact_where_the_math_is():
+    """x**3: f'' = 6x exactly in floating point (a difference quotient could not give it)."""
+    header, table = rows(gradcalc("plot", "x**3", "x=0:1", "--points", "11", "--csv").stdout)
+    x, f, d1, d2 = table.T
+    assert list(d2) == [6 * v for v in x]
+    assert list(d1) == [3 * v**2 for v in x]
+    text = gradcalc("plot", "x / 3", "x=0:1", "--points", "2", "--order", "0").stdout
+    assert text.splitlines() == ["x,f", "0.0,0.0", f"1.0,{1 / 3!r}"]
+
+
+def test_json_gives_the_same_columns_as_arrays_and_the_kinks():
+    doc = json.loads(gradcalc("plot", "abs(x - 0.5) + relu(x)", "x=-1:1", "--json").stdout)
+    assert set(doc) == {"x", "f", "df/dx", "d2f/dx2", "kinks", "vectorised"}
+    x = np.array(doc["x"])
+    np.testing.assert_array_equal(doc["f"], np.abs(x - 0.5) + np.maximum(x, 0))
+    inside = (np.abs(x) > 1e-9) & (np.abs(x - 0.5) > 1e-9)
+    np.testing.assert_array_equal(np.array(doc["df/dx"])[inside], (np.sign(x - 0.5) + (x > 0))[inside])
+    assert doc["kinks"] == pytest.approx([0.0, 0.5], abs=1e-12)
+    assert doc["vectorised"] is True
+    # Kinks of different ops on neighbouring points stay two kinks; between samples, the nearer side.
+    doc = json.loads(gradcalc("plot", "maximum(x, 0.25) + clip(x, -0.5, 0.5)", "x=-1:1", "--points", "9", "--json").stdout)
+    assert doc["kinks"] == [-0.5, 0.25, 0.5]
+    doc = json.loads(gradcalc("plot", "relu(x - 0.3)", "x=0:1", "--points", "11", "--json").stdout)
+    assert doc["kinks"] == pytest.approx([0.3], abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "expr, values, vectorised",
+    [
+        ("sin(x) * x", lambda x: np.sin(x) * x, True),
+        ("x - mean(x)", lambda x: 0 * x, False),  # at one point x - mean(x) is 0
+        ("where(x > mean(x), x, 0)", lambda x: 0 * x, False),  # the mask records no gradient: only the probe sees it
+        ("sum(x**2)", lambda x: x**2, False),
+        ("x * sum(w)", lambda x: 3 * x, True),  # a sum not of x is fine
+        ("x if x > 0 else -x", np.abs, False),  # a branch needs one point at a time
+    ],
+)
+def test_one_vector_pass_only_when_the_expression_is_elementwise(expr, values, vectorised):
+    doc = json.loads(gradcalc("plot", expr, "x=-1:2", "w=[1, 2]", "--points", "9", "--json", "--order", "0").stdout)
+    assert doc["vectorised"] is vectorised
+    np.testing.assert_allclose(doc["f"], values(np.array(doc["x"])), rtol=1e-15, atol=1e-15)
+
+
+def test_non_finite_points_are_gaps():
+    """log on -1:1: nan left of 0 in the numbers, and nothing drawn there."""
+    header, table = rows(gradcalc("plot", "log(x)", "x=-1:1", "--points", "5").stdout)
+    assert [math.isnan(v) for v in table[:, 1]] == [True, True, False, False, False]
+    picture = gradcalc("plot", "log(x)", "x=-1:1", "--order", "0", "--draw", env={"COLUMNS": "60", "LINES": "20"}).stdout
+    canvas = [line[5:59] for line in picture.splitlines()[2:-4]]
+    assert any(BRAILLE.search(row) for row in canvas)
+    assert not any(BRAILLE.search(row[: len(row) * 45 // 100]) for row in canvas)
+
+
+def test_terminal_plot_at_a_fixed_size():
+    done = gradcalc("plot", "x**2 - 1", "x=-2:2", "--draw", env={"COLUMNS": "60", "LINES": "20"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.rstrip("\n").split("\n")
+    assert len(lines) == 18  # the window's rows less two, the legend included
+    picture, legend = lines[:-1], lines[-1]
+    assert all(len(line) == 60 for line in picture)
+    assert picture[0].strip() == "x**2 - 1"
+    assert "\x1b" not in done.stdout  # no colour in a pipe
+    assert sum(len(BRAILLE.findall(line)) for line in picture) > 100
+    assert legend.startswith("── f   ── df/dx   ── d2f/dx2   (401 points, one vectorised pass)")
+    assert picture[-1].strip() == "x" and "-2.0" in picture[-2] and "2.0" in picture[-2]  # x ticks and label
+    zero = [line for line in picture if re.match(r"\s*0\.0[┼┤]", line)]
+    assert zero and zero[0].count("─") > 20  # the zero line crosses the plot
+
+
+def test_terminal_colours_one_per_order():
+    from gradcalc.cli.figures import ORDER_COLOURS, curve_text
+    from gradcalc.cli.sampling import Curve
+
+    x = np.linspace(-1, 1, 50)
+    text = curve_text(Curve("x", x, {0: x**2, 1: 2 * x, 2: 2 + 0 * x}), "x**2", 60, 20, colour=True)
+    for colour in ORDER_COLOURS.values():
+        assert f"38;5;{colour}m" in text
+
+
+def test_svg_has_one_curve_per_order_and_axis_labels(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "f.svg"
+    done = gradcalc("plot", "relu(x) + x**3", "x=-1:1", "--out", str(path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""  # a file asked for, nothing on stdout
+    svg = path.read_text()
+    curves = re.findall(r'<g id="curve-([^"]+)">\s*<path', svg)
+    assert curves == ["f", "df/dx", "d2f/dx2"]
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    for label in ("x", "value", "f", "df/dx", "d2f/dx2", "kink", "relu(x) + x**3"):
+        assert label in texts
+    assert '<g id="kinks">' in svg and '<g id="zero-line">' in svg
+    two = tmp_path / "g.svg"
+    in_process("x**2", "x=-1:1", "--order", "0,1", "--out", str(two))
+    assert re.findall(r'<g id="curve-([^"]+)">', two.read_text()) == ["f", "df/dx"]
+
+
+def test_png_and_pdf(tmp_path):
+    pytest.importorskip("matplotlib")
+    for suffix, magic in ((".png", b"\x89PNG"), (".pdf", b"%PDF")):
+        path = tmp_path / f"f{suffix}"
+        assert in_process("tanh(x)", "x=-3:3", "--out", str(path)).exit_code == 0
+        assert path.read_bytes().startswith(magic)
+
+
+def test_two_variables_gradient_field(tmp_path):
+    """f = x^2 - y^2: df/dx = 2x, df/dy = -2y at every grid point."""
+    header, table = rows(gradcalc("plot", "x**2 - y**2", "x=-2:2", "y=-1:1", "--points", "5").stdout)
+    assert header == ["x", "y", "f", "df/dx", "df/dy"]
+    x, y, f, dx, dy = table.T
+    assert len(x) == 25
+    np.testing.assert_array_equal(f, x**2 - y**2)
+    np.testing.assert_array_equal(dx, 2 * x)
+    np.testing.assert_array_equal(dy, -2 * y)
+    picture = gradcalc("plot", "x**2 - y**2", "x=-2:2", "y=-1:1", "--draw", env={"COLUMNS": "60", "LINES": "20"}).stdout
+    lines = picture.rstrip("\n").split("\n")
+    assert len(lines) == 18 and lines[1].strip().startswith("1 ")
+    cells = [line[10:] for line in lines[1:-2]]
+    assert set("".join(cells)) <= set(" .:-=+*#%@→↗↑↖←↙↓↘")  # a ramp without colour, and arrows
+    # Uphill is away from x = 0 along the middle row (y = 0), towards it in y above and below.
+    middle = cells[len(cells) // 2]
+    assert set(re.findall("[→↗↑↖←↙↓↘]", middle[:20])) == {"←"} and set(re.findall("[→↗↑↖←↙↓↘]", middle[-20:])) == {"→"}
+    top_arrows = "".join(re.findall("[→↗↑↖←↙↓↘]", "".join(cells[:4])))
+    assert "↓" in top_arrows and not set(top_arrows) & set("↑↗↖")
+    if pytest.importorskip("matplotlib"):
+        path = tmp_path / "field.svg"
+        assert in_process("x**2 - y**2", "x=-2:2", "y=-1:1", "--out", str(path)).exit_code == 0
+        svg = path.read_text()
+        assert '<g id="gradient">' in svg
+        texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+        assert "x" in texts and "y" in texts
+
+
+def test_missing_matplotlib_says_how_to_install_it(tmp_path):
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        f"sys.argv = ['gradcalc', 'plot', 'x**2', 'x=0:1', '--out', {str(tmp_path / 'f.svg')!r}]\n"
+        "from gradcalc.cli.main import run\nrun()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    assert done.returncode == 2
+    assert "pip install 'gradcalc[plot]'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["x**2", "x=3:1"], "the start must be below the end, as in x=1:3"),
+        (["x**2", "x=a:b"], "its ends must be finite numbers"),
+        (["x**2"], "give one variable a range"),
+        (["x**2", "x=1:1"], "the start must be below the end"),
+        (["x**2", "x=0:1", "x=2:3"], "x has two ranges"),
+        (["x*y*z", "x=0:1", "y=0:1", "z=0:1"], "3 ranges"),
+        (["x**2", "x=0:1:2"], "a range has two ends"),
+        (["x**2", "x=0:1", "x=3"], "x has a range and a value"),
+        (["x*y", "x=0:1", "y=0:1", "--order", "0"], "--order is for one variable"),
+        (["x**2", "x=0:1", "--order", "3"], "bad --order"),
+        (["x**2", "x=0:1", "--out", "f.txt"], "must end in .svg, .png, .pdf"),
+        (["x * [1, 2]", "x=0:1"], "one number per point"),
+        (["x*y", "x=0:1", "y=0:1", "--points", "4000"], "4000 x 4000 points is more than the 10,000,000 elements"),
+        (["x *", "x=0:1"], "unfinished input"),
+        (["x * nosuch", "x=0:1"], "unknown name 'nosuch'"),
+    ],
+)
+def test_bad_ranges_and_requests_exit_2(args, words):
+    done = in_process(*args)
+    assert done.exit_code == 2, done.stdout
+    assert words in done.stderr and done.stdout == ""
+
+
+def test_a_bad_range_through_the_real_command():
+    done = gradcalc("plot", "x**2", "x=3:1")
+    assert done.returncode == 2 and done.stderr == "error: bad range 'x=3:1': the start must be below the end, as in x=1:3\n"
+
+
+def test_an_expression_starting_with_minus_and_range_ends_as_expressions():
+    header, table = rows(gradcalc("plot", "-x**2", "x=-pi:2*pi", "--points", "3").stdout)
+    assert table[:, 0].tolist() == [-math.pi, math.pi / 2, 2 * math.pi]
+    assert table[:, 2].tolist() == [-2 * v for v in table[:, 0]]
+
+
+def test_eval_imports_no_plotting_library():
+    """plotext and matplotlib are imported by plot alone (start-up time of every other command)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "gradcalc.cli", "eval", "x**2", "x=3"],
+        capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode == 0 and "value: 9.0" in done.stdout
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "numpy" in imported and not imported & {"plotext", "matplotlib"}
+
+
+def test_repl_plot_uses_the_session(capsys, tmp_path):
+    drive(f"a = 2\ndef g(t) = t**3\n:plot a * g(x) x=-1:1\n:plot x x=3:1\n:plot g(x) x=0:1 --order 1 --out {tmp_path / 'g.svg'}\na\n")
+    captured = capsys.readouterr()
+    assert BRAILLE.search(captured.out) and "── f   ── df/dx   ── d2f/dx2" in captured.out
+    assert "the start must be below the end" in captured.err
+    assert "value: 2.0" in captured.out  # the session carries on
+    if (tmp_path / "g.svg").exists():
+        assert re.findall(r'<g id="curve-([^"]+)">', (tmp_path / "g.svg").read_text()) == ["df/dx"]
+    else:
+        assert "gradcalc[plot]" in captured.err
+    drive(":engine scalar\n:plot x x=0:1\n")
+    assert "tensor engine" in capsys.readouterr().err
+
+
+UNARY = ["sin", "cos", "tanh", "sigmoid", "relu", "abs", "softplus"]
+
+
+@st.composite
+def elementwise_expressions(draw, depth=3):
+    """Random compositions of elementwise ops in x (and a bound w)."""
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.sampled_from(["x", "w", "0.5", "x", "2"]))
+    if draw(st.booleans()):
+        return f"{draw(st.sampled_from(UNARY))}({draw(elementwise_expressions(depth - 1))})"
+    op = draw(st.sampled_from(["+", "-", "*"]))
+    return f"({draw(elementwise_expressions(depth - 1))} {op} {draw(elementwise_expressions(depth - 1))})"
+
+
+@given(elementwise_expressions())
+def test_the_vector_pass_agrees_with_point_by_point(expr):
+    """Whatever the expression, one vector pass (when taken) gives the numbers that
+    evaluating each point on its own gives."""
+    from gradcalc.cli.sampling import Sampler, _point_by_point, sample_curve
+    from gradcalc.parser import Session, compile_program
+
+    base = Session()
+    base.run_source("w = 0.75")
+    sampler = Sampler(compile_program(expr), base)
+    x = np.linspace(-2, 2, 17)
+    curve = sample_curve(sampler, "x", x, (0, 1, 2))
+    pointwise, _ = _point_by_point(sampler, {"x": x}, (0, 1, 2), None)
+    for k, values in zip((0, 1, 2), pointwise):
+        np.testing.assert_allclose(curve.values[k], values, rtol=1e-12, atol=1e-12, err_msg=f"{expr}: order {k}")
+
+
+def test_the_progress_bar_appears_only_after_a_second(monkeypatch):
+    from gradcalc.cli import plot, render
+
+    now = [100.0]
+    monkeypatch.setattr(plot, "time", types.SimpleNamespace(monotonic=lambda: now[0]))  # plot's clock only
+    monkeypatch.setattr(render, "use_rich", lambda stream: True)
+    progress = plot._LateProgress()  # started at 100.0
+    now[0] = 100.4
+    progress(1, 10)  # 0.4 s in: nothing yet
+    assert progress.bar is None
+    now[0] = 101.2
+    progress(2, 10)  # 1.2 s in: the bar starts, already at 2 of 10
+    assert progress.bar is not None and progress.bar.tasks[0].completed == 2
+    progress(3, 10)
+    assert progress.bar.tasks[0].completed == 3
+    progress.close()

@@ -1,0 +1,183 @@
+"""pytest collects *.gc check files (gradcalc.cli.pytest_plugin), run for real: pytest in a
+subprocess on a temporary project of passing, failing, erroring and broken check files."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import xml.etree.ElementTree as ET
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FILES = {
+    # relu at 0: reverse mode gives the convention 0, central differences (relu(h) - relu(-h))/2h = 0.5
+    "failing.gc": "x = [1.0, 0.0]\ncheck relu(x).sum()\ncheck exp(x).sum()\n",
+    "erroring.gc": "x = 2\ncheck nosuch(x)\ncheck tanh(x)\ncheck x * 2 == 4.5\n",
+    "setup.gc": "a = 3\ncheck a * a\nb = undefined_name + 1\ncheck a * 2\ncheck exp(a)\n",
+}
+
+
+def pytest_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1", "PY_COLORS": "0", "COLUMNS": "200"}
+    env.pop("PYTEST_ADDOPTS", None)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:benchmark", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    """examples/ with the seed file and the files above; tests/ as the project's testpaths."""
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    shutil.copy(ROOT / "examples" / "seed.gc", examples / "seed.gc")
+    for name, text in FILES.items():
+        (examples / name).write_text(text)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_plain.py").write_text("def test_plain():\n    assert True\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    return tmp_path
+
+
+def outcomes(xml_path: Path) -> dict[str, tuple[str, str]]:
+    """testcase name -> (outcome, message) from pytest's JUnit XML."""
+    found = {}
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        key = f"{case.get('classname')}::{case.get('name')}"
+        status, message = "passed", ""
+        for tag in ("failure", "error", "skipped"):
+            element = case.find(tag)
+            if element is not None:
+                status, message = tag, element.get("message", "")
+        found[key] = (status, message)
+    return found
+
+
+def test_the_plugin_is_registered_and_xdist_is_in_the_test_extra():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["pytest11"] == {"gradcalc": "gradcalc.cli.pytest_plugin"}
+    assert any(req.startswith("pytest-xdist") for req in project["optional-dependencies"]["test"])
+    assert "gradcalc.cli.pytest_plugin" in {e.value for e in entry_points(group="pytest11")}
+
+
+def test_each_check_is_one_item_named_file_line_expression(project):
+    done = pytest_run("--collect-only", "-q", "examples/seed.gc", "examples/setup.gc", cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = [line for line in done.stdout.splitlines() if "::" in line]
+    assert names == [
+        "examples/seed.gc::7 (a*b + exp(c)).relu()/a", "examples/seed.gc::15 y", "examples/seed.gc::30 g",
+        "examples/setup.gc::2 a * a", "examples/setup.gc::4 a * 2", "examples/setup.gc::5 exp(a)",
+    ]
+
+
+def test_outcomes_and_what_a_failure_shows(project):
+    done = pytest_run("examples", "-rA", "--junitxml", "report.xml", cwd=project)
+    assert done.returncode == 1
+    results = outcomes(project / "report.xml")
+    assert {name: status for name, (status, _) in results.items()} == {
+        "examples.seed.gc::7 (a*b + exp(c)).relu()/a": "passed", "examples.seed.gc::15 y": "passed", "examples.seed.gc::30 g": "passed",
+        "examples.failing.gc::2 relu(x).sum()": "failure", "examples.failing.gc::3 exp(x).sum()": "passed",
+        "examples.erroring.gc::2 nosuch(x)": "failure", "examples.erroring.gc::3 tanh(x)": "passed",
+        "examples.erroring.gc::4 x * 2 == 4.5": "failure",
+        "examples.setup.gc::2 a * a": "passed", "examples.setup.gc::4 a * 2": "error", "examples.setup.gc::5 exp(a)": "error",
+    }
+    out = done.stdout
+    # the failing check's report: method, errors, tolerances, the worst entry by variable and index
+    assert "gradcheck (central) failed: max abs error 0.5, max rel error 1" in out
+    assert "examples/failing.gc:2: check relu(x).sum()" in out
+    assert "with respect to: x" in out
+    assert "tolerances: atol 1e-05, rtol 0.001" in out
+    assert "largest error: d out / d x[1]: analytic 0.0, numeric 0.49999" in out
+    assert "ops whose VJP disagrees: relu" in out
+    assert "evaluated at a kink of relu" in out  # a warning, in the report and pytest's warnings summary
+    assert "GradcheckWarning" in out
+    # a value check that fails: |4 - 4.5| = 0.5, relative to 4.5
+    assert "value check failed: max abs error 0.5, max rel error 0.111111" in out
+    assert "an entry passes when |A - B| <= atol + rtol*|B|" in out
+    # an erroring check fails with the language's error
+    assert "check could not run: line 2, column 7: unknown function 'nosuch'" in out
+    # a setup error fails every check after it, with that error; the check before it passed
+    assert out.count("setup failed at line 3: unknown name 'undefined_name'") >= 2
+    assert "ERROR at setup of setup.gc:4: check a * 2" in out
+    assert "3 failed, 6 passed, 1 warning, 2 errors in" in out
+    assert "Traceback" not in out and "gradcalc/parser" not in out
+
+
+def test_a_file_that_does_not_parse_is_a_collection_error(project):
+    (project / "examples" / "broken.gc").write_text("x = (1\ncheck x\n")
+    done = pytest_run("examples/broken.gc", cwd=project)
+    assert done.returncode == 2
+    assert "ERROR collecting examples/broken.gc" in done.stdout
+    assert "broken.gc: line 2, column 1: expected ')'" in done.stdout
+    assert "Traceback" not in done.stdout
+
+
+def test_k_x_and_last_failed_select_checks(project):
+    selected = pytest_run("examples", "-k", "exp and not seed", "--collect-only", "-q", cwd=project)
+    assert [line for line in selected.stdout.splitlines() if "::" in line] == [
+        "examples/failing.gc::3 exp(x).sum()", "examples/setup.gc::5 exp(a)",
+    ]
+    first = pytest_run("examples", "-x", "-q", "-p", "no:warnings", cwd=project)
+    assert first.returncode == 1 and "stopping after 1 failures" in first.stdout
+    pytest_run("examples", "-q", cwd=project)  # records the failures for --lf
+    again = pytest_run("examples", "--lf", "-q", "-rfE", cwd=project)
+    assert again.returncode == 1
+    rerun = sorted(line.split(" - ")[0] for line in again.stdout.splitlines() if line.startswith(("FAILED", "ERROR")))
+    assert rerun == [
+        "ERROR examples/setup.gc::4 a * 2", "ERROR examples/setup.gc::5 exp(a)",
+        "FAILED examples/erroring.gc::2 nosuch(x)", "FAILED examples/erroring.gc::4 x * 2 == 4.5", "FAILED examples/failing.gc::2 relu(x).sum()",
+    ]
+    assert "passed" not in again.stdout
+
+
+def test_collection_is_opt_in_by_the_paths_given_or_testpaths(project):
+    (project / "tests" / "inside.gc").write_text("t = 2\ncheck t * t\n")
+
+    def collected(*args: str, cwd: Path = project) -> list[str]:
+        done = pytest_run("--collect-only", "-q", *args, cwd=cwd)
+        return [line for line in done.stdout.splitlines() if "::" in line]
+
+    # no paths: testpaths decide; examples/ is not among them, so it is not collected
+    assert collected() == ["tests/inside.gc::2 t * t", "tests/test_plain.py::test_plain"]
+    assert "examples/seed.gc::15 y" in collected("examples")
+    assert collected("examples/setup.gc") == ["examples/setup.gc::2 a * a", "examples/setup.gc::4 a * 2", "examples/setup.gc::5 exp(a)"]
+    assert collected("examples", "--gc=off") == []
+    # a project without testpaths: a bare `pytest` collects no check files, --gc=all does
+    (project / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    assert collected() == ["tests/test_plain.py::test_plain"]
+    assert len(collected("--gc=all")) == 1 + 1 + 11
+    (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\ngradcalc_collect = "all"\n')
+    assert len(collected()) == 1 + 1 + 11
+
+
+def test_xdist_gives_the_results_of_a_serial_run(project):
+    serial = pytest_run("examples", "--junitxml", "serial.xml", "-q", cwd=project)
+    spread = pytest_run("examples", "-n", "2", "--junitxml", "spread.xml", "-q", cwd=project)
+    assert spread.returncode == serial.returncode == 1
+    assert "bringing up nodes" in spread.stdout
+    assert outcomes(project / "spread.xml") == outcomes(project / "serial.xml")
+    assert len(outcomes(project / "serial.xml")) == 11
+
+
+def test_check_files_load_data_relative_to_their_folder(project):
+    data = project / "examples" / "data"
+    data.mkdir()
+    np.save(data / "w.npy", np.array([[0.5, -1.0], [2.0, 0.25]]))
+    (project / "examples" / "loads.gc").write_text('W = load("data/w.npy")\ncheck tanh(W @ W).sum()\n')
+    done = pytest_run("examples/loads.gc", "-q", cwd=project)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+
+
+def test_the_plugin_and_the_command_import_nothing_heavy_until_used():
+    """pytest imports the plugin in every run; `gradcalc` imports main for every command."""
+    probe = ("import sys, gradcalc.cli.pytest_plugin, gradcalc.cli.main; "
+             "print(sorted(m for m in ('numpy', 'gradcalc.parser', 'gradcalc.cli.parallel', 'gradcalc.parser.datafiles') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
