@@ -706,3 +706,23 @@ def test_the_repl_prints_warnings_and_its_own_engine_switch(capsys):
     repl.handle("x = 2; x ** x")
     err = capsys.readouterr().err
     assert ":engine tensor" in err and "--engine" not in err
+
+
+@pytest.mark.parametrize("expression, words", [
+    ("sin(x, x)", "sin(x) takes 1 argument, got 2"),
+    ("grad(x**2)", "grad(y, x) takes two arguments"),
+    ("grad(x**2, 3)", "x must be a variable"),
+    ("split([1, 2, 3, 4], 0)", "sections must be a positive whole number"),
+    ("sum([[1, 2]], axis=1.5)", "axis must be a whole number"),
+    ("randn(3, seed='a')", "seed must be a whole number"),
+    ("v = [1, 2]; v['a']", "not the string 'a'"),
+    ("v = [1, 2, 3, 4]; v[split(v, 2)]", "not 2 results"),
+    ("wrt = 2", "'wrt' is a keyword"),
+    ("\u0663 + 1", "unexpected character"),
+])
+def test_reported_messages_through_the_command(expression, words):
+    from .test_cli import gradcalc
+
+    done = gradcalc("eval", expression, "x=2")
+    assert done.returncode == 2 and words in done.stderr, done.stderr
+    assert "internal error" not in done.stderr
