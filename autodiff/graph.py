@@ -135,7 +135,7 @@ def format_array(value: Any, digits: int | None = None, full: bool = False, edge
     if summarise:
         shown = math.prod(min(n, 2 * edge) for n in array.shape)
         if shown < array.size:
-            text += f"  ({shown} of {array.size} elements shown)"
+            text += ("\n" if rows else "  ") + f"({shown} of {array.size} elements shown)"
     return text
 
 

@@ -74,6 +74,7 @@ class OpDef:
     variadic_param: str | None
     param_names: tuple[str, ...]
     signature: str
+    leading: tuple[str, ...] = ()
     out_shape: Callable[..., tuple[int, ...]] | None = None
     rule: str | None = None  # the derivative rule as text; without it, read from the VJPs (rules.py)
 
@@ -113,12 +114,16 @@ ARRAY_MATH.raw = lambda x: x
 TENSOR_MATH.raw = lambda x: x.data if isinstance(x, Tensor) else np.asarray(x)
 
 
-def _describe_signature(name: str, forward: Callable[..., Any], n_in: int | None, variadic: str | None) -> tuple[tuple[str, ...], str]:
+def _describe_signature(
+    name: str, forward: Callable[..., Any], n_in: int | None, variadic: str | None, leading: Sequence[str] = ()
+) -> tuple[tuple[str, ...], str]:
     """The names of an op's parameters (after its tensor inputs) and its signature text."""
     names: list[str] = []
-    shown: list[str] = []
+    shown: list[str] = list(leading)
     for i, p in enumerate(inspect.signature(forward).parameters.values()):
-        if p.kind is p.VAR_POSITIONAL:
+        if p.name in leading:
+            names.append(p.name)
+        elif p.kind is p.VAR_POSITIONAL:
             shown.append(f"*{p.name}")
         elif p.name == variadic:
             shown.append(f"*{p.name}")
@@ -146,6 +151,7 @@ def defop(
     public: bool = True,
     kink: Callable[..., bool] | None = None,
     check: Check | None = None,
+    leading: Sequence[str] = (),
     out_shape: Callable[..., tuple[int, ...]] | None = None,
     rule: str | None = None,
 ) -> OpDef:
@@ -153,7 +159,9 @@ def defop(
 
     `variadic` names a parameter that collects the remaining positional arguments into a
     tuple (`reshape(x, 2, 3)`: shape=(2, 3)). `operators` binds Tensor dunders (`__radd__`-style names apply the op with the operands
-    swapped); `method=True` makes `x.name(...)` work.
+    swapped); `method=True` makes `x.name(...)` work. `leading` names keyword-only
+    parameters of an op with any number of inputs that may also be given positionally
+    before the inputs (`einsum('ij,jk->ik', a, b)`: subscripts).
     """
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
@@ -161,11 +169,12 @@ def defop(
         raise ValueError(f"op {name!r}: give one VJP per input as a tuple, or one VJP taking k= for any number of inputs")
     if isinstance(vjps, tuple) and n_in is not None and len(vjps) != n_in:
         raise ValueError(f"op {name!r}: {n_in} inputs but {len(vjps)} VJPs")
-    param_names, signature = _describe_signature(name, forward, n_in, variadic)
+    param_names, signature = _describe_signature(name, forward, n_in, variadic, leading)
     op = OpDef(
         name=name, forward=forward, vjps=vjps, n_in=n_in, n_ret=n_ret, doc=doc, category=category,
         complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
-        variadic_param=variadic, param_names=param_names, signature=signature, out_shape=out_shape, rule=rule,
+        variadic_param=variadic, param_names=param_names, signature=signature, leading=tuple(leading),
+        out_shape=out_shape, rule=rule,
     )
     REGISTRY[name] = op
     for alias in aliases:
@@ -313,6 +322,10 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         raise STEPS.exceeded(op.name)
     if op.n_in is None:
         tensor_args, extra = args, ()
+        if op.leading:
+            unnamed = [p for p in op.leading if p not in params]
+            params = {**params, **dict(zip(unnamed, args))}
+            tensor_args = args[len(unnamed) :]
     else:
         if len(args) < op.n_in:
             raise ArgumentError(f"{op.signature} needs {op.n_in} input{'s' * (op.n_in != 1)}, got {len(args)}")

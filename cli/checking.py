@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from .common import (
-    MAX_INPUT_BYTES, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, prepare_engine, read_sources, refuse_overwriting, usage_error,
-    write_file,
+    MAX_INPUT_BYTES, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, prepare_engine, read_sources, refuse_overwriting, shorten,
+    usage_error, write_file,
 )
 
 if TYPE_CHECKING:
@@ -22,10 +22,10 @@ PROGRESS_THRESHOLD = 20  # checks; a progress bar on stderr for longer batches
 def check_line(o: CheckOutcome) -> str:
     where = f"{o.file}:{o.line}" if o.file else f"line {o.line}"
     if o.status == "error":
-        return f"ERROR {where}  {o.text}  {o.message}"
+        return f"ERROR {where}  {shorten(o.text)}  {o.message}"
     status = "PASS " if o.passed else "FAIL "
     wrt = f"  wrt {', '.join(o.variables)}" if o.variables else ""
-    text = f"{status}{where}  {o.text}{wrt}  {o.method}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
+    text = f"{status}{where}  {shorten(o.text)}{wrt}  {o.method}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
     if o.message:
         text += f"  ({o.message})"
     return text + "".join(f"\n      warning: {w}" for w in o.warnings)

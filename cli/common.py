@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -42,13 +43,28 @@ class OutputFileError(Exception):
     """A report or picture that cannot be written; the file there before is left as it was."""
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def shorten(text: str, limit: int = 100) -> str:
+    """Source text for a heading or a report line: one line of at most `limit` characters,
+    cut with an ellipsis, control characters written as \\xNN so that they cannot act on
+    the terminal (JSON keeps the whole text)."""
+    line = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(text.split()))
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def prepare_engine(max_elements: int | None, max_steps: int | None = None) -> None:
     """Set up the engine for a command: the element cap, the step budget, and NumPy told
     not to warn about overflow or nan (results show inf and nan, and a note names the op
     that made them)."""
+    import warnings
+
     import numpy as np
 
     np.seterr(all="ignore")
+    # NumPy's own RuntimeWarnings (a mean of nothing) would print its source paths.
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="numpy")
     if max_elements is not None:
         from gradcalc.autodiff import set_max_elements
 
@@ -167,31 +183,43 @@ PICTURE_FORMATS = ("svg", "png", "pdf", "jpg", "jpeg", "gif", "ps", "eps")
 TEXT_FORMATS = ("dot", "gv")
 
 
-def write_dot(output: Any, target: str, edge_labels: dict[tuple[int, int], str] | None = None) -> None:
-    """The graph of `output` as DOT text (.dot/.gv, or '-' for stdout), or a picture drawn
-    by Graphviz for the formats in PICTURE_FORMATS (`edge_labels`: see graph_dot). Raises
-    OutputFileError."""
+def dot_format(target: str) -> str:
+    """What `--dot target` writes: 'text' (DOT, '-' for stdout) or a Graphviz output
+    format. Raises OutputFileError for an unknown extension, or a picture without
+    Graphviz, so that a command can refuse before it computes anything."""
     import shutil
-    import subprocess
 
-    from gradcalc.autodiff import graph_dot
-
-    text = graph_dot(output, edge_labels=edge_labels)
     if target == "-":
-        sys.stdout.write(text)
-        return
+        return "text"
     path = Path(target)
     suffix = path.suffix.lower().lstrip(".")
     if suffix in TEXT_FORMATS:
-        write_file(path, text)
-        return
+        return "text"
     if suffix not in PICTURE_FORMATS:
         raise OutputFileError(f"cannot write {path}: unknown extension {path.suffix or '(none)'}; "
                               f"use .dot or .gv for DOT text, or one of .{', .'.join(PICTURE_FORMATS)} for a picture")
     if shutil.which("dot") is None:
         raise OutputFileError(f"cannot draw {path}: Graphviz's `dot` is not installed (Debian: apt-get install graphviz); "
                               f"name a .dot file to write the DOT text instead")
-    done = subprocess.run(["dot", f"-T{'jpeg' if suffix == 'jpg' else suffix}"], input=text.encode(), capture_output=True, check=False)
-    if done.returncode != 0:
-        raise OutputFileError(f"Graphviz failed to draw {path}: {done.stderr.decode(errors='replace').strip()}")
-    write_file(path, done.stdout)
+    return "jpeg" if suffix == "jpg" else suffix
+
+
+def write_dot(output: Any, target: str, edge_labels: dict[tuple[int, int], str] | None = None) -> None:
+    """The graph of `output` as DOT text (.dot/.gv, or '-' for stdout), or a picture drawn
+    by Graphviz for the formats in PICTURE_FORMATS (`edge_labels`: see graph_dot). Raises
+    OutputFileError."""
+    import subprocess
+
+    from gradcalc.autodiff import graph_dot
+
+    kind = dot_format(target)
+    text = graph_dot(output, edge_labels=edge_labels)
+    if target == "-":
+        sys.stdout.write(text)
+    elif kind == "text":
+        write_file(Path(target), text)
+    else:
+        done = subprocess.run(["dot", f"-T{kind}"], input=text.encode(), capture_output=True, check=False)
+        if done.returncode != 0:
+            raise OutputFileError(f"Graphviz failed to draw {target}: {done.stderr.decode(errors='replace').strip()}")
+        write_file(Path(target), done.stdout)

@@ -14,7 +14,7 @@ import numpy as np
 
 from gradcalc.autodiff import Tensor, first_nonfinite, topological_order
 from gradcalc.autodiff.graph import first_nonfinite_gradient, format_number
-from gradcalc.parser import LanguageError, Session
+from gradcalc.parser import Session
 from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import TensorBackend
 
@@ -25,12 +25,16 @@ def analyse(
     """`analyze` plus notes about inf and nan; `code` (the statement's) lets a result made
     from constants alone be traced to its op; `always` as for analyze."""
     analysis = analyze(value, wrt, session.variables, always)
-    analysis.notes += nonfinite_notes(analysis.output, lambda: _retrace(session, code) if code is not None else None)
+    gradients_finite = all(_finite(g) for g in analysis.grads.values())
+    analysis.notes += nonfinite_notes(analysis.output, lambda: _retrace(session, code) if code is not None else None, gradients_finite)
     analysis.nonfinite = None  # said in the notes
     return analysis
 
 
-def nonfinite_notes(output: Any, retrace: Any = None) -> list[str]:
+def nonfinite_notes(output: Any, retrace: Any = None, gradients_finite: bool = False) -> list[str]:
+    """Notes for an output whose value (or, unless `gradients_finite` says they are all
+    finite, whose reported gradients) hold an inf or nan; `retrace` returns the output
+    again with its constants recorded."""
     notes = []
     if not _finite(output.data):
         source = output
@@ -39,9 +43,11 @@ def nonfinite_notes(output: Any, retrace: Any = None) -> list[str]:
         culprit = first_nonfinite(source)
         if culprit is not None and culprit.parents:
             notes.append(f"the first {_kind(culprit.data)} came from {_at_first_bad(culprit, culprit.data)}")
+        elif culprit is source:
+            notes.append(f"the {_kind(culprit.data)} was computed from constants alone, so no op was recorded to name")
         elif culprit is not None:
-            notes.append(f"the first {_kind(culprit.data)} is in an input: {culprit.name or 'a constant'}")
-    blamed = first_nonfinite_gradient(output, topological_order(output))
+            notes.append(f"the first {_kind(culprit.data)} is already in the input {culprit.name or '(a constant)'}")
+    blamed = None if gradients_finite else first_nonfinite_gradient(output, topological_order(output))
     if blamed is not None:
         op, parent = blamed
         kind = _kind(parent.grad)
@@ -66,7 +72,7 @@ def _at_first_bad(op: Any, bad: Any, through: Any = None) -> str:
     where = through if through is not None else op
     shape = np.shape(where.data)
     args = ", ".join(_input_at(p, index, shape) for p in op.parents)
-    call = f"{op.label}({args})"
+    call = f"{op.label}({args})" if op.label.isidentifier() else f"{op.label} of {args}"  # scalar labels: **0.5
     return call if not index else f"{op.label} at element {list(index)}: {call}"
 
 
@@ -93,6 +99,6 @@ def _retrace(session: Session, code: list[Any]) -> Any:
     tracer.backend = _ConstantsRecorded()
     try:
         traced = tracer.evaluate(code)
-    except LanguageError:
+    except Exception:  # noqa: BLE001 - only a diagnosis: without it the note is vaguer, nothing worse
         return None
     return traced if hasattr(traced, "parents") else None

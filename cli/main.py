@@ -13,8 +13,8 @@ import typer
 
 from .checking import check_line, outcome_object, register_check
 from .common import (
-    MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, fail,
-    prepare_engine, read_sources, usage_error, write_dot,
+    MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError,
+    dot_format, fail, prepare_engine, read_sources, shorten, usage_error, write_dot,
 )
 from .dataio import SaveOption
 from .plot import register_plot
@@ -48,6 +48,8 @@ def main(
     ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
     engine: EngineOption = Engine.tensor,
+    max_elements: MaxElementsOption = None,
+    max_steps: MaxStepsOption = None,
     max_input: MaxInputOption = MAX_INPUT_BYTES,
 ) -> None:
     """Start the REPL (on a terminal) or run piped stdin as a script.
@@ -58,12 +60,12 @@ def main(
         return
     if sys.stdin is None:
         usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
+    prepare_engine(max_elements, max_steps)
     if sys.stdin.isatty():
         from .repl import start_repl
 
         start_repl(engine.value)
         return
-    prepare_engine(None)
     raise typer.Exit(_run_sources(read_sources([Path("-")], max_input), engine.value, as_json=False, style=_style(None, False), tree=False))
 
 
@@ -172,6 +174,11 @@ def eval_command(
     from . import render
 
     prepare_engine(max_elements, max_steps)
+    if dot is not None:
+        try:
+            dot_format(dot)  # refuse an unknown format before computing anything
+        except OutputFileError as err:
+            usage_error(str(err))
     if expr.strip() == "-":
         expr = read_sources([Path("-")], max_input)[0][1]
     wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
@@ -238,7 +245,7 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, sty
                     if as_json:
                         print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
                     else:
-                        out.heading(f"{origin}:{result.span[0]}  {result.text}")
+                        out.heading(f"{origin}:{result.span[0]}  {shorten(result.text)}")
                         out.analysis(analysis, tree=tree)
                 elif isinstance(result, CheckStatementResult):
                     outcome = result.outcome

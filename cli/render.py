@@ -131,8 +131,11 @@ class RichRenderer(PlainRenderer):
 
         d = self.style.digits
         shape = "" if a.shape == () else f"  [dim](shape {_shape(a.shape)})[/]"
-        value = self.fitted(a.value, self.console.width - len("value "))
-        self.console.print(f"[bold]value[/]{chr(10) if chr(10) in value else ' '}{_escape(value)}{shape}")
+        value = self.fitted(a.value, self.console.width)
+        if "\n" in value:  # a matrix: its rows below the heading
+            self.console.print(f"[bold]value[/]{shape}\n{_escape(value)}")
+        else:
+            self.console.print(f"[bold]value[/] {_escape(value)}{shape}")
         if a.grads:
             title = "gradient of sum(output)" if a.grad_of else "gradient"
             table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
@@ -205,6 +208,7 @@ def print_error(err: LanguageError, source: str | None, origin: str = "") -> Non
             start = max((err.column or 1) - 1, 0)
             end = err.end_column if err.end_line == err.line and err.end_column else start + 2
             width = max(min(end - 1, len(text)) - start, 1)
+            text, start, width = _window(text.translate(_ONE_CELL), start, width)
             gutter = f"{err.line} | "
             lines.append(f"{gutter}{text}")
             lines.append(" " * len(gutter) + " " * start + "^" * width)
@@ -215,6 +219,24 @@ def print_error(err: LanguageError, source: str | None, origin: str = "") -> Non
         Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {_escape(message.removeprefix('error: '))}")
     else:
         print(message, file=sys.stderr)
+
+
+ECHO_LIMIT = 160  # characters of a source line echoed under an error
+# An echoed line keeps one cell per character, so the caret stays under its span: a tab
+# is a space, and a control character (which could act on the terminal) a `?`.
+_ONE_CELL = {c: "?" for c in [*range(0x20), 0x7F]} | {0x09: " "}
+
+
+def _window(text: str, start: int, width: int) -> tuple[str, int, int]:
+    """A long line cut to about ECHO_LIMIT characters around the span (a 100,000-term line
+    must not come back whole); returns the text, and the span's start and width in it."""
+    if len(text) <= ECHO_LIMIT:
+        return text, start, width
+    width = min(width, ECHO_LIMIT - 40)
+    left = max(0, min(start - 20, len(text) - ECHO_LIMIT))
+    right = min(len(text), left + ECHO_LIMIT)
+    prefix, suffix = ("…" if left else ""), ("…" if right < len(text) else "")
+    return prefix + text[left:right] + suffix, start - left + len(prefix), width
 
 
 def warn(text: str) -> None:

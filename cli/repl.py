@@ -21,7 +21,7 @@ from gradcalc.parser.checks import make_check_handler
 
 from . import render
 from .checking import check_line
-from .common import OutputFileError, SourceError, load_source, prepare_engine, write_dot
+from .common import OutputFileError, SourceError, load_source, write_dot
 from .diagnosis import analyse
 from .streams import Interrupted
 
@@ -71,6 +71,12 @@ def join_lines(lines: list[str]) -> str:
 def _continues(line: str) -> bool:
     stripped = line.split("#", 1)[0].rstrip()
     return stripped.endswith("\\") or bool(_TRAILING_OPERATOR.search(stripped))
+
+
+def _bracket_balance(line: str) -> int:
+    """Brackets opened minus closed on one line (its comment aside)."""
+    code = line.split("#", 1)[0]
+    return sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
 
 
 class Repl:
@@ -334,6 +340,7 @@ def read_input(prompt: Any, repl: Repl) -> str | None:
     """One complete input, asking for continuation lines while it is unfinished.
     None at end of input (Ctrl-D); '' when the line was cancelled (Ctrl-C)."""
     lines: list[str] = []
+    depth = 0
     while True:
         try:
             line = prompt.prompt("... " if lines else ">>> ")
@@ -342,9 +349,14 @@ def read_input(prompt: Any, repl: Repl) -> str | None:
         except EOFError:
             return None if not lines else join_lines(lines)
         lines.append(line)
+        if len(lines) > 1 and not line.strip():
+            return join_lines(lines)  # a blank continuation line ends the input, finished or not
+        depth += _bracket_balance(line)
+        if depth > 0 or _continues(line):
+            continue  # surely unfinished: no need to parse it all again (a long paste stays linear)
         text = join_lines(lines)
-        if not repl.is_incomplete(text) or (len(lines) > 1 and not line.strip()):
-            return text  # a blank continuation line ends the input, finished or not
+        if not repl.is_incomplete(text):
+            return text
 
 
 def loop(repl: Repl, prompt: Any) -> None:
@@ -358,7 +370,7 @@ def loop(repl: Repl, prompt: Any) -> None:
 
 
 def start_repl(engine: str = "tensor") -> None:
-    prepare_engine(None)
+    """The REPL on this terminal; the engine's limits are set up by the caller."""
     repl = Repl(engine)
     repl.out.write(f"gradcalc REPL ({engine} engine). :help for help, Ctrl-D to leave.")
     loop(repl, make_prompt_session(repl))

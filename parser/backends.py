@@ -64,9 +64,6 @@ def _param(op: OpDef, name: str | None, value: Any) -> Any:
     """One parameter of a call, checked by what its name says it is."""
     where = f"{op.name}: {name or 'parameter'}"
     rule = _PARAMETERS.get(name or "")
-    if isinstance(value, str) and name is not None and not _takes_a_string(op, name):
-        accepts = rule[0] if rule else "a number or a list of numbers"
-        raise LanguageError("argument", f"{where} must be {accepts}, got the string {value!r}")
     param = to_param(value, where)
     if rule is None or param is None:
         return param
@@ -95,15 +92,6 @@ def _ambiguous_extreme(op: OpDef, x: Any, second: Any) -> LanguageError:
         "argument", f"{op.name}(x, {shown}): an axis or a value? write {op.name}(x, axis={shown}) for the {overall} "
         f"element along an axis, or {use}",
     )
-
-
-def _takes_a_string(op: OpDef, name: str) -> bool:
-    """A parameter takes a string when its default is one (`approximate='none'`) or it
-    has none to say otherwise."""
-    import inspect  # only when a string was given: keep it off the common path
-
-    parameter = inspect.signature(op.forward).parameters.get(name)
-    return parameter is None or parameter.default is parameter.empty or isinstance(parameter.default, str)
 
 
 def _whole_number(item: Any) -> bool:

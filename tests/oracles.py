@@ -62,16 +62,16 @@ def _logsumexp(t: Any, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return t.logsumexp(x, dim=dims, keepdim=keepdims)
 
 
-def _cross_entropy(t: Any, logits: Any, target: Any) -> Any:
+def _cross_entropy(t: Any, logits: Any, target: Any, label_smoothing: float = 0.0, reduction: str = "mean") -> Any:
     classes = logits.shape[-1]
     flat = logits.reshape(-1, classes)
-    if target.shape == logits.shape:
-        return t.nn.functional.cross_entropy(flat, target.reshape(-1, classes))
-    return t.nn.functional.cross_entropy(flat, target.reshape(-1).long())
+    flat_target = target.reshape(-1, classes) if target.shape == logits.shape else target.reshape(-1).long()
+    out = t.nn.functional.cross_entropy(flat, flat_target, label_smoothing=label_smoothing, reduction=reduction)
+    return out.reshape(logits.shape[:-1]) if reduction == "none" else out
 
 
-def _mse(t: Any, a: Any, b: Any) -> Any:
-    return t.nn.functional.mse_loss(*t.broadcast_tensors(a, b))
+def _mse(t: Any, a: Any, b: Any, reduction: str = "mean") -> Any:
+    return t.nn.functional.mse_loss(*t.broadcast_tensors(a, b), reduction=reduction)
 
 
 def _clip(t: Any, x: Any, *bounds: Any, low: Any = None, high: Any = None) -> Any:
@@ -143,6 +143,11 @@ def _cross_entropy_probs(rng: np.random.Generator) -> tuple[list[np.ndarray], di
     return [rng.uniform(-3, 3, (4, 5)), p / p.sum(-1, keepdims=True)], {}
 
 
+def _cross_entropy_probs_smoothed(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    inputs, _ = _cross_entropy_probs(rng)
+    return inputs, {"label_smoothing": 0.2, "reduction": str(rng.choice(["mean", "sum", "none"]))}
+
+
 # One line per op: gradcalc name -> how torch computes it.
 TORCH: dict[str, TorchOracle] = {
     # arithmetic
@@ -207,8 +212,11 @@ TORCH: dict[str, TorchOracle] = {
     "logsumexp": TorchOracle(_logsumexp, variants=({}, {"axis": 0, "keepdims": True})),
     "softmax": TorchOracle(lambda t, x, axis=-1: t.softmax(x, dim=axis), variants=({"axis": 0},)),
     "log_softmax": TorchOracle(lambda t, x, axis=-1: t.log_softmax(x, dim=axis), variants=({"axis": 0},)),
-    "cross_entropy": TorchOracle(_cross_entropy, make=_cross_entropy_make, extra_makes=(_cross_entropy_probs,)),
-    "mse": TorchOracle(_mse),
+    "cross_entropy": TorchOracle(
+        _cross_entropy, make=_cross_entropy_make, extra_makes=(_cross_entropy_probs, _cross_entropy_probs_smoothed),
+        variants=({"label_smoothing": 0.1}, {"reduction": "sum"}, {"reduction": "none", "label_smoothing": 0.3}),
+    ),
+    "mse": TorchOracle(_mse, variants=({"reduction": "sum"}, {"reduction": "none"})),
     # shape
     "reshape": TorchOracle(lambda t, x, shape: x.reshape(shape)),
     "flatten": TorchOracle(lambda t, x: x.reshape(-1)),
@@ -220,6 +228,121 @@ TORCH: dict[str, TorchOracle] = {
     "stack": TorchOracle(lambda t, *xs, axis=0: t.stack(xs, dim=axis)),
     "split": TorchOracle(_split),
 }
+
+# ---- the functions of issue 12 ------------------------------------------------------------------
+
+
+def _scan(name: str) -> Callable[..., Any]:
+    """A torch scan with NumPy's axis=None (the flattened tensor)."""
+
+    def fn(t: Any, x: Any, axis: Any = None) -> Any:
+        return getattr(t, name)(x.reshape(-1), 0) if axis is None else getattr(t, name)(x, axis)
+
+    return fn
+
+
+def _moment(name: str) -> Callable[..., Any]:
+    def fn(t: Any, x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) -> Any:
+        return getattr(t, name)(x, dim=_dim(axis), keepdim=keepdims, correction=ddof)
+
+    return fn
+
+
+def _norm(t: Any, x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
+    order = 2 if ord == "fro" else float(ord)
+    return t.linalg.vector_norm(x, ord=order, dim=_dim(axis), keepdim=keepdims)
+
+
+def _pad(t: Any, x: Any, widths: Any, value: float = 0.0) -> Any:
+    from gradcalc.autodiff.ops.layout import pad_widths
+
+    # torch lists (before, after) pairs from the last axis backwards.
+    pairs = pad_widths(widths, x.ndim)
+    return t.nn.functional.pad(x, [w for pair in reversed(pairs) for w in pair], value=value)
+
+
+def _loss(name: str, classes: bool = False) -> Callable[..., Any]:
+    def fn(t: Any, pred: Any, target: Any, reduction: str = "mean", **params: Any) -> Any:
+        return getattr(t.nn.functional, name)(pred, target.long() if classes else target, reduction=reduction, **params)
+
+    return fn
+
+
+def _squashed(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """A matrix in (-2, 2) for the keyword variants of one-input ops."""
+    return [rng.uniform(-2, 2, (3, 4))], {}
+
+
+TORCH.update({
+    # elementwise
+    "log2": TorchOracle(lambda t, x: t.log2(x)),
+    "log10": TorchOracle(lambda t, x: t.log10(x)),
+    "exp2": TorchOracle(lambda t, x: t.exp2(x)),
+    "expm1": TorchOracle(lambda t, x: t.expm1(x)),
+    "sinh": TorchOracle(lambda t, x: t.sinh(x)),
+    "cosh": TorchOracle(lambda t, x: t.cosh(x)),
+    "asinh": TorchOracle(lambda t, x: t.asinh(x)),
+    "acosh": TorchOracle(lambda t, x: t.acosh(x)),
+    "atanh": TorchOracle(lambda t, x: t.atanh(x)),
+    "asin": TorchOracle(lambda t, x: t.asin(x)),
+    "acos": TorchOracle(lambda t, x: t.acos(x)),
+    "atan": TorchOracle(lambda t, x: t.atan(x)),
+    "atan2": TorchOracle(lambda t, y, x: t.atan2(y, x)),
+    "hypot": TorchOracle(lambda t, a, b: t.hypot(a, b)),
+    "erf": TorchOracle(lambda t, x: t.erf(x)),
+    "erfc": TorchOracle(lambda t, x: t.erfc(x)),
+    "square": TorchOracle(lambda t, x: t.square(x)),
+    "cbrt": TorchOracle(lambda t, x: t.sign(x) * t.abs(x) ** (1.0 / 3.0)),  # torch has no cbrt
+    "reciprocal": TorchOracle(lambda t, x: t.reciprocal(x)),
+    "gelu": TorchOracle(lambda t, x, approximate="none": t.nn.functional.gelu(x, approximate=approximate)),
+    "silu": TorchOracle(lambda t, x: t.nn.functional.silu(x)),
+    "softsign": TorchOracle(lambda t, x: t.nn.functional.softsign(x)),
+    "logsigmoid": TorchOracle(lambda t, x: t.nn.functional.logsigmoid(x)),
+    "leaky_relu": TorchOracle(
+        lambda t, x, slope=0.01: t.nn.functional.leaky_relu(x, slope), variants=({"slope": 0.2},), make=_squashed,
+    ),
+    "elu": TorchOracle(lambda t, x, alpha=1.0: t.nn.functional.elu(x, alpha), variants=({"alpha": 1.5},), make=_squashed),
+    # reductions and scans
+    "var": TorchOracle(_moment("var"), variants=({}, {"axis": 0, "keepdims": True}, {"axis": (0, 1), "ddof": 0})),
+    "std": TorchOracle(_moment("std"), variants=({"ddof": 1}, {"axis": 1, "keepdims": True})),
+    "norm": TorchOracle(_norm, variants=({"ord": 1, "axis": 0}, {"ord": float("inf"), "axis": -1}, {"ord": "fro", "keepdims": True})),
+    "cumsum": TorchOracle(_scan("cumsum"), variants=({"axis": 0}, {"axis": None})),
+    "cumprod": TorchOracle(_scan("cumprod"), variants=({"axis": -1}, {"axis": None})),
+    "logcumsumexp": TorchOracle(_scan("logcumsumexp"), variants=({"axis": 0}, {"axis": -1})),
+    # linear algebra
+    "dot": TorchOracle(lambda t, a, b: t.dot(a, b)),
+    "inner": TorchOracle(lambda t, a, b: t.inner(a, b)),
+    "outer": TorchOracle(lambda t, a, b: t.outer(a, b)),
+    "kron": TorchOracle(lambda t, a, b: t.kron(a, b)),
+    "einsum": TorchOracle(lambda t, *xs, subscripts: t.einsum(subscripts, *xs)),
+    "trace": TorchOracle(lambda t, x: t.trace(x)),
+    "diag": TorchOracle(lambda t, x, k=0: t.diag(x, k), variants=({"k": -1}, {"k": 0})),
+    "triu": TorchOracle(lambda t, x, k=0: t.triu(x, k), variants=({"k": 1},)),
+    "tril": TorchOracle(lambda t, x, k=0: t.tril(x, k), variants=({"k": 0},)),
+    "det": TorchOracle(lambda t, a: t.linalg.det(a)),
+    "slogdet": TorchOracle(lambda t, a: tuple(t.linalg.slogdet(a))),
+    "inv": TorchOracle(lambda t, a: t.linalg.inv(a)),
+    "solve": TorchOracle(lambda t, a, b: t.linalg.solve(a, b)),
+    # shape
+    "squeeze": TorchOracle(lambda t, x, axis=None: t.squeeze(x) if axis is None else t.squeeze(x, axis)),
+    "unsqueeze": TorchOracle(lambda t, x, axis: t.unsqueeze(x, axis), variants=({"axis": 0}, {"axis": -1})),
+    "flip": TorchOracle(lambda t, x, axis=None: t.flip(x, tuple(range(x.ndim)) if axis is None else (axis,)), variants=({"axis": None},)),
+    "roll": TorchOracle(lambda t, x, shift, axis=None: t.roll(x, shift, axis), variants=({"shift": -1, "axis": 0},)),
+    "tile": TorchOracle(lambda t, x, reps: t.tile(x, reps), variants=({"reps": (3,)},)),
+    "repeat": TorchOracle(lambda t, x, repeats, axis=None: t.repeat_interleave(x, repeats, axis), variants=({"repeats": 3},)),
+    "sort": TorchOracle(
+        lambda t, x, axis=-1, descending=False: t.sort(x, dim=axis, descending=descending, stable=True).values,
+        variants=({"axis": 0, "descending": True},),
+    ),
+    "pad": TorchOracle(_pad, variants=({"widths": 2}, {"widths": (0, 3), "value": -1.0})),
+    # losses
+    "binary_cross_entropy": TorchOracle(_loss("binary_cross_entropy")),
+    "binary_cross_entropy_with_logits": TorchOracle(_loss("binary_cross_entropy_with_logits")),
+    "nll_loss": TorchOracle(_loss("nll_loss", classes=True)),
+    "l1_loss": TorchOracle(_loss("l1_loss")),
+    "huber": TorchOracle(_loss("huber_loss")),
+})
+
 
 # Public ops with no PyTorch float64 counterpart, and why; checked elsewhere.
 NOT_IN_TORCH: dict[str, str] = {
@@ -265,12 +388,32 @@ EDGE_POINTS: list[tuple[Any, ...]] = [
     ("mean", [np.zeros(0)], {}),
     ("sum", [np.zeros(0)], {}),
     ("where", [[1.0, 0.0], [1.0, 2.0], [3.0, 4.0]], {}),
+    # issue 12
+    ("logsigmoid", [[-1000.0, -40.0, 0.0, 40.0, 1000.0]], {}),
+    ("binary_cross_entropy_with_logits", [[1000.0, -1000.0, 1000.0, -1000.0], [1.0, 0.0, 0.0, 1.0]], {"reduction": "none"}),
+    ("silu", [[-1000.0, -40.0, 0.0, 40.0]], {}),
+    ("gelu", [[-40.0, -10.0, 0.0, 10.0]], {}),
+    ("leaky_relu", [[-1.0, 0.0, 1.0]], {}),
+    ("elu", [[-1.0, 0.0, 1.0, 1000.0]], {}, 1),
+    ("softsign", [[-1.0, 0.0, 1.0]], {}),
+    ("norm", [[0.0, 0.0, 0.0]], {"ord": 2}, 1),
+    ("norm", [[0.0, 0.0, 0.0]], {"ord": 1}),
+    ("sort", [[1.0, 1.0, 0.0]], {}),
+    ("cumprod", [[0.0, 2.0, 3.0, 0.0, 5.0]], {}),
+    ("cumprod", [[[1.0, 0.0, 2.0], [3.0, 4.0, 0.0]]], {"axis": 1}),
+    ("hypot", [[3.0, 0.0, 1e300], [4.0, 2.0, 1e300]], {}),
 ]
 
 # Edge points where gradcalc deliberately differs from PyTorch: (op name, inputs, params,
 # why). tests/test_numerics.py checks gradcalc's answers; the differential test checks
 # that PyTorch really does differ, so the list stays true (docs/language.md shows it).
 DIFFERS_FROM_TORCH: list[tuple[str, list[Any], dict[str, Any], int, str]] = [
+    ("det", [[[1.0, 2.0], [2.0, 4.0]]], {}, 1,
+     "at a singular matrix the gradient is the cofactor matrix [[4, -2], [-2, 1]] (det is a polynomial); torch gives 0"),
+    ("elu", [[0.0]], {}, 2, "second derivative alpha at 0, from the same (left) branch as the first derivative alpha; torch gives 0"),
+    ("binary_cross_entropy", [[0.0, 1.0, 0.5], [0.0, 1.0, 1.0]], {"reduction": "none"}, 1,
+     "the target's gradient log(1 - p) - log(p) uses the logs clamped at -100, as the loss does (+-100 at p = 0, 1); "
+     "torch gives +-inf there"),
     ("pow", [[0.0, 0.0, 0.0], [0.0, 1.0, 2.0]], {}, 2,
      "second derivatives at a zero base are finite (x**2 -> 2 at 0); torch gives nan. Mixed ones in the exponent "
      "follow the values along a = 0, torch's first-order convention"),

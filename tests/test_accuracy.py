@@ -69,6 +69,48 @@ REFERENCE: dict[str, Reference] = {
     "abs": Reference(abs, lambda x: mp.sign(x), spread(-1e300, 1e300)),
 }
 
+def _logistic(x: Any) -> Any:
+    return 1 / (1 + mp.exp(-x))
+
+
+def both_signs(low_exp: int, high_exp: int, n: int = 61) -> np.ndarray:
+    m = magnitudes(low_exp, high_exp, n)
+    return np.concatenate([-m[::-1], m])
+
+
+_UNIT_INTERVAL = np.concatenate([spread(-0.999, 0.999), 1 - magnitudes(-15, -1, 15), -1 + magnitudes(-15, -1, 15)])
+
+# The functions of issue 12.
+REFERENCE.update({
+    "log2": Reference(lambda x: mp.log(x, 2), lambda x: 1 / (x * mp.log(2)), magnitudes(-300, 300)),
+    "log10": Reference(mp.log10, lambda x: 1 / (x * mp.log(10)), magnitudes(-300, 300)),
+    "exp2": Reference(lambda x: mp.power(2, x), lambda x: mp.power(2, x) * mp.log(2), spread(-1000, 1000)),
+    "expm1": Reference(mp.expm1, mp.exp, spread(-700, 700)),
+    "sinh": Reference(mp.sinh, mp.cosh, spread(-700, 700)),
+    "cosh": Reference(mp.cosh, mp.sinh, spread(-700, 700)),
+    "asinh": Reference(mp.asinh, lambda x: 1 / mp.sqrt(x * x + 1), spread(-1e300, 1e300)),
+    "acosh": Reference(
+        mp.acosh, lambda x: 1 / mp.sqrt(x * x - 1), np.concatenate([1 + magnitudes(-15, 0, 31), magnitudes(0.5, 300)]),
+    ),
+    "atanh": Reference(mp.atanh, lambda x: 1 / (1 - x * x), _UNIT_INTERVAL),
+    "asin": Reference(mp.asin, lambda x: 1 / mp.sqrt(1 - x * x), _UNIT_INTERVAL),
+    "acos": Reference(mp.acos, lambda x: -1 / mp.sqrt(1 - x * x), _UNIT_INTERVAL),
+    "atan": Reference(mp.atan, lambda x: 1 / (1 + x * x), spread(-1e300, 1e300)),
+    "erf": Reference(mp.erf, lambda x: 2 / mp.sqrt(mp.pi) * mp.exp(-x * x), spread(-30, 30)),
+    "erfc": Reference(mp.erfc, lambda x: -2 / mp.sqrt(mp.pi) * mp.exp(-x * x), spread(-30, 30)),
+    "square": Reference(lambda x: x * x, lambda x: 2 * x, spread(-1e150, 1e150)),
+    "cbrt": Reference(lambda x: mp.sign(x) * mp.cbrt(abs(x)), lambda x: 1 / (3 * mp.cbrt(x * x)), both_signs(-300, 300)),
+    "reciprocal": Reference(lambda x: 1 / x, lambda x: -1 / (x * x), both_signs(-300, 300)),
+    "gelu": Reference(lambda x: x * mp.ncdf(x), lambda x: mp.ncdf(x) + x * mp.npdf(x), spread(-40, 1e300)),
+    "silu": Reference(lambda x: x * _logistic(x), lambda x: _logistic(x) * (1 + x * _logistic(-x)), spread(-700, 1e300)),
+    "softsign": Reference(lambda x: x / (1 + abs(x)), lambda x: 1 / (1 + abs(x)) ** 2, spread(-1e300, 1e300)),
+    "logsigmoid": Reference(lambda x: -mp.log1p(mp.exp(-x)), lambda x: _logistic(-x), spread(-1e300, 700)),
+    "leaky_relu": Reference(
+        lambda x: x if x > 0 else mp.mpf(0.01) * x, lambda x: mp.mpf(1) if x > 0 else mp.mpf(0.01), spread(-1e300, 1e300),
+    ),
+    "elu": Reference(lambda x: x if x > 0 else mp.expm1(x), lambda x: mp.mpf(1) if x > 0 else mp.exp(x), spread(-700, 1e300)),
+})
+
 ELEMENTWISE = [op for op in REGISTRY.values() if op.category == "elementwise" and op.n_in == 1 and op.has_gradient]
 
 

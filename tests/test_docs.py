@@ -1,10 +1,14 @@
 """The docs stay true: the function table matches the registry, and examples run."""
 from __future__ import annotations
 
+import io
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from gradcalc.parser import Session
 from gradcalc.parser.checks import make_check_handler
@@ -54,3 +58,86 @@ def test_generated_standalone_parser_matches_the_grammar():
     generated = lark_parser()
     assert sorted(map(str, fresh.rules)) == sorted(map(str, generated.rules))
     assert sorted((t.name, t.pattern.value) for t in fresh.terminals) == sorted((t.name, t.pattern.value) for t in generated.terminals)
+
+
+# ---- every example shown in README.md and docs/*.md runs and prints what is shown -----------
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BIN = Path(sys.executable).parent
+
+
+def fenced_blocks(path: Path) -> list[tuple[int, list[str]]]:
+    """(line number, lines) of every fenced block without a language (shell and REPL)."""
+    blocks, current, start = [], None, 0
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if current is None and line.startswith("```"):
+            current, start = ([] if line.strip() == "```" else None), number
+            if current is None:
+                current = "skip"
+        elif current is not None and line.startswith("```"):
+            if current != "skip":
+                blocks.append((start, current))
+            current = None
+        elif current is not None and current != "skip":
+            current.append(line)
+    return blocks
+
+
+def examples(prompt: str, continuation: str | None = None) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    """Per block with `prompt` lines (`$ ` for the shell, `>>> ` for the REPL): (place,
+    [(input, output lines)]); `continuation` lines (`... `) extend the input before them."""
+    found = []
+    for path in DOCS:
+        for start, lines in fenced_blocks(path):
+            steps: list[tuple[str, list[str]]] = []
+            for line in lines:
+                if line.startswith(prompt):
+                    steps.append((line[len(prompt):], []))
+                elif continuation and line.startswith(continuation) and steps and not steps[-1][1]:
+                    steps[-1] = (steps[-1][0] + "\n" + line[len(continuation):], [])
+                elif steps:
+                    steps[-1][1].append(line)
+            if steps:
+                found.append((f"{path.name}:{start}", steps))
+    return found
+
+
+SHELL_EXAMPLES = examples("$ ")
+REPL_EXAMPLES = examples(">>> ", "... ")
+
+
+def matches(shown: list[str], actual: list[str]) -> bool:
+    """Line by line; a line `...` in the docs stands for any number of lines."""
+    pattern = "\n".join(".*?" if line.strip() == "..." else re.escape(line.rstrip()) for line in shown)
+    return re.fullmatch(pattern, "\n".join(line.rstrip() for line in actual), re.S) is not None
+
+
+@pytest.mark.parametrize("place, steps", SHELL_EXAMPLES, ids=[p for p, _ in SHELL_EXAMPLES])
+def test_shell_examples_in_the_docs_print_what_they_show(place, steps, tmp_path):
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "NO_COLOR": "1", "COLUMNS": "80"}
+    for command, shown in steps:
+        if command.startswith("cat ") and " " not in command[4:]:  # the docs show a file: make it
+            (tmp_path / command[4:]).write_text("\n".join(shown) + "\n")
+            continue
+        done = subprocess.run(["bash", "-c", command + " 2>&1"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+        actual = done.stdout.rstrip("\n").splitlines()
+        assert matches(shown, actual), f"{place}: $ {command}\nshown:\n" + "\n".join(shown) + "\nactual:\n" + done.stdout
+
+
+@pytest.mark.parametrize("place, steps", REPL_EXAMPLES, ids=[p for p, _ in REPL_EXAMPLES])
+def test_repl_transcripts_in_the_docs_print_what_they_show(place, steps, capsys):
+    """Through the Repl class with the terminal renderer (80 columns, no colour), as a
+    user sees it."""
+    from rich.console import Console
+
+    from gradcalc.cli import render
+    from gradcalc.cli.repl import Repl
+
+    renderer = render.RichRenderer(render.Style(rich=True))
+    repl = Repl(renderer=renderer)
+    for text, shown in steps:
+        renderer.console = Console(file=io.StringIO(), width=80, color_system=None, force_terminal=False)
+        repl.handle(text)
+        actual = renderer.console.file.getvalue().splitlines() + capsys.readouterr().err.splitlines()
+        assert matches(shown, actual), f"{place}: >>> {text}\nshown:\n" + "\n".join(shown) + "\nactual:\n" + "\n".join(actual)

@@ -47,7 +47,7 @@ def outputs_of(op, params):
     """One function per output of the op (several for multi-output ops)."""
     if op.n_ret == 1:
         return [lambda *ts: op(*ts, **params)]
-    count = len(op.forward(*[np.ones((4, 3))], **params))
+    count = op.n_ret if op.n_ret is not None else len(op.forward(*[np.ones((4, 3))], **params))
     return [lambda *ts, k=k: op(*ts, **params)[k] for k in range(count)]
 
 

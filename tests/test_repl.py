@@ -306,3 +306,14 @@ def test_a_large_matrix_is_summarised_one_row_per_line_on_a_terminal():
     rows = [line for line in text.splitlines() if line.lstrip(" [").startswith(("0.", "14.", "1414."))]
     assert rows and all(len(line) <= 80 for line in text.splitlines())
     assert "of 10000 elements shown" in text
+
+
+def test_a_long_bracketed_paste_is_parsed_once_not_once_per_line(capsys, monkeypatch):
+    from gradcalc.cli import repl as repl_module
+
+    calls = []
+    real = repl_module.compile_program
+    monkeypatch.setattr(repl_module, "compile_program", lambda text: calls.append(text) or real(text))
+    drive("v = [\n" + "".join(f"  {k},\n" for k in range(500)) + "]\nsum(v)\n")
+    assert "value: 124750.0" in capsys.readouterr().out
+    assert len(calls) <= 4  # is_incomplete and run, for each of the two inputs

@@ -5,6 +5,7 @@ the complex-step check applies to these ops too.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
@@ -116,42 +117,46 @@ def _batch(logits_shape: tuple[int, ...]) -> int:
     return int(np.prod(logits_shape[:-1]))
 
 
-def _cross_entropy(logits: Any, target: Any) -> Any:
+def _cross_entropy(logits: Any, target: Any, label_smoothing: float = 0.0, reduction: str = "mean") -> Any:
     probs, _ = _targets(logits, target)
     log_p = _log_softmax(logits, axis=-1)
     # Only the terms with a non-zero target count (0 * log 0 is 0 here, not nan), so a
     # -inf logit for a class that is not the target costs nothing, as in PyTorch.
-    terms = np.where(probs != 0, probs * log_p, 0.0)
-    return -np.sum(terms) / _batch(np.shape(logits))
+    t = smoothed(probs, label_smoothing)
+    per_item = -np.sum(np.where(t != 0, t * log_p, 0.0), axis=-1)
+    return reduce_loss(per_item, reduction)
 
 
-def _ce_dlogits(m: Any, g: Any, ans: Any, logits: Any, target: Any) -> Any:
+def _ce_dlogits(m: Any, g: Any, ans: Any, logits: Any, target: Any, label_smoothing: float = 0.0, reduction: str = "mean") -> Any:
     probs, is_classes = _targets(m.raw(logits), m.raw(target))
-    t = probs if is_classes else target
+    t = smoothed(probs if is_classes else target, label_smoothing)
     p = m.softmax(logits, axis=-1)
-    return (p * m.sum(t, axis=-1, keepdims=True) - t) * (g / _batch(logits.shape))
+    return (p * m.sum(t, axis=-1, keepdims=True) - t) * item_gradient(m, g, reduction, _batch(logits.shape), per_row=True)
 
 
-def _ce_dtarget(m: Any, g: Any, ans: Any, logits: Any, target: Any) -> Any:
+def _ce_dtarget(m: Any, g: Any, ans: Any, logits: Any, target: Any, label_smoothing: float = 0.0, reduction: str = "mean") -> Any:
     if _targets(m.raw(logits), m.raw(target))[1]:
         return None  # class indices are not differentiable
-    return -m.log_softmax(logits, axis=-1) * (g / _batch(logits.shape))
+    scale = item_gradient(m, g, reduction, _batch(logits.shape), per_row=True) * (1.0 - label_smoothing)
+    return -m.log_softmax(logits, axis=-1) * scale
 
 
 def _ce_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
-    return [rng.uniform(-3, 3, (4, 5)), rng.integers(0, 5, (4,)).astype(float)], {}
+    params = {"label_smoothing": float(rng.choice([0.0, 0.1])), "reduction": str(rng.choice(REDUCTIONS))}
+    return [rng.uniform(-3, 3, (4, 5)), rng.integers(0, 5, (4,)).astype(float)], params
 
 
 cross_entropy = defop(
     "cross_entropy", _cross_entropy, (_ce_dlogits, _ce_dtarget), n_in=2,
-    doc="mean cross-entropy of logits (classes on the last axis) against class indices or probabilities",
+    doc="cross-entropy of logits (classes on the last axis) against class indices or probabilities; "
+    "label_smoothing mixes in the uniform distribution; reduction 'mean' (over the batch), 'sum' or 'none'",
     category=NN, complex_safe=True, check=Check(make=_ce_check, diff=(0,)),
 )
 
 
-def _mse(pred: Any, target: Any) -> Any:
+def _mse(pred: Any, target: Any, reduction: str = "mean") -> Any:
     diff = pred - target
-    return np.mean(diff * diff)
+    return reduce_loss(diff * diff, reduction)
 
 
 def _size(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -160,8 +165,193 @@ def _size(a: tuple[int, ...], b: tuple[int, ...]) -> int:
 
 mse = defop(
     "mse", _mse,
-    (lambda m, g, ans, a, b: (a - b) * (2.0 * g / _size(a.shape, b.shape)),
-     lambda m, g, ans, a, b: (b - a) * (2.0 * g / _size(a.shape, b.shape))),
-    doc="mean squared error mean((pred - target) ** 2)", category=NN, n_in=2, complex_safe=True,
-    check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)))),
+    (lambda m, g, ans, a, b, reduction="mean": (a - b) * (2.0 * item_gradient(m, g, reduction, _size(a.shape, b.shape))),
+     lambda m, g, ans, a, b, reduction="mean": (b - a) * (2.0 * item_gradient(m, g, reduction, _size(a.shape, b.shape)))),
+    doc="squared error (pred - target) ** 2, reduced by reduction: 'mean', 'sum' or 'none'", category=NN, n_in=2,
+    complex_safe=True, check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)))),
+)
+
+# ---- reductions of a loss, and the losses after cross_entropy and mse ------------------------
+# Every loss computes one value per item (element, or row for the class losses) and
+# reduces them as PyTorch's `reduction=` does: 'mean' (the default), 'sum' or 'none'.
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def reduce_loss(per_item: Any, reduction: str) -> Any:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if reduction == "none":
+        return per_item
+    return np.sum(per_item) if reduction == "sum" else np.mean(per_item)
+
+
+def item_gradient(m: Any, g: Any, reduction: str, count: int, per_row: bool = False) -> Any:
+    """The gradient reaching each item's loss: g / count for 'mean', g itself otherwise
+    (for 'none' g holds one value per item; `per_row` adds the class axis to broadcast)."""
+    if reduction == "mean":
+        return g / count
+    if reduction == "none" and per_row:
+        return m.reshape(g, shape=g.shape + (1,))
+    return g
+
+
+def smoothed(probs: Any, label_smoothing: float) -> Any:
+    """Target probabilities mixed with the uniform distribution over the classes (last axis)."""
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    if label_smoothing == 0.0:
+        return probs
+    return probs * (1.0 - label_smoothing) + label_smoothing / probs.shape[-1]
+
+
+def _pairs(low: float, high: float, target: Any) -> Any:
+    """Check cases: predictions in [low, high] and targets from `target(rng, shape)`, with
+    each reduction."""
+
+    def make(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+        shape = [(4,), (2, 3)][int(rng.integers(2))]
+        return [rng.uniform(low, high, shape), target(rng, shape)], {"reduction": str(rng.choice(REDUCTIONS))}
+
+    return make
+
+
+def _elementwise_loss(
+    name: str, per_item: Any, d_pred: Any, d_target: Any, doc: str, check: Check, aliases: tuple[str, ...] = (),
+    kink: Any = None, rule: str = "",
+) -> Any:
+    """A loss computed item by item from (pred, target) and then reduced. `per_item(p, t,
+    **params)` is the forward, d_pred / d_target(m, p, t, **params) the derivatives of one
+    item, `rule` those derivatives as text (for `eval --steps`; g there is the gradient that
+    reaches each item: the output's, divided by N for reduction 'mean')."""
+
+    def forward(pred: Any, target: Any, reduction: str = "mean", **params: Any) -> Any:
+        return reduce_loss(per_item(pred, target, **params), reduction)
+
+    def vjp(derivative: Any) -> Any:
+        def item_vjp(m: Any, g: Any, ans: Any, pred: Any, target: Any, reduction: str = "mean", **params: Any) -> Any:
+            return derivative(m, pred, target, **params) * item_gradient(m, g, reduction, _size(pred.shape, target.shape))
+
+        return item_vjp
+
+    forward.__signature__ = _signature_with(per_item)  # type: ignore[attr-defined]
+    return defop(
+        name, forward, (vjp(d_pred), vjp(d_target)), doc=doc, category=NN, n_in=2, aliases=aliases,
+        kink=kink, check=check, rule=rule,
+    )
+
+
+def _signature_with(per_item: Any) -> inspect.Signature:
+    """(pred, target, <per_item's parameters>, reduction='mean'): what `gradcalc ops` shows."""
+    params = list(inspect.signature(per_item).parameters.values())
+    reduction = inspect.Parameter("reduction", inspect.Parameter.POSITIONAL_OR_KEYWORD, default="mean")
+    return inspect.Signature([*params, reduction])
+
+
+# binary cross-entropy: as PyTorch, each log is clamped at -100 so that p = 0 or 1 gives a
+# finite loss, and the gradient's denominator p (1 - p) at 1e-12.
+LOG_FLOOR = -100.0
+
+
+def _bce(p: Any, target: Any) -> Any:
+    return -(target * np.maximum(np.log(p), LOG_FLOOR) + (1.0 - target) * np.maximum(np.log1p(-p), LOG_FLOOR))
+
+
+def _bce_dp(m: Any, p: Any, t: Any) -> Any:
+    return (p - t) / m.maximum(p * (1.0 - p), 1e-12)
+
+
+def _bce_dt(m: Any, p: Any, t: Any) -> Any:
+    return m.maximum(m.log1p(-p), LOG_FLOOR) - m.maximum(m.log(p), LOG_FLOOR)
+
+
+def _probabilities(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.uniform(0.0, 1.0, shape)
+
+
+binary_cross_entropy = _elementwise_loss(
+    "binary_cross_entropy", _bce, _bce_dp, _bce_dt,
+    "-(target log p + (1 - target) log(1 - p)) for probabilities p (logs clamped at -100, as PyTorch)",
+    Check(make=_pairs(0.1, 0.9, _probabilities)),
+    rule="pred: g * (pred - target) / (pred * (1 - pred));  target: g * (log(1 - pred) - log(pred))",
+)
+
+
+def _bce_logits(z: Any, target: Any) -> Any:
+    # softplus(z) - target z = -(target log sigmoid(z) + (1 - target) log sigmoid(-z)),
+    # with softplus max-shifted: exact and finite for logits of +-1000.
+    return np.logaddexp(0.0, z) - target * z
+
+
+binary_cross_entropy_with_logits = _elementwise_loss(
+    "binary_cross_entropy_with_logits", _bce_logits,
+    lambda m, z, t: m.exp(-m.softplus(-z)) - t,  # sigmoid(z) - t, accurate in both tails
+    lambda m, z, t: -z,
+    "binary cross-entropy of sigmoid(z) against target, computed from the logits z: stable for any z",
+    Check(make=_pairs(-4.0, 4.0, _probabilities)),
+    rule="pred: g * (sigmoid(pred) - target);  target: -g * pred",
+)
+
+
+def _nll(logp: Any, target: Any, reduction: str = "mean") -> Any:
+    probs, _ = _targets(logp, target)
+    return reduce_loss(-np.sum(probs * logp, axis=-1), reduction)
+
+
+def _nll_dlogp(m: Any, g: Any, ans: Any, logp: Any, target: Any, reduction: str = "mean") -> Any:
+    probs, is_classes = _targets(m.raw(logp), m.raw(target))
+    return -(probs if is_classes else target) * item_gradient(m, g, reduction, _batch(logp.shape), per_row=True)
+
+
+def _nll_dtarget(m: Any, g: Any, ans: Any, logp: Any, target: Any, reduction: str = "mean") -> Any:
+    if _targets(m.raw(logp), m.raw(target))[1]:
+        return None
+    return -logp * item_gradient(m, g, reduction, _batch(logp.shape), per_row=True)
+
+
+def _nll_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    return [rng.uniform(-3, 0, (4, 5)), rng.integers(0, 5, (4,)).astype(float)], {"reduction": str(rng.choice(REDUCTIONS))}
+
+
+nll_loss = defop(
+    "nll_loss", _nll, (_nll_dlogp, _nll_dtarget), n_in=2,
+    doc="negative log-likelihood -logp[target] of log-probabilities (classes on the last axis; "
+    "cross_entropy(x, t) is nll_loss(log_softmax(x), t))",
+    category=NN, check=Check(make=_nll_check, diff=(0,)),
+    rule="logp: -g * onehot(target);  target: -g * logp (for probability targets)",
+)
+
+
+def _within(d: Any, tol: float, at: float) -> bool:
+    return bool(np.any(np.abs(np.abs(d) - at) <= tol))
+
+
+def _anywhere(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.uniform(-2.0, 2.0, shape)
+
+
+l1_loss = _elementwise_loss(
+    "l1_loss", lambda pred, target: np.abs(pred - target),
+    lambda m, p, t: np.sign(m.raw(p) - m.raw(t)), lambda m, p, t: -np.sign(m.raw(p) - m.raw(t)),
+    "absolute error |pred - target|; gradient 0 where they are equal",
+    Check(make=_pairs(-2.0, 2.0, _anywhere), kink_gap=1e-3),
+    kink=lambda p, t, tol=0.0, **params: _within(p - t, tol, 0.0),
+    rule="pred: g * sign(pred - target);  target: -g * sign(pred - target)",
+)
+
+
+def _huber(pred: Any, target: Any, delta: float = 1.0) -> Any:
+    size = np.abs(pred - target)
+    return np.where(size <= delta, 0.5 * size * size, delta * (size - 0.5 * delta))
+
+
+huber = _elementwise_loss(
+    "huber", _huber,
+    lambda m, p, t, delta=1.0: m.clip(p - t, low=-delta, high=delta),
+    lambda m, p, t, delta=1.0: -m.clip(p - t, low=-delta, high=delta),
+    "squared error / 2 within delta of the target, absolute error beyond (torch's huber_loss; "
+    "smooth_l1 with delta=1 is torch's smooth_l1_loss)",
+    Check(make=_pairs(-2.0, 2.0, _anywhere), kink_gap=1e-3), aliases=("smooth_l1",),
+    kink=lambda p, t, delta=1.0, tol=0.0, **params: _within(p - t, tol, delta),
+    rule="pred: g * clip(pred - target, -delta, delta);  target: -g * clip(pred - target, -delta, delta)",
 )

@@ -1,0 +1,149 @@
+"""Activation functions of neural networks: gelu, silu, leaky_relu, elu, softsign, logsigmoid.
+
+The logistic function appears in several derivatives. It is computed here as
+exp(-softplus(-x)), which keeps full relative precision in both tails (sigmoid(-40) is
+4.2e-18, not 0) and, being made of ops with their own VJPs, stays differentiable again.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..registry import ARRAY_MATH, Check
+from .special import elementwise, erfc, near_zero
+
+SQRT_HALF = math.sqrt(0.5)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+GELU_C = math.sqrt(2.0 / math.pi)  # the tanh approximation of Hendrycks and Gimpel
+GELU_K = 0.044715
+
+
+def logistic(m: Any, x: Any) -> Any:
+    """1 / (1 + e ** -x), accurate in both tails."""
+    return m.exp(-m.softplus(-x))
+
+
+# ---- gelu --------------------------------------------------------------------------------
+APPROXIMATIONS = ("none", "tanh")
+
+
+def _gelu_check(approximate: str) -> None:
+    if approximate not in APPROXIMATIONS:
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def _gelu(x: Any, approximate: str = "none") -> Any:
+    _gelu_check(approximate)
+    if approximate == "tanh":
+        u = GELU_C * (x + GELU_K * x * x * x)
+        # 0.5 * (1 + tanh(u)) is the logistic function of 2u; written so it keeps its
+        # precision for large negative u, where 1 + tanh(u) would cancel to 0.
+        return x * logistic(ARRAY_MATH, 2.0 * u)
+    # x * Phi(x), with Phi through erfc so that the left tail does not cancel.
+    return 0.5 * x * erfc.forward(-SQRT_HALF * x)
+
+
+def _gelu_vjp(m: Any, g: Any, ans: Any, x: Any, approximate: str = "none") -> Any:
+    if approximate == "tanh":
+        u = GELU_C * (x + GELU_K * x * x * x)
+        s = logistic(m, 2.0 * u)  # = (1 + tanh(u)) / 2
+        du = GELU_C * (1.0 + 3.0 * GELU_K * x * x)
+        # d/dx [x s(2u)] = s + x * 2 s (1 - s) du, with 1 - s = logistic(-2u).
+        return g * (s + 2.0 * x * s * logistic(m, -2.0 * u) * du)
+    # d/dx [x Phi(x)] = Phi(x) + x phi(x).
+    return g * (0.5 * m.erfc(-SQRT_HALF * x) + x * INV_SQRT_2PI * m.exp(-0.5 * x * x))
+
+
+def _gelu_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    return [rng.uniform(-4, 4, (2, 3))], {"approximate": str(rng.choice(APPROXIMATIONS))}
+
+
+gelu = elementwise(
+    "gelu", _gelu, _gelu_vjp,
+    "x * Phi(x) (Phi the normal CDF); approximate='tanh' for the tanh formula", complex_safe=False,
+    method=False, check=Check(make=_gelu_case),
+    rule="g * (Phi(x) + x * phi(x)) (Phi, phi the normal CDF and density; for 'tanh' the derivative of its formula)",
+)
+
+# ---- silu, softsign, logsigmoid ------------------------------------------------------------
+
+
+def _silu(x: Any) -> Any:
+    # x / (1 + e ** -x): for x -> -inf the exponential overflows to inf and the quotient
+    # goes to -0, the right limit; and the formula extends to complex numbers.
+    return x / (1.0 + np.exp(-x))
+
+
+def _silu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
+    # d/dx [x s(x)] = s + x s (1 - s), with 1 - s = s(-x) so that no tail cancels.
+    s = logistic(m, x)
+    return g * (s + x * s * logistic(m, -x))
+
+
+silu = elementwise(
+    "silu", _silu, _silu_vjp, "x * sigmoid(x)", aliases=("swish",), method=False, low=-4.0, high=4.0,
+    rule="g * (s + x * s * (1 - s)), s = sigmoid(x)",
+)
+
+
+def _softsign(x: Any) -> Any:
+    return x / (1.0 + np.abs(x))
+
+
+def _softsign_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
+    d = 1.0 + m.abs(x)
+    return g / (d * d)
+
+
+softsign = elementwise(
+    "softsign", _softsign, _softsign_vjp, "x / (1 + |x|)", complex_safe=False, method=False,
+    # smooth once; the second derivative jumps at 0
+    kink=near_zero, kink_gap=1e-3,
+    rule="g / (1 + |x|)**2",
+)
+
+
+def _logsigmoid(x: Any) -> Any:
+    return -np.logaddexp(0.0, -x)
+
+
+logsigmoid = elementwise(
+    "logsigmoid", _logsigmoid, lambda m, g, ans, x: g * logistic(m, -x),
+    "log(sigmoid(x)) = -softplus(-x), finite for any x (-1000 at x = -1000)", complex_safe=False, method=False,
+    rule="g * sigmoid(-x)",
+)
+
+# ---- leaky_relu, elu ------------------------------------------------------------------------
+
+
+def _leaky_relu(x: Any, slope: float = 0.01) -> Any:
+    return np.where(x > 0, x, slope * x)
+
+
+def _leaky_relu_vjp(m: Any, g: Any, ans: Any, x: Any, slope: float = 0.01) -> Any:
+    return g * np.where(m.raw(x) > 0, 1.0, slope)
+
+
+leaky_relu = elementwise(
+    "leaky_relu", _leaky_relu, _leaky_relu_vjp, "x where x > 0, else slope * x; gradient slope at 0",
+    complex_safe=False, method=False, kink=near_zero, kink_gap=1e-3,
+)
+
+
+def _elu(x: Any, alpha: float = 1.0) -> Any:
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
+
+
+def _elu_vjp(m: Any, g: Any, ans: Any, x: Any, alpha: float = 1.0) -> Any:
+    positive = m.raw(x) > 0
+    # exp of the negative part only, so large positive x cannot overflow into 0 * inf.
+    return g * m.where(positive, 1.0, alpha * m.exp(m.where(positive, 0.0, x)))
+
+
+elu = elementwise(
+    "elu", _elu, _elu_vjp, "x where x > 0, else alpha * (e ** x - 1); gradient alpha at 0",
+    complex_safe=False, method=False, kink=near_zero, kink_gap=1e-3,
+    rule="g * (1 where x > 0, else alpha * exp(x))",
+)

@@ -1,0 +1,431 @@
+"""Linear algebra: einsum (and dot, inner, outer, kron through it), trace, diag, triu,
+tril, det, slogdet, inv, solve, and vector norms.
+
+einsum's VJP is einsum again: for `ij,jk->ik`, d/dA = einsum('ik,jk->ij', g, B). The
+other contractions reuse that rule, so their gradients are right by construction.
+"""
+from __future__ import annotations
+
+import math
+import string
+from typing import Any
+
+import numpy as np
+
+from ..registry import Check, defop
+from .arithmetic import _swap_last as matrix_transpose
+from .reductions import Axis, expand_reduced, kept_shape, normalize_axes
+
+LINALG = "linear algebra"
+
+# ---- einsum --------------------------------------------------------------------------------
+
+
+def parse_subscripts(subscripts: str, n_operands: int) -> tuple[list[str], str]:
+    """The subscripts of each operand and of the output ('ij,jk' means 'ij,jk->ik')."""
+    text = str(subscripts).replace(" ", "")
+    if "." in text:
+        raise ValueError("einsum: '...' is not supported; name every axis with a letter")
+    inputs_text, arrow, output = text.partition("->")
+    inputs = inputs_text.split(",")
+    if not arrow:  # implicit mode: the letters that appear once, in alphabetical order
+        output = "".join(sorted(c for c in set(inputs_text) if inputs_text.count(c) == 1 and c.isalpha()))
+    if len(inputs) != n_operands:
+        raise ValueError(f"einsum: {subscripts!r} names {len(inputs)} operands, got {n_operands}")
+    if not all(c.isalpha() for c in "".join(inputs) + output):
+        raise ValueError(f"einsum: subscripts must be letters, got {subscripts!r}")
+    return inputs, output
+
+
+def _einsum(*operands: Any, subscripts: str) -> Any:
+    inputs, output = parse_subscripts(subscripts, len(operands))
+    return np.einsum(f"{','.join(inputs)}->{output}", *operands)
+
+
+def einsum_shape(*operands: Any, subscripts: str) -> tuple[int, ...]:
+    """The result's shape, worked out before anything is computed (for the size cap)."""
+    inputs, output = parse_subscripts(subscripts, len(operands))
+    sizes = {c: n for sub, op in zip(inputs, operands) for c, n in zip(sub, np.shape(op))}
+    return tuple(sizes.get(c, 0) for c in output)
+
+
+def _einsum_vjp(m: Any, g: Any, ans: Any, *operands: Any, subscripts: str, k: int) -> Any:
+    """d/d operand k: contract g with the other operands into operand k's subscripts.
+
+    Two cases need a helper operand: a letter repeated in operand k (a diagonal, 'ii')
+    is renamed and tied back with an identity matrix; a letter that only operand k has
+    (summed over at once, 'ij->i') gets a vector of ones, which broadcasts the gradient.
+    """
+    inputs, output = parse_subscripts(subscripts, len(operands))
+    sizes = {c: n for sub, op in zip(inputs, operands) for c, n in zip(sub, op.shape)}
+    terms = [output] + [s for j, s in enumerate(inputs) if j != k]
+    args = [g] + [op for j, op in enumerate(operands) if j != k]
+    fresh = (c for c in string.ascii_letters if c not in subscripts)
+    target = ""
+    for c in inputs[k]:
+        if c in target:
+            new = next(fresh)
+            terms.append(c + new)
+            args.append(np.eye(sizes[c]))
+            c = new
+        target += c
+    present = set("".join(terms))
+    for c in target:
+        if c not in present:
+            terms.append(c)
+            args.append(np.ones(sizes[c]))
+    return m.einsum(*args, subscripts=f"{','.join(terms)}->{target}")
+
+
+def _einsum_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    cases = [
+        ("ij,jk->ik", [(2, 3), (3, 4)]), ("ii->", [(3, 3)]), ("ii->i", [(3, 3)]), ("ij->j", [(2, 3)]),
+        ("i,i", [(4,), (4,)]), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 2)]), ("ij,j,k->ik", [(2, 3), (3,), (2,)]),
+    ]
+    subscripts, shapes = cases[int(rng.integers(len(cases)))]
+    return [rng.uniform(-2, 2, s) for s in shapes], {"subscripts": subscripts}
+
+
+einsum = defop(
+    "einsum", _einsum, _einsum_vjp, n_in=None, leading=("subscripts",),
+    doc="Einstein summation, letters naming axes: einsum(a, b, subscripts='ij,jk->ik') ('...' not supported)",
+    category=LINALG, complex_safe=True, check=Check(make=_einsum_case), out_shape=einsum_shape,
+    rule="operand k: einsum of g with the other operands, into operand k's subscripts",
+)
+
+# ---- dot, inner, outer, kron: contractions with einsum's gradient ------------------------------
+
+
+def _letters(ndim: int, first: int) -> str:
+    return string.ascii_lowercase[first : first + ndim]
+
+
+def _inner_subscripts(a_ndim: int, b_ndim: int) -> str:
+    """NumPy's inner: contract the last axes (a plain product when one side is a number)."""
+    if a_ndim == 0 or b_ndim == 0:
+        return f"{_letters(a_ndim, 0)},{_letters(b_ndim, 10)}->{_letters(a_ndim, 0)}{_letters(b_ndim, 10)}"
+    a, b = _letters(a_ndim - 1, 0), _letters(b_ndim - 1, 10)
+    return f"{a}z,{b}z->{a}{b}"
+
+
+def _kron_subscripts(ndim: int) -> str:
+    """kron as einsum: 'a,A->aA' for vectors, 'ab,AB->aAbB' for matrices (then reshaped)."""
+    a, b = _letters(ndim, 0), _letters(ndim, 0).upper()
+    return f"{a},{b}->{''.join(x + y for x, y in zip(a, b))}"
+
+
+def _contraction(subscripts_of: Any) -> dict[str, Any]:
+    """Forward, VJPs and result shape of a two-operand einsum whose subscripts depend on
+    the ranks (keyword arguments for defop)."""
+
+    def forward(a: Any, b: Any) -> Any:
+        return _einsum(a, b, subscripts=subscripts_of(np.ndim(a), np.ndim(b)))
+
+    def vjp(k: int) -> Any:
+        return lambda m, g, ans, a, b: _einsum_vjp(m, g, ans, a, b, subscripts=subscripts_of(a.ndim, b.ndim), k=k)
+
+    def out_shape(a: Any, b: Any) -> tuple[int, ...]:
+        return einsum_shape(a, b, subscripts=subscripts_of(np.ndim(a), np.ndim(b)))
+
+    return {"forward": forward, "vjps": (vjp(0), vjp(1)), "out_shape": out_shape}
+
+
+def _dot_subscripts(a_ndim: int, b_ndim: int) -> str:
+    if a_ndim != 1 or b_ndim != 1:
+        raise ValueError(f"dot takes two 1-d vectors, got {a_ndim}-d and {b_ndim}-d (use @ or matmul for matrices)")
+    return "i,i->"
+
+
+def _outer_subscripts(a_ndim: int, b_ndim: int) -> str:
+    if a_ndim != 1 or b_ndim != 1:
+        raise ValueError(f"outer takes two 1-d vectors, got {a_ndim}-d and {b_ndim}-d")
+    return "i,j->ij"
+
+
+_VECTORS = (((4,), (4,)),)
+dot = defop(
+    "dot", **_contraction(_dot_subscripts), n_in=2, method=True,
+    doc="sum(a * b) of two 1-d vectors", category=LINALG, complex_safe=True, check=Check(shapes=_VECTORS),
+    rule="a: g * b;  b: g * a",
+)
+inner = defop(
+    "inner", **_contraction(_inner_subscripts), n_in=2, method=True,
+    doc="sum over the last axes of a and b (NumPy's inner)", category=LINALG, complex_safe=True,
+    check=Check(shapes=(((4,), (4,)), ((2, 3), (4, 3)), ((), (3,)))),
+    rule="a: g contracted with b;  b: g contracted with a (einsum's rule)",
+)
+outer = defop(
+    "outer", **_contraction(_outer_subscripts), n_in=2, method=True,
+    doc="a[i] * b[j] as a matrix, for 1-d a and b", category=LINALG, complex_safe=True,
+    check=Check(shapes=(((3,), (4,)),)),
+    rule="a: g @ b;  b: g.T @ a",
+)
+
+
+def _kron_operands(a: Any, b: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """Both shapes padded with leading 1s to one rank (NumPy's rule)."""
+    n = max(np.ndim(a), np.ndim(b))
+    return n, (1,) * (n - np.ndim(a)) + np.shape(a), (1,) * (n - np.ndim(b)) + np.shape(b)
+
+
+def _kron_shape(a: Any, b: Any) -> tuple[int, ...]:
+    _, sa, sb = _kron_operands(a, b)
+    return tuple(x * y for x, y in zip(sa, sb))
+
+
+def _kron(a: Any, b: Any) -> Any:
+    n, sa, sb = _kron_operands(a, b)
+    blocks = _einsum(np.reshape(a, sa), np.reshape(b, sb), subscripts=_kron_subscripts(n))
+    return np.reshape(blocks, _kron_shape(a, b))
+
+
+def _kron_vjp(k: int) -> Any:
+    def vjp(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
+        n, sa, sb = _kron_operands(a, b)
+        blocks = m.reshape(g, shape=tuple(d for pair in zip(sa, sb) for d in pair))
+        operands = [m.reshape(a, shape=sa), m.reshape(b, shape=sb)]
+        return _einsum_vjp(m, blocks, None, *operands, subscripts=_kron_subscripts(n), k=k)
+
+    return vjp
+
+
+kron = defop(
+    "kron", _kron, (_kron_vjp(0), _kron_vjp(1)), n_in=2, method=True,
+    doc="Kronecker product: every element of a times the whole of b, as blocks", category=LINALG,
+    complex_safe=True, check=Check(shapes=(((2, 3), (2, 2)), ((3,), (2,)), ((2,), (2, 3)))), out_shape=_kron_shape,
+    rule="a: each block of g contracted with b;  b: the blocks of g weighted by a and summed",
+)
+
+# ---- trace, diag, triu, tril ---------------------------------------------------------------------
+
+
+def _trace(x: Any) -> Any:
+    if np.ndim(x) != 2:
+        raise ValueError(f"trace takes a matrix, got a {np.ndim(x)}-d tensor")
+    return np.trace(x)
+
+
+def diagonal_index(shape: tuple[int, ...], k: int) -> tuple[Any, Any]:
+    """Rows and columns of the k-th diagonal of a matrix of `shape` (k > 0 above)."""
+    rows, cols = shape
+    count = max(0, min(rows, cols - k) if k >= 0 else min(rows + k, cols))
+    i = np.arange(count)
+    return (i, i + k) if k >= 0 else (i - k, i)
+
+
+def _diag_shape(x: Any, k: int = 0) -> tuple[int, ...]:
+    if np.ndim(x) == 1:
+        return (len(x) + abs(int(k)),) * 2
+    return (len(diagonal_index(np.shape(x), int(k))[0]),) if np.ndim(x) == 2 else ()
+
+
+def _diag(x: Any, k: int = 0) -> Any:
+    if np.ndim(x) == 2:
+        return x[diagonal_index(np.shape(x), int(k))]
+    if np.ndim(x) == 1:
+        n = len(x) + abs(int(k))
+        out = np.zeros((n, n), dtype=np.result_type(x, np.float64))
+        out[diagonal_index((n, n), int(k))] = x
+        return out
+    raise ValueError(f"diag takes a vector (to build a matrix) or a matrix (to read a diagonal), got a {np.ndim(x)}-d tensor")
+
+
+def _diag_vjp(m: Any, g: Any, ans: Any, x: Any, k: int = 0) -> Any:
+    if x.ndim == 2:  # read: put the gradient back on the diagonal
+        return m.unindex(g, index=diagonal_index(x.shape, int(k)), shape=x.shape)
+    return m.getitem(g, index=diagonal_index(g.shape, int(k)))
+
+
+trace = defop(
+    "trace", _trace, (lambda m, g, ans, x: g * np.eye(*x.shape),),
+    doc="sum of the diagonal of a matrix", category=LINALG, method=True, complex_safe=True,
+    check=Check(shapes=(((3, 3),), ((2, 4),))),
+    rule="g * eye",
+)
+diag = defop(
+    "diag", _diag, (_diag_vjp,),
+    doc="the k-th diagonal of a matrix, or a matrix with vector x on its k-th diagonal", category=LINALG,
+    method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((3,),)), params={"k": 1}), out_shape=_diag_shape,
+    rule="g read from (or put back on) the k-th diagonal",
+)
+triu = defop(
+    "triu", lambda x, k=0: np.triu(x, int(k)), (lambda m, g, ans, x, k=0: m.triu(g, k=k),),
+    doc="x with the elements below the k-th diagonal set to 0", category=LINALG, method=True,
+    complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 3),))),
+)
+tril = defop(
+    "tril", lambda x, k=0: np.tril(x, int(k)), (lambda m, g, ans, x, k=0: m.tril(g, k=k),),
+    doc="x with the elements above the k-th diagonal set to 0", category=LINALG, method=True,
+    complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 3),)), params={"k": -1}),
+)
+
+# ---- det, slogdet, inv, solve ------------------------------------------------------------------
+
+
+def _well_conditioned(rng: np.random.Generator, shape: tuple[int, ...] = (3, 3)) -> np.ndarray:
+    """A random matrix kept away from singular (the identity times 3 plus noise in [-1, 1])."""
+    return 3.0 * np.eye(shape[-1]) + rng.uniform(-1, 1, shape)
+
+
+def _matrices(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    return [_well_conditioned(rng, [(3, 3), (2, 2, 2)][int(rng.integers(2))])], {}
+
+
+def _per_matrix(m: Any, v: Any) -> Any:
+    """A value per matrix, shaped to broadcast against the matrices (..., 1, 1)."""
+    return m.reshape(v, shape=v.shape + (1, 1))
+
+
+def _inverse_transpose(m: Any, a: Any) -> Any:
+    return matrix_transpose(m, m.inv(a))
+
+
+def _singular(a: Any) -> bool:
+    """Some matrix of the stack has no inverse (LU meets a zero pivot)."""
+    try:
+        np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        return True
+    return False
+
+
+def cofactors(a: np.ndarray) -> np.ndarray:
+    """d det(a) / da, the transposed adjugate, also for singular matrices: with
+    a = U diag(s) V^T it is det(U) det(V) U diag(prod of the other s_j) V^T."""
+    u, s, vt = np.linalg.svd(a)
+    n = s.shape[-1]
+    others = np.prod(np.where(np.eye(n, dtype=bool), 1.0, s[..., None, :]), axis=-1)
+    signs = np.linalg.det(u) * np.linalg.det(vt)
+    return signs[..., None, None] * (u * others[..., None, :]) @ vt
+
+
+def _det_vjp(m: Any, g: Any, ans: Any, a: Any) -> Any:
+    if _singular(m.raw(a)):
+        # First order only: the cofactors are taken as constants at a singular matrix.
+        return _per_matrix(m, g) * cofactors(m.raw(a))
+    return _per_matrix(m, g * ans) * _inverse_transpose(m, a)
+
+
+def _slogdet(a: Any) -> Any:
+    sign, logabsdet = np.linalg.slogdet(a)
+    return sign, logabsdet
+
+
+def _slogdet_vjp(m: Any, g: Any, ans: Any, a: Any, *, output: int) -> Any:
+    if output == 0:
+        return None  # the sign is piecewise constant
+    if _singular(m.raw(a)):
+        return _per_matrix(m, g) * np.full(a.shape, np.nan)  # log|det| = -inf has no derivative
+    return _per_matrix(m, g) * _inverse_transpose(m, a)
+
+
+det = defop(
+    "det", lambda a: np.linalg.det(a), (_det_vjp,),
+    doc="determinant of a square matrix (or of each in a stack)",
+    category=LINALG, method=True, complex_safe=True, check=Check(make=_matrices),
+    rule="g * ans * inv(a).T (the cofactor matrix where a is singular)",
+)
+slogdet = defop(
+    "slogdet", _slogdet, (_slogdet_vjp,), n_ret=2,
+    doc="sign and log|det| of a square matrix, as two outputs: s, l = slogdet(a)", category=LINALG,
+    method=True, check=Check(make=_matrices),
+    rule="log|det|: g * inv(a).T;  sign: no gradient",
+)
+inv = defop(
+    "inv", lambda a: np.linalg.inv(a),
+    (lambda m, g, ans, a: -(matrix_transpose(m, ans) @ g @ matrix_transpose(m, ans)),),
+    doc="inverse of a square matrix (or of each in a stack)", category=LINALG, method=True, aliases=("inverse",),
+    complex_safe=True, check=Check(make=_matrices),
+)
+
+
+def _solve(a: Any, b: Any) -> Any:
+    if np.ndim(b) == 1 and np.ndim(a) != 2:
+        raise ValueError(f"solve: a vector b needs a single matrix a, got a of shape {np.shape(a)}")
+    return np.linalg.solve(a, b)
+
+
+def _solve_db(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
+    return m.solve(matrix_transpose(m, a), g)
+
+
+def _solve_da(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
+    # x = a^-1 b gives da = -(a^-T g) x^T.
+    gb = _solve_db(m, g, ans, a, b)
+    if b.ndim == 1:
+        return -(m.reshape(gb, shape=(-1, 1)) * m.reshape(ans, shape=(1, -1)))
+    return -(gb @ matrix_transpose(m, ans))
+
+
+def _solve_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    b_shape = [(3,), (3, 2)][int(rng.integers(2))]
+    return [_well_conditioned(rng), rng.uniform(-2, 2, b_shape)], {}
+
+
+solve = defop(
+    "solve", _solve, (_solve_da, _solve_db), n_in=2,
+    doc="x with a @ x = b, for a square matrix a and a vector or matrix b", category=LINALG,
+    complex_safe=True, check=Check(make=_solve_case),
+    rule="a: -solve(a.T, g) @ ans.T;  b: solve(a.T, g)",
+)
+
+# ---- vector norms -------------------------------------------------------------------------------
+
+ORDERS = {"1": 1.0, "2": 2.0, "fro": 2.0, "inf": math.inf}
+
+
+def norm_order(ord: Any) -> float:
+    """1, 2 or inf from a number or 'fro' / 'inf'."""
+    if isinstance(ord, str):
+        key = ord.lower()
+    else:
+        key = "inf" if ord == math.inf else str(int(ord)) if float(ord) in (1.0, 2.0) else ""
+    if key not in ORDERS:
+        raise ValueError(f"norm: ord must be 1, 2, inf or 'fro', got {ord!r}")
+    return ORDERS[key]
+
+
+def _norm(x: Any, ord: Any = 2, axis: Axis = None, keepdims: bool = False) -> Any:
+    p, size = norm_order(ord), np.abs(x)
+    if p == 1:
+        return np.sum(size, axis=axis, keepdims=keepdims)
+    if p == math.inf:
+        return np.max(size, axis=axis, keepdims=keepdims)
+    return np.sqrt(np.sum(size * size, axis=axis, keepdims=keepdims))
+
+
+def _norm_vjp(m: Any, g: Any, ans: Any, x: Any, ord: Any = 2, axis: Axis = None, keepdims: bool = False) -> Any:
+    # Subgradients where the norm has a kink: sign(0) = 0 for ord 1, 0 at x = 0 for ord 2
+    # (as PyTorch), and ties for the largest |x| share the gradient for ord inf.
+    p, gx = norm_order(ord), expand_reduced(m, g, x.shape, axis)
+    if p == 1:
+        return gx * np.sign(m.raw(x))
+    if p == math.inf:
+        hits = np.abs(m.raw(x)) == np.reshape(m.raw(ans), kept_shape(x.shape, axis))
+        return gx * np.sign(m.raw(x)) * (hits / np.sum(hits, axis=normalize_axes(axis, x.ndim), keepdims=True))
+    safe = m.where(m.raw(ans) == 0, 1.0, ans)
+    return gx * x / expand_reduced(m, safe, x.shape, axis)
+
+
+def _norm_kink(x: Any, ord: Any = 2, axis: Axis = None, keepdims: bool = False, tol: float = 0.0) -> bool:
+    p, size = norm_order(ord), np.abs(x)
+    if p == 1:
+        return bool(np.any(size <= tol))
+    if p == math.inf:
+        top = np.max(size, axis=axis, keepdims=True)
+        return bool(np.any(np.sum(top - size <= tol, axis=axis) > 1) or np.any(top <= tol))
+    return bool(np.any(np.sqrt(np.sum(size * size, axis=axis)) <= tol))
+
+
+def _norm_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    ord = [1, 2, math.inf, "fro"][int(rng.integers(4))]
+    axis = [None, -1][int(rng.integers(2))]
+    return [rng.uniform(-2, 2, (3, 4))], {"ord": ord, "axis": axis}
+
+
+norm = defop(
+    "norm", _norm, (_norm_vjp,),
+    doc="vector norm over axis (all elements by default): ord 1, 2 (= 'fro') or inf; gradient 0 at 0",
+    category="reduction", method=True, kink=_norm_kink, check=Check(make=_norm_case, kink_gap=1e-3),
+    rule="ord 1: g * sign(x); ord 2: g * x / ans (0 where ans = 0); ord inf: g * sign(x) at the largest |x|, ties sharing",
+)

@@ -1,0 +1,107 @@
+"""Running (cumulative) sums, products and log-sum-exps along an axis.
+
+As in NumPy, axis=None scans the flattened tensor. The VJP of a scan is the reversed scan
+of the gradient: y_i = sum_{j<=i} x_j gives dx_j = sum_{i>=j} g_i.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..registry import Check, defop
+
+SCAN = "reduction"
+_SHAPES = (((5,),), ((3, 4),))
+LOWEST = float(np.finfo(np.float64).min)
+
+
+def _flat(x: Any, axis: int | None) -> tuple[Any, int]:
+    """The array to scan and the axis: the flattened array along 0 when axis is None."""
+    return (np.reshape(x, -1), 0) if axis is None else (x, axis)
+
+
+def _cumsum(x: Any, axis: int | None = None) -> Any:
+    return np.cumsum(*_flat(x, axis))
+
+
+def _cumprod(x: Any, axis: int | None = None) -> Any:
+    return np.cumprod(*_flat(x, axis))
+
+
+def _logcumsumexp(x: Any, axis: int | None = None) -> Any:
+    # logaddexp is max-shifted, so no step overflows.
+    x, axis = _flat(x, axis)
+    return np.logaddexp.accumulate(x, axis=axis) if x.size else x
+
+
+def _scan_axis(axis: int | None) -> int:
+    return 0 if axis is None else axis
+
+
+def reverse_cumsum(m: Any, g: Any, axis: int) -> Any:
+    """sum_{i>=j} g_i along axis."""
+    return m.flip(m.cumsum(m.flip(g, axis=axis), axis=axis), axis=axis)
+
+
+def _reverse_logcumsumexp(m: Any, v: Any, axis: int) -> Any:
+    return m.flip(m.logcumsumexp(m.flip(v, axis=axis), axis=axis), axis=axis)
+
+
+def _cumsum_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
+    return m.reshape(reverse_cumsum(m, g, _scan_axis(axis)), shape=x.shape)
+
+
+def _cumprod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
+    # dy_i/dx_j = y_i / x_j for i >= j when no element is 0; with zeros, the products of
+    # the other elements are formed without dividing (exact, as for prod).
+    if np.all(m.raw(x) != 0):
+        return m.reshape(reverse_cumsum(m, g * ans, _scan_axis(axis)), shape=x.shape) / x
+    xs = m.reshape(x, shape=(-1,)) if axis is None else x
+    last = _scan_axis(axis) % xs.ndim
+    order = tuple(d for d in range(xs.ndim) if d != last) + (last,)
+    xt, gt = m.transpose(xs, axes=order), m.transpose(g, axes=order)
+    n = xt.shape[-1]
+    # rows[..., j, k] = x_k; with x_j replaced by 1 its running product along k is
+    # prod_{k <= i, k != j} x_k = dy_i/dx_j wherever i >= j.
+    rows = m.broadcast_to(m.reshape(xt, shape=xt.shape[:-1] + (1, n)), shape=xt.shape[:-1] + (n, n))
+    others = m.cumprod(m.where(np.eye(n, dtype=bool), 1.0, rows), axis=-1)
+    weights = m.reshape(gt, shape=gt.shape[:-1] + (1, n)) * np.triu(np.ones((n, n)))
+    gx = m.sum(others * weights, axis=-1)
+    return m.reshape(m.transpose(gx, axes=tuple(np.argsort(order))), shape=x.shape)
+
+
+def _logcumsumexp_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
+    # dx_j = sum_{i>=j} g_i exp(x_j - y_i). Summed in the log domain, positive and
+    # negative parts of g apart (PyTorch's method), so that nothing overflows:
+    # exp(x_j + reverse_logcumsumexp(log|g_i| - y_i)).
+    axis = _scan_axis(axis)
+    xs = m.reshape(x, shape=(-1,)) if x.shape != ans.shape else x
+    raw_g = m.raw(g)
+    log_abs_g = m.log(m.where(raw_g == 0, 1.0, m.abs(g)))
+    parts = []
+    for mask in (raw_g > 0, raw_g < 0):
+        log_part = m.where(mask, log_abs_g, LOWEST)
+        parts.append(m.exp(_reverse_logcumsumexp(m, log_part - ans, axis) + xs))
+    return m.reshape(parts[0] - parts[1], shape=x.shape)
+
+
+cumsum = defop(
+    "cumsum", _cumsum, (_cumsum_vjp,),
+    doc="running sum along axis (of the flattened tensor when axis is None)", category=SCAN,
+    method=True, complex_safe=True, check=Check(shapes=_SHAPES, params={"axis": -1}),
+    rule="g summed from each position to the end along axis (a reversed cumsum)",
+)
+cumprod = defop(
+    "cumprod", _cumprod, (_cumprod_vjp,),
+    doc="running product along axis (flattened when axis is None); exact gradient with zeros too",
+    category=SCAN, method=True, complex_safe=True,
+    check=Check(shapes=_SHAPES, low=0.5, high=1.5, params={"axis": 0}),
+    rule="reversed cumsum of g * ans, / x (the products of the other elements where x has zeros)",
+)
+logcumsumexp = defop(
+    "logcumsumexp", _logcumsumexp, (_logcumsumexp_vjp,),
+    doc="running log(sum(exp(x))) along axis (flattened when axis is None), without overflow",
+    category=SCAN, method=True, check=Check(shapes=_SHAPES, low=-5.0, high=5.0),
+    rule="dx_j = sum over i >= j of g_i * exp(x_j - ans_i)",
+)

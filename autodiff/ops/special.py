@@ -1,0 +1,164 @@
+"""More elementwise functions: base-2 and base-10 logarithms, hyperbolic and inverse
+trigonometric functions, atan2, hypot, the error function, and small algebraic ones.
+
+Each derivative is written in the form that keeps full precision near the edges of the
+domain: (1 - x)(1 + x) instead of 1 - x**2 (asin, atanh), hypot(x, 1) instead of
+sqrt(x**2 + 1) (asinh, which would overflow).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..registry import BINARY_SHAPES, Check, defop
+
+ELEM = "elementwise"
+LN2 = math.log(2.0)
+LN10 = math.log(10.0)
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def elementwise(
+    name: str, forward: Any, vjp: Any, doc: str, *, aliases: tuple[str, ...] = (), complex_safe: bool = True,
+    method: bool = True, low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0,
+    check: Check | None = None, rule: str | None = None,
+) -> Any:
+    """Register a one-input elementwise op (a method too, as in PyTorch, unless method=False).
+    `rule` is the derivative as text for `eval --steps` where the VJP's own text is not it."""
+    return defop(
+        name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=method,
+        aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
+    )
+
+
+def near_zero(x: Any, tol: float = 0.0, **params: Any) -> bool:
+    """Some element is within tol of 0 (where the op is not differentiable)."""
+    return bool(np.any(np.abs(x) <= tol))
+
+
+# ---- the error function ---------------------------------------------------------------
+# NumPy has no erf. The C library's erf and erfc (through Python's math module) are
+# accurate to about one ulp; np.frompyfunc applies them elementwise (about 10^7 elements
+# a second, which is plenty for a calculator). Real inputs only: erf of a complex number
+# is refused, so erf is not complex-safe.
+_erf = np.frompyfunc(math.erf, 1, 1)
+_erfc = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _real_only(fn: Any, x: Any) -> Any:
+    if np.iscomplexobj(x):
+        raise TypeError("erf and erfc take real numbers only")
+    return np.asarray(fn(x), dtype=np.float64)
+
+
+def square_rounding_error(x: Any) -> Any:
+    """x*x - fl(x*x), exactly (Dekker's product: x split into two 26-bit halves)."""
+    big = x * 134217729.0  # 2**27 + 1
+    high = big - (big - x)
+    low = x - high
+    return ((high * high - x * x) + 2.0 * high * low) + low * low
+
+
+def _gaussian(m: Any, x: Any) -> Any:
+    """d erf(x) / dx = 2 / sqrt(pi) * exp(-x**2). For |x| near 26, where erfc still
+    matters, rounding x**2 alone would cost 60 ulps in exp; the rounding error of the
+    square (a constant as far as derivatives go) puts them back."""
+    correction = np.exp(-square_rounding_error(m.raw(x)))
+    return TWO_OVER_SQRT_PI * m.exp(-(x * x)) * correction
+
+
+erf = elementwise(
+    "erf", lambda x: _real_only(_erf, x), lambda m, g, ans, x: g * _gaussian(m, x),
+    "error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x", complex_safe=False,
+    rule="g * 2 / sqrt(pi) * exp(-x**2)",
+)
+erfc = elementwise(
+    "erfc", lambda x: _real_only(_erfc, x), lambda m, g, ans, x: -g * _gaussian(m, x),
+    "complementary error function 1 - erf(x), accurate where erf(x) is near 1", complex_safe=False,
+    rule="-g * 2 / sqrt(pi) * exp(-x**2)",
+)
+
+# ---- logarithms and powers ------------------------------------------------------------
+log2 = elementwise("log2", lambda x: np.log2(x), lambda m, g, ans, x: g / (x * LN2), "base-2 logarithm", low=0.2, high=3.0)
+log10 = elementwise("log10", lambda x: np.log10(x), lambda m, g, ans, x: g / (x * LN10), "base-10 logarithm", low=0.2, high=3.0)
+exp2 = elementwise("exp2", lambda x: np.exp2(x), lambda m, g, ans, x: g * ans * LN2, "2 ** x")
+expm1 = elementwise(
+    "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: g * m.exp(x), "e ** x - 1, accurate for small x",
+)
+square = elementwise("square", lambda x: x * x, lambda m, g, ans, x: g * (2.0 * x), "x * x")
+def away_from_zero(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """Check inputs of either sign with 0.2 <= |x| <= 2. (low and high, which tests that
+    compose ops squash their inputs into, stay positive.)"""
+    shape = [(), (3,), (2, 3)][int(rng.integers(3))]
+    return [rng.choice([-1.0, 1.0], shape) * rng.uniform(0.2, 2.0, shape)], {}
+
+
+cbrt = elementwise(
+    "cbrt", lambda x: np.cbrt(x), lambda m, g, ans, x: g / (3.0 * ans * ans),
+    "real cube root (negative for negative x); infinite slope at 0", complex_safe=False, method=False,
+    kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
+)
+reciprocal = elementwise(
+    "reciprocal", lambda x: 1.0 / x, lambda m, g, ans, x: -g * ans * ans, "1 / x",
+    kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
+)
+
+# ---- hyperbolic functions and their inverses --------------------------------------------
+sinh = elementwise("sinh", lambda x: np.sinh(x), lambda m, g, ans, x: g * m.cosh(x), "hyperbolic sine")
+cosh = elementwise("cosh", lambda x: np.cosh(x), lambda m, g, ans, x: g * m.sinh(x), "hyperbolic cosine")
+asinh = elementwise(
+    "asinh", lambda x: np.arcsinh(x), lambda m, g, ans, x: g / m.hypot(x, 1.0),
+    "inverse hyperbolic sine", aliases=("arcsinh",),
+)
+acosh = elementwise(
+    "acosh", lambda x: np.arccosh(x), lambda m, g, ans, x: g / (m.sqrt(x - 1.0) * m.sqrt(x + 1.0)),
+    "inverse hyperbolic cosine (x >= 1)", aliases=("arccosh",), low=1.2, high=3.0,
+)
+atanh = elementwise(
+    "atanh", lambda x: np.arctanh(x), lambda m, g, ans, x: g / ((1.0 - x) * (1.0 + x)),
+    "inverse hyperbolic tangent (-1 < x < 1)", aliases=("arctanh",), low=-0.9, high=0.9,
+)
+
+# ---- inverse trigonometric functions -----------------------------------------------------
+asin = elementwise(
+    "asin", lambda x: np.arcsin(x), lambda m, g, ans, x: g / m.sqrt((1.0 - x) * (1.0 + x)),
+    "inverse sine (-1 <= x <= 1)", aliases=("arcsin",), low=-0.9, high=0.9,
+)
+acos = elementwise(
+    "acos", lambda x: np.arccos(x), lambda m, g, ans, x: -g / m.sqrt((1.0 - x) * (1.0 + x)),
+    "inverse cosine (-1 <= x <= 1)", aliases=("arccos",), low=-0.9, high=0.9,
+)
+atan = elementwise(
+    "atan", lambda x: np.arctan(x), lambda m, g, ans, x: g / (1.0 + x * x), "inverse tangent", aliases=("arctan",),
+)
+
+
+def _atan2(y: Any, x: Any) -> Any:
+    return np.arctan2(y, x)
+
+
+def _hypot(a: Any, b: Any) -> Any:
+    return np.hypot(a, b)
+
+
+def _on_negative_x_axis(y: Any, x: Any, tol: float = 0.0) -> bool:
+    """atan2 jumps by 2 pi across the negative x axis and is undefined at the origin."""
+    return bool(np.any((np.abs(y) <= tol) & (x <= tol)))
+
+
+atan2 = defop(
+    "atan2", _atan2,
+    (lambda m, g, ans, y, x: g * x / (x * x + y * y), lambda m, g, ans, y, x: -g * y / (x * x + y * y)),
+    doc="angle of the point (x, y) in (-pi, pi]: atan2(y, x)", category=ELEM, n_in=2, method=True,
+    aliases=("arctan2",), kink=_on_negative_x_axis,
+    check=Check(shapes=BINARY_SHAPES, kink_gap=0.2),
+)
+hypot = defop(
+    "hypot", _hypot,
+    (lambda m, g, ans, a, b: g * a / ans, lambda m, g, ans, a, b: g * b / ans),
+    doc="sqrt(a**2 + b**2) without overflow", category=ELEM, n_in=2, method=True,
+    kink=lambda a, b, tol=0.0: bool(np.any((np.abs(a) <= tol) & (np.abs(b) <= tol))),
+    check=Check(shapes=BINARY_SHAPES, kink_gap=0.2),
+)

@@ -1,0 +1,65 @@
+"""Variance and standard deviation over axes.
+
+NumPy's convention: ddof=0 divides by N (the population variance). PyTorch's var and std
+default to the sample variance, ddof=1 (its `correction=1`): write var(x, ddof=1).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..registry import Check, defop
+from .reductions import Axis, expand_reduced, normalize_axes
+
+RED = "reduction"
+
+
+def _divisor(shape: tuple[int, ...], axis: Axis, ddof: float) -> float:
+    """N - ddof, N the number of elements reduced over."""
+    return float(np.prod([shape[a] for a in normalize_axes(axis, len(shape))])) - ddof
+
+
+def _var(x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0) -> Any:
+    # Written as sum((x - mean)**2) / (N - ddof), which extends analytically to complex
+    # numbers (np.var takes |x - mean|**2 there), so complex step applies.
+    d = x - np.mean(x, axis=axis, keepdims=True)
+    return np.sum(d * d, axis=axis, keepdims=keepdims) / _divisor(np.shape(x), axis, ddof)
+
+
+def _std(x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0) -> Any:
+    return np.sqrt(_var(x, axis, keepdims, ddof))
+
+
+def _centered(m: Any, x: Any, axis: Axis, ddof: float) -> Any:
+    """(x - mean) / (N - ddof): half the gradient of var."""
+    return (x - m.mean(x, axis=axis, keepdims=True)) / _divisor(x.shape, axis, ddof)
+
+
+def _var_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0) -> Any:
+    return expand_reduced(m, 2.0 * g, x.shape, axis) * _centered(m, x, axis, ddof)
+
+
+def _std_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0) -> Any:
+    # d sqrt(v) = dv / (2 sqrt(v)); nan where the std is 0, as in PyTorch.
+    return expand_reduced(m, g / ans, x.shape, axis) * _centered(m, x, axis, ddof)
+
+
+def _no_spread(x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0, tol: float = 0.0) -> bool:
+    """std is not differentiable where all the elements reduced over are equal."""
+    return bool(np.any(_std(x, axis, False, 0) <= tol))
+
+
+_SHAPES = (((3, 4),), ((5,),), ((2, 3, 2),))
+var = defop(
+    "var", _var, (_var_vjp,),
+    doc="variance over axis, dividing by N - ddof (ddof=0 as NumPy; ddof=1 for PyTorch's default)",
+    category=RED, method=True, complex_safe=True, check=Check(shapes=_SHAPES, params={"axis": -1, "ddof": 1}),
+    rule="g * 2 * (x - mean(x)) / (N - ddof)",
+)
+std = defop(
+    "std", _std, (_std_vjp,),
+    doc="standard deviation sqrt(var(x, axis, keepdims, ddof)) (ddof=1 for PyTorch's default)",
+    category=RED, method=True, complex_safe=True, kink=_no_spread, check=Check(shapes=_SHAPES, kink_gap=0.05),
+    rule="g * (x - mean(x)) / ((N - ddof) * ans)",
+)

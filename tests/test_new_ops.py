@@ -1,0 +1,204 @@
+"""The ops of issue 12: what the shared oracle tables do not cover.
+
+The shared tables hold the rest: tests/oracles.py (PyTorch float64: values, first and
+second derivatives of every op, its edge points, and where we differ on purpose) and
+tests/test_accuracy.py (mpmath, every one-input elementwise function over its domain).
+Here: the two-input functions and gelu's tanh form against mpmath, tails that a naive
+formula would cancel to 0, the edge cases the issue names, and that every new name is
+reachable from the language, `gradcalc ops`, completion, and the size cap.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gradcalc.autodiff import REGISTRY, Tensor, grad
+
+torch = pytest.importorskip("torch")
+mpmath = pytest.importorskip("mpmath")
+mp = mpmath.mp
+TINY = np.finfo(float).tiny  # below this, results are subnormal: compared absolutely
+
+
+def _rel_error(got, exact, floor=0.0):
+    """|got - exact| / |exact|; a subnormal exact value must be matched to within the
+    smallest normal number, an overflowing one exactly."""
+    if abs(exact) > np.finfo(float).max:
+        return 0.0 if got == float(exact) else np.inf
+    if abs(exact) < TINY:
+        return 0.0 if abs(got - float(exact)) <= TINY else np.inf
+    return float(abs((mp.mpf(got) - exact) / max(abs(exact), floor)))
+
+
+MPMATH_BINARY = {"atan2": mpmath.atan2, "hypot": mpmath.hypot}
+
+
+@pytest.mark.parametrize("name", sorted(MPMATH_BINARY))
+def test_two_input_functions_and_partial_derivatives_within_1e_14_of_mpmath(name):
+    reference = MPMATH_BINARY[name]
+    side = np.concatenate([-np.geomspace(1e-3, 1e3, 9), np.geomspace(1e-3, 1e3, 9)])
+    a, b = (v.ravel() for v in np.meshgrid(side, side))
+    ta, tb = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    values = REGISTRY[name](ta, tb)
+    da, db = (g.data for g in grad(values.sum(), [ta, tb]))
+    with mp.workdps(40):
+        for i in range(len(a)):
+            point = (mpmath.mpf(a[i]), mpmath.mpf(b[i]))
+            assert _rel_error(values.data[i], reference(*point), 0.0) <= 1e-14, (name, a[i], b[i])
+            assert _rel_error(da[i], mpmath.diff(reference, point, (1, 0)), 0.0) <= 1e-14, (name, a[i], b[i])
+            assert _rel_error(db[i], mpmath.diff(reference, point, (0, 1)), 0.0) <= 1e-14, (name, a[i], b[i])
+
+
+def test_gelu_tanh_approximation_within_1e_14_of_mpmath():
+    c = mpmath.sqrt(2 / mpmath.pi)
+    reference = lambda x: x / 2 * (1 + mpmath.tanh(c * (x + mpmath.mpf("0.044715") * x**3)))  # noqa: E731
+    xs = np.linspace(-8, 8, 33)
+    x = Tensor(xs, requires_grad=True)
+    values = REGISTRY["gelu"](x, approximate="tanh")
+    slopes = grad(values.sum(), x).data
+    with mp.workdps(40):
+        for xi, value, slope in zip(xs, values.data, slopes):
+            # relative to max(|exact|, 1) near the zero crossing of the derivative at -0.75
+            assert _rel_error(value, reference(mpmath.mpf(xi)), 1.0) <= 1e-14
+            assert _rel_error(slope, mpmath.diff(reference, mpmath.mpf(xi)), 1.0) <= 1e-14
+
+
+def test_tails_keep_full_relative_precision():
+    """Where a naive formula cancels to 0: silu(-40), logsigmoid'(40), gelu(-10)."""
+    with mp.workdps(40):
+        x = Tensor(-40.0, requires_grad=True)
+        exact = -40 / (1 + mpmath.exp(40))
+        assert _rel_error(REGISTRY["silu"](x).item(), exact, 0.0) <= 1e-14
+        x = Tensor(40.0, requires_grad=True)
+        exact_slope = 1 / (1 + mpmath.exp(40))
+        assert _rel_error(grad(REGISTRY["logsigmoid"](x), x).item(), exact_slope, 0.0) <= 1e-14
+        assert _rel_error(REGISTRY["gelu"](Tensor(-10.0)).item(), -10 * mpmath.ncdf(-10), 0.0) <= 1e-14
+
+
+# ---- edges named in the issue ------------------------------------------------------------------
+
+
+def test_logsigmoid_is_finite_at_plus_and_minus_1000():
+    x = Tensor([-1000.0, 1000.0], requires_grad=True)
+    y = REGISTRY["logsigmoid"](x)
+    assert y.data.tolist() == [-1000.0, 0.0]
+    assert grad(y.sum(), x).data.tolist() == [1.0, 0.0]
+
+
+def test_binary_cross_entropy_with_logits_is_exact_at_plus_and_minus_1000():
+    z = Tensor([1000.0, -1000.0, 1000.0, -1000.0], requires_grad=True)
+    t = Tensor([1.0, 0.0, 0.0, 1.0])
+    loss = REGISTRY["binary_cross_entropy_with_logits"](z, t, reduction="none")
+    assert loss.data.tolist() == [0.0, 0.0, 1000.0, 1000.0]
+    assert grad(loss.sum(), z).data.tolist() == [0.0, 0.0, 1.0, -1.0]
+
+
+@pytest.mark.parametrize("ord", [1, 2, math.inf, "fro"])
+def test_norm_gradient_at_zero_is_zero_not_nan(ord):
+    x = Tensor(np.zeros(3), requires_grad=True)
+    y = REGISTRY["norm"](x, ord=ord)
+    assert y.item() == 0.0
+    g = grad(y, x, create_graph=True)
+    assert g.data.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_slogdet_gives_sign_and_log_abs_det():
+    a = np.array([[0.0, 2.0], [3.0, 1.0]])  # det = -6
+    sign, logabsdet = REGISTRY["slogdet"](Tensor(a))
+    assert sign.item() == -1.0
+    assert logabsdet.item() == pytest.approx(math.log(6.0), rel=1e-15)
+
+
+def test_binary_cross_entropy_second_derivative_is_exact():
+    p, t = np.array([0.2, 0.7, 0.95]), np.array([0.0, 1.0, 0.3])
+    x = Tensor(p, requires_grad=True)
+    g = grad(REGISTRY["binary_cross_entropy"](x, t, reduction="sum"), x, create_graph=True)
+    second = grad(g.sum(), x).data
+    np.testing.assert_allclose(second, t / p**2 + (1 - t) / (1 - p) ** 2, rtol=1e-15)
+
+
+def test_std_with_ddof_1_is_torch_default():
+    x = np.array([1.0, 2.0, 4.0, 7.0])
+    assert REGISTRY["std"](Tensor(x), ddof=1).item() == pytest.approx(torch.tensor(x).std().item(), rel=1e-15)
+
+
+# ---- reachable from every front door -------------------------------------------------------------
+NEW_OPS = [
+    "log2", "log10", "exp2", "expm1", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2",
+    "hypot", "erf", "erfc", "square", "cbrt", "reciprocal", "gelu", "silu", "leaky_relu", "elu", "softsign",
+    "logsigmoid", "var", "std", "norm", "cumsum", "cumprod", "logcumsumexp", "dot", "outer", "inner", "trace", "diag",
+    "triu", "tril", "det", "slogdet", "inv", "solve", "einsum", "kron", "squeeze", "unsqueeze", "flip", "roll", "tile",
+    "repeat", "sort", "pad", "binary_cross_entropy", "binary_cross_entropy_with_logits", "nll_loss", "l1_loss", "huber",
+]
+ALIASES_OF_ISSUE_12 = [
+    "arcsinh", "arccosh", "arctanh", "arcsin", "arccos", "arctan", "arctan2", "swish", "expand_dims", "smooth_l1",
+]
+
+
+def test_gradcalc_ops_lists_every_new_function_and_completion_offers_it():
+    from gradcalc.cli.repl import Repl
+
+    from .test_cli import gradcalc
+
+    listing = gradcalc("ops").stdout
+    words = Repl().words()
+    for name in [*NEW_OPS, *ALIASES_OF_ISSUE_12]:
+        assert name in words, name
+        op = REGISTRY.get(name)
+        assert op is None or op.signature in listing, name
+    for alias in ALIASES_OF_ISSUE_12:
+        assert alias in listing, alias
+
+
+def test_new_functions_run_through_the_language():
+    from gradcalc.parser import Session
+
+    source = """
+    A = [[2.0, 1.0], [1.0, 3.0]]
+    s, l = slogdet(A)
+    x = [0.5, -1.0]
+    y = l + x.sinh().sum() + A.var(ddof=1) + norm(x, ord=inf) + einsum(A, x, subscripts='ij,j->i').sum()
+    grad(y, x)
+    """
+    results = Session().run_source("\n".join(line.strip() for line in source.strip().splitlines()))
+    # d/dx [sum sinh(x) + max|x| + sum(A @ x)] = cosh(x) + [0, -1] + column sums of A
+    expected = np.cosh([0.5, -1.0]) + [0.0, -1.0] + [3.0, 4.0]
+    np.testing.assert_allclose(results[-1].value.data, expected, rtol=1e-15)
+
+
+@pytest.mark.parametrize("a", [[[1.0, 2.0], [2.0, 4.0]], [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 1.0]], [[0.0, 0.0], [0.0, 0.0]]])
+def test_det_gradient_at_a_singular_matrix_is_the_cofactor_matrix(a):
+    """d det / d a_ij = (-1)**(i+j) det(minor ij), which exists for singular matrices too
+    (det is a polynomial). PyTorch 2.13 returns 0 for the first case, where
+    det([[1 + h, 2], [2, 4]]) = 4h has slope 4."""
+    a = np.array(a)
+    x = Tensor(a, requires_grad=True)
+    n = len(a)
+    minor = lambda i, j: np.delete(np.delete(a, i, 0), j, 1)  # noqa: E731
+    cofactors = [[(-1) ** (i + j) * (np.linalg.det(minor(i, j)) if n > 1 else 1.0) for j in range(n)] for i in range(n)]
+    np.testing.assert_allclose(grad(REGISTRY["det"](x), x).data, cofactors, atol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: REGISTRY["repeat"](np.ones(2), 10**9),
+        lambda: REGISTRY["outer"](np.ones(1000), np.ones(1000)),
+        lambda: REGISTRY["kron"](np.ones(1000), np.ones(1000)),
+        lambda: REGISTRY["einsum"](np.ones(1000), np.ones(1000), subscripts="i,j->ij"),
+        lambda: REGISTRY["tile"](np.ones(1), 10**8),
+        lambda: REGISTRY["pad"](np.ones(1), 10**8),
+        lambda: REGISTRY["diag"](np.ones(2000)),
+    ],
+)
+def test_ops_that_outgrow_their_inputs_are_refused_before_allocating(call):
+    from gradcalc.autodiff import SizeLimitError, set_max_elements
+
+    previous = set_max_elements(100_000)
+    try:
+        with pytest.raises(SizeLimitError):
+            call()
+    finally:
+        set_max_elements(previous)
