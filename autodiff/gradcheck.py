@@ -247,7 +247,7 @@ def gradcheck(
     method, notes = choose_method(output, method)
     analytic = reverse_jacobian(output, [tensors[i] for i in wrt])
     numeric = numerical_jacobian(lambda values: evaluate(values).data, arrays, wrt, method)
-    names = [(f"input {i}", arrays[i].shape) for i in wrt]
+    names = [(f"inputs[{i}]", arrays[i].shape) for i in wrt]
     return _finish(method, atol, rtol, analytic, numeric, output, names, notes)
 
 
@@ -265,7 +265,7 @@ def gradcheck_graph(
 
     analytic = reverse_jacobian(output, leaves)
     numeric = numerical_jacobian(evaluate, arrays, range(len(leaves)), method)
-    names = [(leaf.name or f"input {k}", leaf.shape) for k, leaf in enumerate(leaves)]
+    names = [(leaf.name or f"leaves[{k}]", leaf.shape) for k, leaf in enumerate(leaves)]
     return _finish(method, atol, rtol, analytic, numeric, output, names, notes)
 
 

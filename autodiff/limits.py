@@ -25,6 +25,8 @@ DEFAULT_MAX_ELEMENTS = 10**7
 DEFAULT_MAX_STEPS = 10**7
 _max_elements = DEFAULT_MAX_ELEMENTS
 
+MAX_DIMENSIONS = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32  # NumPy's own limit
+
 # A result tensor costs memory beyond its numbers (the Python objects, about 200 bytes):
 # an op with many outputs (`split` into 10^7 sections) is charged this many elements for
 # each output that is smaller.
@@ -52,15 +54,17 @@ def cost(dims: Sequence[int]) -> int:
     """What a tensor of this shape is charged against the cap: its number of elements,
     with empty dimensions counted as 1. A (10**10, 0) tensor holds no numbers, but
     everything that walks it row by row (printing, JSON's nested lists) makes 10**10
-    empty rows, so it costs as much as a (10**10,) one."""
+    empty rows, and `sum(zeros(0, 10**10), axis=0)` would make 10**10 zeros: it costs as
+    much as a (10**10,) one."""
     n = 1
     for d in dims:
-        n *= d if d > 1 else 1
+        if d > 1:
+            n *= d
     return n
 
 
 def _over_cap(what: str, dims: tuple[int, ...], n: int) -> SizeLimitError:
-    size = f"{n:,} elements" if math.prod(dims) == n else f"{math.prod(dims):,} elements in {n:,} rows"
+    size = f"{n:,} elements" if math.prod(dims) == n else f"0 elements, counted as {n:,} (an empty dimension counts as 1)"
     return SizeLimitError(
         f"{what}: a tensor of shape {dims} would have {size}, over the cap of {_max_elements:,} "
         "(--max-elements raises it)"
@@ -72,6 +76,8 @@ def check_size(shape: Iterable[int], what: str) -> None:
     dims = tuple(int(d) for d in shape)
     if any(d < 0 for d in dims):
         raise SizeLimitError(f"{what}: negative dimension in shape {dims}")
+    if len(dims) > MAX_DIMENSIONS:  # lists nested 65 deep, say
+        raise SizeLimitError(f"{what}: a tensor of {len(dims)} dimensions; at most {MAX_DIMENSIONS} are possible")
     n = cost(dims)
     if n > _max_elements:
         raise _over_cap(what, dims, n)
@@ -125,14 +131,15 @@ def indexed_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
     """The shape of x[index] for x of `shape`, worked out from the index alone.
 
     Basic parts (ints, slices, None, ...) keep, drop or add axes; the integer and boolean
-    arrays broadcast together to one block of axes (placed where NumPy places it: in
-    place when the arrays are adjacent, first otherwise). Nothing of the size of the
+    arrays (and ints, when there are arrays) broadcast together to one block of axes,
+    placed where NumPy places it: in place when they are adjacent, first otherwise. Nothing of the size of the
     result is built. A malformed index is left for the forward to report."""
     parts = index if isinstance(index, tuple) else (index,)
     used = sum(
         (np.ndim(p) if isinstance(p, np.ndarray) and p.dtype == bool else 0 if p is None or p is Ellipsis else 1)
         for p in parts
     )
+    has_arrays = any(isinstance(p, np.ndarray) for p in parts)
     dims = list(shape)
     out: list[int] = []
     arrays: list[tuple[int, ...]] = []
@@ -157,11 +164,11 @@ def indexed_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
             axis += 1
             last_kind = "basic"
             continue
-        if isinstance(p, (int, np.integer)):
+        if isinstance(p, (int, np.integer)) and not has_arrays:
             axis += 1
             last_kind = "int"
             continue
-        array = np.asarray(p)
+        array = np.asarray(p)  # with arrays about, an int is one too (of shape ())
         if array.dtype == bool:
             arrays.append((int(np.count_nonzero(array)),))
             axis += max(array.ndim, 1)

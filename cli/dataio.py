@@ -50,13 +50,13 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
     from gradcalc.parser import LanguageError, Session
 
     from .common import fail
-    from .main import BindingError, _bind  # the one meaning of NAME=VALUE, as eval has it
+    from .bindings import BindingError, bind  # the one meaning of NAME=VALUE, as eval has it
 
     session = Session(engine=engine)
     bound: set[str] = set()
     for binding in bindings:
         try:
-            _bind(session, binding, bound)
+            bind(session, binding, bound)
         except BindingError as err:
             fail(err.error, err.source, as_json=False)
         except LanguageError as err:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from .bindings import BindingError, bind
 from .checking import check_line, outcome_object, register_check
 from .common import (
     MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError,
@@ -72,53 +73,6 @@ def main(
 # ---- eval ----------------------------------------------------------------------------------------
 
 
-class BindingError(Exception):
-    """A language error inside one NAME=VALUE argument; `source` is that argument, so the
-    caret can point into it rather than into EXPR."""
-
-    def __init__(self, error: LanguageError, source: str) -> None:
-        super().__init__(error.message)
-        self.error, self.source = error, source
-
-
-def _bind(session: Session, binding: str, bound: set[str]) -> None:
-    from gradcalc.parser import LanguageError, compile_program
-    from gradcalc.parser.datafiles import file_bindings
-
-    loaded = file_bindings(binding, session.base_dir)  # NAME=@FILE (docs/cli.md, "Data files")
-    if loaded is not None:
-        for file_name, data in loaded:
-            if file_name in bound:
-                raise LanguageError("argument", f"{file_name} is given twice ({binding!r} binds it again); give each name once")
-            session.assign(file_name, session.backend.from_array(data))
-            bound.add(file_name)
-        return
-
-    name, sep, text = binding.partition("=")
-    name = name.strip()
-    if not sep or not name.isidentifier() or not text.strip():
-        raise LanguageError("argument", f"bad binding {binding!r}: write NAME=VALUE, as in x=3 or W='randn(3, 3, seed=0)'")
-    if name.startswith("__"):
-        raise LanguageError("safety", f"bad binding {binding!r}: names starting with '__' are not allowed")
-    if name in bound:
-        raise LanguageError("argument", f"{name} is given twice ({binding!r} after an earlier {name}=...); give each name once")
-    try:
-        program = compile_program(text)
-        results = session.run(program)
-        if len(results) != 1 or not hasattr(results[-1], "value"):
-            raise LanguageError("argument", f"bad binding {binding!r}: the value must be one expression")
-    except LanguageError as err:
-        err.message = f"in the value of {name}: {err.message}"
-        if err.line == 1 and err.column is not None:  # the value starts after 'NAME='
-            shift = binding.index("=") + 1
-            err.column += shift
-            if err.end_line == 1 and err.end_column is not None:
-                err.end_column += shift
-        raise BindingError(err, binding) from None
-    session.assign(name, results[-1].value)
-    bound.add(name)
-
-
 def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[str] | None) -> Analysis:
     """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression.
 
@@ -133,10 +87,7 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     session = Session(engine=engine, on_warning=render.warn)
     bound: set[str] = set()
     for binding in bindings:
-        try:
-            _bind(session, binding, bound)
-        except LanguageError as err:
-            raise BindingError(err, binding) from None
+        bind(session, binding, bound)
     names = list(session.variables)
     program = compile_program(expr)
     if not program.statements:

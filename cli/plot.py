@@ -285,7 +285,7 @@ def register_plot(app: typer.Typer) -> None:
 
         from . import render
         from .common import fail, prepare_engine
-        from .main import BindingError, _bind
+        from .bindings import BindingError, bind
 
         prepare_engine(max_elements, max_steps)
         try:
@@ -297,7 +297,7 @@ def register_plot(app: typer.Typer) -> None:
             base = Session(engine="tensor")
             bound: set[str] = set()
             for binding in request.bindings:
-                _bind(base, binding, bound)
+                bind(base, binding, bound)
             data = sample(request, base)
             tty = sys.stdout.isatty()
             show(request, data, out=out, as_csv=as_csv, as_json=as_json,
@@ -344,7 +344,7 @@ def plot_in_repl(repl: Any, arg: str) -> None:
     try:
         points = int(options["--points"]) if "--points" in options else None
         request = make_request(expr, arguments, options.get("--order"), points)
-        from .main import BindingError, _bind
+        from .bindings import BindingError, bind
 
         base = repl.session
         if request.bindings:
@@ -354,7 +354,7 @@ def plot_in_repl(repl: Any, arg: str) -> None:
             bound: set[str] = set()
             for binding in request.bindings:
                 try:
-                    _bind(base, binding, bound)
+                    bind(base, binding, bound)
                 except BindingError as err:
                     render.print_error(err.error, err.source)
                     return

@@ -228,8 +228,10 @@ class Session:
                     stack.append(None)
             except LanguageError as err:
                 raise err.at(span) from None
+            except StepLimitError as err:  # placed at the statement: all of it ran too long
+                raise LanguageError("steps", str(err)) from None
             except SizeLimitError as err:
-                raise LanguageError("steps" if isinstance(err, StepLimitError) else "size", str(err)).at(span) from None
+                raise LanguageError("size", str(err)).at(span) from None
             except ShapeError as err:
                 raise LanguageError("shape", str(err)).at(span) from None
             except (EngineError, TypeError, ValueError, ZeroDivisionError, OverflowError) as err:

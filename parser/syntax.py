@@ -6,13 +6,14 @@ grammar. It is built once per process and reused.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from .errors import LanguageError
-from .standalone import Lark_StandAlone, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from .standalone import Lark_StandAlone, LexerThread, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 __all__ = [
     "BadStatement", "PendingInput", "Token", "Tree", "describe_expected", "lark_parser", "parse_recovering", "parse_statements",
@@ -79,6 +80,16 @@ def lark_parser() -> Any:
     """The parser, built once per process. Its post-lexer (a _BracketNewlines) holds the
     statement ranges of the latest parse."""
     return Lark_StandAlone(postlex=_BracketNewlines())
+
+
+@lru_cache(maxsize=1)
+def _line_lexer() -> Any:
+    """The parser's terminals as a plain lexer that keeps comments, built once (Lark's own
+    `lex()` builds a new one on every call, which costs more than lexing a line)."""
+    return lark_parser()._build_lexer(dont_ignore=True)
+
+
+_BLANK = frozenset({"__IGNORE_0", "CONTINUATION"})  # the line lexer keeps comments and spaces
 
 
 _READABLE = {
@@ -160,6 +171,7 @@ class BadStatement:
 
 
 MAX_SYNTAX_ERRORS = 100
+_STATEMENT_LINE = re.compile(r"\n[ \t]*(check|def)\b")
 
 
 def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]]:
@@ -185,6 +197,11 @@ def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]
             else:
                 start = recorder.start if 0 <= recorder.start <= position else position
             end = max(statement_end(text, start), min(position + 1, len(text)))
+            # `y = [1, 2` left open swallows the lines after it: a line that starts with
+            # `check` or `def` is a statement of its own, so the bad one ends before it.
+            keyword = _STATEMENT_LINE.search(text, start, end)
+            if keyword is not None:
+                end = keyword.start() + 1
             if len(bad) + 1 >= MAX_SYNTAX_ERRORS:
                 end = len(text)
             bad.append(BadStatement(error, start, end))
@@ -251,8 +268,7 @@ class PendingInput:
     def add(self, line: str) -> bool:
         """Add one line; True when the input so far is complete (run it, then `clear()`)."""
         self.lines.append(line)
-        stripped, last = self._scan(line)
-        if self.depth > 0 or stripped.endswith("\\") or last in _CONTINUES:
+        if self._continues(line):
             return False
         try:
             parse_tree(self.text)
@@ -263,26 +279,24 @@ class PendingInput:
     def clear(self) -> None:
         self.lines, self.depth = [], 0
 
-    def _scan(self, line: str) -> tuple[str, str]:
-        """Track bracket depth over one line; return the line without its comment and the
-        type of its last token."""
+    def _continues(self, line: str) -> bool:
+        """Track bracket depth over one line; True when the input cannot end after it: a
+        bracket is open, or its last token is an operator or a `\\` (not in a comment)."""
         body = line.rstrip()
-        continued = body.endswith("\\")
-        if continued:
-            body = body[:-1]
-        last = ""
+        backslash = body.endswith("\\")
         try:
-            tokens = list(lark_parser().lex(body))
+            tokens = list(LexerThread.from_text(_line_lexer(), body[:-1] if backslash else body).lex(None))
         except UnexpectedInput:
-            return line.rstrip(), ""  # a bad character: let the parse report it
+            return False  # a bad character: the parse reports it
+        last = ""
         for token in tokens:
             if token.type in _OPENERS:
                 self.depth += 1
             elif token.type in _CLOSERS:
                 self.depth = max(self.depth - 1, 0)
-            if token.type != "COMMENT":
+            if token.type not in _BLANK:
                 last = token.type
-        return ("\\" if continued else line.rstrip()), last
+        return self.depth > 0 or last in _CONTINUES or (backslash and last != "COMMENT")
 
 
 def _syntax_error(source: str, err: UnexpectedInput) -> LanguageError:

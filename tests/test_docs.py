@@ -108,21 +108,33 @@ REPL_EXAMPLES = examples(">>> ", "... ")
 
 def matches(shown: list[str], actual: list[str]) -> bool:
     """Line by line; a line `...` in the docs stands for any number of lines."""
-    pattern = "\n".join(".*?" if line.strip() == "..." else re.escape(line.rstrip()) for line in shown)
-    return re.fullmatch(pattern, "\n".join(line.rstrip() for line in actual), re.S) is not None
+    pattern = "".join(r"(?:.*\n)*?" if line.strip() == "..." else re.escape(line.rstrip()) + "\n" for line in shown)
+    return re.fullmatch(pattern, "".join(line.rstrip() + "\n" for line in actual)) is not None
+
+
+GRADCALC_COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*gradcalc\b")
 
 
 @pytest.mark.parametrize("place, steps", SHELL_EXAMPLES, ids=[p for p, _ in SHELL_EXAMPLES])
 def test_shell_examples_in_the_docs_print_what_they_show(place, steps, tmp_path):
+    """Each `$ gradcalc ...` line runs in a fresh folder (with examples/), and its output
+    (stdout and stderr, as a terminal shows them) must be the lines shown under it. `$ cat
+    FILE` makes FILE from the lines shown. A trailing `# comment` marks the lines shown as
+    an excerpt of the output; a command shown without output is an illustration, not run;
+    other programs (pip, pytest) are not run."""
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "NO_COLOR": "1", "COLUMNS": "80"}
     for command, shown in steps:
         if command.startswith("cat ") and " " not in command[4:]:  # the docs show a file: make it
             (tmp_path / command[4:]).write_text("\n".join(shown) + "\n")
             continue
+        if not GRADCALC_COMMAND.match(command) or not any(line.strip() for line in shown):
+            continue
         done = subprocess.run(["bash", "-c", command + " 2>&1"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
         actual = done.stdout.rstrip("\n").splitlines()
-        assert matches(shown, actual), f"{place}: $ {command}\nshown:\n" + "\n".join(shown) + "\nactual:\n" + done.stdout
+        excerpt = " # " in command
+        expected = ["...", *shown, "..."] if excerpt else shown
+        assert matches(expected, actual), f"{place}: $ {command}\nshown:\n" + "\n".join(shown) + "\nactual:\n" + done.stdout
 
 
 @pytest.mark.parametrize("place, steps", REPL_EXAMPLES, ids=[p for p, _ in REPL_EXAMPLES])

@@ -170,3 +170,111 @@ def test_a_thousand_scalar_checks_run(tmp_path):
     outcomes = checks("\n".join(lines))
     assert len(outcomes) == 1000 and all(o.passed for o in outcomes)
     assert math.isfinite(outcomes[0].max_rel_error)
+
+
+# ---- issue 10: batches that finish; issue 11: check files that say exactly what happened ----
+
+
+def test_check_a_equals_b_compares_values_elementwise():
+    source = (
+        "x = [1, 2, -3]\n"
+        "check grad(x**2 + 1, x) == 2*x\n"  # a gradient against its closed form
+        "check grad(x**2 + 1, x) == 3*x\n"
+        "check sum(x) == 0\n"
+        "check x == [1, 2]\n"
+        "check exp(log(x * x)) == x * x tol=1e-12\n"
+    )
+    same, differ, scalar, shapes, tolerant = checks(source)
+    assert same.passed and same.method == "value" and same.text == "grad(x**2 + 1, x) == 2*x"
+    # 2*x and 3*x differ most at x = -3: -6 against -9
+    assert differ.status == "fail" and differ.message == "left[2] = -6.0, right[2] = -9.0"
+    assert differ.max_abs_error == 3.0
+    assert scalar.passed
+    assert shapes.status == "fail" and shapes.message == "shapes differ: left (3,), right (2,)"
+    assert tolerant.passed
+
+
+def test_a_file_with_no_checks_is_an_error_for_that_file(tmp_path):
+    [outcome] = checks("x = 1\ny = x * 2\n")
+    assert outcome.status == "error" and "no check statements" in outcome.message
+    empty = tmp_path / "empty.gc"
+    empty.write_text("x = 1\n")
+    done = gradcalc("check", str(empty))
+    assert done.returncode == 1 and "ERROR" in done.stdout
+
+
+def test_a_syntax_error_costs_one_statement_and_the_others_run():
+    source = "x = 0.5\ncheck exp(x)\ny = (1 +* 2)\ncheck tanh(x $ 2)\ncheck sin(x)\nz = [1, 2\n"
+    outcomes = checks(source)
+    assert [(o.line, o.status) for o in outcomes] == [(2, "pass"), (3, "error"), (4, "error"), (5, "pass"), (6, "error")]
+    assert outcomes[1].text == "y = (1 +* 2)" and "line 3, column 9: expected an expression, found '*'" in outcomes[1].message
+    assert "unexpected character '$'" in outcomes[2].message
+    # a bracket left open does not swallow the checks on the lines after it
+    left_open = checks("x = 0.5\ny = [1, 2\ncheck sin(x)\ndef f(a) = (a +\ndef g(a) = a\ncheck g(x)\n")
+    assert [(o.line, o.status, o.text) for o in left_open] == [
+        (2, "error", "y = [1, 2"), (3, "pass", "sin(x)"), (4, "error", "def f(a) = (a +"), (6, "pass", "g(x)"),
+    ]
+
+
+def test_a_function_that_is_not_finite_at_the_point_is_not_blamed_on_a_vjp():
+    [outcome] = checks("v = [4, 1, -1]\ncheck sqrt(v)")
+    assert outcome.status == "fail"
+    assert "not finite at this point (nan at out[2])" in outcome.message and "VJP" not in outcome.message
+    [agreeing] = checks("v = [4, 1, -1]\ncheck log(v) * 0")  # nan against nan: passes, with a warning
+    assert agreeing.passed and "not finite at this point (nan at out[2])" in agreeing.warnings[-1]
+
+
+def test_positions_are_named_by_variable_and_index():
+    import gradcalc.autodiff.ops.elementwise  # noqa: F401 - the op below is registered beside them
+
+    defop("bad_square", lambda x: x * x, (lambda m, g, ans, x: g * x,), doc="x*x with a wrong VJP", category="test", public=True)
+    try:
+        [outcome] = checks("W = [[1, 2, 3], [4, 5, 6]]\ncheck bad_square(W)")
+    finally:
+        unregister("bad_square")
+    # d out[1, 2] / d W[1, 2] is 2 * 6 = 12; the wrong VJP gives 6
+    assert outcome.status == "fail"
+    assert outcome.message.startswith("d out[1, 2] / d W[1, 2]: analytic 6.0, numeric 12.0")
+    assert "input" not in outcome.message and "element" not in outcome.message
+
+
+def test_complex_method_falls_back_where_an_op_is_not_complex_safe():
+    [outcome] = checks("x = 0.5\ncheck relu(x) * x", method="complex")
+    assert outcome.passed and outcome.method == "central"
+    assert outcome.warnings[0] == "complex step asked for, but relu is not complex-safe: used central differences"
+    done = gradcalc("check", "--method", "complex", *sorted(str(p) for p in EXAMPLES.glob("*.gc")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " 0 failed, 0 errors" in done.stdout
+
+
+@pytest.mark.parametrize("tol", ["inf", "nan", "-1", "'a'"])
+def test_tolerances_must_be_finite_and_non_negative(tol):
+    wrong, right = checks(f"x = 0.5\ncheck exp(x) tol={tol}\ncheck exp(x)")
+    assert wrong.status == "error" and "tol must be a" in wrong.message and right.passed
+
+
+def test_a_run_wide_tolerance_that_is_not_finite_errors_each_check():
+    outcomes = checks("x = 0.5\ncheck exp(x)", atol=math.nan, rtol=math.nan)
+    assert [o.status for o in outcomes] == ["error"] and "--tol" in outcomes[0].message
+
+
+def test_a_memory_error_in_one_check_errors_that_check_only(monkeypatch):
+    import gradcalc.autodiff.gradcheck as gc
+
+    real = gc.reverse_jacobian
+
+    def exhausted(output, leaves):
+        if output.size == 3:
+            raise MemoryError
+        return real(output, leaves)
+
+    monkeypatch.setattr(gc, "reverse_jacobian", exhausted)
+    outcomes = checks("x = [1, 2, 3]\ncheck exp(x)\ncheck sum(x)")
+    assert [o.status for o in outcomes] == ["error", "pass"] and "out of memory" in outcomes[0].message
+
+
+def test_the_text_of_a_check_is_its_source_text(tmp_path):
+    script = tmp_path / "t.gc"
+    script.write_text("x = 0.5\ncheck x.tanh()\ncheck (x + 1) * 2 wrt x\n")
+    doc = json.loads(gradcalc("check", "--json", str(script)).stdout)
+    assert [c["expression"] for c in doc["checks"]] == ["x.tanh()", "(x + 1) * 2"]

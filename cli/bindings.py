@@ -1,0 +1,70 @@
+"""NAME=VALUE arguments: the one meaning they have in eval, run, check and plot.
+
+VALUE is an expression run like an assignment (it may use names bound before it), or
+`@FILE` to load data (docs/cli.md, "Data files").
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the parser is imported when a binding is run, not at start-up
+    from gradcalc.parser import LanguageError, Session
+
+
+class BindingError(Exception):
+    """A language error inside one NAME=VALUE argument; `source` is that argument, so the
+    caret can point into it rather than into EXPR."""
+
+    def __init__(self, error: LanguageError, source: str) -> None:
+        super().__init__(error.message)
+        self.error, self.source = error, source
+
+
+def bind(session: Session, binding: str, bound: set[str]) -> None:
+    """Run one NAME=VALUE (or NAME=@FILE) argument into `session` as variables; `bound`
+    holds the names given so far (a name given twice is an error). Every error is a
+    BindingError."""
+    from gradcalc.parser import LanguageError
+
+    try:
+        _bind(session, binding, bound)
+    except LanguageError as err:
+        raise BindingError(err, binding) from None
+
+
+def _bind(session: Session, binding: str, bound: set[str]) -> None:
+    from gradcalc.parser import LanguageError, compile_program
+    from gradcalc.parser.datafiles import file_bindings
+
+    loaded = file_bindings(binding, session.base_dir)  # NAME=@FILE (docs/cli.md, "Data files")
+    if loaded is not None:
+        for file_name, data in loaded:
+            if file_name in bound:
+                raise LanguageError("argument", f"{file_name} is given twice ({binding!r} binds it again); give each name once")
+            session.assign(file_name, session.backend.from_array(data))
+            bound.add(file_name)
+        return
+
+    name, sep, text = binding.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier() or not text.strip():
+        raise LanguageError("argument", f"bad binding {binding!r}: write NAME=VALUE, as in x=3 or W='randn(3, 3, seed=0)'")
+    if name.startswith("__"):
+        raise LanguageError("safety", f"bad binding {binding!r}: names starting with '__' are not allowed")
+    if name in bound:
+        raise LanguageError("argument", f"{name} is given twice ({binding!r} after an earlier {name}=...); give each name once")
+    try:
+        program = compile_program(text)
+        results = session.run(program)
+        if len(results) != 1 or not hasattr(results[-1], "value"):
+            raise LanguageError("argument", f"bad binding {binding!r}: the value must be one expression")
+    except LanguageError as err:
+        err.message = f"in the value of {name}: {err.message}"
+        if err.line == 1 and err.column is not None:  # the value starts after 'NAME='
+            shift = binding.index("=") + 1
+            err.column += shift
+            if err.end_line == 1 and err.end_column is not None:
+                err.end_column += shift
+        raise BindingError(err, binding) from None
+    session.assign(name, results[-1].value)
+    bound.add(name)
