@@ -241,8 +241,6 @@ class Session:
     def _load(self, name: str, local: dict[str, Any] | None) -> Any:
         if name in _INDEX_WORDS:
             return _INDEX_WORDS[name]
-        if name[-1] in "jJ" and not name[0].isalpha() and name[0] != "_":  # a complex literal (grammar: IMAGINARY)
-            raise LanguageError("syntax", f"complex numbers ({name}) are not supported: gradcalc computes with real numbers")
         if local is not None and name in local:
             return local[name]
         if name in self.variables:

@@ -180,9 +180,13 @@ def _split_vjp(m: Any, g: Any, ans: Any, x: Any, sections: int | tuple[int, ...]
 def _split_shape(x: Any, sections: int | tuple[int, ...] = 2, axis: int = 0) -> tuple[int, ...]:
     """How many pieces split makes, then the shape of the largest (for the size cap)."""
     axis = _axis_index(axis, x.ndim, "split")
-    pieces = _split_slices(x.shape[axis], sections)
-    longest = max(len(range(*piece.indices(x.shape[axis]))) for piece in pieces)
-    return (len(pieces), *x.shape[:axis], longest, *x.shape[axis + 1 :])
+    n = x.shape[axis]
+    if isinstance(sections, tuple):  # a few indices: measure the pieces
+        pieces = _split_slices(n, sections)
+        count, longest = len(pieces), max(len(range(*piece.indices(n))) for piece in pieces)
+    else:  # maybe very many equal sections: nothing of their number is built
+        count, longest = int(sections), n // max(int(sections), 1)
+    return (count, *x.shape[:axis], longest, *x.shape[axis + 1 :])
 
 
 def _axis_index(axis: int, ndim: int, name: str) -> int:
