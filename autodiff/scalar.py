@@ -1,10 +1,14 @@
 """The scalar engine, after the course's `Value`: one graph node per number.
 
-Nine primitives carry derivative code (+, *, ** constant, relu, tanh, exp, log, sigmoid,
-softplus); every other operation is composed from them (a - b is a + (-b), a / b is
-a * b**-1), so it needs none. sigmoid and softplus are primitives because their composed
-forms overflow in the tails (exp(1000)) where the true values and derivatives are finite;
-each primitive computes what the tensor engine's op computes, so the engines agree there. Each node's `_backward` closure refers only to the node's parents, never to
+Eleven primitives carry derivative code (+, *, /, ** constant, sqrt, relu, tanh, exp, log,
+sigmoid, softplus); every other operation is composed from them (a - b is a + (-b), abs is
+relu(x) + relu(-x)), so it needs none. The course composes a / b as a * b**-1 too; here
+division, sigmoid and softplus are primitives because their composed forms overflow where
+the true values and derivatives are finite: b**-1 has derivative -b**-2, which is -inf for
+b = 1e-300, so x/x got gradient -inf where the truth is 0; exp(1000) overflows in the
+sigmoid's tails. sqrt is one so that sqrt(-0.0) is -0.0 with gradient -inf, as in the
+tensor engine and PyTorch. Each primitive computes what the tensor engine's op computes,
+so the engines agree there. Each node's `_backward` closure refers only to the node's parents, never to
 the node itself: the graph has no reference cycles, so the garbage collector never has
 to trace it (a cost that is about half of micrograd's run time).
 """
@@ -60,7 +64,7 @@ class Value:
     def __repr__(self) -> str:
         return f"Value(data={self.data!r}, grad={self.grad!r})"
 
-    # ---- the seven primitives --------------------------------------------------------
+    # ---- the primitives --------------------------------------------------------
     def __add__(self, other: Value | Number) -> Value:
         if other.__class__ is not Value:
             other = Value(other, (), "", None, False)
@@ -85,6 +89,22 @@ class Value:
         out._backward = _backward
         return out
 
+    def __truediv__(self, other: Value | Number) -> Value:
+        # A primitive, not the course's self * other**-1 (see the module docstring). The
+        # rules are the tensor engine's div: g / b, and -g * (a / b) / b, which stays
+        # finite where b**-2 overflows (x/x at 1e-300: 1e300 - 1e300 = 0).
+        if other.__class__ is not Value:
+            other = Value(other, (), "", None, False)
+        q = _divide(self.data, other.data)
+        out = Value(q, (self, other), "/", None, self.requires_grad or other.requires_grad)
+
+        def _backward(g: float) -> None:
+            self.grad += _divide(g, other.data)
+            other.grad += _divide(-g * q, other.data)
+
+        out._backward = _backward
+        return out
+
     def __pow__(self, n: Number | Value) -> Value:
         if isinstance(n, Value):
             # A value computed from constants alone (-1, 1/2) is a constant exponent.
@@ -97,6 +117,16 @@ class Value:
             # d x**0 / dx is 0, also at x = 0 where n * x**(n-1) would be 0 * inf.
             if n != 0:
                 self.grad += g * n * _power(self.data, n - 1)
+
+        out._backward = _backward
+        return out
+
+    def sqrt(self) -> Value:
+        s = _power(self.data, 0.5)
+        out = Value(s, (self,), "sqrt", None, self.requires_grad)
+
+        def _backward(g: float) -> None:
+            self.grad += _divide(g, 2.0 * s)  # the tensor engine's g / (2 * ans): -inf at -0.0
 
         out._backward = _backward
         return out
@@ -168,11 +198,6 @@ class Value:
     def __sub__(self, other: Value | Number) -> Value:
         return self + (-other)
 
-    def __truediv__(self, other: Value | Number) -> Value:
-        if other.__class__ is not Value:
-            other = Value(other, (), "", None, False)
-        return self * other**-1
-
     def __radd__(self, other: Number) -> Value:
         return self + other
 
@@ -183,10 +208,7 @@ class Value:
         return other + (-self)
 
     def __rtruediv__(self, other: Number) -> Value:
-        return other * self**-1
-
-    def sqrt(self) -> Value:
-        return self**0.5
+        return Value(other, (), "", None, False) / self
 
     def abs(self) -> Value:
         return self.relu() + (-self).relu()
@@ -212,7 +234,7 @@ class Value:
 
 SCALAR_FUNCTIONS: dict[str, str] = {
     "relu": "max(x, 0)", "tanh": "hyperbolic tangent", "exp": "e ** x", "log": "natural logarithm",
-    "sigmoid": "1 / (1 + exp(-x))", "softplus": "log(1 + exp(x))", "sqrt": "x ** 0.5",
+    "sigmoid": "1 / (1 + exp(-x))", "softplus": "log(1 + exp(x))", "sqrt": "square root",
     "abs": "relu(x) + relu(-x)",
 }
 """Functions the scalar engine offers (the language's `--engine scalar` reads this)."""
@@ -224,11 +246,28 @@ def _power_label(n: Number) -> str:
 
 
 def _power(x: float, n: Number) -> float:
+    """x ** n as NumPy computes it: nan for a negative base (-inf too) and a fractional
+    exponent, where Python's pow gives (-inf) ** 0.5 = inf; x ** 0.5 is sqrt, so
+    (-0.0) ** 0.5 is -0.0."""
+    if n == 0.5:
+        return math.sqrt(x) if x >= 0 else math.nan  # x >= 0 holds for -0.0; nan fails it
+    if x < 0 and math.isfinite(n) and not float(n).is_integer():
+        return math.nan
     try:
         result = x**n
     except (ZeroDivisionError, OverflowError):  # 0 ** -n, or |x ** n| too large
         return math.copysign(math.inf, x) if float(n).is_integer() and int(n) % 2 else math.inf
     return result if isinstance(result, float | int) else math.nan  # a negative base to a fractional power
+
+
+def _divide(a: float, b: float) -> float:
+    """a / b in IEEE arithmetic, as NumPy: Python raises at b == 0 (and never overflows)."""
+    try:
+        return a / b
+    except ZeroDivisionError:
+        if a != a or a == 0:
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
 def _sigmoid(x: float) -> float:

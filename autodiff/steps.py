@@ -99,7 +99,7 @@ def _tensor_steps(root: Tensor) -> BackwardSteps:
 
 
 # The scalar engine's primitives and the registry ops whose rules they follow.
-_SCALAR_OPS = {"+": "add", "*": "mul", "relu": "relu", "tanh": "tanh", "exp": "exp", "log": "log"}
+_SCALAR_OPS = {"+": "add", "*": "mul", "/": "div", "sqrt": "sqrt", "relu": "relu", "tanh": "tanh", "exp": "exp", "log": "log"}
 
 
 def scalar_op(label: str) -> tuple[OpDef | None, str]:

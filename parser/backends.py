@@ -371,7 +371,7 @@ _DETACH = ("detach", "stop_gradient")
 
 
 class ScalarBackend:
-    """The course's scalar engine: one node per number, seven primitives and composites."""
+    """The course's scalar engine: one node per number, eleven primitives and composites."""
 
     name = "scalar"
     switch = "--engine tensor"  # how to switch to the tensor engine; the Session sets it

@@ -388,6 +388,11 @@ EDGE_POINTS: list[tuple[Any, ...]] = [
     ("mean", [np.zeros(0)], {}),
     ("sum", [np.zeros(0)], {}),
     ("where", [[1.0, 0.0], [1.0, 2.0], [3.0, 4.0]], {}),
+    ("pow", [[nan, 0.0, -2.0], [0.0, 0.0, 0.0]], {}, 1),  # a**0 passes exactly 0 back, also at nan
+    ("div", [[1e-300, 0.0, 1e308], [1e-300, 0.0, 1e308]], {}),
+    ("sqrt", [[-0.0, -inf]], {}, 1),
+    ("prod", [[1e200, 1e200, 1e-300]], {}),
+    ("sign", [[-2.0, 0.0, 3.0]], {}),
     # issue 12
     ("logsigmoid", [[-1000.0, -40.0, 0.0, 40.0, 1000.0]], {}),
     ("binary_cross_entropy_with_logits", [[1000.0, -1000.0, 1000.0, -1000.0], [1.0, 0.0, 0.0, 1.0]], {"reduction": "none"}),
@@ -426,4 +431,41 @@ DIFFERS_FROM_TORCH: list[tuple[str, list[Any], dict[str, Any], int, str]] = [
     ("logsumexp", [[inf, 1.0]], {}, 1, "gradient [1, 0] (the softmax limit); torch gives [nan, 0]"),
     ("clip", [[nan], [-1.0], [1.0]], {}, 1, "a nan x keeps its gradient (nan stays visible); torch gives 0 to x and to the bounds"),
     ("tanh", [[20.0]], {}, 1, "gradient 1.7e-17 (exact); torch's 1 - tanh^2 gives 0"),
+    ("sign", [[nan]], {}, 1, "sign(nan) is nan; torch gives 0"),
+    ("prod", [[1e200, 1e200, 0.0]], {}, 1, "an exact 0 wins over the overflow: 0; torch multiplies in order, inf * 0 = nan"),
+    ("pow", [[-inf], [1.5]], {}, 1, "(-inf) ** 1.5 is nan (no real power); torch's tensor pow gives inf (C99)"),
 ]
+
+# Each row of docs/language.md's edge table that says PyTorch gives the "same", by the
+# row's first cell, with the cases that show it; tests/test_torch_differential.py checks
+# that every such row is here and that torch agrees on each case. The row "any nan input
+# to an op" is checked on every one-input elementwise op instead.
+SAME_AS_TORCH: dict[str, list[tuple[Any, ...]]] = {
+    "`relu(x)` at 0": [("relu", [[0.0]], {})],
+    "`abs(x)` at 0": [("abs", [[0.0]], {})],
+    "`maximum(a, b)`, `minimum(a, b)` at a tie": [("maximum", [[1.0], [1.0]], {}), ("minimum", [[1.0], [1.0]], {})],
+    "`maximum(nan, 1)`, `minimum(nan, 1)`": [("maximum", [[nan], [1.0]], {}, 1), ("minimum", [[nan], [1.0]], {}, 1)],
+    "`max(x)`, `min(x)` with ties": [("max", [[1.0, 1.0, 0.0]], {}), ("min", [[0.0, 1.0, 0.0]], {})],
+    "`max(x)` with a nan": [("max", [[nan, 1.0]], {})],
+    "`clip(x, low, high)` at a bound": [("clip", [[-1.0, 0.0, 1.0], [-1.0, 0.0, 0.5], [1.0, 1.0, 1.0]], {})],
+    "`clip` with `low > high`": [("clip", [[0.0], [1.0], [-1.0]], {})],
+    "`sqrt(0)`, `log(0)`": [("sqrt", [[0.0]], {}, 1), ("log", [[0.0]], {}, 1)],
+    "`x ** 0` at 0": [("pow", [[0.0], [0.0]], {}, 1)],
+    "`x ** 0` at nan": [("pow", [[nan], [0.0]], {}, 1)],
+    "`0 ** 0` (both variables)": [("pow", [[0.0], [0.0]], {}, 1)],
+    "`0 ** b` for b < 0": [("pow", [[0.0, 0.0], [-1.0, -0.5]], {}, 1)],
+    "`0 ** b` for b > 0": [("pow", [[0.0, 0.0], [2.0, 0.5]], {}, 1)],
+    "`(-1) ** b`": [("pow", [[-1.0, -1.0, -1.0], [0.5, 2.0, 3.0]], {}, 1)],
+    "`prod(x)` with zeros": [("prod", [[0.0, 2.0, 3.0]], {}), ("prod", [[0.0, 0.0, 3.0]], {}),
+                             ("prod", [[[0.0, 2.0], [3.0, 0.0], [4.0, 5.0]]], {"axis": 0})],
+    "`sigmoid`, `softplus` in the tails": [("sigmoid", [[-700.0, -40.0, 40.0, 700.0]], {}),
+                                           ("softplus", [[-700.0, -40.0, 40.0, 700.0]], {})],
+    "`logsumexp`, `softmax`, `log_softmax` with `-inf` entries": [
+        ("logsumexp", [[-inf, 1.0, 2.0]], {}), ("softmax", [[-inf, 1.0, 2.0]], {}), ("log_softmax", [[-inf, 1.0, 2.0]], {})],
+    "all entries `-inf`": [("logsumexp", [[-inf, -inf]], {})],
+    "`cross_entropy([[-inf, 1, 2]], [1])`": [("cross_entropy", [[[-inf, 1.0, 2.0]], [1.0]], {})],
+    "`cross_entropy([[1e308, -1e308]], [0])`": [("cross_entropy", [[[1e308, -1e308]], [0.0]], {})],
+    "any nan input to an op": [],
+    "`sum` of an empty tensor": [("sum", [np.zeros(0)], {})],
+    "`mean` of an empty tensor": [("mean", [np.zeros(0)], {})],
+}

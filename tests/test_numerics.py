@@ -372,3 +372,96 @@ def test_reported_cases_through_the_command(args, value, grads):
     assert out["value"] == value
     for name, g in grads.items():
         assert out["grads"][name] == g, name
+
+
+# ---- the engines at edge inputs (attack report D5), through the command, against torch ---------
+
+
+def _json_number(v):
+    return float(v) if isinstance(v, str) else v
+
+
+def _torch_value_and_grad(source, x):
+    torch = pytest.importorskip("torch")
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    y = eval(source, {"sqrt": torch.sqrt}, {"x": t})  # the sources below are Python too
+    y.backward()
+    return y.item(), t.grad.item()
+
+
+@pytest.mark.parametrize("engine", ["scalar", "tensor"])
+@pytest.mark.parametrize("source, x", [
+    ("sqrt(x)", -inf), ("x ** (1/2)", -inf), ("x / x", 1e-300), ("x / x", 1e308),
+    ("x / x", 0.0), ("x ** 0", nan), ("sqrt(x)", -0.0), ("x ** 0 / x", 0.0), ("1 / x", 1e-300), ("x / 3", 1e-320),
+])
+def test_engines_match_torch_at_edge_inputs_through_the_command(engine, source, x):
+    out = eval_json("--engine", engine, source, f"x={x!r}")
+    value, gradient = _json_number(out["value"]), _json_number(out["grads"]["x"])
+    want_value, want_grad = _torch_value_and_grad(source, x)
+    np.testing.assert_allclose([value, gradient], [want_value, want_grad], rtol=1e-15, equal_nan=True)
+    if want_value == 0 or math.isinf(want_grad):  # sqrt(-0.0) is -0.0 with gradient -inf
+        assert (math.copysign(1, value), math.copysign(1, gradient)) == (math.copysign(1, want_value), math.copysign(1, want_grad))
+
+
+@pytest.mark.parametrize("engine", ["scalar", "tensor"])
+def test_minus_infinity_to_a_fractional_power_is_nan_in_value_and_gradient(engine):
+    # C99's pow (NumPy with array exponents, Python) gives (-inf) ** -0.5 = 0 and torch's
+    # gradient there is -0.0; a negative base has no real fractional power.
+    for source in ("x ** -0.5", "x ** 1.5", "x ** (1/2)"):
+        out = eval_json("--engine", engine, source, "x=-inf")
+        assert (out["value"], out["grads"]["x"]) == ("nan", "nan"), source
+
+
+def test_scalar_division_is_one_node_with_the_tensor_engines_rules():
+    # The course's a * b**-1 gave x/x at 1e-300 the gradient -inf (b**-2 overflows); the
+    # true derivative is 0, and 1 / b - (a / b) / b gives it.
+    x = Value(1e-300)
+    y = x / x
+    y.backward()
+    assert (y.data, x.grad, y._op, len(y._prev)) == (1.0, 0.0, "/", 2)
+    z = Value(2.0)
+    w = 3.0 / z
+    w.backward()
+    assert (w.data, z.grad) == (1.5, -0.75)
+
+
+# ---- attack report D7 ----------------------------------------------------------------------------
+
+
+def test_cross_entropy_of_a_certain_class_is_plus_zero():
+    out = eval_json("cross_entropy(z, [0])", "z=[[1e308, -1e308]]")
+    assert out["value"] == 0.0 and math.copysign(1, out["value"]) == 1.0  # torch prints 0.0, not -0.0
+    assert out["grads"]["z"] == [[0.0, 0.0]]
+
+
+@pytest.mark.parametrize("x, value, gradient", [
+    # An exact zero wins over an overflow: the true product is 0 (NumPy and torch: nan).
+    ("[1e200, 1e200, 0]", 0.0, [0.0, 0.0, "inf"]),
+    ("[1e200, 1e200, 0, 5]", 0.0, [0.0, 0.0, "inf", 0.0]),
+    ("[1e200, -1e200, 0]", -0.0, [0.0, 0.0, "-inf"]),
+    ("[1e200, 1e200, 0, 0]", 0.0, [0.0, 0.0, 0.0, 0.0]),
+    # An infinite or nan factor times 0 has no value: nan, as in NumPy and torch.
+    ("[inf, 0]", "nan", [0.0, "inf"]),
+    ("[nan, 1e200, 1e200, 0]", "nan", [0.0, "nan", "nan", "nan"]),  # d/dx0 = 1e200 * 1e200 * 0 = 0
+])
+def test_prod_with_a_zero_and_an_overflow_is_zero(x, value, gradient):
+    out = eval_json("prod(x)", f"x={x}")
+    assert out["value"] == value and math.copysign(1, _json_number(out["value"])) == math.copysign(1, _json_number(value))
+    assert out["grads"]["x"] == gradient
+
+
+def test_prod_with_a_zero_and_an_overflow_differentiates_twice():
+    x = leaf([1e200, 1e200, 0.0, 5.0])
+    [g] = grad(ops.prod(x), [x], create_graph=True)
+    assert g.data.tolist() == [0.0, 0.0, inf, 0.0]
+    # d2/dx2 summed against u: row k of the Hessian is the product of all but k and l.
+    [h] = grad(g[3], [x])
+    assert h.data.tolist() == [0.0, 0.0, inf, 0.0]
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_of_nothing_names_the_op_in_plain_words(name):
+    done = gradcalc("eval", f"{name}(x)", "x=zeros(0)")
+    assert done.returncode == 2 and "internal error" not in done.stderr
+    assert f"{name} of an empty tensor has no value" in done.stderr
+    assert "identity" not in done.stderr and "zero-size array" not in done.stderr

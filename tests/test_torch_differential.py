@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad
 
-from .oracles import DIFFERS_FROM_TORCH, EDGE_POINTS, NOT_IN_TORCH, TORCH, TorchOracle
+from .oracles import DIFFERS_FROM_TORCH, EDGE_POINTS, NOT_IN_TORCH, SAME_AS_TORCH, TORCH, TorchOracle
 
 torch = pytest.importorskip("torch")
 
@@ -202,12 +202,20 @@ def evaluate(expr: Any, env: dict[str, Any], call: Any) -> Any:
     return call(kind, inside, spec.params)
 
 
+def ours_away_from_kinks(name: str, x: Any, params: dict[str, Any] = {}) -> Any:
+    """REGISTRY[name](x), for points where x is not on the op's kink (elu at 0 has two
+    second derivatives, and torch picks the other one)."""
+    op = REGISTRY[name]
+    assume(away_from_kinks(op, [x.data], params))
+    return op(x, **params)
+
+
 @settings(max_examples=60)
 @given(expr=expressions(), point=st.tuples(st.floats(-2, 2), st.floats(-2, 2)))
 def test_random_composites_match_torch_to_second_order(expr, point):
     ours_env = {k: Tensor([v, v / 2 + 0.3], requires_grad=True) for k, v in zip("ab", point)}
     theirs_env = {k: torch_of([v, v / 2 + 0.3], requires_grad=True) for k, v in zip("ab", point)}
-    ours = evaluate(expr, ours_env, lambda name, x, params={}: REGISTRY[name](x, **params))
+    ours = evaluate(expr, ours_env, ours_away_from_kinks)
     theirs = evaluate(expr, theirs_env, lambda name, x, params={}: TORCH[name].fn(torch, x, **params))
     assert_close(ours.data, theirs.detach().numpy(), f"{expr}")
     ours_g = grad(ours.sum(), [ours_env["a"], ours_env["b"]], create_graph=True)
@@ -245,3 +253,36 @@ def test_listed_differences_from_torch_are_real(case):
     arrays = [np.asarray(x, dtype=float) for x in inputs]
     with pytest.raises(AssertionError):
         compare_op(op, TORCH[name], arrays, params, differentiated(op, arrays), order=order, exact=True)
+
+
+def edge_table_rows() -> list[list[str]]:
+    """The cells of docs/language.md's "Conventions at edge points" table."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "language.md").read_text()
+    section = text.split("## Conventions at edge points")[1].split("\n## ")[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| case")]
+    return [[cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in lines]
+
+
+def test_every_same_row_of_the_edge_table_is_checked_against_torch():
+    same = [cells[0] for cells in edge_table_rows() if cells[-1].startswith("same")]
+    assert len(same) > 20
+    assert sorted(same) == sorted(SAME_AS_TORCH), "tests/oracles.py SAME_AS_TORCH must list exactly the rows that say 'same'"
+
+
+@pytest.mark.parametrize("row", sorted(SAME_AS_TORCH))
+def test_edge_table_row_marked_same_agrees_with_torch(row):
+    for name, inputs, params, *order in SAME_AS_TORCH[row]:
+        op = REGISTRY[name]
+        arrays = [np.asarray(x, dtype=float) for x in inputs]
+        compare_op(op, TORCH[name], arrays, params, differentiated(op, arrays), order=order[0] if order else 2)
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_a_nan_input_gives_nan_as_in_torch(name):
+    # The edge table's "any nan input to an op": nan out in both, except sign (torch: 0).
+    nan = math.nan
+    ours = REGISTRY[name](Tensor([nan]), **REGISTRY[name].check.params).data
+    theirs = numpy_of(TORCH[name].fn(torch, torch_of([nan]), **REGISTRY[name].check.params))
+    assert np.isnan(ours).all() and np.isnan(theirs).all(), name

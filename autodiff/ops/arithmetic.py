@@ -49,7 +49,13 @@ def _neg(x: Any) -> Any:
 
 
 def _pow(a: Any, b: Any) -> Any:
-    return a**b
+    out = a**b
+    # A negative base to a fractional power is nan, -inf included: C99's pow, which NumPy
+    # follows for array exponents, gives (-inf) ** 0.5 = inf and (-inf) ** -0.5 = 0.
+    if np.isrealobj(a) and np.isrealobj(b) and np.any(np.asarray(a) == -np.inf):
+        fractional = np.isfinite(b) & (b != np.round(b))
+        out = np.where((np.asarray(a) == -np.inf) & fractional, np.nan, out)
+    return out
 
 
 def _matmul(a: Any, b: Any) -> Any:
@@ -87,9 +93,22 @@ def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     # derivative of a**0 is 0 (PyTorch's convention too); writing it b * a**1 there gives 0
     # and keeps every higher derivative of a polynomial finite at 0:
     # x**2 -> 2 x**1 -> 2 x**0 -> 0 * x**1 -> 0.
-    zero_zero = (m.raw(a) == 0) & (m.raw(b) == 0)
+    raw_a, raw_b = m.raw(a), m.raw(b)
+    zero_zero = (raw_a == 0) & (raw_b == 0)
     exponent = b - 1 if not zero_zero.any() else m.where(zero_zero, 1.0, b - 1)
-    return masked(m, g, g * (b * a**exponent))
+    slope = b * a**exponent
+    # A negative base with a fractional exponent has no derivative (NumPy's (-inf) ** -0.5
+    # is 0, which would say 0).
+    if np.isrealobj(raw_a) and np.isrealobj(raw_b):
+        no_real = (raw_a < 0) & np.isfinite(raw_b) & (raw_b != np.round(raw_b))
+        slope = m.where(no_real, np.nan, slope) if no_real.any() else slope
+    out = masked(m, g, g * slope)
+    # a**0 is the constant 1, so it passes exactly 0 back, also where g * 0 * a**-1 is nan:
+    # at a = nan, or g = inf (x**0 / x at 0). PyTorch and the scalar engine do the same.
+    lost = (raw_b == 0) & np.isnan(m.raw(out))
+    if lost.any():
+        out = m.where(lost, 0.0, out)
+    return out
 
 
 def _pow_dexponent(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:

@@ -123,7 +123,8 @@ def _cross_entropy(logits: Any, target: Any, label_smoothing: float = 0.0, reduc
     # Only the terms with a non-zero target count (0 * log 0 is 0 here, not nan), so a
     # -inf logit for a class that is not the target costs nothing, as in PyTorch.
     t = smoothed(probs, label_smoothing)
-    per_item = -np.sum(np.where(t != 0, t * log_p, 0.0), axis=-1)
+    # 0 - sum, not -sum: a certain prediction costs +0.0, as in PyTorch, not -0.0.
+    per_item = 0.0 - np.sum(np.where(t != 0, t * log_p, 0.0), axis=-1)
     return reduce_loss(per_item, reduction)
 
 

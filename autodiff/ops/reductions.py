@@ -7,6 +7,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ShapeError
 from ..registry import Check, defop
+from .arithmetic import masked
 
 RED = "reduction"
 Axis = int | tuple[int, ...] | None
@@ -72,15 +73,43 @@ def _mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
 
 
 def _prod(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return np.prod(x, axis=checked_axis("prod", axis, np.ndim(x)), keepdims=keepdims)
+    axis = checked_axis("prod", axis, np.ndim(x))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return zero_wins(np.prod(x, axis=axis, keepdims=keepdims), x, axis, keepdims)
+
+
+def zero_wins(product: Any, x: Any, axis: Axis, keepdims: bool) -> Any:
+    """`product` (x's product over axis), with 0 where it came out nan only because a
+    partial product overflowed to inf before meeting an exact 0: prod([1e200, 1e200, 0])
+    is 0, while NumPy and PyTorch multiply in order and give inf * 0 = nan. A slice with
+    a nan or an infinite factor keeps nan (inf * 0 has no value). The zero's sign is the
+    product of the signs."""
+    lost = np.isnan(product)
+    if not lost.any():
+        return product
+    factors = np.asarray(x)
+    lost &= np.any(factors == 0, axis=axis, keepdims=keepdims) & np.all(np.isfinite(factors), axis=axis, keepdims=keepdims)
+    if np.iscomplexobj(factors):
+        zero = np.zeros_like(product)
+    else:
+        zero = np.copysign(0.0, np.prod(np.where(np.signbit(factors), -1.0, 1.0), axis=axis, keepdims=keepdims))
+    return np.where(lost, zero, product)
 
 
 def _max(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return np.max(x, axis=checked_axis("max", axis, np.ndim(x)), keepdims=keepdims)
+    return _extreme(np.max, "max", x, axis, keepdims)
 
 
 def _min(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return np.min(x, axis=checked_axis("min", axis, np.ndim(x)), keepdims=keepdims)
+    return _extreme(np.min, "min", x, axis, keepdims)
+
+
+def _extreme(pick: Any, op: str, x: Any, axis: Axis, keepdims: bool) -> Any:
+    axis = checked_axis(op, axis, np.ndim(x))
+    if any(np.shape(x)[a] == 0 for a in normalize_axes(axis, np.ndim(x))):
+        # NumPy says "zero-size array to reduction operation maximum which has no identity".
+        raise ShapeError(f"{op} of an empty tensor has no value (input shape {np.shape(x)}): there is no element to pick")
+    return pick(x, axis=axis, keepdims=keepdims)
 
 
 def _count(shape: tuple[int, ...], axis: Axis) -> int:
@@ -115,9 +144,12 @@ mean = defop(
 def _prod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     # d prod / d x_k is the product of the other elements: ans / x_k when no element is 0,
     # else computed without dividing, so zeros give exact answers (prod([0, 2, 3]) -> [6, 0, 0]).
+    # A slice whose gradient is 0 passes exactly 0 back, also where the product of the
+    # others overflowed to inf (0 * inf is not nan here; see masked).
+    spread = expand_reduced(m, g, x.shape, axis)
     if np.all(m.raw(x) != 0):
-        return expand_reduced(m, g * ans, x.shape, axis) / x
-    return expand_reduced(m, g, x.shape, axis) * _product_of_others(m, x, axis)
+        return masked(m, spread, expand_reduced(m, g * ans, x.shape, axis) / x)
+    return masked(m, spread, spread * _product_of_others(m, x, axis))
 
 
 def _product_of_others(m: Any, x: Any, axis: Axis) -> Any:
@@ -138,7 +170,14 @@ def _product_of_others(m: Any, x: Any, axis: Axis) -> Any:
         ones = np.ones(lead + (1,), dtype=flat.dtype)
         left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
         right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
-        others = left * right
+        with np.errstate(over="ignore", invalid="ignore"):
+            others = left * right
+        # As in the forward: an exact 0 among the others wins over their overflow.
+        if np.isnan(others).any():
+            rest_zeros = np.sum(flat == 0, axis=-1, keepdims=True) - (flat == 0) > 0
+            infinite = ~np.isfinite(flat)
+            rest_finite = np.sum(infinite, axis=-1, keepdims=True) - infinite == 0
+            others = np.where(np.isnan(others) & rest_zeros & rest_finite, 0.0, others)
     else:
         rows = m.where(np.eye(n, dtype=bool), 1.0, m.reshape(flat, shape=lead + (1, n)))
         others = m.prod(rows, axis=-1)
