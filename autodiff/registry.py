@@ -236,10 +236,22 @@ def lookup(name: str) -> OpDef | None:
 # ---- the wiring -----------------------------------------------------------------------
 
 
+# PyTorch's names for NumPy's parameters, accepted as they are: sum(x, dim=1, keepdim=True).
+SPELLINGS = {"dim": "axis", "keepdim": "keepdims"}
+
+
 def _bind_params(op: OpDef, extra: tuple[Any, ...], params: dict[str, Any]) -> dict[str, Any]:
-    """Turn positional arguments after the tensor inputs into named parameters."""
+    """Turn positional arguments after the tensor inputs into named parameters, and
+    PyTorch's spellings into the op's own names."""
     params = dict(params)
+    for spelling, name in SPELLINGS.items():
+        if spelling in params and name in op.param_names and spelling not in op.param_names:
+            if name in params:
+                raise ArgumentError(f"{op.signature}: {name} given twice (as {spelling}= and {name}=)")
+            params[name] = params.pop(spelling)
     if op.variadic_param is not None:
+        if not extra:
+            return params
         if op.variadic_param in params:
             raise ArgumentError(f"{op.signature}: {op.variadic_param} given twice")
         # `reshape(x, 2, 3)` and `reshape(x, (2, 3))` both mean shape (2, 3).
@@ -248,7 +260,10 @@ def _bind_params(op: OpDef, extra: tuple[Any, ...], params: dict[str, Any]) -> d
         params[op.variadic_param] = extra
         return params
     if len(extra) > len(op.param_names):
-        raise ArgumentError(f"{op.signature} takes at most {len(op.param_names)} parameters after its inputs, got {len(extra)}")
+        n_in = op.n_in or 0
+        most, got = n_in + len(op.param_names), n_in + len(extra)
+        bound = "at most " if op.param_names else ""
+        raise ArgumentError(f"{op.signature} takes {bound}{most} argument{'s' * (most != 1)}, got {got}")
     for pname, value in zip(op.param_names, extra):
         if pname in params:
             raise ArgumentError(f"{op.signature}: {pname} given twice")
@@ -315,10 +330,12 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         if len(args) < op.n_in:
             raise ArgumentError(f"{op.signature} needs {op.n_in} input{'s' * (op.n_in != 1)}, got {len(args)}")
         tensor_args, extra = args[: op.n_in], args[op.n_in :]
-    if extra:
+    if extra or (params and not SPELLINGS.keys().isdisjoint(params)):
         params = _bind_params(op, extra, params)
     inputs = tuple([a if type(a) is Tensor else Tensor(a) for a in tensor_args])
-    arrays = [t.data for t in inputs]
+    # Booleans (what comparisons give) enter every op as float64 0 and 1, as in PyTorch's
+    # promotion: True + True is 2, and no forward has to handle bool arrays.
+    arrays = [t.data if t.data.dtype is not _BOOL else t.data.astype(np.float64) for t in inputs]
     if op.out_shape is not None:
         _refuse_oversized(op, arrays, params)
     elif len(arrays) > 1:
@@ -369,6 +386,7 @@ def _grad_enabled_for(inputs: tuple[Tensor, ...]) -> bool:
 
 
 _NATIVE = (np.dtype(np.float64), np.dtype(np.complex128))
+_BOOL = np.dtype(np.bool_)
 
 
 def _as_output(out: Any) -> np.ndarray:

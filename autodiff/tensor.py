@@ -38,11 +38,12 @@ def no_grad() -> Any:
 
 
 def to_array(value: Any) -> np.ndarray:
-    """float64 for everything real (ints and bools included), complex128 for complex."""
+    """float64 for every real number (ints included), complex128 for complex, and bool
+    for booleans (comparisons give them; ops take them as 0.0 and 1.0, see apply)."""
     if isinstance(value, Tensor):
         return value.data
     array = np.asarray(value)
-    if array.dtype == np.float64 or array.dtype == np.complex128:
+    if array.dtype == np.float64 or array.dtype == np.complex128 or array.dtype == np.bool_:
         return array
     if np.iscomplexobj(array):
         return array.astype(np.complex128)
@@ -58,9 +59,13 @@ class Tensor:
     for a leaf);
     `grad` is a NumPy array filled by `backward()` for leaves that require grad and for
     tensors that called `retain_grad()`.
+    `detached` marks a constant cut from a graph (`detach(x)`, or an op without gradient
+    applied to values with one, such as `x > 0`): the language keeps it a constant when
+    it is given a name, where a constant typed by the user becomes a variable.
+    `x.detach()` is the registry's `detach` op (ops/comparisons.py).
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "_prev", "op", "params", "name", "retains_grad")
+    __slots__ = ("data", "grad", "requires_grad", "_prev", "op", "params", "name", "retains_grad", "detached")
     # Makes `ndarray * Tensor` call Tensor.__rmul__ instead of NumPy looping over the tensor.
     __array_priority__ = 1000
 
@@ -72,6 +77,7 @@ class Tensor:
     params: dict[str, Any] | None
     name: str | None
     retains_grad: bool
+    detached: bool
 
     def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
         self.data = to_array(data)
@@ -82,6 +88,7 @@ class Tensor:
         self.params = None
         self.name = name
         self.retains_grad = False
+        self.detached = False
 
     @classmethod
     def _from_op(
@@ -97,6 +104,7 @@ class Tensor:
         t.params = params
         t.name = None
         t.retains_grad = False
+        t.detached = False
         return t
 
     # ---- array facts -------------------------------------------------------------
@@ -175,10 +183,6 @@ class Tensor:
 
     def zero_grad(self) -> None:
         self.grad = None
-
-    def detach(self) -> Tensor:
-        """The same data as a new leaf that does not require grad."""
-        return Tensor(self.data)
 
     def requires_grad_(self, flag: bool = True) -> Tensor:
         self.requires_grad = flag

@@ -19,10 +19,12 @@ from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import TensorBackend
 
 
-def analyse(session: Session, value: Any, wrt: list[str] | None = None, code: list[Any] | None = None) -> Analysis:
+def analyse(
+    session: Session, value: Any, wrt: list[str] | None = None, code: list[Any] | None = None, always: list[str] | None = None,
+) -> Analysis:
     """`analyze` plus notes about inf and nan; `code` (the statement's) lets a result made
-    from constants alone be traced to its op."""
-    analysis = analyze(value, wrt, session.variables)
+    from constants alone be traced to its op; `always` as for analyze."""
+    analysis = analyze(value, wrt, session.variables, always)
     gradients_finite = all(_finite(g) for g in analysis.grads.values())
     analysis.notes += nonfinite_notes(analysis.output, lambda: _retrace(session, code) if code is not None else None, gradients_finite)
     analysis.nonfinite = None  # said in the notes

@@ -77,14 +77,14 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression.
 
     Gradients are reported for every bound name (0 for one the output does not use) and
-    for every other variable in the output's graph, unless `wrt` names them. An error in
-    a binding is a BindingError."""
+    for every other named value in the output's graph (see analyze), unless `wrt` names
+    them. An error in a binding is a BindingError."""
     from gradcalc.parser import ExpressionResult, LanguageError, Session, compile_program
-    from gradcalc.parser.analysis import variables_in
 
+    from . import render
     from .diagnosis import analyse
 
-    session = Session(engine=engine)
+    session = Session(engine=engine, on_warning=render.warn)
     bound: set[str] = set()
     for binding in bindings:
         bind(session, binding, bound)
@@ -95,11 +95,8 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     results = [r for r in session.run(program) if isinstance(r, ExpressionResult)]
     if not results:
         raise LanguageError("argument", "nothing to show: the last statement assigns; end with an expression")
-    output = results[-1].value
-    if wrt is None and hasattr(output, "_prev"):
-        wrt = names + [leaf.name for leaf in variables_in(output) if leaf.name not in names]
     code = next((s.code for s in program.statements if s.span == results[-1].span), None)
-    return analyse(session, output, wrt, code)
+    return analyse(session, results[-1].value, wrt, code, always=names)
 
 
 @app.command("eval")
@@ -188,7 +185,7 @@ def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, sty
     code = 0
     bound, last = bound_or_exit(bindings or [], engine), None
     for origin, source in sources:
-        session = Session(engine=engine, on_check=make_check_handler(), base_dir=script_folder(origin))
+        session = Session(engine=engine, on_check=make_check_handler(), base_dir=script_folder(origin), on_warning=render.warn)
         apply_bindings(session, bound)
         try:
             program = compile_program(source)

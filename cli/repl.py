@@ -89,7 +89,7 @@ class Repl:
 
     @staticmethod
     def _new_session(engine: str) -> Session:
-        return Session(engine=engine, on_check=make_check_handler())
+        return Session(engine=engine, on_check=make_check_handler(), on_warning=render.warn, switch_engine=":engine {engine}")
 
     def words(self) -> list[str]:
         """What completion offers: names, functions, methods and :commands."""

@@ -11,15 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian
+from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order
 from gradcalc.autodiff.limits import check_size
-from gradcalc.autodiff.registry import OpDef
+from gradcalc.autodiff.registry import SPELLINGS, OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
 
 from .errors import LanguageError
 
-CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
-ATTRIBUTES = ("T", "shape", "ndim", "size")
+CONSTANTS: dict[str, float | bool] = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "true": True, "false": False}
+ATTRIBUTES = ("T", "mT", "shape", "ndim", "size")
 AUTODIFF_FUNCTIONS = {
     "grad": "grad(y, x): dy/dx (of the sum of y if it is not a scalar); differentiable again",
     "jacobian": "jacobian(y, x): dy/dx with shape y.shape + x.shape",
@@ -44,8 +44,12 @@ def public_ops() -> dict[str, OpDef]:
 
 def to_param(value: Any, what: str) -> Any:
     """A language value as an op parameter: a whole number as int, a vector as a tuple."""
-    if isinstance(value, (str, tuple)) or value is None:
+    if isinstance(value, str) or value is None:
         return value
+    if value is Ellipsis:
+        raise LanguageError("argument", f"{what} cannot be ...: it only indexes, as in x[..., 0]")
+    if isinstance(value, tuple):
+        raise LanguageError("argument", f"{what} must be a number or a list of numbers, got {len(value)} results")
     data = np.asarray(value.data if isinstance(value, (Tensor, Value)) else value)
     if data.ndim > 1:
         raise LanguageError("argument", f"{what} must be a number or a list of numbers, got a tensor of shape {data.shape}")
@@ -56,10 +60,105 @@ def to_param(value: Any, what: str) -> Any:
     return items_py[0] if data.ndim == 0 else tuple(items_py)
 
 
+def _param(op: OpDef, name: str | None, value: Any) -> Any:
+    """One parameter of a call, checked by what its name says it is."""
+    where = f"{op.name}: {name or 'parameter'}"
+    rule = _PARAMETERS.get(name or "")
+    param = to_param(value, where)
+    if rule is None or param is None:
+        return param
+    accepts, valid, lists = rule
+    items = param if isinstance(param, tuple) and lists else (param,)
+    if not all(valid(item) for item in items):
+        raise LanguageError("argument", f"{where} must be {accepts}, got {_shown(value)}")
+    return bool(param) if name in ("keepdims", "keepdim") else param
+
+
+# max(x, 0) is the larger of two values in Python and the largest element along axis 0
+# in NumPy; numbers here carry no int/float type to tell them apart, so max and min take
+# their axis by keyword only, and a second positional argument says which op to write.
+_EXTREMES = {"max": ("maximum", "larger", "largest"), "min": ("minimum", "smaller", "smallest")}
+
+
+def _ambiguous_extreme(op: OpDef, x: Any, second: Any) -> LanguageError:
+    elementwise, pairwise, overall = _EXTREMES[op.name]
+    use = f"use {elementwise}(a, b) for the elementwise {pairwise} of two values"
+    if isinstance(second, Tensor) and (second.ndim or second.requires_grad):
+        return LanguageError("argument", f"{op.name}(x, y) with a tensor y: {use}; {op.name} takes one tensor, and its axis by keyword ({op.name}(x, axis=0))")
+    shown = _shown(second)
+    if isinstance(x, Tensor) and x.ndim == 0:
+        return LanguageError("argument", f"{op.name}(x, {shown}): a scalar has no axis; {use}")
+    return LanguageError(
+        "argument", f"{op.name}(x, {shown}): an axis or a value? write {op.name}(x, axis={shown}) for the {overall} "
+        f"element along an axis, or {use}",
+    )
+
+
+def _whole_number(item: Any) -> bool:
+    return isinstance(item, int) and not isinstance(item, bool)
+
+
+# What a parameter accepts, by its name: the words for the message, the test of one
+# number, and whether a list of such numbers is accepted too.
+_PARAMETERS: dict[str, tuple[str, Any, bool]] = {
+    "axis": ("a whole number or a list of whole numbers", _whole_number, True),
+    "axis1": ("a whole number", _whole_number, False),
+    "axis2": ("a whole number", _whole_number, False),
+    "keepdims": ("true or false", lambda v: v in (0, 1), False),
+    "seed": ("a whole number from 0 up", lambda v: _whole_number(v) and v >= 0, False),
+    "decimals": ("a whole number", _whole_number, False),
+    "sections": ("a positive whole number or a list of whole-number indices", _whole_number, True),
+    "shape": ("whole numbers", _whole_number, True),
+}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    data = np.asarray(getattr(value, "data", value))
+    return format(data.item(), "g") if data.ndim == 0 else f"a tensor of shape {data.shape}"
+
+
+class TensorList(tuple):
+    """A list literal whose items do not stack into one tensor ([a, b] with shapes (2,)
+    and (3,)): usable only as the inputs of concatenate or stack."""
+
+    def error(self) -> LanguageError:
+        shapes = {tuple(np.shape(i.data)) for i in self}
+        listed = " and ".join(str(s) for s in sorted(shapes, key=len))
+        return LanguageError("shape", f"ragged tensor literal: its elements have shapes {listed} "
+                                      f"(a list of unequal tensors is only the inputs of concatenate or stack)")
+
+
+_JOINS = frozenset({"concatenate", "stack"})
+
+
+def _sequence(value: Any) -> list[Any]:
+    """One argument of concatenate or stack as NumPy reads it: a sequence of tensors, the
+    slices along its first axis. A list literal [a, b] gives back a and b themselves
+    (unequal shapes arrive as a TensorList; equal ones were stacked by the literal)."""
+    if isinstance(value, TensorList):
+        return list(value)
+    if not isinstance(value, Tensor) or value.ndim == 0:
+        raise LanguageError("argument", "concatenate and stack take tensors, or one list of them: concatenate([a, b])")
+    stack_op = REGISTRY["stack"]
+    if value.op is stack_op and value.params == {} and len(value.parents) == len(value.data):
+        return list(value.parents)  # the literal's own items: no extra nodes in the graph
+    if not value.requires_grad:
+        return [_cut(Tensor(row), (value,)) for row in value.data]
+    return [value[i] for i in range(len(value.data))]
+
+
 def _index_part(part: Any) -> Any:
-    if part is None or isinstance(part, slice):
+    if part is None or part is Ellipsis or isinstance(part, slice):
         return part
+    if isinstance(part, str):
+        raise LanguageError("argument", f"an index must be a whole number, a slice, a list of whole numbers or a mask, not the string {part!r}")
+    if isinstance(part, tuple):
+        raise LanguageError("argument", f"an index must be a whole number, a slice, a list of whole numbers or a mask, not {len(part)} results; pick one with [k]")
     data = np.asarray(part.data)
+    if data.dtype == np.bool_:
+        return data  # a mask selects, as in NumPy (x[x > 0])
     if data.ndim == 0:
         if not float(data.real).is_integer():
             raise LanguageError("argument", f"an index must be a whole number, got {data.item()!r}")
@@ -67,6 +166,50 @@ def _index_part(part: Any) -> Any:
     if not np.all(np.equal(np.mod(data.real, 1), 0)):
         raise LanguageError("argument", "an index tensor must hold whole numbers")
     return data.real.astype(np.intp)
+
+
+_WITH_RESPECT_TO = "x must be a variable (a name given a value, as in x = 3) or a named value that y was computed from"
+
+
+def _check_differentiable(usage: str, y: Tensor, x: Any) -> None:
+    """What grad(y, x) may differentiate by: a variable (zeros when y does not use it), or
+    a named intermediate (its adjoint, as retain_grad() gives). A constant has no
+    gradient, and an expression written in place (`grad(x**2, x*2)`) is a new node y
+    was not computed from, so both are errors rather than silent zeros."""
+    if not isinstance(x, Tensor):
+        raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}")
+    if not x.requires_grad:
+        what = "a constant made by detach() or an op without gradient" if x.detached else "a constant"
+        raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}; got {what}")
+    if x.is_leaf or x.name is not None:
+        return
+    if y.requires_grad and any(node is x for node in topological_order(y)):
+        return  # a function's parameter bound to an intermediate: y was computed from it
+    raise LanguageError(
+        "argument", f"{usage}: {_WITH_RESPECT_TO}; got an expression computed in place, which y does not depend on "
+        f"(name it first: h = x * 2, then use h in y and in grad(y, h))",
+    )
+
+
+# Methods in the language beyond the ops bound to Tensor: the arithmetic ops, as in
+# PyTorch (x.pow(2), x.add(y), x.matmul(W)), and item (Tensor.item is Python's float).
+LANGUAGE_METHODS = frozenset({"item"})
+
+
+def _is_method(op: OpDef) -> bool:
+    return op.method or op.category == "arithmetic" or op.name in LANGUAGE_METHODS
+
+
+def _cut(result: Any, inputs: Any, always: bool = False) -> Any:
+    """Mark a result without gradient as `detached` (a constant that stays a constant
+    when named) when it was computed from values with gradients or from detached ones,
+    or `always` (ops without gradient that take tensors: x > 0, floor, detach)."""
+    for t in result if isinstance(result, tuple) else (result,):
+        if isinstance(t, Tensor) and not t.requires_grad and (
+            always or any(isinstance(i, Tensor) and (i.requires_grad or i.detached) for i in inputs)
+        ):
+            t.detached = True
+    return result
 
 
 class TensorBackend:
@@ -78,19 +221,23 @@ class TensorBackend:
         return Tensor(value)
 
     def variable(self, value: Any, name: str) -> Any:
-        """The value bound to a name: a constant becomes a leaf that requires grad."""
+        """The value bound to a name. A constant the user gave (a number, a literal, a
+        constructor's result) becomes a leaf that requires grad: a variable. A constant
+        cut from a graph (`detached`: detach(x), x > 0) and a boolean stay constants."""
         if isinstance(value, Tensor):
-            if value.op is None and not (value.requires_grad and value.name):
+            user_constant = value.op is None and not value.detached and value.data.dtype != np.bool_
+            if user_constant and not (value.requires_grad and value.name):
                 return Tensor(value.data, requires_grad=True, name=name)
             if value.name is None:
                 value.name = name
         return value
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
-        return REGISTRY[op](a, b)
+        op_def = REGISTRY[op]
+        return _cut(op_def(a, b), (a, b), not op_def.has_gradient)
 
     def unary(self, op: str, a: Any) -> Any:
-        return -a if op == "neg" else a
+        return _cut(-a, (a,)) if op == "neg" else a
 
     def truth(self, value: Any) -> bool:
         data = np.asarray(value.data)
@@ -105,7 +252,7 @@ class TensorBackend:
         return Tensor(data)
 
     def method_names(self) -> list[str]:
-        return sorted(name for name, op in public_ops().items() if op.method)
+        return sorted(name for name, op in public_ops().items() if _is_method(op))
 
     def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name in AUTODIFF_FUNCTIONS:
@@ -117,7 +264,7 @@ class TensorBackend:
 
     def method(self, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         op = public_ops().get(name)
-        if op is None or not op.method:
+        if op is None or not _is_method(op):
             raise LanguageError("name", f"tensors have no method {name!r}")
         return self._apply(op, [target, *args], kwargs)
 
@@ -125,37 +272,58 @@ class TensorBackend:
         n_in = len(args) if op.n_in is None else op.n_in
         if len(args) < n_in:
             raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
-        params = [to_param(v, f"{op.name}: parameter {i + 1}") for i, v in enumerate(args[n_in:], start=n_in)]
+        if op.name in _JOINS and len(args) == 1:
+            args = _sequence(args[0])  # concatenate([a, b]): the list is the inputs, as in NumPy
+            n_in = len(args)
+        for arg in args:
+            if isinstance(arg, TensorList):
+                raise arg.error()
         known = set(op.param_names) | ({op.variadic_param} if op.variadic_param else set())
         for key in kwargs:
-            if key not in known:
+            if key not in known and SPELLINGS.get(key) not in known:
                 raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
-        named = {k: to_param(v, f"{op.name}: {k}") for k, v in kwargs.items()}
-        return op(*args[:n_in], *params, **named)
+        extra = args[n_in:]
+        if extra and op.name in _EXTREMES:
+            raise _ambiguous_extreme(op, args[0], extra[0])
+        names: list[str | None] = [op.variadic_param] * len(extra) if op.variadic_param else list(op.param_names)
+        names += [None] * (len(extra) - len(names))  # too many: _bind_params says so
+        params = [_param(op, name, value) for name, value in zip(names, extra)]
+        named = {key: _param(op, SPELLINGS.get(key, key), value) for key, value in kwargs.items()}
+        return _cut(op(*args[:n_in], *params, **named), args[:n_in], not op.has_gradient and n_in > 0)
 
     def _autodiff(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if len(args) != 2 or kwargs:
-            raise LanguageError("argument", f"{AUTODIFF_FUNCTIONS[name]}: takes exactly two arguments")
+        usage = AUTODIFF_FUNCTIONS[name].split(":")[0]
+        if kwargs:
+            raise LanguageError("argument", f"{usage} takes no keyword arguments, got {', '.join(kwargs)}=")
+        if len(args) != 2:
+            raise LanguageError("argument", f"{usage} takes two arguments, the output y and the variable x; got {len(args)}")
         y, x = args
-        if not isinstance(x, Tensor) or not isinstance(y, Tensor):
-            raise LanguageError("argument", f"{name}: both arguments must be tensors")
+        if not isinstance(y, Tensor):
+            raise LanguageError("argument", f"{usage}: y must be a tensor")
+        _check_differentiable(usage, y, x)
         if name == "grad":
-            return grad(y, x, create_graph=True)
-        if name == "jacobian":
-            return jacobian(y, x, create_graph=True)
-        if y.size != 1:
+            result = grad(y, x, create_graph=True)
+        elif name == "jacobian":
+            result = jacobian(y, x, create_graph=True)
+        elif y.size != 1:
             raise LanguageError("shape", f"hessian needs a scalar output, got shape {y.shape}")
-        return hessian(y, x, create_graph=True)
+        else:
+            result = hessian(y, x, create_graph=True)
+        return _cut(result, args, always=True)  # a derivative that is constant is not a user's value
 
     def attribute(self, target: Any, name: str) -> Any:
         if not isinstance(target, Tensor):
             raise LanguageError("argument", f"only tensors have attributes, not {type(target).__name__}")
         if name == "T":
             return target.T
+        if name == "mT":
+            if target.ndim < 2:
+                raise LanguageError("shape", f".mT swaps the last two axes and needs 2 or more, got shape {target.shape}")
+            return target.mT
         if name == "shape":
-            return Tensor(np.array(target.shape, dtype=float))
+            return _cut(Tensor(np.array(target.shape, dtype=float)), (), always=True)
         if name in ("ndim", "size"):
-            return Tensor(float(getattr(target, name)))
+            return _cut(Tensor(float(getattr(target, name))), (), always=True)
         raise LanguageError("name", f"tensors have no attribute {name!r} (attributes: {', '.join(ATTRIBUTES)})")
 
     def index(self, target: Any, parts: list[Any]) -> Any:
@@ -167,34 +335,53 @@ class TensorBackend:
                 raise LanguageError("argument", f"index {k} is out of range for {len(target)} results")
             return target[k]
         index = tuple(_index_part(p) for p in parts)
-        return REGISTRY["getitem"](target, index=index[0] if len(index) == 1 else index)
+        return _cut(REGISTRY["getitem"](target, index=index[0] if len(index) == 1 else index), (target,))
 
     def tensor_literal(self, items: list[Any]) -> Any:
         if not items:
             return Tensor(np.zeros(0))
         shapes = {tuple(np.shape(i.data)) for i in items}
         if len(shapes) > 1:
-            listed = " and ".join(str(s) for s in sorted(shapes, key=len))
-            raise LanguageError("shape", f"ragged tensor literal: its elements have shapes {listed}")
+            return TensorList(items)  # an error unless it is the inputs of concatenate or stack
         check_size((len(items), *shapes.pop()), "tensor literal")
         if any(i.requires_grad for i in items):
             return REGISTRY["stack"](*items)
-        return Tensor(np.stack([i.data for i in items]))
+        return _cut(Tensor(np.stack([i.data for i in items])), items)
 
 
 _ARITHMETIC = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}
 _COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq, "ne": operator.ne}
 
 
+class DetachedValue(Value):
+    """The scalar engine's constant cut from a graph (detach(x), x > 0, or computed from
+    such constants): it stays a constant when named, like a detached Tensor."""
+
+    __slots__ = ()
+
+
+def _carry(result: Value, *operands: Any) -> Value:
+    """A result without gradient computed from a detached value is detached too."""
+    if not result.requires_grad and any(isinstance(o, DetachedValue) for o in operands):
+        return DetachedValue(result.data, requires_grad=False)
+    return result
+
+
+_DETACH = ("detach", "stop_gradient")
+
+
 class ScalarBackend:
     """The course's scalar engine: one node per number, eleven primitives and composites."""
 
     name = "scalar"
+    switch = "--engine tensor"  # how to switch to the tensor engine; the Session sets it
 
     def constant(self, value: float) -> Value:
         return Value(value, requires_grad=False)
 
     def variable(self, value: Any, name: str) -> Any:
+        if isinstance(value, DetachedValue):
+            return value
         if isinstance(value, Value) and (not value.requires_grad or (not value._prev and not value.name)):
             return Value(value.data, name=name)
         if isinstance(value, Value) and value.name is None:
@@ -203,40 +390,42 @@ class ScalarBackend:
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
         if op in _ARITHMETIC:
-            return _ARITHMETIC[op](a, b)
+            return _carry(_ARITHMETIC[op](a, b), a, b)
         if op == "pow":
             if b.requires_grad:  # a value computed from constants alone (-1, 1/2) is a constant
-                raise LanguageError("argument", "the scalar engine takes only constant exponents (x ** 2, not x ** y); use --engine tensor")
-            return a ** b.data
+                raise LanguageError("argument", f"the scalar engine takes only constant exponents (x ** 2, not x ** y); use {self.switch}")
+            return _carry(a ** b.data, a)
         if op in _COMPARISONS:  # a constant: comparisons carry no gradient
-            return Value(float(_COMPARISONS[op](a.data, b.data)), requires_grad=False)
-        raise LanguageError("argument", f"the scalar engine has no '{op}'; use --engine tensor")
+            return DetachedValue(float(_COMPARISONS[op](a.data, b.data)), requires_grad=False)
+        raise LanguageError("argument", f"the scalar engine has no '{op}'; use {self.switch}")
 
     def unary(self, op: str, a: Any) -> Any:
-        return -a if op == "neg" else a
+        return _carry(-a, a) if op == "neg" else a
 
     def truth(self, value: Any) -> bool:
         return value.data != 0
 
     def function_names(self) -> list[str]:
-        return sorted([*SCALAR_FUNCTIONS, "load"])
+        return sorted([*SCALAR_FUNCTIONS, *_DETACH, "load"])
 
     def from_array(self, data: np.ndarray) -> Value:
         if data.size != 1:
-            raise LanguageError("argument", f"the scalar engine holds single numbers, not shape {data.shape}; use --engine tensor")
+            raise LanguageError("argument", f"the scalar engine holds single numbers, not shape {data.shape}; use {self.switch}")
         return Value(float(data.reshape(())), requires_grad=False)
 
     def method_names(self) -> list[str]:
-        return sorted(SCALAR_FUNCTIONS)
+        return sorted([*SCALAR_FUNCTIONS, *_DETACH])
 
     def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name in _DETACH and len(args) == 1 and not kwargs:
+            return DetachedValue(args[0].data, requires_grad=False)
         if name not in SCALAR_FUNCTIONS:
             known = name in public_ops() or name in AUTODIFF_FUNCTIONS
-            hint = "; use --engine tensor" if known else ""
+            hint = f"; use {self.switch}" if known else ""
             raise LanguageError("name", f"{'the scalar engine has no function' if known else 'unknown function'} {name!r}{hint}")
         if len(args) != 1 or kwargs:
             raise LanguageError("argument", f"{name}(x) takes one argument")
-        return getattr(args[0], name)()
+        return _carry(getattr(args[0], name)(), args[0])
 
     def method(self, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         return self.call(name, [target, *args], kwargs)
@@ -245,10 +434,10 @@ class ScalarBackend:
         raise LanguageError("name", f"scalar values have no attribute {name!r}")
 
     def index(self, target: Any, parts: list[Any]) -> Any:
-        raise LanguageError("argument", "the scalar engine has no tensors to index; use --engine tensor")
+        raise LanguageError("argument", f"the scalar engine has no tensors to index; use {self.switch}")
 
     def tensor_literal(self, items: list[Any]) -> Any:
-        raise LanguageError("argument", "the scalar engine has no tensors; use --engine tensor")
+        raise LanguageError("argument", f"the scalar engine has no tensors; use {self.switch}")
 
 
 BACKENDS = {"tensor": TensorBackend, "scalar": ScalarBackend}

@@ -15,7 +15,7 @@ from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector
 
 from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
-from .backends import BACKENDS, CONSTANTS, ScalarBackend, TensorBackend
+from .backends import BACKENDS, CONSTANTS, ScalarBackend, TensorBackend, TensorList
 from .compiler import (
     ATTR, BINARY, CALL, CONST, INDEX, JUMP, JUMP_IF_FALSE, LOAD, METHOD, NONE, SLICE, STRING, SYMBOLS, TENSOR, UNARY,
     Instruction, Program, Statement, UserFunction, compile_program,
@@ -23,6 +23,10 @@ from .compiler import (
 from .errors import LanguageError, Span
 
 DEFAULT_MAX_CALL_DEPTH = 200
+# Words of the language's syntax: they cannot name a variable, a function or a parameter.
+KEYWORDS = frozenset({"if", "else", "def", "check", "wrt", "true", "false", "None"})
+# Words that stand for NumPy's index markers: x[None] adds an axis, x[..., 0] skips axes.
+_INDEX_WORDS: dict[str, Any] = {"None": None, "...": Ellipsis}
 
 
 @dataclass
@@ -48,7 +52,11 @@ class Session:
     """Variables, user functions and the engine, kept across programs (a REPL's state).
 
     `on_check` handles `check` statements; without one they are an error. `load("f.npy")`
-    reads files relative to `base_dir` (a script's folder).
+    reads files relative to `base_dir` (a script's folder). Warnings (a `def` that
+    shadows a built-in) go to `on_warning` when set, and are kept in `warnings` either
+    way. `switch_engine` is how the user switches engines where the session runs
+    (`--engine {engine}` on the command line, `:engine {engine}` in the REPL); messages
+    about what the scalar engine lacks quote it.
     """
 
     engine: str = "tensor"
@@ -57,11 +65,20 @@ class Session:
     max_call_depth: int = DEFAULT_MAX_CALL_DEPTH
     on_check: Callable[[Session, Statement, Any], Any] | None = None
     base_dir: Path = field(default_factory=Path)
+    on_warning: Callable[[str], Any] | None = None
+    switch_engine: str = "--engine {engine}"
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.engine not in BACKENDS:
             raise LanguageError("argument", f"unknown engine {self.engine!r}: choose tensor or scalar")
         self.backend: TensorBackend | ScalarBackend = BACKENDS[self.engine]()
+        self.backend.switch = self.switch_engine.format(engine="tensor")
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        if self.on_warning is not None:
+            self.on_warning(message)
 
     # ---- running -------------------------------------------------------------------
     def run_source(self, source: str) -> list[Any]:
@@ -96,7 +113,7 @@ class Session:
             raise statement.error
         if statement.kind == "def":
             assert statement.function is not None
-            self.functions[statement.function.name] = statement.function
+            self._define(statement.function)
             return None
         if statement.kind == "check":
             if self.on_check is None:
@@ -108,7 +125,19 @@ class Session:
             return None
         return ExpressionResult(value, statement.text, statement.span)
 
+    def _define(self, function: UserFunction) -> None:
+        for name in (function.name, *function.params):
+            _refuse_keyword(name)
+        name = function.name
+        if name not in self.functions and (name in self.backend.function_names() or name in CONSTANTS):
+            what = "constant" if name in CONSTANTS else "function"
+            self.warn(f"def {name} shadows the built-in {what} {name}: from here on, {name} means yours")
+        self.functions[name] = function
+
     def assign(self, name: str, value: Any) -> Any:
+        _refuse_keyword(name)
+        if value is None or value is Ellipsis:
+            raise LanguageError("value", f"{name} = {'None' if value is None else '...'}: None and ... only index, as in x[None] or x[..., 0]")
         bound = self.backend.variable(value, name)
         self.variables[name] = bound
         return bound
@@ -210,12 +239,15 @@ class Session:
         return stack.pop()
 
     def _load(self, name: str, local: dict[str, Any] | None) -> Any:
+        if name in _INDEX_WORDS:
+            return _INDEX_WORDS[name]
         if local is not None and name in local:
             return local[name]
         if name in self.variables:
             return self.variables[name]
         if name in CONSTANTS:
             return self.backend.constant(CONSTANTS[name])
+        _refuse_keyword(name)  # `wrt += 1`: a keyword read as a name
         if name in self.functions or name in self.backend.function_names():
             raise LanguageError("name", f"{name} is a function: call it, as in {name}(...)")
         known = [*(local or {}), *self.variables, *CONSTANTS]
@@ -227,7 +259,8 @@ class Session:
 
             return self.backend.from_array(load_call(args, kwargs, self.base_dir))
         try:
-            return self.backend.call(name, [self._operand(a, name) for a in args], kwargs)
+            # A ragged list literal goes to the backend as it is: concatenate([a, b]) takes it.
+            return self.backend.call(name, [a if isinstance(a, TensorList) else self._operand(a, name) for a in args], kwargs)
         except LanguageError as err:
             if err.kind == "name" and err.message.startswith("unknown function"):
                 err.message += _suggest(name, [*self.functions, *self.backend.function_names()])
@@ -243,13 +276,22 @@ class Session:
 
     @staticmethod
     def _operand(value: Any, where: str) -> Any:
+        if isinstance(value, TensorList):
+            raise value.error()
         if isinstance(value, str):
             raise LanguageError("argument", f"a string cannot be used with {where}")
+        if value is Ellipsis:
+            raise LanguageError("argument", f"... cannot be used with {where}: it only indexes, as in x[..., 0]")
         if isinstance(value, tuple):
             raise LanguageError("argument", f"{where} needs a tensor, got {len(value)} results: pick one with [k] or unpack them")
         if value is None:
             raise LanguageError("argument", f"{where} needs a value")
         return value
+
+
+def _refuse_keyword(name: str) -> None:
+    if name in KEYWORDS:
+        raise LanguageError("name", f"'{name}' is a keyword of the language and cannot be used as a name; choose another")
 
 
 def _whole(value: Any) -> int:

@@ -171,6 +171,12 @@ TORCH: dict[str, TorchOracle] = {
     "round": TorchOracle(_round, make=_rounding_input, variants=({"decimals": 1},)),
     "argmax": TorchOracle(_arg("argmax"), make=_rounding_input, variants=({"axis": 0}, {"axis": 1})),
     "argmin": TorchOracle(_arg("argmin"), make=_rounding_input, variants=({"axis": 0}, {"axis": -1})),
+    "detach": TorchOracle(lambda t, x: x.detach(), make=_rounding_input),
+    "item": TorchOracle(lambda t, x: x.detach().reshape(()), make=lambda rng: ([rng.uniform(-2, 2, (1, 1))], {})),
+    "len": TorchOracle(lambda t, x: t.tensor(float(len(x)), dtype=t.float64), make=_rounding_input),
+    # integer arithmetic (Python's // and %, torch's floor_divide and remainder)
+    "floor_divide": TorchOracle(lambda t, a, b: t.floor_divide(a, b), make=_unary_pair),
+    "remainder": TorchOracle(lambda t, a, b: t.remainder(a, b)),
     # constructors
     "zeros": TorchOracle(lambda t, *shape: t.zeros(*shape, dtype=t.float64), args=(2, 3)),
     "ones": TorchOracle(lambda t, *shape: t.ones(*shape, dtype=t.float64), args=(3,)),
@@ -215,6 +221,7 @@ TORCH: dict[str, TorchOracle] = {
     "reshape": TorchOracle(lambda t, x, shape: x.reshape(shape)),
     "flatten": TorchOracle(lambda t, x: x.reshape(-1)),
     "transpose": TorchOracle(_transpose, variants=({"axes": (1, 0)},)),
+    "swapaxes": TorchOracle(lambda t, x, axis1, axis2: t.swapaxes(x, axis1, axis2)),
     "broadcast_to": TorchOracle(lambda t, x, shape: x.broadcast_to(shape)),
     "getitem": TorchOracle(_getitem, variants=({"index": (np.array([0, 2, 0]),)}, {"index": (Ellipsis, 1)})),
     "concatenate": TorchOracle(lambda t, *xs, axis=0: t.cat(xs, dim=axis)),

@@ -199,7 +199,7 @@ def test_run_scripts_and_json_lines(tmp_path):
     lines = gradcalc("run", str(script), "--json").stdout.splitlines()
     objects = [json.loads(line) for line in lines]
     assert [o["value"] for o in objects] == [4.0, 8.0]
-    assert objects[1]["grads"] == {"x": 4.0}
+    assert objects[1]["grads"] == {"x": 4.0, "y": 1.0}  # y is named: its adjoint (docs/language.md, Named values)
 
 
 def test_run_reports_an_error_with_its_file_and_line(tmp_path):

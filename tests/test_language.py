@@ -148,6 +148,8 @@ SAMPLE_ARGS = {
     "concat": ["[1, 2]", "[3]"],
     "stack": ["[1, 2]", "[3, 4]"],
     "clip": ["[0.5, 2.0]", "0", "1"],
+    "swapaxes": ["[[1, 2], [3, 4]]", "0", "1"],
+    "item": ["[2.5]"],
     "mse": ["[1, 2]", "[1, 3]"],
 }
 
@@ -346,6 +348,10 @@ def test_an_error_keeps_earlier_variables():
 def test_scalar_engine_explains_what_it_cannot_do():
     assert "tensor" in error("[1, 2]", engine="scalar").message
     assert "--engine tensor" in error("x = 2; sin(x)", engine="scalar").message
+    # Where the session is a REPL, the hint is how to switch there.
+    with pytest.raises(LanguageError) as info:
+        Session(engine="scalar", switch_engine=":engine {engine}").run_source("x = 2; x ** x")
+    assert ":engine tensor" in info.value.message and "--engine" not in info.value.message
     assert value("x = 2; sigmoid(x) + x**2", engine="scalar") == pytest.approx(1 / (1 + math.exp(-2)) + 4)
 
 
@@ -425,11 +431,261 @@ def test_a_parsed_program_runs_again_at_new_values():
     assert analyze(second).grads["x"].item() == 3 * 9 + 2
 
 
+# ---- booleans ---------------------------------------------------------------------------------------
+
+
+def test_comparisons_give_booleans_and_a_mask_selects():
+    s = Session()
+    [mask, picked] = s.run_source("x = [1, 5, 2, 7]\nx > 3\nx[x > 3]")
+    assert mask.value.data.dtype == np.bool_ and mask.value.data.tolist() == [False, True, False, True]
+    assert picked.value.data.tolist() == [5.0, 7.0]  # not [1, 1, 1, 2, 2, 2] (0/1 used as indices)
+
+
+def test_a_masked_selection_scatters_its_gradient_back():
+    # d/dx sum(x[x > 3] ** 2) = 2x where x > 3, else 0
+    assert value("x = [1, 5, 2, 7]; grad(sum(x[x > 3] ** 2), x)") == [0.0, 10.0, 0.0, 14.0]
+    assert value("M = [[1, -2], [-3, 4]]; grad(sum(M[M < 0] * 3), M)") == [[0.0, 3.0], [3.0, 0.0]]
+    assert value("x = [1, 2, 3]; x[[true, false, true]]") == [1.0, 3.0]
+
+
+def test_arithmetic_on_booleans_gives_float64():
+    assert value("x = [1, 5]; (x > 3) + (x > 3)") == [0.0, 2.0]  # not logical or
+    assert value("x = [1, 5]; -(x > 3)") == [-0.0, -1.0]
+    assert value("x = [1, 5]; sum(x > 0)") == 2.0
+    assert value("true + true") == 2.0
+    assert value("x = [1., -2.]; where(x > 0, x, 0) * 2") == [2.0, 0.0]
+
+
+@settings(max_examples=60)
+@given(
+    data=st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=8),
+    threshold=st.floats(-5, 5, allow_nan=False),
+)
+def test_masked_selection_matches_numpy_and_its_gradient_is_the_mask(data, threshold):
+    x = np.array(data)
+    s = Session()
+    s.run_source(f"x = {x.tolist()!r}\nt = {threshold!r}")
+    [picked, gradient] = s.run_source("x[x > t]\ngrad(sum(x[x > t] ** 2), x)")
+    np.testing.assert_array_equal(picked.value.data, x[x > threshold])
+    np.testing.assert_array_equal(gradient.value.data, np.where(x > threshold, 2 * x, 0.0))
+
+
+def test_a_mask_of_the_wrong_length_is_a_shape_error():
+    assert error("x = [1, 2, 3]; x[[true, false]]").kind == "shape"
+
+
+# ---- values without gradients -------------------------------------------------------------------
+
+
+def test_detach_gives_a_constant_that_stays_constant_when_named():
+    s = Session()
+    [result] = s.run_source("x = 3\nc = detach(x)\nd = c * 2\nc * x + d * x + stop_gradient(x) * x")
+    grads = analyze(result.value, None, s.variables).grads
+    # c = 3 and d = 6 are constants: d/dx (c x + d x + 3 x) = 12, and neither is reported
+    assert grads == {"x": 12.0}
+    assert not s.variables["c"].requires_grad and not s.variables["d"].requires_grad
+    assert value("x = [1., 2.]; x.detach() * x") == [1.0, 4.0]
+
+
+def test_a_typed_constant_is_a_variable_and_detach_is_how_to_say_constant():
+    s = Session()
+    [with_k] = s.run_source("x = 2\nk = 3\nk * x")
+    assert analyze(with_k.value, None, s.variables).grads == {"k": 2.0, "x": 3.0}
+    [with_c] = s.run_source("c = detach(3)\nc * x")
+    assert analyze(with_c.value, None, s.variables).grads == {"x": 3.0}
+
+
+def test_results_of_ops_without_gradient_are_not_variables():
+    s = Session()
+    s.run_source("x = [1.5, -2.5]\nm = x > 0\nn = floor(x)\ni = argmax(x)\nsz = x.size\ng = grad(3 * x[0], x)")
+    for name in ("m", "n", "i", "sz", "g"):
+        assert not s.variables[name].requires_grad, name
+    assert s.variables["m"].data.dtype == np.bool_
+
+
+# ---- grad(y, x): what x may be -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", ["grad", "jacobian", "hessian"])
+@pytest.mark.parametrize("second", ["3", "x * 2", "detach(x)"])
+def test_differentiating_by_a_constant_or_an_expression_is_an_error(function, second):
+    err = error(f"x = 2; {function}(x ** 2, {second})")
+    assert err.kind == "argument" and "x must be a variable" in err.message and f"{function}(y, x)" in err.message
+
+
+def test_differentiating_by_a_named_intermediate_gives_its_adjoint():
+    # y = 2x; d(y**3)/dy = 3y^2 = 48; d^2/dy^2 = 6y = 24
+    assert value("x = 2; y = x * 2; grad(y ** 3, y)") == 48.0
+    assert value("x = 2; y = x * 2; hessian(y ** 3, y)") == 24.0
+    assert value("x = [1., 2.]; y = x * 2; jacobian(y ** 2, y)") == [[4.0, 0.0], [0.0, 8.0]]
+    assert value("def d(u) = grad(u ** 2, u); x = 3; d(x * 2)") == 12.0  # a parameter bound to an intermediate
+
+
+def test_a_variable_the_output_does_not_use_gives_zeros():
+    assert value("x = 2; z = [1., 2.]; grad(x ** 2, z)") == [0.0, 0.0]
+    assert value("x = 2; y = x * 3; grad(x ** 2, y)") == 0.0
+
+
+def test_grad_with_the_wrong_number_of_arguments_says_how_to_call_it():
+    err = error("x = 2; grad(x ** 2)")
+    assert err.message == "grad(y, x) takes two arguments, the output y and the variable x; got 1"
+
+
+# ---- NumPy and PyTorch habits ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("a = [1, 2]; b = [3, 4]; concatenate([a, b])", [1.0, 2.0, 3.0, 4.0]),
+    ("a = [1, 2]; b = [3, 4, 5]; concatenate([a, b])", [1.0, 2.0, 3.0, 4.0, 5.0]),
+    ("a = [1, 2]; b = [3, 4]; stack([a, b])", [[1.0, 2.0], [3.0, 4.0]]),
+    ("a = [1, 2]; b = [3, 4]; stack([a, b], axis=1)", [[1.0, 3.0], [2.0, 4.0]]),
+    ("M = [[1, 2], [3, 4]]; concatenate(M, axis=0)", [1.0, 2.0, 3.0, 4.0]),
+    ("split(arange(6), [2, 4])[1]", [2.0, 3.0]),
+    ("split(arange(6), [2, 4])[2]", [4.0, 5.0]),
+    ("split(arange(6), 3)[2]", [4.0, 5.0]),
+    ("reshape(arange(6), (3, 2))", [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]),
+    ("arange(6).reshape((2, 3))[1]", [3.0, 4.0, 5.0]),
+    ("x = [1, 2, 3]; x[None]", [[1.0, 2.0, 3.0]]),
+    ("x = [1, 2, 3]; x[:, None]", [[1.0], [2.0], [3.0]]),
+    ("M = [[1, 2], [3, 4]]; M[..., 0]", [1.0, 3.0]),
+    ("M = [[1, 2], [3, 4]]; M.mT", [[1.0, 3.0], [2.0, 4.0]]),
+    ("M = [[1, 2], [3, 4]]; swapaxes(M, 0, 1)", [[1.0, 3.0], [2.0, 4.0]]),
+    ("M = [[1, 2], [3, 4]]; sum(M, dim=1, keepdim=true)", [[3.0], [7.0]]),
+    ("M = [[1, 2], [3, 4]]; M.mean(dim=0)", [2.0, 3.0]),
+    ("x = (1, 2); x * 2", [2.0, 4.0]),
+])
+def test_numpy_and_pytorch_spellings(source, expected):
+    assert value(source) == expected
+
+
+def test_habits_against_numpy():
+    rng = np.random.default_rng(3)
+    A, B = rng.normal(size=(2, 3)), rng.normal(size=(4, 3))
+    s = Session()
+    s.run_source(f"A = {A.tolist()}\nB = {B.tolist()}")
+    ask = lambda src: s.run_source(src)[0].value.data  # noqa: E731
+    np.testing.assert_array_equal(ask("concatenate([A, B])"), np.concatenate([A, B]))
+    np.testing.assert_array_equal(ask("concatenate([A, A], axis=1)"), np.concatenate([A, A], axis=1))
+    np.testing.assert_array_equal(ask("stack([A, A], axis=2)"), np.stack([A, A], axis=2))
+    np.testing.assert_array_equal(ask("split(B, [1, 3])[1]"), np.split(B, [1, 3])[1])
+    np.testing.assert_array_equal(ask("split(B, [1], axis=1)[1]"), np.split(B, [1], axis=1)[1])
+    np.testing.assert_array_equal(ask("B[None, ..., 1]"), B[None, ..., 1])
+    np.testing.assert_array_equal(ask("B[B > 0]"), B[B > 0])
+
+
+def test_gradients_through_joins_and_splits_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    a, b, w = rng.normal(size=3), rng.normal(size=2), rng.normal(size=5)
+    s = Session()
+    s.run_source(f"a = {a.tolist()}\nb = {b.tolist()}\nw = {w.tolist()}")
+    [result] = s.run_source("p, q, r = split(concatenate([a, b]) * w, [1, 4])\nsum(q ** 2) + sum(r) * p[0] + sum(stack([a, a * 2], axis=1) ** 3)")
+    grads = analyze(result.value, None, s.variables).grads
+    ta, tb, tw = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (a, b, w))
+    p, q, r = torch.tensor_split(torch.cat([ta, tb]) * tw, [1, 4])
+    (torch.sum(q**2) + torch.sum(r) * p[0] + torch.sum(torch.stack([ta, ta * 2], dim=1) ** 3)).backward()
+    for name, t in (("a", ta), ("b", tb), ("w", tw)):
+        np.testing.assert_allclose(grads[name], t.grad.numpy(), rtol=1e-13, err_msg=name)
+
+
+# ---- messages that say what is accepted --------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, words", [
+    ("x = 1; y = 2; sin(x, y)", ["sin(x) takes 1 argument, got 2"]),
+    ("max(1, 2)", ["max(x, 2)", "a scalar has no axis", "maximum(a, b)"]),
+    ("x = [1, -2]; max(x, 0)", ["max(x, axis=0)", "maximum(a, b)"]),  # Python's max(x, 0) is not NumPy's
+    ("A = [[1, 2], [3, 4]]; y = [1, 2]; max(A, y)", ["maximum(a, b)", "axis="]),
+    ("A = [[1, 2], [3, 4]]; min(A, 0.5)", ["min(x, axis=0.5)", "minimum(a, b)"]),
+    ("A = [[1, 2], [3, 4]]; A.min(0)", ["min(x, axis=0)", "minimum(a, b)"]),
+    ("A = [[1, 2], [3, 4]]; max(A, axis=0.5)", ["max", "axis", "whole number", "0.5"]),
+    ("x = [1, 2, 3, 4]; split(x, 0)", ["split", "sections", "positive whole number", "got 0"]),
+    ("x = [1, 2, 3]; split(x, 2)", ["split", "length 3", "2 equal sections", "indices"]),
+    ("x = [[1, 2]]; sum(x, axis=1.5)", ["sum", "axis", "whole number", "1.5"]),
+    ("randn(3, seed='a')", ["randn", "seed", "whole number", "'a'"]),
+    ("x = [1, 2]; sum(x, keepdims=2)", ["sum", "keepdims", "true or false"]),
+    ("v = [1, 2, 3, 4]; v['a']", ["index", "string 'a'"]),
+    ("v = [1, 2, 3, 4]; v[split(v, 2)]", ["index", "2 results"]),
+    ("a = [1, 2]; b = [3, 4, 5]; [a, b] + 1", ["ragged", "(2,)", "(3,)", "concatenate"]),
+    ("a = None", ["None", "index"]),
+])
+def test_messages_name_the_function_the_argument_and_what_it_accepts(source, words):
+    err = error(source)
+    assert err.kind in ("argument", "shape", "value", "name")
+    for word in words:
+        assert word in err.message, (word, err.message)
+
+
+@pytest.mark.parametrize("keyword", ["if", "else", "def", "check", "wrt", "true", "false", "None"])
+def test_keywords_cannot_be_assigned(keyword):
+    err = error(f"{keyword} = 3")
+    assert err.kind == "name" and f"'{keyword}' is a keyword" in err.message and err.line == 1
+    assert "keyword" in error(f"def {keyword}(x) = x").message or error(f"def {keyword}(x) = x").kind == "syntax"
+
+
+def test_a_def_that_shadows_a_built_in_warns():
+    seen = []
+    s = Session(on_warning=seen.append)
+    s.run_source("def sin(x) = x * 2\ndef sin(x) = x * 3\ndef f(x) = x")
+    assert len(seen) == 1 and "def sin shadows the built-in function sin" in seen[0]
+    assert s.warnings == seen
+    assert s.run_source("sin(2)")[0].value.item() == 6.0
+
+
+@pytest.mark.parametrize("digits", ["\u0663", "\u0663 + 1", "\uff11", "1\u0660"])
+def test_only_ascii_digits_are_numbers(digits):
+    assert error(digits).kind == "syntax"
+
+
+# ---- Python's integer arithmetic, literals and methods -----------------------------------------
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("1_000 + 1", 1001.0),
+    ("1_000.000_5", 1000.0005),
+    ("2e1_0", 2e10),
+    ("remainder(7, 2)", 1.0),
+    ("remainder(-7, 2)", 1.0),      # Python: -7 % 2 == 1
+    ("remainder(7, -2)", -1.0),     # the sign of the divisor
+    ("mod(7.5, 2)", 1.5),
+    ("floor_divide(-7, 2)", -4.0),  # Python: -7 // 2 == -4
+    ("len([[1, 2], [3, 4], [5, 6]])", 3.0),
+    ("x = [2.5]; x.item()", 2.5),
+    ("x = [1, 2]; x.pow(3)", [1.0, 8.0]),
+    ("x = [1, 2]; x.add(1).mul(2)", [4.0, 6.0]),
+])
+def test_python_integer_arithmetic_literals_and_methods(source, expected):
+    assert value(source) == expected
+
+
+def test_remainder_gradients_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(-5, 5, 6), rng.choice([-1.0, 1.0], 6) * rng.uniform(0.5, 2, 6)
+    s = Session()
+    s.run_source(f"a = {a.tolist()}\nb = {b.tolist()}")
+    [result] = s.run_source("sum(remainder(a, b) ** 2 + floor_divide(a, b))")
+    grads = analyze(result.value, None, s.variables).grads
+    ta, tb = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (a, b))
+    (torch.remainder(ta, tb) ** 2 + torch.floor_divide(ta.detach(), tb.detach())).sum().backward()  # no gradient there
+    np.testing.assert_allclose(result.value.item(), (np.remainder(a, b) ** 2 + np.floor_divide(a, b)).sum(), rtol=1e-14)
+    np.testing.assert_allclose(grads["a"], ta.grad.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(grads["b"], tb.grad.numpy(), rtol=1e-13)
+
+
+def test_item_and_len_are_constants():
+    s = Session()
+    s.run_source("x = [2.5]\ni = x.item()\nn = len(x)")
+    assert not s.variables["i"].requires_grad and not s.variables["n"].requires_grad
+    assert "size 1" in error("x = [1, 2]; x.item()").message
+
+
 # ---- fuzzing ---------------------------------------------------------------------------------------
 
 TOKENS = ["x", "y", "1", "2.5", "1e3", "+", "-", "*", "/", "**", "^", "@", "(", ")", "[", "]", ",", ".", ":", ";",
           "\n", "=", "+=", "<", "==", "if", "else", "def", "check", "wrt", "true", "exp", "sum", "relu", "T",
-          "grad", "axis", "'s'", "#c", "_", "__class__", "1.", ".5", "nan", "inf", "f"]
+          "grad", "axis", "'s'", "#c", "_", "__class__", "1.", ".5", "nan", "inf", "f", "None", "...", "detach",
+          "split", "concatenate", "mT", "dim", "max", "seed", ">", "false", "1_0", "remainder", "item"]
 
 
 def run_anything(source):
@@ -458,3 +714,36 @@ def test_fuzz_token_sequences_raise_only_language_errors(source):
 @given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40))
 def test_fuzz_random_text_raises_only_language_errors(source):
     run_anything(source)
+
+
+def test_the_repl_prints_warnings_and_its_own_engine_switch(capsys):
+    from gradcalc.cli import render
+    from gradcalc.cli.repl import Repl
+
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    repl.handle("def exp(x) = x + 1")
+    assert "warning: def exp shadows the built-in function exp" in capsys.readouterr().err
+    repl.handle(":engine scalar")
+    repl.handle("x = 2; x ** x")
+    err = capsys.readouterr().err
+    assert ":engine tensor" in err and "--engine" not in err
+
+
+@pytest.mark.parametrize("expression, words", [
+    ("sin(x, x)", "sin(x) takes 1 argument, got 2"),
+    ("grad(x**2)", "grad(y, x) takes two arguments"),
+    ("grad(x**2, 3)", "x must be a variable"),
+    ("split([1, 2, 3, 4], 0)", "sections must be a positive whole number"),
+    ("sum([[1, 2]], axis=1.5)", "axis must be a whole number"),
+    ("randn(3, seed='a')", "seed must be a whole number"),
+    ("v = [1, 2]; v['a']", "not the string 'a'"),
+    ("v = [1, 2, 3, 4]; v[split(v, 2)]", "not 2 results"),
+    ("wrt = 2", "'wrt' is a keyword"),
+    ("\u0663 + 1", "digits 0-9"),
+])
+def test_reported_messages_through_the_command(expression, words):
+    from .test_cli import gradcalc
+
+    done = gradcalc("eval", expression, "x=2")
+    assert done.returncode == 2 and words in done.stderr, done.stderr
+    assert "internal error" not in done.stderr

@@ -1,4 +1,5 @@
-"""Ops without a gradient (Lucid's has_gradient=False): comparisons, rounding, arg-reductions.
+"""Ops without a gradient (Lucid's has_gradient=False): comparisons, rounding, arg-reductions,
+and detach.
 
 Their results never require grad, so nothing flows back through them; `where(x > 0, ...)`
 uses them as constant masks.
@@ -16,7 +17,7 @@ CMP = "no gradient"
 
 def _compare(name: str, fn: Any, symbol: str, dunder: str) -> Any:
     # `2 < x` needs no reflected binding: Python tries x.__gt__(2) by itself.
-    return defop(name, fn, None, n_in=2, doc=f"1 where a {symbol} b, else 0", category=CMP, operators=(dunder,))
+    return defop(name, fn, None, n_in=2, doc=f"true where a {symbol} b, else false (booleans; arithmetic takes them as 1 and 0)", category=CMP, operators=(dunder,))
 
 
 lt = _compare("lt", lambda a, b: a < b, "<", "__lt__")
@@ -45,3 +46,34 @@ def _argmin(x: Any, axis: int | None = None) -> Any:
 
 argmax = defop("argmax", _argmax, None, doc="index of the largest element (flat, or along axis)", category=CMP, method=True)
 argmin = defop("argmin", _argmin, None, doc="index of the smallest element (flat, or along axis)", category=CMP, method=True)
+
+
+def _detach(x: Any) -> Any:
+    return np.array(x)  # a copy: the constant shares nothing with the graph it came from
+
+
+detach = defop(
+    "detach", _detach, None, aliases=("stop_gradient",), method=True, category=CMP,
+    doc="x as a constant: no gradient flows back through it, and a name given it is not a variable",
+)
+
+
+def _item(x: Any) -> Any:
+    if x.size != 1:
+        raise ValueError(f"item() needs a tensor of size 1, got shape {x.shape}")
+    return np.array(x.reshape(()))
+
+
+def _len(x: Any) -> Any:
+    if x.ndim == 0:
+        raise TypeError("len() of a 0-d tensor: it has no first axis")
+    return np.array(float(len(x)))
+
+
+# Not bound as Tensor.item: in Python that returns a float (tensor.py); the language
+# offers x.item() as a method all the same (parser/backends.py, LANGUAGE_METHODS).
+item = defop(
+    "item", _item, None, category=CMP,
+    doc="the one element of x as a constant: item(x) or x.item(), as in PyTorch",
+)
+len_ = defop("len", _len, None, category=CMP, doc="the length of x's first axis, as Python's len(x)")

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError, ShapeError
 from ..limits import check_size, indexed_shape, joined_shape
 from ..registry import Check, defop, unbroadcast
 from ..tensor import Tensor
@@ -53,6 +54,20 @@ transpose = defop(
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),))),
 )
 Tensor.T = property(lambda self: transpose(self), doc="the tensor with its axes reversed")  # type: ignore[attr-defined]
+
+
+def _swapaxes(x: Any, axis1: int, axis2: int) -> Any:
+    return np.swapaxes(x, axis1, axis2)
+
+
+swapaxes = defop(
+    "swapaxes", _swapaxes, (lambda m, g, ans, x, axis1, axis2: m.swapaxes(g, axis1=axis1, axis2=axis2),),
+    doc="x with two axes exchanged (PyTorch's transpose(x, 0, 1)); x.mT swaps the last two", category=SHAPE,
+    method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),)), params={"axis1": 0, "axis2": -1}),
+)
+Tensor.mT = property(  # type: ignore[attr-defined]
+    lambda self: swapaxes(self, axis1=-1, axis2=-2), doc="the last two axes exchanged (a stack of matrices transposed)",
+)
 broadcast_to = defop(
     "broadcast_to", _broadcast_to, (lambda m, g, ans, x, shape: unbroadcast(m, g, x.shape),),
     doc="x repeated along new or size-1 axes to the given shape", category=SHAPE, complex_safe=True,
@@ -85,7 +100,7 @@ def _unindex(g: Any, index: Any, shape: tuple[int, ...]) -> Any:
 
 getitem = defop(
     "getitem", _getitem, (lambda m, g, ans, x, index: m.unindex(g, index=index, shape=x.shape),),
-    doc="x[index]: integers, slices and integer tensors", category=SHAPE, complex_safe=True,
+    doc="x[index]: integers, slices, integer tensors, boolean masks, None and ...", category=SHAPE, complex_safe=True,
     operators=("__getitem__",), out_shape=lambda x, index: indexed_shape(x.shape, index),
     check=Check(shapes=(((3, 4),),), params={"index": (slice(0, 2), 1)}),
 )
@@ -124,31 +139,66 @@ def _join_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, A
 concatenate = defop(
     "concatenate", _concatenate, _concatenate_vjp, n_in=None, aliases=("concat",),
     out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=False),
-    doc="the inputs joined along an existing axis", category=SHAPE, complex_safe=True,
+    doc="the inputs joined along an existing axis; concatenate([a, b]) as in NumPy",
+    category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
 )
 stack = defop(
     "stack", _stack, _stack_vjp, n_in=None,
     out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=True),
-    doc="the inputs joined along a new axis", category=SHAPE, complex_safe=True,
+    doc="the inputs joined along a new axis; stack([a, b]) as in NumPy",
+    category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
 )
 
 
-def _split(x: Any, sections: int = 2, axis: int = 0) -> Any:
-    return tuple(np.split(x, int(sections), axis=axis))
+def _split_slices(n: int, sections: int | tuple[int, ...]) -> list[slice]:
+    """The pieces np.split(x, sections) cuts an axis of length n into: `sections` equal
+    parts, or the parts between the given indices."""
+    if isinstance(sections, tuple):
+        bounds = [0, *sections, n]
+        return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+    if isinstance(sections, bool) or not isinstance(sections, (int, np.integer)) or sections <= 0:
+        raise ArgumentError(f"split: sections must be a positive whole number or a list of indices, got {sections!r}")
+    if n % sections:
+        raise ShapeError(f"split: an axis of length {n} does not split into {sections} equal sections; give indices, as in split(x, [2, 4])")
+    size = n // sections
+    return [slice(k * size, (k + 1) * size) for k in range(sections)]
 
 
-def _split_vjp(m: Any, g: Any, ans: Any, x: Any, sections: int = 2, axis: int = 0, *, output: int) -> Any:
+def _split(x: Any, sections: int | tuple[int, ...] = 2, axis: int = 0) -> Any:
+    axis = _axis_index(axis, x.ndim, "split")
+    return tuple(x[(slice(None),) * axis + (piece,)] for piece in _split_slices(x.shape[axis], sections))
+
+
+def _split_vjp(m: Any, g: Any, ans: Any, x: Any, sections: int | tuple[int, ...] = 2, axis: int = 0, *, output: int) -> Any:
     axis = axis % x.ndim
-    size = x.shape[axis] // int(sections)
-    index = (slice(None),) * axis + (slice(output * size, (output + 1) * size),)
+    index = (slice(None),) * axis + (_split_slices(x.shape[axis], sections)[output],)
     return m.unindex(g, index=index, shape=x.shape)
+
+
+def _split_shape(x: Any, sections: int | tuple[int, ...] = 2, axis: int = 0) -> tuple[int, ...]:
+    """How many pieces split makes, then the shape of the largest (for the size cap)."""
+    axis = _axis_index(axis, x.ndim, "split")
+    n = x.shape[axis]
+    if isinstance(sections, tuple):  # a few indices: measure the pieces
+        pieces = _split_slices(n, sections)
+        count, longest = len(pieces), max(len(range(*piece.indices(n))) for piece in pieces)
+    else:  # maybe very many equal sections: nothing of their number is built
+        count, longest = int(sections), n // max(int(sections), 1)
+    return (count, *x.shape[:axis], longest, *x.shape[axis + 1 :])
+
+
+def _axis_index(axis: int, ndim: int, name: str) -> int:
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"{name}: axis {axis} is out of range for a tensor with {ndim} dimension{'s' * (ndim != 1)}")
+    return axis % ndim
 
 
 split = defop(
     "split", _split, (_split_vjp,), n_ret=None,
-    out_shape=lambda x, sections=2, axis=0: (int(sections), *x.shape[: axis % x.ndim], x.shape[axis] // max(int(sections), 1), *x.shape[axis % x.ndim + 1 :]),
-    doc="x cut into equal sections along axis (several outputs)", category=SHAPE, complex_safe=True,
+    out_shape=_split_shape,
+    doc="x cut along axis into equal sections, or at a list of indices: split(x, [2, 4]) (several outputs)",
+    category=SHAPE, complex_safe=True,
     check=Check(shapes=(((4, 3),),), params={"sections": 2}),
 )

@@ -1,0 +1,42 @@
+"""Floor division and remainder, with Python's sign rule (as NumPy and PyTorch's
+`remainder`): the remainder takes the sign of the divisor, and a == b * (a // b) + a % b.
+
+    a // b   no gradient (piecewise constant; PyTorch's floor_divide has none either)
+    a % b    = a - b * floor(a / b): d/da = 1, d/db = -floor(a / b)
+
+Both jump where a / b is a whole number; their gradient check stays away from there.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..registry import Check, defop
+
+INT = "integer arithmetic"
+
+
+def _near_whole_quotient(a: Any, b: Any, tol: float = 0.0) -> bool:
+    """a / b within tol of a whole number: where a // b and a % b jump."""
+    q = np.asarray(a) / np.asarray(b)
+    return bool(np.any(np.abs(q - np.round(q)) <= tol))
+
+
+def _remainder(a: Any, b: Any) -> Any:
+    return np.remainder(a, b)
+
+
+floor_divide = defop(
+    "floor_divide", lambda a, b: np.floor_divide(a, b), None, n_in=2, aliases=("floordiv",),
+    doc="Python's a // b: the largest whole number <= a / b", category=INT,
+    operators=("__floordiv__", "__rfloordiv__"),
+)
+remainder = defop(
+    "remainder", _remainder,
+    (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: -g * m.floor(m.raw(a) / m.raw(b))),
+    doc="Python's a % b = a - b * floor(a / b), with the sign of b; gradient 1 for a and -floor(a / b) for b",
+    category=INT, n_in=2, aliases=("mod",), operators=("__mod__", "__rmod__"),
+    kink=_near_whole_quotient,
+    check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)), ((), (2, 3))), low=0.5, high=3.0, kink_gap=1e-3),
+)
