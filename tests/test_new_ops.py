@@ -133,7 +133,7 @@ NEW_OPS = [
     "repeat", "sort", "pad", "binary_cross_entropy", "binary_cross_entropy_with_logits", "nll_loss", "l1_loss", "huber",
 ]
 ALIASES_OF_ISSUE_12 = [
-    "arcsinh", "arccosh", "arctanh", "arcsin", "arccos", "arctan", "arctan2", "swish", "expand_dims", "smooth_l1",
+    "arcsinh", "arccosh", "arctanh", "arcsin", "arccos", "arctan", "arctan2", "swish", "expand_dims", "smooth_l1", "ln",
 ]
 
 
@@ -150,6 +150,14 @@ def test_gradcalc_ops_lists_every_new_function_and_completion_offers_it():
         assert op is None or op.signature in listing, name
     for alias in ALIASES_OF_ISSUE_12:
         assert alias in listing, alias
+
+
+def test_ln_is_log_in_the_language_and_as_a_method():
+    from .test_cli import gradcalc
+
+    out = gradcalc("eval", "x = 2; ln(x) + x.ln()").stdout
+    assert f"value: {2 * math.log(2)!r}" in out
+    assert "grad x: 1.0" in out
 
 
 def test_new_functions_run_through_the_language():

@@ -16,11 +16,12 @@ ELEM = "elementwise"
 def unary(
     name: str, forward: Any, vjp: Any, doc: str, *, complex_safe: bool = True,
     low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0, rule: str | None = None,
+    aliases: tuple[str, ...] = (),
 ) -> Any:
     """Register a one-input elementwise op that is also a method (`x.exp()`)."""
     return defop(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=True,
-        kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
+        aliases=aliases, kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
     )
 
 
@@ -74,7 +75,8 @@ def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
 
 
 exp = unary("exp", lambda x: np.exp(x), lambda m, g, ans, x: masked(m, g, g * ans), "e ** x")
-log = unary("log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0)
+log = unary("log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0,
+            aliases=("ln",))
 log1p = unary(
     "log1p", lambda x: np.log1p(x), lambda m, g, ans, x: masked(m, g, g / (1 + x)), "log(1 + x), accurate for small x",
     low=-0.5,
