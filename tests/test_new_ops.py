@@ -152,6 +152,31 @@ def test_gradcalc_ops_lists_every_new_function_and_completion_offers_it():
         assert alias in listing, alias
 
 
+@pytest.mark.parametrize(
+    "method, args, expected",
+    [("add", (2.0,), 5.0), ("sub", (2.0,), 1.0), ("mul", (2.0,), 6.0), ("div", (2.0,), 1.5), ("neg", (), -3.0),
+     ("pow", (2,), 9.0), ("maximum", (4.0,), 4.0), ("minimum", (4.0,), 3.0)],
+)
+def test_arithmetic_methods_as_in_pytorch(method, args, expected):
+    """x.pow(n), x.add(y), ... in Python and in the language, matching torch's methods."""
+    from .test_cli import gradcalc
+
+    x = Tensor(3.0, requires_grad=True)
+    assert getattr(x, method)(*args).data == expected
+    as_torch = [torch.tensor(a, dtype=torch.float64) for a in args]
+    assert getattr(torch.tensor(3.0, dtype=torch.float64), method)(*as_torch).item() == expected
+    shown = ", ".join(map(str, args))
+    assert f"value: {expected!r}" in gradcalc("eval", f"x = 3; x.{method}({shown})").stdout
+
+
+def test_matmul_method_matches_the_operator():
+    a = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    b = np.arange(3.0)
+    np.testing.assert_array_equal(a.matmul(b).data, (a @ b).data)
+    (g,) = grad(a.matmul(b).sum(), [a])
+    np.testing.assert_array_equal(g.data, np.tile(b, (2, 1)))
+
+
 def test_ln_is_log_in_the_language_and_as_a_method():
     from .test_cli import gradcalc
 

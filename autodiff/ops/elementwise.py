@@ -129,7 +129,7 @@ maximum = defop(
     "maximum", _maximum,
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) < m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) < m.raw(a), m.raw(a), m.raw(b)))),
-    doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, kink=_tied,
+    doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
     rule="a: g * (a > b);  b: g * (b > a);  half each at a tie",
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3),
 )
@@ -137,7 +137,7 @@ minimum = defop(
     "minimum", _minimum,
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) > m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) > m.raw(a), m.raw(a), m.raw(b)))),
-    doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, kink=_tied,
+    doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
     rule="a: g * (a < b);  b: g * (b < a);  half each at a tie",
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3),
 )
