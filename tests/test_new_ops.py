@@ -177,6 +177,29 @@ def test_matmul_method_matches_the_operator():
     np.testing.assert_array_equal(g.data, np.tile(b, (2, 1)))
 
 
+def test_einsum_takes_its_subscripts_positionally_in_the_language():
+    from .test_cli import gradcalc
+
+    out = gradcalc("eval", "A = [[1.0, 2.0], [3.0, 4.0]]; B = [[0.0, 1.0], [1.0, 0.0]]; einsum('ij,jk->ik', A, B)").stdout
+    assert "value: [[2.0, 1.0], [4.0, 3.0]]" in out  # A @ B
+    assert "grad of sum A: [[1.0, 1.0], [1.0, 1.0]]" in out  # ones @ B^T
+
+
+@pytest.mark.parametrize(
+    "expression, message",
+    [("exp('a')", "a string cannot be used with exp  "),
+     ("gelu(1, 'tanh')", "a string cannot be used with gelu; give it by name, as in gelu(..., approximate='...')"),
+     ("einsum([1.0], 'i')", "a string cannot be used with einsum; give it by name"),
+     ("einsum('i', [1.0], subscripts='i')", "a string cannot be used with einsum; give it by name")],
+)
+def test_strings_elsewhere_are_refused_with_a_clear_error(expression, message):
+    from .test_cli import gradcalc
+
+    result = gradcalc("eval", expression)
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
+
+
 def test_ln_is_log_in_the_language_and_as_a_method():
     from .test_cli import gradcalc
 
