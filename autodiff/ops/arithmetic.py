@@ -147,14 +147,16 @@ def _matmul_operands(m: Any, g: Any, a: Any, b: Any) -> tuple[Any, Any, Any]:
 
 def _matmul_da(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     g2, _, b2 = _matmul_operands(m, g, a, b)
-    da = g2 @ _swap_last(m, b2)
+    # m.matmul, not @: on a plain backward pass `@` would be NumPy's, skipping the
+    # element cap, and the (..., n, k) stack can be far larger than a, b or the output.
+    da = m.matmul(g2, _swap_last(m, b2))
     # A 1-d `a` came back as a (..., 1, k) stack; un-broadcasting sums it to (k,).
     return da
 
 
 def _matmul_db(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     g2, a2, _ = _matmul_operands(m, g, a, b)
-    db = _swap_last(m, a2) @ g2
+    db = m.matmul(_swap_last(m, a2), g2)
     if b.ndim == 1:  # drop the column axis the lift added
         db = m.reshape(db, shape=db.shape[:-1])
     return db
@@ -165,5 +167,7 @@ matmul = defop(
     doc="matrix product a @ b (1-d operands act as vectors; leading axes broadcast)", category=ARITH,
     n_in=2, complex_safe=True, method=True, operators=("__matmul__", "__rmatmul__"),
     out_shape=lambda a, b: matmul_shape(a.shape, b.shape),
+    # The VJPs lift 1-d operands to matrices first; this is the rule they apply.
+    rule="a: g @ swap_last(b);  b: swap_last(a) @ g",
     check=Check(shapes=(((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (3,)), ((2, 2, 3), (3, 2)))),
 )
