@@ -21,5 +21,16 @@ def op_rows() -> list[tuple[str, str, str, bool, str]]:
     for name, doc in AUTODIFF_FUNCTIONS.items():
         signature, _, text = doc.partition(": ")
         rows.append((name, signature, "autodiff", True, text))
-    order = ["arithmetic", "elementwise", "reduction", "shape", "softmax and losses", "no gradient", "constructor", "autodiff"]
-    return sorted(rows, key=lambda r: (order.index(r[2]) if r[2] in order else len(order), r[0]))
+    # Groups from the everyday to the specialised; a category not listed yet comes after
+    # them, and grad/jacobian/hessian, which act on the others, always close the list.
+    order = [
+        "arithmetic", "integer arithmetic", "elementwise", "reduction", "linear algebra", "shape",
+        "softmax and losses", "no gradient", "constructor",
+    ]
+
+    def group(category: str) -> int:
+        if category == "autodiff":
+            return len(order) + 1
+        return order.index(category) if category in order else len(order)
+
+    return sorted(rows, key=lambda r: (group(r[2]), r[0]))

@@ -191,13 +191,13 @@ def _check_differentiable(usage: str, y: Tensor, x: Any) -> None:
     )
 
 
-# Methods in the language beyond the ops bound to Tensor: the arithmetic ops, as in
-# PyTorch (x.pow(2), x.add(y), x.matmul(W)), and item (Tensor.item is Python's float).
+# Methods in the language beyond the ops bound to Tensor (method=True in defop, as
+# x.pow(2), x.add(y), x.matmul(W) are): item (Tensor.item is Python's float).
 LANGUAGE_METHODS = frozenset({"item"})
 
 
 def _is_method(op: OpDef) -> bool:
-    return op.method or op.category == "arithmetic" or op.name in LANGUAGE_METHODS
+    return op.method or op.name in LANGUAGE_METHODS
 
 
 def _cut(result: Any, inputs: Any, always: bool = False) -> Any:

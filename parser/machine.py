@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector_paused
+from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector_paused, lookup
 
 from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
@@ -258,9 +258,17 @@ class Session:
             from .datafiles import load_call
 
             return self.backend.from_array(load_call(args, kwargs, self.base_dir))
+        op = lookup(name)
+        # An op whose signature opens with string parameters takes them positionally too:
+        # einsum('ij,jk->ik', a, b). Anywhere else a string is refused by _operand.
+        strings = len([p for p in op.leading if p not in kwargs]) if op is not None else 0
         try:
             # A ragged list literal goes to the backend as it is: concatenate([a, b]) takes it.
-            return self.backend.call(name, [a if isinstance(a, TensorList) else self._operand(a, name) for a in args], kwargs)
+            operands = [
+                a if isinstance(a, TensorList) or (k < strings and isinstance(a, str)) else self._operand(a, name, op)
+                for k, a in enumerate(args)
+            ]
+            return self.backend.call(name, operands, kwargs)
         except LanguageError as err:
             if err.kind == "name" and err.message.startswith("unknown function"):
                 err.message += _suggest(name, [*self.functions, *self.backend.function_names()])
@@ -275,11 +283,14 @@ class Session:
             raise LanguageError("shape", f"shapes do not fit for {SYMBOLS[op]}: {shapes}") from err
 
     @staticmethod
-    def _operand(value: Any, where: str) -> Any:
+    def _operand(value: Any, where: str, op: Any = None) -> Any:
         if isinstance(value, TensorList):
             raise value.error()
         if isinstance(value, str):
-            raise LanguageError("argument", f"a string cannot be used with {where}")
+            # A function's string parameters go by name: gelu(x, approximate='tanh').
+            named = op.param_names if op is not None else ()
+            hint = f"; give it by name, as in {where}(..., {named[0]}='...')" if named else ""
+            raise LanguageError("argument", f"a string cannot be used with {where}{hint}")
         if value is Ellipsis:
             raise LanguageError("argument", f"... cannot be used with {where}: it only indexes, as in x[..., 0]")
         if isinstance(value, tuple):

@@ -235,3 +235,12 @@ def test_overflow_and_domain_errors_show_inf_nan_and_name_the_op_without_warning
 def test_every_bound_variable_gets_a_gradient_even_when_unused():
     out = gradcalc("eval", "a * 2", "a=1", "b=[1, 2]").stdout
     assert "grad a: 2.0" in out and "grad b: [0.0, 0.0]" in out
+
+
+def test_ops_groups_categories_and_lists_autodiff_last():
+    rows = [line.split(" | ")[1] for line in gradcalc("ops", "--markdown").stdout.splitlines()[2:]]
+    groups = [c for k, c in enumerate(rows) if k == 0 or rows[k - 1] != c]
+    assert len(groups) == len(set(groups)), groups  # each category is one block
+    assert groups[0] == "arithmetic" and groups[-1] == "autodiff", groups
+    assert groups.index("linear algebra") < groups.index("autodiff")
+    assert rows[-3:] == ["autodiff"] * 3  # grad, hessian, jacobian

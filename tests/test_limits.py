@@ -329,3 +329,18 @@ def test_a_bad_statement_is_set_aside_in_its_place_and_the_good_ones_compile(sni
     assert [s.text for s in statements] == snippets
     assert [s.kind == "error" for s in statements] == [s in BAD_SNIPPETS for s in snippets]
     assert all(s.error.kind == "syntax" for s in statements if s.kind == "error")
+
+
+def test_matmul_backward_intermediate_is_checked_against_the_cap():
+    """a (n, k) @ b (B, k, 1): inputs and output have 10^4 elements, but d/da is first a
+    (B, n, k) stack (10^6) that un-broadcasting sums to (n, k); the plain backward pass
+    must refuse it as the forward would, not allocate it."""
+    a = Tensor(np.ones((100, 100)), requires_grad=True)
+    b = Tensor(np.ones((100, 100, 1)), requires_grad=True)
+    previous = set_max_elements(100_000)
+    try:
+        y = (a @ b).sum()
+        with pytest.raises(SizeLimitError):
+            y.backward()
+    finally:
+        set_max_elements(previous)

@@ -133,7 +133,7 @@ NEW_OPS = [
     "repeat", "sort", "pad", "binary_cross_entropy", "binary_cross_entropy_with_logits", "nll_loss", "l1_loss", "huber",
 ]
 ALIASES_OF_ISSUE_12 = [
-    "arcsinh", "arccosh", "arctanh", "arcsin", "arccos", "arctan", "arctan2", "swish", "expand_dims", "smooth_l1",
+    "arcsinh", "arccosh", "arctanh", "arcsin", "arccos", "arctan", "arctan2", "swish", "expand_dims", "smooth_l1", "ln",
 ]
 
 
@@ -150,6 +150,62 @@ def test_gradcalc_ops_lists_every_new_function_and_completion_offers_it():
         assert op is None or op.signature in listing, name
     for alias in ALIASES_OF_ISSUE_12:
         assert alias in listing, alias
+
+
+@pytest.mark.parametrize(
+    "method, args, expected",
+    [("add", (2.0,), 5.0), ("sub", (2.0,), 1.0), ("mul", (2.0,), 6.0), ("div", (2.0,), 1.5), ("neg", (), -3.0),
+     ("pow", (2,), 9.0), ("maximum", (4.0,), 4.0), ("minimum", (4.0,), 3.0)],
+)
+def test_arithmetic_methods_as_in_pytorch(method, args, expected):
+    """x.pow(n), x.add(y), ... in Python and in the language, matching torch's methods."""
+    from .test_cli import gradcalc
+
+    x = Tensor(3.0, requires_grad=True)
+    assert getattr(x, method)(*args).data == expected
+    as_torch = [torch.tensor(a, dtype=torch.float64) for a in args]
+    assert getattr(torch.tensor(3.0, dtype=torch.float64), method)(*as_torch).item() == expected
+    shown = ", ".join(map(str, args))
+    assert f"value: {expected!r}" in gradcalc("eval", f"x = 3; x.{method}({shown})").stdout
+
+
+def test_matmul_method_matches_the_operator():
+    a = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    b = np.arange(3.0)
+    np.testing.assert_array_equal(a.matmul(b).data, (a @ b).data)
+    (g,) = grad(a.matmul(b).sum(), [a])
+    np.testing.assert_array_equal(g.data, np.tile(b, (2, 1)))
+
+
+def test_einsum_takes_its_subscripts_positionally_in_the_language():
+    from .test_cli import gradcalc
+
+    out = gradcalc("eval", "A = [[1.0, 2.0], [3.0, 4.0]]; B = [[0.0, 1.0], [1.0, 0.0]]; einsum('ij,jk->ik', A, B)").stdout
+    assert "value: [[2.0, 1.0], [4.0, 3.0]]" in out  # A @ B
+    assert "grad of sum A: [[1.0, 1.0], [1.0, 1.0]]" in out  # ones @ B^T
+
+
+@pytest.mark.parametrize(
+    "expression, message",
+    [("exp('a')", "a string cannot be used with exp  "),
+     ("gelu(1, 'tanh')", "a string cannot be used with gelu; give it by name, as in gelu(..., approximate='...')"),
+     ("einsum([1.0], 'i')", "a string cannot be used with einsum; give it by name"),
+     ("einsum('i', [1.0], subscripts='i')", "a string cannot be used with einsum; give it by name")],
+)
+def test_strings_elsewhere_are_refused_with_a_clear_error(expression, message):
+    from .test_cli import gradcalc
+
+    result = gradcalc("eval", expression)
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
+
+
+def test_ln_is_log_in_the_language_and_as_a_method():
+    from .test_cli import gradcalc
+
+    out = gradcalc("eval", "x = 2; ln(x) + x.ln()").stdout
+    assert f"value: {2 * math.log(2)!r}" in out
+    assert "grad x: 1.0" in out
 
 
 def test_new_functions_run_through_the_language():

@@ -64,27 +64,27 @@ def _matmul(a: Any, b: Any) -> Any:
 
 add = defop(
     "add", _add, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: g),
-    doc="a + b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True,
+    doc="a + b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__add__", "__radd__"), check=Check(shapes=BINARY_SHAPES),
 )
 sub = defop(
     "sub", _sub, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: -g),
-    doc="a - b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True,
+    doc="a - b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__sub__", "__rsub__"), check=Check(shapes=BINARY_SHAPES),
 )
 mul = defop(
     "mul", _mul, (lambda m, g, ans, a, b: masked(m, g, g * b), lambda m, g, ans, a, b: masked(m, g, g * a)),
-    doc="a * b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True,
+    doc="a * b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__mul__", "__rmul__"), check=Check(shapes=BINARY_SHAPES),
 )
 div = defop(
     "div", _div, (lambda m, g, ans, a, b: masked(m, g, g / b), lambda m, g, ans, a, b: masked(m, g, -g * ans / b)),
-    doc="a / b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True,
+    doc="a / b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__truediv__", "__rtruediv__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0),
 )
 neg = defop(
     "neg", _neg, (lambda m, g, ans, x: -g,),
-    doc="-x", category=ARITH, complex_safe=True, operators=("__neg__",), check=Check(),
+    doc="-x", category=ARITH, complex_safe=True, method=True, operators=("__neg__",), check=Check(),
 )
 
 
@@ -122,7 +122,7 @@ def _pow_dexponent(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
 
 pow_ = defop(
     "pow", _pow, (_pow_dbase, _pow_dexponent),
-    doc="a ** b (also a ^ b); the exponent may be a tensor", category=ARITH, n_in=2, complex_safe=True,
+    doc="a ** b (also a ^ b); the exponent may be a tensor", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__pow__", "__rpow__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0),
     # The VJPs special-case a == 0 so every order stays finite; this is the rule they apply.
     rule="a: g * b * a ** (b - 1);  b: g * ans * log(a)",
@@ -147,14 +147,16 @@ def _matmul_operands(m: Any, g: Any, a: Any, b: Any) -> tuple[Any, Any, Any]:
 
 def _matmul_da(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     g2, _, b2 = _matmul_operands(m, g, a, b)
-    da = g2 @ _swap_last(m, b2)
+    # m.matmul, not @: on a plain backward pass `@` would be NumPy's, skipping the
+    # element cap, and the (..., n, k) stack can be far larger than a, b or the output.
+    da = m.matmul(g2, _swap_last(m, b2))
     # A 1-d `a` came back as a (..., 1, k) stack; un-broadcasting sums it to (k,).
     return da
 
 
 def _matmul_db(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     g2, a2, _ = _matmul_operands(m, g, a, b)
-    db = _swap_last(m, a2) @ g2
+    db = m.matmul(_swap_last(m, a2), g2)
     if b.ndim == 1:  # drop the column axis the lift added
         db = m.reshape(db, shape=db.shape[:-1])
     return db
@@ -163,7 +165,9 @@ def _matmul_db(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
 matmul = defop(
     "matmul", _matmul, (_matmul_da, _matmul_db),
     doc="matrix product a @ b (1-d operands act as vectors; leading axes broadcast)", category=ARITH,
-    n_in=2, complex_safe=True, operators=("__matmul__", "__rmatmul__"),
+    n_in=2, complex_safe=True, method=True, operators=("__matmul__", "__rmatmul__"),
     out_shape=lambda a, b: matmul_shape(a.shape, b.shape),
+    # The VJPs lift 1-d operands to matrices first; this is the rule they apply.
+    rule="a: g @ swap_last(b);  b: swap_last(a) @ g",
     check=Check(shapes=(((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (3,)), ((2, 2, 3), (3, 2)))),
 )

@@ -16,11 +16,12 @@ ELEM = "elementwise"
 def unary(
     name: str, forward: Any, vjp: Any, doc: str, *, complex_safe: bool = True,
     low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0, rule: str | None = None,
+    aliases: tuple[str, ...] = (),
 ) -> Any:
     """Register a one-input elementwise op that is also a method (`x.exp()`)."""
     return defop(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=True,
-        kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
+        aliases=aliases, kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
     )
 
 
@@ -74,7 +75,8 @@ def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
 
 
 exp = unary("exp", lambda x: np.exp(x), lambda m, g, ans, x: masked(m, g, g * ans), "e ** x")
-log = unary("log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0)
+log = unary("log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0,
+            aliases=("ln",))
 log1p = unary(
     "log1p", lambda x: np.log1p(x), lambda m, g, ans, x: masked(m, g, g / (1 + x)), "log(1 + x), accurate for small x",
     low=-0.5,
@@ -127,7 +129,7 @@ maximum = defop(
     "maximum", _maximum,
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) < m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) < m.raw(a), m.raw(a), m.raw(b)))),
-    doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, kink=_tied,
+    doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
     rule="a: g * (a > b);  b: g * (b > a);  half each at a tie",
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3),
 )
@@ -135,7 +137,7 @@ minimum = defop(
     "minimum", _minimum,
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) > m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) > m.raw(a), m.raw(a), m.raw(b)))),
-    doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, kink=_tied,
+    doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
     rule="a: g * (a < b);  b: g * (b < a);  half each at a tie",
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3),
 )
