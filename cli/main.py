@@ -58,6 +58,7 @@ def main(
     Example: echo 'x = 3; x**2' | gradcalc
     """
     if ctx.invoked_subcommand is not None:
+        _pass_options_down(ctx, ctx.invoked_subcommand)
         return
     if sys.stdin is None:
         usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
@@ -68,6 +69,28 @@ def main(
         start_repl(engine.value)
         return
     raise typer.Exit(_run_sources(read_sources([Path("-")], max_input), engine.value, as_json=False, style=_style(None, False), tree=False))
+
+
+_SHARED_OPTIONS = {"engine": "--engine", "max_elements": "--max-elements", "max_steps": "--max-steps", "max_input": "--max-input-bytes"}
+
+
+def _pass_options_down(ctx: typer.Context, name: str) -> None:
+    """`gradcalc --engine scalar eval ...`: an option given before the command becomes that
+    command's default (the command's own option still wins); a command that has no such
+    option refuses it rather than run without it."""
+    command = ctx.command.get_command(ctx, name)  # type: ignore[attr-defined]  # the app is a group
+    accepted = {p.name for p in command.params} if command is not None else set()
+    defaults: dict[str, Any] = {}
+    for key, flag in _SHARED_OPTIONS.items():
+        source = ctx.get_parameter_source(key)
+        if source is None or source.name != "COMMANDLINE":  # by name: typer may bring its own click
+            continue
+        if key not in accepted:
+            usage_error(f"{flag} does not apply to `gradcalc {name}`")
+        value = ctx.params[key]
+        defaults[key] = value.value if isinstance(value, Engine) else value
+    if defaults:
+        ctx.default_map = {**(ctx.default_map or {}), name: {**((ctx.default_map or {}).get(name) or {}), **defaults}}
 
 
 # ---- eval ----------------------------------------------------------------------------------------

@@ -31,3 +31,33 @@ def test_run_goes_on_after_a_constant_non_finite_tensor():
     records = [json.loads(line) for line in lines]
     assert records[0]["value"] == ["-inf", 0.0]
     assert records[1]["value"] == 2.0
+
+
+def test_top_level_engine_applies_to_eval_and_run(tmp_path):
+    done = gradcalc("--engine", "scalar", "eval", "sum(x*2)", "x=[1,2,3]")
+    assert done.returncode == 2 and "scalar engine has no tensors" in done.stderr
+    done = gradcalc("--engine", "scalar", "eval", "x*y", "x=2", "y=3")
+    assert done.returncode == 0 and "grad x: 3.0" in done.stdout
+    script = tmp_path / "s.gc"
+    script.write_text("x=[1,2]\nsum(x)\n")
+    assert "scalar engine has no tensors" in gradcalc("--engine", "scalar", "run", str(script)).stderr
+
+
+def test_the_command_option_wins_over_the_top_level_one():
+    done = gradcalc("--engine", "scalar", "eval", "--engine", "tensor", "sum(x*2)", "x=[1,2,3]")
+    assert done.returncode == 0 and "value: 12.0" in done.stdout
+
+
+def test_top_level_limits_apply_to_the_command():
+    done = gradcalc("--max-input-bytes", "100", "run", "-", stdin="x = 1\n" * 100)
+    assert done.returncode == 2 and "larger than 100 bytes" in done.stderr
+    done = gradcalc("--max-steps", "3", "eval", "x*2+1+1+1+1", "x=1")
+    assert done.returncode == 2 and "budget of 3 steps" in done.stderr
+
+
+def test_a_top_level_option_the_command_lacks_is_refused(tmp_path):
+    checks = tmp_path / "c.gc"
+    checks.write_text("x=2\ncheck x**2\n")
+    done = gradcalc("--engine", "scalar", "check", str(checks))
+    assert done.returncode == 2 and "--engine does not apply to `gradcalc check`" in done.stderr
+    assert "PASS" not in done.stdout
