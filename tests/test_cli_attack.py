@@ -61,3 +61,24 @@ def test_a_top_level_option_the_command_lacks_is_refused(tmp_path):
     done = gradcalc("--engine", "scalar", "check", str(checks))
     assert done.returncode == 2 and "--engine does not apply to `gradcalc check`" in done.stderr
     assert "PASS" not in done.stdout
+
+
+def test_check_jacobian_over_the_cap_reads_like_the_other_cap_errors(tmp_path):
+    checks = tmp_path / "c.gc"
+    checks.write_text("x=ones(100)*0.5\ncheck tanh(x)\ncheck sum(tanh(x))\n")
+    done = gradcalc("check", "--max-elements", "1000", str(checks))
+    assert done.returncode == 1
+    error_row = next(line for line in done.stdout.splitlines() if line.startswith("ERROR"))
+    assert "internal error" not in done.stdout and "SizeLimitError" not in done.stdout
+    assert "c.gc:2" in error_row and "shape (100, 100)" in error_row and "--max-elements raises it" in error_row
+    assert "PASS" in done.stdout and "1 passed, 0 failed, 1 errors" in done.stdout
+
+
+def test_an_unclosed_bracket_does_not_swallow_the_following_checks(tmp_path):
+    checks = tmp_path / "se.gc"
+    checks.write_text("x=2\ncheck x**2\ny = (3\ncheck x**3\ncheck sin(\ncheck x**4\n")
+    done = gradcalc("check", str(checks))
+    rows = done.stdout.splitlines()
+    assert [r.split()[0] for r in rows[:5]] == ["PASS", "ERROR", "PASS", "ERROR", "PASS"]
+    assert "se.gc:4  x**3" in rows[2] and "se.gc:6  x**4" in rows[4]
+    assert "3 passed, 0 failed, 2 errors" in done.stdout
