@@ -305,20 +305,47 @@ register_plot(app)
 
 
 def _protect_expression(argv: list[str]) -> list[str]:
-    """`gradcalc eval '-a*b' a=2` must not read '-a*b' as an option: a leading space
-    (which the language ignores) keeps it an argument."""
+    """`gradcalc eval '-a*b' a=2` (or `'--a'`) must not read the expression as an option:
+    a leading space (which the language ignores) keeps it an argument. A token with one
+    dash is never an option of eval or plot (but -h); one with two is the expression when
+    it is not one of the command's options and no expression came before it."""
     command = next((c for c in ("eval", "plot") if c in argv), None)
     if command is None:
         return argv
     args = list(argv)
     start = args.index(command) + 1
+    flags, valued = _option_names(command)
+    expression_seen, skip = False, False
     for i in range(start, len(args)):
         token = args[i]
+        if skip:
+            skip = False
+            continue
         if token == "--":
             break
-        if token.startswith("-") and not token.startswith("--") and token != "-h" and len(token) > 1:
+        name = token.split("=", 1)[0]
+        if name in flags or (name in valued and "=" in token):
+            continue
+        if name in valued:
+            skip = True  # its value follows
+            continue
+        if token.startswith("--") and len(token) > 2 and not expression_seen:
             args[i] = " " + token
+        elif token.startswith("-") and not token.startswith("--") and token != "-h" and len(token) > 1:
+            args[i] = " " + token
+        expression_seen = True
     return args
+
+
+def _option_names(command: str) -> tuple[set[str], set[str]]:
+    """The command's option names: those that are flags, and those that take a value."""
+    click_command = typer.main.get_command(app).get_command(None, command)  # type: ignore[attr-defined, arg-type]
+    flags: set[str] = set()
+    valued: set[str] = set()
+    for param in getattr(click_command, "params", []):
+        if getattr(param, "param_type_name", "") == "option":
+            (flags if param.is_flag else valued).update(param.opts + param.secondary_opts)
+    return flags, valued
 
 
 def run() -> None:

@@ -82,3 +82,21 @@ def test_an_unclosed_bracket_does_not_swallow_the_following_checks(tmp_path):
     assert [r.split()[0] for r in rows[:5]] == ["PASS", "ERROR", "PASS", "ERROR", "PASS"]
     assert "se.gc:4  x**3" in rows[2] and "se.gc:6  x**4" in rows[4]
     assert "3 passed, 0 failed, 2 errors" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "value"), [
+    (["--a", "a=2"], "value: 2.0"),
+    (["-----x", "x=3"], "value: -3.0"),
+    (["--digits", "3", "--a", "a=2.123456"], "value: 2.12"),
+    (["--a", "--wrt", "a", "a=2"], "value: 2.0"),
+])
+def test_an_expression_starting_with_two_dashes_works_as_typed(args, value):
+    done = gradcalc("eval", *args)
+    assert done.returncode == 0, done.stderr
+    assert value in done.stdout
+
+
+def test_options_are_still_options_next_to_a_dashed_expression():
+    done = gradcalc("eval", "--json", "--a", "a=2")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["value"] == 2.0
