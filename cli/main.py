@@ -340,7 +340,7 @@ def _protect_expression(argv: list[str]) -> list[str]:
 def _option_names(command: str) -> tuple[set[str], set[str]]:
     """The command's option names: those that are flags, and those that take a value."""
     click_command = typer.main.get_command(app).get_command(None, command)  # type: ignore[attr-defined, arg-type]
-    flags: set[str] = set()
+    flags: set[str] = {"--help", "-h"}  # click adds these itself, not as params
     valued: set[str] = set()
     for param in getattr(click_command, "params", []):
         if getattr(param, "param_type_name", "") == "option":

@@ -100,3 +100,9 @@ def test_options_are_still_options_next_to_a_dashed_expression():
     done = gradcalc("eval", "--json", "--a", "a=2")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["value"] == 2.0
+
+
+def test_help_is_still_help_after_eval_and_plot():
+    for command in ("eval", "plot"):
+        done = gradcalc(command, "--help")
+        assert done.returncode == 0 and "Example" in done.stdout
