@@ -183,9 +183,16 @@ def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None, githu
         "max abs": _widest([n[0] for n in numbers], "max abs"), "max rel": _widest([n[1] for n in numbers], "max rel"),
     }
     room = console.width - sum(fixed.values()) - 3 * len(fixed)  # 3: the rule and padding between columns
+    if room < _SHORTEST_CHECK:  # the method goes before the expression is cut to nothing
+        room += fixed.pop("method") + 3
+    if room < _SHORTEST_CHECK:  # a path too long for any table: whole lines, which the terminal wraps
+        for o in outcomes:
+            console.print(escape(check_line(o)), highlight=False, soft_wrap=True)
+        console.print(_summary(outcomes), highlight=False)
+        return
     show_wrt = room >= 24  # on a narrow terminal the variables go before the expression does
     wrt_width = max(3, min(_widest(variables, "wrt"), room // 3)) if show_wrt else 0
-    check_width = max(8, min(_widest([o.text for o in outcomes], "check"), room - wrt_width - 3 * show_wrt))
+    check_width = max(_SHORTEST_CHECK, min(_widest([o.text for o in outcomes], "check"), room - wrt_width - 3 * show_wrt))
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("", width=fixed[""], no_wrap=True)
     table.add_column("where", width=fixed["where"], no_wrap=True)
@@ -193,12 +200,13 @@ def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None, githu
     if show_wrt:
         table.add_column("wrt", width=wrt_width, overflow="fold")
     for column in ("method", "max abs", "max rel"):
-        table.add_column(column, width=fixed[column], no_wrap=True)
+        if column in fixed:
+            table.add_column(column, width=fixed[column], no_wrap=True)
     colours = {"pass": "green", "fail": "red", "error": "red"}
     details = []
     for o, where, pair, names in zip(outcomes, wheres, numbers, variables):
         mark = f"[{colours[o.status]}]{o.status.upper()}[/]" + ("[yellow]*[/]" if o.warnings else "")
-        table.add_row(mark, escape(where), escape(o.text), *([escape(names)] if show_wrt else []), o.method, *pair)
+        table.add_row(mark, escape(where), escape(o.text), *([escape(names)] if show_wrt else []), *([o.method] if "method" in fixed else []), *pair)
         if o.message:
             details.append(f"[red]{escape(where)}[/] {escape(o.message)}")
         details += [f"[yellow]{escape(where)} warning:[/] {escape(w)}" for w in o.warnings]
@@ -206,6 +214,9 @@ def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None, githu
     for line in details:
         console.print(line, highlight=False)
     console.print(_summary(outcomes))
+
+
+_SHORTEST_CHECK = 8  # columns of the expression below which it says too little to keep
 
 
 def _widest(texts: list[str], heading: str) -> int:

@@ -39,7 +39,8 @@ def nonfinite_notes(output: Any, retrace: Any = None, gradients_finite: bool = F
     if not _finite(output.data):
         source = output
         if not output.parents and retrace is not None:
-            source = retrace() or output
+            traced = retrace()  # a tensor, so `or` would ask for its truth value
+            source = traced if traced is not None else output
         culprit = first_nonfinite(source)
         if culprit is not None and culprit.parents:
             notes.append(f"the first {_kind(culprit.data)} came from {_at_first_bad(culprit, culprit.data)}")

@@ -58,6 +58,7 @@ def main(
     Example: echo 'x = 3; x**2' | gradcalc
     """
     if ctx.invoked_subcommand is not None:
+        _pass_options_down(ctx, ctx.invoked_subcommand)
         return
     if sys.stdin is None:
         usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
@@ -68,6 +69,28 @@ def main(
         start_repl(engine.value)
         return
     raise typer.Exit(_run_sources(read_sources([Path("-")], max_input), engine.value, as_json=False, style=_style(None, False), tree=False))
+
+
+_SHARED_OPTIONS = {"engine": "--engine", "max_elements": "--max-elements", "max_steps": "--max-steps", "max_input": "--max-input-bytes"}
+
+
+def _pass_options_down(ctx: typer.Context, name: str) -> None:
+    """`gradcalc --engine scalar eval ...`: an option given before the command becomes that
+    command's default (the command's own option still wins); a command that has no such
+    option refuses it rather than run without it."""
+    command = ctx.command.get_command(ctx, name)  # type: ignore[attr-defined]  # the app is a group
+    accepted = {p.name for p in command.params} if command is not None else set()
+    defaults: dict[str, Any] = {}
+    for key, flag in _SHARED_OPTIONS.items():
+        source = ctx.get_parameter_source(key)
+        if source is None or source.name != "COMMANDLINE":  # by name: typer may bring its own click
+            continue
+        if key not in accepted:
+            usage_error(f"{flag} does not apply to `gradcalc {name}`")
+        value = ctx.params[key]
+        defaults[key] = value.value if isinstance(value, Engine) else value
+    if defaults:
+        ctx.default_map = {**(ctx.default_map or {}), name: {**((ctx.default_map or {}).get(name) or {}), **defaults}}
 
 
 # ---- eval ----------------------------------------------------------------------------------------
@@ -282,20 +305,47 @@ register_plot(app)
 
 
 def _protect_expression(argv: list[str]) -> list[str]:
-    """`gradcalc eval '-a*b' a=2` must not read '-a*b' as an option: a leading space
-    (which the language ignores) keeps it an argument."""
+    """`gradcalc eval '-a*b' a=2` (or `'--a'`) must not read the expression as an option:
+    a leading space (which the language ignores) keeps it an argument. A token with one
+    dash is never an option of eval or plot (but -h); one with two is the expression when
+    it is not one of the command's options and no expression came before it."""
     command = next((c for c in ("eval", "plot") if c in argv), None)
     if command is None:
         return argv
     args = list(argv)
     start = args.index(command) + 1
+    flags, valued = _option_names(command)
+    expression_seen, skip = False, False
     for i in range(start, len(args)):
         token = args[i]
+        if skip:
+            skip = False
+            continue
         if token == "--":
             break
-        if token.startswith("-") and not token.startswith("--") and token != "-h" and len(token) > 1:
+        name = token.split("=", 1)[0]
+        if name in flags or (name in valued and "=" in token):
+            continue
+        if name in valued:
+            skip = True  # its value follows
+            continue
+        if token.startswith("--") and len(token) > 2 and not expression_seen:
             args[i] = " " + token
+        elif token.startswith("-") and not token.startswith("--") and token != "-h" and len(token) > 1:
+            args[i] = " " + token
+        expression_seen = True
     return args
+
+
+def _option_names(command: str) -> tuple[set[str], set[str]]:
+    """The command's option names: those that are flags, and those that take a value."""
+    click_command = typer.main.get_command(app).get_command(None, command)  # type: ignore[attr-defined, arg-type]
+    flags: set[str] = {"--help", "-h"}  # click adds these itself, not as params
+    valued: set[str] = set()
+    for param in getattr(click_command, "params", []):
+        if getattr(param, "param_type_name", "") == "option":
+            (flags if param.is_flag else valued).update(param.opts + param.secondary_opts)
+    return flags, valued
 
 
 def run() -> None:

@@ -18,6 +18,7 @@ from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageErro
 from gradcalc.parser.analysis import Analysis
 from gradcalc.parser.backends import ATTRIBUTES
 from gradcalc.parser.checks import make_check_handler
+from gradcalc.parser.syntax import PendingInput
 
 from . import render
 from .checking import check_line
@@ -73,12 +74,6 @@ def _continues(line: str) -> bool:
     return stripped.endswith("\\") or bool(_TRAILING_OPERATOR.search(stripped))
 
 
-def _bracket_balance(line: str) -> int:
-    """Brackets opened minus closed on one line (its comment aside)."""
-    code = line.split("#", 1)[0]
-    return sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
-
-
 class Repl:
     def __init__(self, engine: str = "tensor", renderer: render.PlainRenderer | None = None) -> None:
         self.engine = engine
@@ -108,17 +103,6 @@ class Repl:
             return member.group(1), sorted({*self.session.backend.method_names(), *attributes})
         word = re.search(r"[A-Za-z_]\w*$", before_cursor)
         return (word.group() if word else ""), sorted({*self.session.names(), *self.session.backend.method_names()})
-
-    def is_incomplete(self, text: str) -> bool:
-        if text.lstrip().startswith(":"):
-            return False
-        if _continues(text.rsplit("\n", 1)[-1]):
-            return True
-        try:
-            compile_program(text)
-        except LanguageError as err:
-            return err.incomplete
-        return False
 
     def handle(self, text: str) -> bool:
         """Run one complete input. Returns False when the user asked to leave."""
@@ -338,25 +322,24 @@ def _history(path: Path) -> Any:
 
 def read_input(prompt: Any, repl: Repl) -> str | None:
     """One complete input, asking for continuation lines while it is unfinished.
-    None at end of input (Ctrl-D); '' when the line was cancelled (Ctrl-C)."""
-    lines: list[str] = []
-    depth = 0
+    None at end of input (Ctrl-D); '' when the line was cancelled (Ctrl-C). The parser's
+    PendingInput tells finished from unfinished one line at a time (brackets, including
+    those in strings, counted by its lexer), so a long paste is not parsed once per line."""
+    pending = PendingInput()
     while True:
         try:
-            line = prompt.prompt("... " if lines else ">>> ")
+            line = prompt.prompt("... " if pending.lines else ">>> ")
         except (KeyboardInterrupt, Interrupted):
             return ""
         except EOFError:
-            return None if not lines else join_lines(lines)
-        lines.append(line)
-        if len(lines) > 1 and not line.strip():
-            return join_lines(lines)  # a blank continuation line ends the input, finished or not
-        depth += _bracket_balance(line)
-        if depth > 0 or _continues(line):
-            continue  # surely unfinished: no need to parse it all again (a long paste stays linear)
-        text = join_lines(lines)
-        if not repl.is_incomplete(text):
-            return text
+            return None if not pending.lines else join_lines(pending.lines)
+        if not pending.lines and line.lstrip().startswith(":"):
+            return line  # a REPL command is one line
+        if pending.lines and not line.strip():
+            pending.lines.append(line)
+            return join_lines(pending.lines)  # a blank continuation line ends the input, finished or not
+        if pending.add(line):
+            return join_lines(pending.lines)
 
 
 def loop(repl: Repl, prompt: Any) -> None:

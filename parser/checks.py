@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradcalc.autodiff import Tensor
+from gradcalc.autodiff import SizeLimitError, Tensor
 import numpy as np
 
 from gradcalc.autodiff.gradcheck import gradcheck_graph, position, suspect_ops
@@ -222,6 +222,8 @@ def statement_outcome(session: Any, statement: Statement) -> CheckOutcome | None
         result = session.run_statement(statement)
     except LanguageError as err:
         return error_outcome(text, statement.span, err)
+    except SizeLimitError as err:  # the check's own Jacobian over the cap: a limit, as for any op
+        return error_outcome(text, statement.span, LanguageError("size", str(err)))
     except MemoryError:
         return error_outcome(text, statement.span, LanguageError("size", "out of memory (a lower --max-elements refuses this sooner)"))
     except Exception as err:  # noqa: BLE001 - a bug in one check must not lose the batch

@@ -6,6 +6,7 @@ import io
 import re
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -96,3 +97,29 @@ def test_scalar_engine_notes_use_its_own_labels():
     out = gradcalc("eval", "log(x) + x.sqrt()", "x=0", "--engine", "scalar").stdout
     assert "note: the first inf came from log(0.0)" in out
     assert "note: an inf gradient came from the backward pass of sqrt(0.0)" in out  # sqrt is a primitive there
+
+
+@pytest.mark.parametrize("folder", ["", "/work/main/examples/", "/a/much/longer/folder/for/examples/", "/x" * 30 + "/"])
+def test_check_table_at_80_columns_never_cuts_where_status_or_numbers(folder):
+    """D8: a long path used to squeeze `file:line` to `arithmetic.gc:…`, PASS to `PA…` and
+    5.55e-17 to `5.55e-…`; only the expression may be shortened."""
+    from rich.console import Console
+
+    from gradcalc.cli.checking import _report, check_line, run_check_file
+    from gradcalc.parser.checks import CheckDefaults
+
+    origin = folder + "arithmetic.gc"
+    outcomes = run_check_file(origin, (ROOT / "examples/arithmetic.gc").read_text(), CheckDefaults())
+    console = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
+    _report(outcomes, True, console)
+    text = console.file.getvalue()
+    rows = [line for line in text.splitlines() if re.search(r"arithmetic\.gc:\d+\b", line)]
+    for o in outcomes:
+        row = next(r for r in rows if re.search(rf"{re.escape(origin)}:{o.line}\b", r))
+        assert re.search(rf"\b{o.status.upper()}\b", row), row
+        if "│" not in row:  # a path too long for a table: the whole plain line
+            assert row == check_line(o)
+        elif o.status != "error":
+            assert f"{o.max_abs_error:.2e}" in row and f"{o.max_rel_error:.2e}" in row, row
+    if len(origin) < 40:
+        assert all(len(line) <= 80 for line in text.splitlines())

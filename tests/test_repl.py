@@ -317,3 +317,31 @@ def test_a_long_bracketed_paste_is_parsed_once_not_once_per_line(capsys, monkeyp
     drive("v = [\n" + "".join(f"  {k},\n" for k in range(500)) + "]\nsum(v)\n")
     assert "value: 124750.0" in capsys.readouterr().out
     assert len(calls) <= 4  # is_incomplete and run, for each of the two inputs
+
+
+def test_read_input_uses_the_parsers_pending_input(monkeypatch):
+    """A bracket inside a string does not leave the input open, and a bracketed paste
+    is parsed once when it closes, not once per line."""
+    from gradcalc.cli.repl import read_input
+    from gradcalc.parser import syntax
+
+    class Lines:
+        def __init__(self, lines):
+            self.lines = list(lines)
+
+        def prompt(self, _):
+            if not self.lines:
+                raise EOFError
+            return self.lines.pop(0)
+
+    parsed = []
+    real = syntax.parse_tree
+    monkeypatch.setattr(syntax, "parse_tree", lambda text, *a, **k: parsed.append(text) or real(text, *a, **k))
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    assert read_input(Lines(["s = '(['", "x = 1"]), repl) == "s = '(['"
+    lines = ["v = ["] + [f"  {k}," for k in range(300)] + ["]", "sum(v)"]
+    text = read_input(Lines(lines), repl)
+    assert text.startswith("v = [") and text.endswith("299, ]") and "sum" not in text
+    assert len(parsed) == 2
+    assert read_input(Lines(["x = 3 +", "4"]), repl) == "x = 3 + 4"
+    assert read_input(Lines([":vars", "x"]), repl) == ":vars"
