@@ -21,10 +21,11 @@ JUMP_IF_FALSE, JUMP = 12, 13
 
 Instruction = tuple[int, Any, Span]
 
-BINARY_OPS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "matmul": "matmul", "pow": "pow"}
+BINARY_OPS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "matmul": "matmul", "pow": "pow",
+              "floor_divide": "floor_divide", "remainder": "remainder"}
 COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
-AUGMENTED = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "div"}
-SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**",
+AUGMENTED = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "div", "//=": "floor_divide", "%=": "remainder"}
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "floor_divide": "//", "remainder": "%",
            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "neg": "-", "pos": "+"}
 
 

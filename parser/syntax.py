@@ -25,7 +25,7 @@ _CLOSERS = {"RPAR", "RSQB"}
 
 # A newline right after one of these continues the statement: the line cannot end there.
 _CONTINUES = frozenset({
-    "PLUS", "MINUS", "STAR", "SLASH", "AT", "POW", "COMPARE", "AUGOP", "EQUAL", "COMMA", "DOT", "IF", "ELSE",
+    "PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "AUGOP", "EQUAL", "COMMA", "DOT", "IF", "ELSE",
     "CHECK", "DEF", "WRT",
 })
 _SEPARATORS = frozenset({"_NL", "SEMICOLON"})
@@ -94,10 +94,10 @@ _BLANK = frozenset({"__IGNORE_0", "CONTINUATION"})  # the line lexer keeps comme
 
 _READABLE = {
     "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "_NL": "end of line",
-    "$END": "end of input", "COMPARE": "a comparison", "AUGOP": "'+=', '-=', '*=' or '/='", "POW": "'**'",
+    "$END": "end of input", "COMPARE": "a comparison", "AUGOP": "'+=', '-=', '*=', '/=', '//=' or '%='", "POW": "'**'",
 }
 _EXPRESSION_STARTS = {"NAME", "NUMBER", "LPAR", "LSQB", "MINUS"}
-_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "AT", "POW", "COMPARE", "DOT", "LSQB", "IF"}
+_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "DOT", "LSQB", "IF"}
 
 
 def _readable(terminal: str) -> str:

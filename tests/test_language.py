@@ -747,3 +747,52 @@ def test_reported_messages_through_the_command(expression, words):
     done = gradcalc("eval", expression, "x=2")
     assert done.returncode == 2 and words in done.stderr, done.stderr
     assert "internal error" not in done.stderr
+
+
+# ---- // and % (issue 12) ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("7 // 2", 3.0), ("-7 // 2", -4.0), ("7 // -2", -4.0), ("7.5 // 2", 3.0),
+    ("-7 % 2", 1.0), ("7 % -2", -1.0), ("7.5 % 2", 1.5),
+    ("2 * 7 % 4", 2.0),        # same level as *, left to right: (2 * 7) % 4
+    ("2 * 7 // 4", 3.0),
+    ("1 + 7 % 4", 4.0),        # tighter than +
+    ("2 ** 3 % 5", 3.0),       # looser than **
+    ("x = 7; x //= 2; x", 3.0), ("x = -7; x %= 3; x", 2.0),
+    ("x = 1 //\n 2; x", 0.0),  # a line ending in // continues
+])
+def test_floor_division_and_remainder_operators(source, expected):
+    assert value(source) == expected
+
+
+def test_floor_division_and_remainder_follow_python_elementwise():
+    a, b = [-7.5, -3.0, 2.5, 7.0], [2.0, -2.0, 0.75, -3.0]
+    assert value(f"{a} // {b}") == [x // y for x, y in zip(a, b)]
+    assert value(f"{a} % {b}") == [x % y for x, y in zip(a, b)]
+
+
+def test_remainder_gradient_matches_torch():
+    torch = pytest.importorskip("torch")
+    a, b = np.array([-7.3, 5.2, 3.1]), np.array([2.0, -1.5, 0.7])
+    s = Session()
+    s.run_source(f"a = {a.tolist()}\nb = {b.tolist()}")
+    [result] = s.run_source("sum((a % b) * [1, 2, 3]) + sum(a // b)")
+    grads = analyze(result.value, None, s.variables).grads
+    np.testing.assert_allclose(grads["a"], [1.0, 2.0, 3.0], rtol=0)
+    np.testing.assert_allclose(grads["b"], -np.floor(a / b) * [1, 2, 3], rtol=0)
+    ta, tb = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (a, b))
+    (torch.sum(torch.remainder(ta, tb) * torch.tensor([1.0, 2, 3], dtype=torch.float64))).backward()
+    np.testing.assert_allclose(grads["a"], ta.grad.numpy(), rtol=1e-15)
+    np.testing.assert_allclose(grads["b"], tb.grad.numpy(), rtol=1e-15)
+
+
+def test_floor_division_has_no_gradient_as_in_torch():
+    assert value("x = 7.5; grad(x // 2 + x, x)") == 1.0
+
+
+def test_repl_colours_the_new_operators():
+    from gradcalc.cli.repl import _TOKEN
+
+    ops = [m.group() for m in _TOKEN.finditer("a //= b % c // d %= 2") if m.lastgroup == "op"]
+    assert ops == ["//=", "%", "//", "%="]
