@@ -796,3 +796,30 @@ def test_repl_colours_the_new_operators():
 
     ops = [m.group() for m in _TOKEN.finditer("a //= b % c // d %= 2") if m.lastgroup == "op"]
     assert ops == ["//=", "%", "//", "%="]
+
+
+# ---- hexadecimal, binary and octal literals (issue 12) ------------------------------------------
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("0x10", 16.0), ("0XfF", 255.0), ("0b101", 5.0), ("0o17", 15.0), ("0xFF_FF", 65535.0), ("0b1_0", 2.0), ("0x_1", 1.0),
+    ("1_000", 1000.0), ("0x10 + 0b101 * 0o17", 91.0), ("-0x10", -16.0), ("[0x1, 0b1][1]", 1.0),
+])
+def test_hexadecimal_binary_and_octal_literals(source, expected):
+    assert value(source) == expected
+
+
+@pytest.mark.parametrize("source", ["0x", "0b102", "0o8", "0x1__0"])
+def test_bad_prefixed_literals_are_syntax_errors(source):
+    assert error(source).kind == "syntax"
+
+
+def test_a_prefixed_literal_too_large_for_float64_says_so():
+    err = error("0x" + "f" * 300)
+    assert err.kind == "syntax" and "too large" in err.message and (err.line, err.column) == (1, 1)
+
+
+def test_repl_colours_prefixed_literals_as_numbers():
+    from gradcalc.cli.repl import _TOKEN
+
+    assert [m.group() for m in _TOKEN.finditer("0x1F + 0b10") if m.lastgroup == "number"] == ["0x1F", "0b10"]
