@@ -823,3 +823,37 @@ def test_repl_colours_prefixed_literals_as_numbers():
     from gradcalc.cli.repl import _TOKEN
 
     assert [m.group() for m in _TOKEN.finditer("0x1F + 0b10") if m.lastgroup == "number"] == ["0x1F", "0b10"]
+
+
+# ---- unsupported syntax says so (issue 12) --------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, column, width", [
+    ("1j", 1, 2), ("x = 2.5j", 5, 4), ("y = 1\nz = 3 + 1e3J", 9, 4), ("1_0j", 1, 4), ("0x1j", 1, 4),
+])
+def test_complex_literals_are_reported_as_unsupported(source, column, width):
+    err = error(source)
+    assert err.kind == "syntax" and err.message.startswith("complex numbers are not supported")
+    assert (err.line, err.column, err.end_column) == (source.count("\n") + 1, column, column + width)
+
+
+@pytest.mark.parametrize("source, column", [("5!", 2), ("!x", 1), ("x = 1; y = !(x > 0)", 12)])
+def test_exclamation_mark_is_reported_as_unsupported(source, column):
+    err = error(source)
+    assert err.kind == "syntax" and err.message.startswith("'!' is not supported") and err.column == column
+
+
+def test_a_name_after_a_space_is_still_an_ordinary_syntax_error():
+    assert error("j = 2; 3 j").message.startswith("expected")
+    assert value("x = 3; x != 2") == 1.0
+
+
+@pytest.mark.parametrize("expression, words", [
+    ("2.5j * x", "complex numbers are not supported"), ("x!", "'!' is not supported"),
+])
+def test_unsupported_syntax_through_the_command(expression, words):
+    from .test_cli import gradcalc
+
+    done = gradcalc("eval", expression, "x=2")
+    assert done.returncode == 2 and words in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
