@@ -249,7 +249,7 @@ def _describe(value: Any, style: render.Style) -> str:
     return f"tensor of shape {'x'.join(map(str, data.shape))}"
 
 
-_TOKEN = re.compile(r"(?P<comment>#.*)|(?P<number>(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<op>\*\*|[-+*/@^<>=!]=?|[()\[\],.;:])|(?P<space>\s+)|(?P<other>.)")
+_TOKEN = re.compile(r"(?P<comment>#.*)|(?P<number>0[xXbBoO][0-9a-fA-F_]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<op>\*\*|//=?|[-+*/%@^<>=!]=?|[()\[\],.;:])|(?P<space>\s+)|(?P<other>.)")
 _KEYWORDS = {"if", "else", "def", "check", "wrt", "true", "false"}
 
 

@@ -21,10 +21,11 @@ JUMP_IF_FALSE, JUMP = 12, 13
 
 Instruction = tuple[int, Any, Span]
 
-BINARY_OPS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "matmul": "matmul", "pow": "pow"}
+BINARY_OPS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "matmul": "matmul", "pow": "pow",
+              "floor_divide": "floor_divide", "remainder": "remainder"}
 COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
-AUGMENTED = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "div"}
-SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**",
+AUGMENTED = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "div", "//=": "floor_divide", "%=": "remainder"}
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "floor_divide": "//", "remainder": "%",
            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "neg": "-", "pos": "+"}
 
 
@@ -206,6 +207,16 @@ def _visit_all(nodes: list[Any]) -> list[tuple[Any, ...]]:
     return [("visit", n) if n is not None else ("emit", (NONE, None), None) for n in nodes]
 
 
+def _number(text: str, span: Span) -> float:
+    """A number literal's value: decimal (1_000, 2.5e-3) or a whole number in base 16, 2 or 8."""
+    if text[1:2] not in ("x", "X", "b", "B", "o", "O"):
+        return float(text)
+    try:
+        return float(int(text, 0))
+    except OverflowError:
+        raise LanguageError("syntax", "this number is too large for a float64").at(span) from None
+
+
 def _expand(node: Tree | Token, places: _Places) -> list[tuple[Any, ...]]:
     """The tasks that compile one node: visit its children, then emit its instruction."""
     if isinstance(node, Token):  # only reached for a bare expression token
@@ -214,7 +225,7 @@ def _expand(node: Tree | Token, places: _Places) -> list[tuple[Any, ...]]:
     if kind == "number":
         if not children[0].isascii():  # the lexer's \d also matches other scripts' digits
             raise LanguageError("syntax", f"{children[0]!s} is not a number: numbers are written with the digits 0-9").at(places.span(node))
-        return [("emit", (CONST, float(children[0])), node)]
+        return [("emit", (CONST, _number(str(children[0]), places.span(node))), node)]
     if kind == "string":
         return [("emit", (STRING, str(children[0])[1:-1]), node)]
     if kind in ("true", "false"):

@@ -25,7 +25,7 @@ _CLOSERS = {"RPAR", "RSQB"}
 
 # A newline right after one of these continues the statement: the line cannot end there.
 _CONTINUES = frozenset({
-    "PLUS", "MINUS", "STAR", "SLASH", "AT", "POW", "COMPARE", "AUGOP", "EQUAL", "COMMA", "DOT", "IF", "ELSE",
+    "PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "AUGOP", "EQUAL", "COMMA", "DOT", "IF", "ELSE",
     "CHECK", "DEF", "WRT",
 })
 _SEPARATORS = frozenset({"_NL", "SEMICOLON"})
@@ -94,10 +94,10 @@ _BLANK = frozenset({"__IGNORE_0", "CONTINUATION"})  # the line lexer keeps comme
 
 _READABLE = {
     "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "_NL": "end of line",
-    "$END": "end of input", "COMPARE": "a comparison", "AUGOP": "'+=', '-=', '*=' or '/='", "POW": "'**'",
+    "$END": "end of input", "COMPARE": "a comparison", "AUGOP": "'+=', '-=', '*=', '/=', '//=' or '%='", "POW": "'**'",
 }
 _EXPRESSION_STARTS = {"NAME", "NUMBER", "LPAR", "LSQB", "MINUS"}
-_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "AT", "POW", "COMPARE", "DOT", "LSQB", "IF"}
+_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "DOT", "LSQB", "IF"}
 
 
 def _readable(terminal: str) -> str:
@@ -305,6 +305,8 @@ def _syntax_error(source: str, err: UnexpectedInput) -> LanguageError:
         message = f"unexpected character {char!r}"
         if char in "'\"":
             message = "unterminated string"
+        elif char == "!":  # `!=` is a comparison; a lone `!` is Python's or C's habit, not ours
+            message = "'!' is not supported: there is no factorial, and for 'not x' write x == 0"
         return LanguageError("syntax", message, err.line, err.column, err.line, err.column + 1)
     if isinstance(err, UnexpectedEOF):
         line, column = _end_position(source)
@@ -320,11 +322,29 @@ def _syntax_error(source: str, err: UnexpectedInput) -> LanguageError:
     if at_end:
         line, column = _end_position(source) if token.type == "$END" else (token.line, token.column)
         return LanguageError("incomplete", f"unfinished input: expected {expected}", line, column)
+    complex_literal = _complex_literal(source, token)
+    if complex_literal:
+        return LanguageError(
+            "syntax", "complex numbers are not supported (gradcalc works in real float64; complex step is internal)",
+            token.line, token.column - complex_literal, token.line, token.column + 1,
+        )
     width = max(len(str(token.value)), 1) if token.type != "_NL" else 1
     return LanguageError(
         "syntax", f"expected {expected}, found {_found(token)}", token.line, token.column, token.end_line or token.line,
         (token.column or 1) + width,
     )
+
+
+_NUMBER_BEFORE = re.compile(r"(0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*\.?[\d_]*|\.\d[\d_]*)([eE][+-]?\d[\d_]*)?$")
+
+
+def _complex_literal(source: str, token: Token) -> int:
+    """How long the number is that `token` makes a complex literal of (`1j`, `2.5e3J`): a
+    `j` right after a number; 0 when it is not one."""
+    if token.type != "NAME" or token.value not in ("j", "J") or token.start_pos is None:
+        return 0
+    number = _NUMBER_BEFORE.search(source, 0, token.start_pos)
+    return len(number.group()) if number else 0
 
 
 def _end_position(source: str) -> tuple[int, int]:

@@ -747,3 +747,113 @@ def test_reported_messages_through_the_command(expression, words):
     done = gradcalc("eval", expression, "x=2")
     assert done.returncode == 2 and words in done.stderr, done.stderr
     assert "internal error" not in done.stderr
+
+
+# ---- // and % (issue 12) ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("7 // 2", 3.0), ("-7 // 2", -4.0), ("7 // -2", -4.0), ("7.5 // 2", 3.0),
+    ("-7 % 2", 1.0), ("7 % -2", -1.0), ("7.5 % 2", 1.5),
+    ("2 * 7 % 4", 2.0),        # same level as *, left to right: (2 * 7) % 4
+    ("2 * 7 // 4", 3.0),
+    ("1 + 7 % 4", 4.0),        # tighter than +
+    ("2 ** 3 % 5", 3.0),       # looser than **
+    ("x = 7; x //= 2; x", 3.0), ("x = -7; x %= 3; x", 2.0),
+    ("x = 1 //\n 2; x", 0.0),  # a line ending in // continues
+])
+def test_floor_division_and_remainder_operators(source, expected):
+    assert value(source) == expected
+
+
+def test_floor_division_and_remainder_follow_python_elementwise():
+    a, b = [-7.5, -3.0, 2.5, 7.0], [2.0, -2.0, 0.75, -3.0]
+    assert value(f"{a} // {b}") == [x // y for x, y in zip(a, b)]
+    assert value(f"{a} % {b}") == [x % y for x, y in zip(a, b)]
+
+
+def test_remainder_gradient_matches_torch():
+    torch = pytest.importorskip("torch")
+    a, b = np.array([-7.3, 5.2, 3.1]), np.array([2.0, -1.5, 0.7])
+    s = Session()
+    s.run_source(f"a = {a.tolist()}\nb = {b.tolist()}")
+    [result] = s.run_source("sum((a % b) * [1, 2, 3]) + sum(a // b)")
+    grads = analyze(result.value, None, s.variables).grads
+    np.testing.assert_allclose(grads["a"], [1.0, 2.0, 3.0], rtol=0)
+    np.testing.assert_allclose(grads["b"], -np.floor(a / b) * [1, 2, 3], rtol=0)
+    ta, tb = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (a, b))
+    (torch.sum(torch.remainder(ta, tb) * torch.tensor([1.0, 2, 3], dtype=torch.float64))).backward()
+    np.testing.assert_allclose(grads["a"], ta.grad.numpy(), rtol=1e-15)
+    np.testing.assert_allclose(grads["b"], tb.grad.numpy(), rtol=1e-15)
+
+
+def test_floor_division_has_no_gradient_as_in_torch():
+    assert value("x = 7.5; grad(x // 2 + x, x)") == 1.0
+
+
+def test_repl_colours_the_new_operators():
+    from gradcalc.cli.repl import _TOKEN
+
+    ops = [m.group() for m in _TOKEN.finditer("a //= b % c // d %= 2") if m.lastgroup == "op"]
+    assert ops == ["//=", "%", "//", "%="]
+
+
+# ---- hexadecimal, binary and octal literals (issue 12) ------------------------------------------
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("0x10", 16.0), ("0XfF", 255.0), ("0b101", 5.0), ("0o17", 15.0), ("0xFF_FF", 65535.0), ("0b1_0", 2.0), ("0x_1", 1.0),
+    ("1_000", 1000.0), ("0x10 + 0b101 * 0o17", 91.0), ("-0x10", -16.0), ("[0x1, 0b1][1]", 1.0),
+])
+def test_hexadecimal_binary_and_octal_literals(source, expected):
+    assert value(source) == expected
+
+
+@pytest.mark.parametrize("source", ["0x", "0b102", "0o8", "0x1__0"])
+def test_bad_prefixed_literals_are_syntax_errors(source):
+    assert error(source).kind == "syntax"
+
+
+def test_a_prefixed_literal_too_large_for_float64_says_so():
+    err = error("0x" + "f" * 300)
+    assert err.kind == "syntax" and "too large" in err.message and (err.line, err.column) == (1, 1)
+
+
+def test_repl_colours_prefixed_literals_as_numbers():
+    from gradcalc.cli.repl import _TOKEN
+
+    assert [m.group() for m in _TOKEN.finditer("0x1F + 0b10") if m.lastgroup == "number"] == ["0x1F", "0b10"]
+
+
+# ---- unsupported syntax says so (issue 12) --------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, column, width", [
+    ("1j", 1, 2), ("x = 2.5j", 5, 4), ("y = 1\nz = 3 + 1e3J", 9, 4), ("1_0j", 1, 4), ("0x1j", 1, 4),
+])
+def test_complex_literals_are_reported_as_unsupported(source, column, width):
+    err = error(source)
+    assert err.kind == "syntax" and err.message.startswith("complex numbers are not supported")
+    assert (err.line, err.column, err.end_column) == (source.count("\n") + 1, column, column + width)
+
+
+@pytest.mark.parametrize("source, column", [("5!", 2), ("!x", 1), ("x = 1; y = !(x > 0)", 12)])
+def test_exclamation_mark_is_reported_as_unsupported(source, column):
+    err = error(source)
+    assert err.kind == "syntax" and err.message.startswith("'!' is not supported") and err.column == column
+
+
+def test_a_name_after_a_space_is_still_an_ordinary_syntax_error():
+    assert error("j = 2; 3 j").message.startswith("expected")
+    assert value("x = 3; x != 2") == 1.0
+
+
+@pytest.mark.parametrize("expression, words", [
+    ("2.5j * x", "complex numbers are not supported"), ("x!", "'!' is not supported"),
+])
+def test_unsupported_syntax_through_the_command(expression, words):
+    from .test_cli import gradcalc
+
+    done = gradcalc("eval", expression, "x=2")
+    assert done.returncode == 2 and words in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
