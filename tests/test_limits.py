@@ -211,7 +211,14 @@ def _ratio(function, small, large) -> float:
     function(small)
     gc.disable()
     try:
-        return _timed_ratio(function, small, large)
+        # Up to three tries: a linear cost measures about 10x, a quadratic one 50-100x, so
+        # one good try settles it while a neighbour's burst (pytest -n) can spoil one.
+        best = float("inf")
+        for _ in range(3):
+            best = min(best, _timed_ratio(function, small, large))
+            if best < 12:
+                break
+        return best
     finally:
         gc.enable()
 
