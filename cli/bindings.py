@@ -34,9 +34,12 @@ def bind(session: Session, binding: str, bound: set[str]) -> None:
 
 def _bind(session: Session, binding: str, bound: set[str]) -> None:
     from gradcalc.parser import LanguageError, compile_program
-    from gradcalc.parser.datafiles import file_bindings
 
-    loaded = file_bindings(binding, session.base_dir)  # NAME=@FILE (docs/cli.md, "Data files")
+    loaded = None
+    if "@" in binding:  # NAME=@FILE (docs/cli.md, "Data files"); the loaders load only then
+        from gradcalc.parser.datafiles import file_bindings
+
+        loaded = file_bindings(binding, session.base_dir)
     if loaded is not None:
         for file_name, data in loaded:
             if file_name in bound:
