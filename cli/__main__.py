@@ -1,4 +1,4 @@
 """`python -m gradcalc.cli` runs the gradcalc command."""
-from .main import run
+from .entry import run
 
 run()

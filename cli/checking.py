@@ -4,13 +4,10 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from .common import (
-    MAX_INPUT_BYTES, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError, prepare_engine, read_sources, refuse_overwriting, shorten,
-    usage_error, write_file,
+    MAX_INPUT_BYTES, OutputFileError, prepare_engine, read_sources, refuse_overwriting, shorten, usage_error, write_file,
 )
 
 if TYPE_CHECKING:
@@ -91,62 +88,47 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
     return _xml_text(ET.tostring(suites, encoding="unicode", xml_declaration=True))
 
 
-def register_check(app: typer.Typer) -> None:
-    """Add `gradcalc check` to the application."""
+def check_action(
+    files: list[Path], *, as_json: bool = False, junit: Path | None = None, tol: float | None = None, method: str = "auto",
+    max_elements: int | None = None, max_steps: int | None = None, max_input: int = MAX_INPUT_BYTES, jobs: int = 1,
+    output_format: str = "text",
+) -> int:
+    """`gradcalc check`: run the `check` statements of FILE arguments and report each one.
+    Returns 0 when every check passes, 1 when any fails or errors (exits 2 on bad usage)."""
+    from gradcalc.parser.checks import METHODS, CheckDefaults
 
-    @app.command("check")
-    def check_command(
-        files: Annotated[list[Path], typer.Argument(metavar="FILE... [NAME=VALUE]...", help="Gradcheck files ('-' reads stdin), and variables for them (W=@weights.npy).", show_default=False)],
-        as_json: Annotated[bool, typer.Option("--json", help="Print all results as one JSON document.")] = False,
-        junit: Annotated[Optional[Path], typer.Option("--junit-xml", metavar="PATH", help="Also write JUnit XML for CI.")] = None,
-        tol: Annotated[Optional[float], typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
-        method: Annotated[str, typer.Option("--method", help="auto, complex or central.")] = "auto",
-        max_elements: MaxElementsOption = None,
-        max_steps: MaxStepsOption = None,
-        max_input: MaxInputOption = MAX_INPUT_BYTES,
-        jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per core); results as with -j 1.")] = 1,
-        output_format: Annotated[str, typer.Option("--format", help="text, or github (GitHub Actions annotations).")] = "text",
-    ) -> None:
-        """Run the `check` statements of gradcheck files and report each one.
+    from . import render
 
-        Exit status: 0 when every check passes, 1 when any fails or errors, 2 on bad usage.
+    if method not in METHODS:
+        usage_error(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+    if output_format not in ("text", "github"):
+        usage_error(f"--format must be text or github, not {output_format!r}")
+    if junit is not None:
+        refuse_overwriting(junit, files, "--junit-xml")
+    prepare_engine(max_elements, max_steps)
+    defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
+    from .dataio import bound_or_exit, split_bindings
+    from .parallel import run_checks
 
-        Example: gradcalc check examples/*.gc --junit-xml report.xml
-        """
-        from gradcalc.parser.checks import METHODS, CheckDefaults
+    files, bindings = split_bindings(files)
+    sources, bound = read_sources(files, max_input), bound_or_exit(bindings, "tensor")
+    total = sum(count_checks(s) for _, s in sources)
+    with _progress(total) as advance:
+        results = run_checks(sources, defaults, bound, jobs, advance)
+    outcomes = [o for _, batch in results for o in batch]
+    if as_json:
+        from .jsonout import dumps
 
-        from . import render
-
-        if method not in METHODS:
-            usage_error(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
-        if output_format not in ("text", "github"):
-            usage_error(f"--format must be text or github, not {output_format!r}")
-        if junit is not None:
-            refuse_overwriting(junit, files, "--junit-xml")
-        prepare_engine(max_elements, max_steps)
-        defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
-        from .dataio import bound_or_exit, split_bindings
-        from .parallel import run_checks
-
-        files, bindings = split_bindings(files)
-        sources, bound = read_sources(files, max_input), bound_or_exit(bindings, "tensor")
-        total = sum(count_checks(s) for _, s in sources)
-        with _progress(total) as advance:
-            results = run_checks(sources, defaults, bound, jobs, advance)
-        outcomes = [o for _, batch in results for o in batch]
-        if as_json:
-            from .jsonout import dumps
-
-            print(dumps({"checks": [outcome_object(o) for o in outcomes], "summary": _summary_counts(outcomes)}))
-        else:
-            _report(outcomes, render.use_rich(sys.stdout) and output_format == "text", github=output_format == "github")
-        if junit is not None:  # after the results are shown, so a failed write loses nothing
-            sys.stdout.flush()
-            try:
-                write_file(junit, junit_xml(results))
-            except OutputFileError as err:
-                usage_error(str(err))
-        raise typer.Exit(0 if all(o.passed for o in outcomes) else 1)
+        print(dumps({"checks": [outcome_object(o) for o in outcomes], "summary": _summary_counts(outcomes)}))
+    else:
+        _report(outcomes, render.use_rich(sys.stdout) and output_format == "text", github=output_format == "github")
+    if junit is not None:  # after the results are shown, so a failed write loses nothing
+        sys.stdout.flush()
+        try:
+            write_file(junit, junit_xml(results))
+        except OutputFileError as err:
+            usage_error(str(err))
+    return 0 if all(o.passed for o in outcomes) else 1
 
 
 def _summary_counts(outcomes: list[CheckOutcome]) -> dict[str, int]:

@@ -1,8 +1,9 @@
-"""What the commands share: option types, engine set-up, reading scripts, writing DOT,
+"""What the commands share: engine set-up, reading scripts, writing DOT,
 reporting a fatal error.
 
-Every command module (main, checking, repl) imports from here and nothing imports them
-back, so cli/ reads top-down: main -> repl -> checking -> common -> render, jsonout.
+Every command module imports from here and nothing imports them back, so cli/ reads
+top-down: entry -> main (typer) -> actions, checking, repl -> common -> render, jsonout.
+Nothing here imports typer: the plain one-shot path (cli/entry.py) runs without it.
 """
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
-
-import typer
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from gradcalc.parser import LanguageError
@@ -25,14 +24,7 @@ class Engine(str, Enum):
     scalar = "scalar"
 
 
-EngineOption = Annotated[Engine, typer.Option("--engine", help="tensor (NumPy arrays) or scalar (one node per number, for teaching).")]
-DigitsOption = Annotated[Optional[int], typer.Option("--digits", min=1, max=17, help="Round numbers to N significant digits for display (default: full precision).")]
-FullOption = Annotated[bool, typer.Option("--full", help="Print every element of large tensors (default: a summary).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (see docs/cli.md) instead of text.")]
-MaxElementsOption = Annotated[Optional[int], typer.Option("--max-elements", min=1, help="Largest tensor allowed, in elements (default 10,000,000).")]
-MaxStepsOption = Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Most ops one statement may execute (default 10,000,000).")]
 MAX_INPUT_BYTES = 50_000_000  # a script larger than this is refused, not read to the end (/dev/zero)
-MaxInputOption = Annotated[int, typer.Option("--max-input-bytes", min=1, help="Largest script read, in bytes.")]
 
 
 class SourceError(Exception):
@@ -84,7 +76,7 @@ def fail(err: LanguageError, source: str | None, as_json: bool, origin: str = ""
 
         print(dumps(error_object(err)))
     render.print_error(err, source, origin)
-    raise typer.Exit(2)
+    raise SystemExit(2)
 
 
 def decode_source(origin: str, data: bytes) -> str:
@@ -131,7 +123,7 @@ def usage_error(text: str) -> NoReturn:
     from . import render
 
     render.error(text)
-    raise typer.Exit(2)
+    raise SystemExit(2)
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -3,14 +3,12 @@
 A result is saved as `value` plus `grad_<name>` for every reported gradient, in .npz
 (NumPy arrays) or .json (nested lists; inf and nan as strings, as in gradcalc's JSON),
 written whole or not at all (common.write_file). NumPy is imported by the functions that
-use it: `main` imports this module for its option type.
+use it.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gradcalc.parser import Session
@@ -18,7 +16,6 @@ if TYPE_CHECKING:
 
 Bound = list[tuple[str, Any]]  # (name, numpy array) for every bound variable
 SAVE_SUFFIXES = (".npz", ".json")
-SaveOption = Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Write the value and each gradient (value, grad_NAME) to FILE: .npz or .json.")]
 
 
 def split_bindings(arguments: list[Path]) -> tuple[list[Path], list[str]]:

@@ -1,28 +1,25 @@
-"""The gradcalc command: eval, run, check, ops, and the REPL.
+"""The gradcalc command as typer declares it: eval, run, check, ops, plot, and the REPL.
 
-Only typer is imported at start-up; the engine, the parser, rich and prompt_toolkit are
-imported by the commands that use them, so a one-shot command stays quick.
+The work is done by plain functions (cli/actions.py, cli/checking.py); cli/entry.py calls
+them without this module for a plain one-shot command. Here only typer is imported at
+start-up; the engine, the parser, rich and prompt_toolkit are imported by the commands
+that use them.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from .bindings import BindingError, bind
-from .checking import check_line, outcome_object, register_check
-from .common import (
-    MAX_INPUT_BYTES, DigitsOption, Engine, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, OutputFileError,
-    dot_format, fail, prepare_engine, read_sources, shorten, usage_error, write_dot,
+from .actions import default_action, eval_action, run_action
+from .checking import check_action
+from .common import MAX_INPUT_BYTES, Engine, usage_error
+from .options import (
+    DigitsOption, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, SaveOption,
 )
-from .dataio import SaveOption
 from .plot import register_plot
-
-if TYPE_CHECKING:
-    from gradcalc.parser import LanguageError, Session
-    from gradcalc.parser.analysis import Analysis
 
 app = typer.Typer(
     name="gradcalc",
@@ -60,15 +57,7 @@ def main(
     if ctx.invoked_subcommand is not None:
         _pass_options_down(ctx, ctx.invoked_subcommand)
         return
-    if sys.stdin is None:
-        usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
-    prepare_engine(max_elements, max_steps)
-    if sys.stdin.isatty():
-        from .repl import start_repl
-
-        start_repl(engine.value)
-        return
-    raise typer.Exit(_run_sources(read_sources([Path("-")], max_input), engine.value, as_json=False, style=_style(None, False), tree=False))
+    raise typer.Exit(default_action(engine=engine.value, max_elements=max_elements, max_steps=max_steps, max_input=max_input))
 
 
 _SHARED_OPTIONS = {"engine": "--engine", "max_elements": "--max-elements", "max_steps": "--max-steps", "max_input": "--max-input-bytes"}
@@ -96,32 +85,6 @@ def _pass_options_down(ctx: typer.Context, name: str) -> None:
 # ---- eval ----------------------------------------------------------------------------------------
 
 
-def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[str] | None) -> Analysis:
-    """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression.
-
-    Gradients are reported for every bound name (0 for one the output does not use) and
-    for every other named value in the output's graph (see analyze), unless `wrt` names
-    them. An error in a binding is a BindingError."""
-    from gradcalc.parser import ExpressionResult, LanguageError, Session, compile_program
-
-    from . import render
-    from .diagnosis import analyse
-
-    session = Session(engine=engine, on_warning=render.warn)
-    bound: set[str] = set()
-    for binding in bindings:
-        bind(session, binding, bound)
-    names = list(session.variables)
-    program = compile_program(expr)
-    if not program.statements:
-        raise LanguageError("argument", "nothing to evaluate: the expression is empty")
-    results = [r for r in session.run(program) if isinstance(r, ExpressionResult)]
-    if not results:
-        raise LanguageError("argument", "nothing to show: the last statement assigns; end with an expression")
-    code = next((s.code for s in program.statements if s.span == results[-1].span), None)
-    return analyse(session, results[-1].value, wrt, code, always=names)
-
-
 @app.command("eval")
 def eval_command(
     expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression; several statements may be separated by ';'. '-' reads it from stdin.", show_default=False)],
@@ -143,100 +106,13 @@ def eval_command(
 
     Example: gradcalc eval '(a*b + exp(c)).relu()/a' a=2 b=-3 c=10 --tree
     """
-    from gradcalc.parser import LanguageError
-
-    from . import render
-
-    prepare_engine(max_elements, max_steps)
-    if dot is not None:
-        try:
-            dot_format(dot)  # refuse an unknown format before computing anything
-        except OutputFileError as err:
-            usage_error(str(err))
-    if expr.strip() == "-":
-        expr = read_sources([Path("-")], max_input)[0][1]
-    wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
-    try:
-        analysis = evaluate_expression(expr, bindings or [], engine.value, wrt_names)
-    except BindingError as err:
-        fail(err.error, err.source, as_json)
-    except LanguageError as err:
-        fail(err, expr, as_json)
-    if steps:
-        from .steps import eval_with_steps
-
-        return eval_with_steps(analysis, as_json=as_json, style=_style(digits, full), tree=tree, dot=dot)
-    if as_json:
-        from .jsonout import analysis_object, dumps
-
-        print(dumps(analysis_object(analysis)))
-    else:
-        render.renderer(_style(digits, full)).analysis(analysis, tree=tree)
-    if dot is not None:
-        try:
-            write_dot(analysis.output, dot)
-        except OutputFileError as err:
-            usage_error(str(err))
-    if save is not None:
-        from .dataio import save_or_exit
-
-        save_or_exit(save, analysis)
-
-
-def _style(digits: int | None, full: bool) -> Any:
-    from . import render
-
-    return render.Style(digits, render.use_rich(sys.stdout), full)
+    raise typer.Exit(eval_action(
+        expr, bindings, tree=tree, dot=dot, steps=steps, engine=engine.value, wrt=wrt, as_json=as_json, digits=digits, full=full,
+        max_elements=max_elements, max_steps=max_steps, max_input=max_input, save=save,
+    ))
 
 
 # ---- run -----------------------------------------------------------------------------------------
-
-
-def _run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, style: Any, tree: bool,
-                 bindings: list[str] | None = None, save: Path | None = None) -> int:
-    """Run scripts statement by statement, printing each expression statement's result.
-    Returns the exit code: 2 after an error, 1 if a check failed, else 0."""
-    from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
-    from gradcalc.parser.checks import make_check_handler
-
-    from . import render
-    from .dataio import apply_bindings, bound_or_exit, save_or_exit, script_folder
-    from .diagnosis import analyse
-    from .jsonout import analysis_object, dumps
-
-    out = render.renderer(style)
-    code = 0
-    bound, last = bound_or_exit(bindings or [], engine), None
-    for origin, source in sources:
-        session = Session(engine=engine, on_check=make_check_handler(), base_dir=script_folder(origin), on_warning=render.warn)
-        apply_bindings(session, bound)
-        try:
-            program = compile_program(source)
-            for statement in program.statements:
-                result = session.run_statement(statement)
-                if isinstance(result, ExpressionResult):
-                    analysis = last = analyse(session, result.value, None, statement.code)
-                    if as_json:
-                        print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
-                    else:
-                        out.heading(f"{origin}:{result.span[0]}  {shorten(result.text)}")
-                        out.analysis(analysis, tree=tree)
-                elif isinstance(result, CheckStatementResult):
-                    outcome = result.outcome
-                    outcome.file = origin
-                    code = max(code, 0 if outcome.passed else 1)
-                    if as_json:
-                        print(dumps(outcome_object(outcome)))
-                    else:
-                        out.write(check_line(outcome))
-        except LanguageError as err:
-            if as_json:
-                print(dumps({"file": origin, **{"error": err.as_dict()}}))
-            render.print_error(err, source, origin)
-            code = 2
-    if save is not None:
-        save_or_exit(save, last)
-    return code
 
 
 @app.command("run")
@@ -256,11 +132,38 @@ def run_command(
 
     Example: gradcalc run examples/mlp.gc
     """
-    from .dataio import split_bindings
+    raise typer.Exit(run_action(
+        files, engine=engine.value, as_json=as_json, tree=tree, digits=digits, full=full, max_elements=max_elements,
+        max_steps=max_steps, max_input=max_input, save=save,
+    ))
 
-    prepare_engine(max_elements, max_steps)
-    paths, bindings = split_bindings(files)
-    raise typer.Exit(_run_sources(read_sources(paths, max_input), engine.value, as_json, _style(digits, full), tree, bindings, save))
+
+# ---- check ---------------------------------------------------------------------------------------
+
+
+@app.command("check")
+def check_command(
+    files: Annotated[list[Path], typer.Argument(metavar="FILE... [NAME=VALUE]...", help="Gradcheck files ('-' reads stdin), and variables for them (W=@weights.npy).", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="Print all results as one JSON document.")] = False,
+    junit: Annotated[Optional[Path], typer.Option("--junit-xml", metavar="PATH", help="Also write JUnit XML for CI.")] = None,
+    tol: Annotated[Optional[float], typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
+    method: Annotated[str, typer.Option("--method", help="auto, complex or central.")] = "auto",
+    max_elements: MaxElementsOption = None,
+    max_steps: MaxStepsOption = None,
+    max_input: MaxInputOption = MAX_INPUT_BYTES,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per core); results as with -j 1.")] = 1,
+    output_format: Annotated[str, typer.Option("--format", help="text, or github (GitHub Actions annotations).")] = "text",
+) -> None:
+    """Run the `check` statements of gradcheck files and report each one.
+
+    Exit status: 0 when every check passes, 1 when any fails or errors, 2 on bad usage.
+
+    Example: gradcalc check examples/*.gc --junit-xml report.xml
+    """
+    raise typer.Exit(check_action(
+        files, as_json=as_json, junit=junit, tol=tol, method=method, max_elements=max_elements, max_steps=max_steps,
+        max_input=max_input, jobs=jobs, output_format=output_format,
+    ))
 
 
 # ---- ops -----------------------------------------------------------------------------------------
@@ -300,11 +203,10 @@ def ops_command(
         print(f"{signature:<{width}}  {doc}{'' if has_grad else '  (no gradient)'}")
 
 
-register_check(app)
 register_plot(app)
 
 
-def _protect_expression(argv: list[str]) -> list[str]:
+def protect_expression(argv: list[str]) -> list[str]:
     """`gradcalc eval '-a*b' a=2` (or `'--a'`) must not read the expression as an option:
     a leading space (which the language ignores) keeps it an argument. A token with one
     dash is never an option of eval or plot (but -h); one with two is the expression when
@@ -349,33 +251,7 @@ def _option_names(command: str) -> tuple[set[str], set[str]]:
 
 
 def run() -> None:
-    """Console-script entry point. A bug in gradcalc shows as one line, not a traceback,
-    unless GRADCALC_DEBUG is set; Ctrl-C prints `interrupted` and exits 130; output that
-    cannot be written (a closed pipe, a full disk) ends the command quietly or in one line."""
-    import os
+    """The entry point (cli/entry.py), importable from here as before."""
+    from .entry import run as entry_run
 
-    from .streams import Interrupted, StdoutError, guard_stdout, interrupt_handler, output_failed
-
-    if sys.stdout is None:
-        print("error: stdout is closed; gradcalc needs somewhere to print", file=sys.stderr)
-        raise SystemExit(2)
-    guard_stdout()
-    code: Any = 0
-    try:
-        with interrupt_handler():
-            try:
-                app(args=_protect_expression(sys.argv[1:]), prog_name="gradcalc")
-            except SystemExit as exit:
-                code = exit.code
-            sys.stdout.flush()
-    except (Interrupted, KeyboardInterrupt):
-        print("interrupted", file=sys.stderr)
-        code = 130
-    except StdoutError as err:
-        code = output_failed(err.error)
-    except Exception as err:  # noqa: BLE001 - the last line of defence for users
-        if os.environ.get("GRADCALC_DEBUG"):
-            raise
-        print(f"internal error: {type(err).__name__}: {err} (a gradcalc bug; run with GRADCALC_DEBUG=1 for details)", file=sys.stderr)
-        code = 2
-    raise SystemExit(code)
+    entry_run()

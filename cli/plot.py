@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from .common import MaxElementsOption, MaxStepsOption
+from .options import MaxElementsOption, MaxStepsOption
 
 if TYPE_CHECKING:
     from gradcalc.parser import Session

@@ -1,0 +1,174 @@
+"""What `gradcalc eval` and `gradcalc run` do, as plain functions.
+
+cli/main.py declares the commands to typer and calls these; cli/entry.py calls them
+directly for a plain invocation, without importing typer. Each returns the exit status
+(or exits 2 through common.fail / common.usage_error). Keyword defaults are the
+commands' defaults; tests/test_entry.py checks they match the typer declarations.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .bindings import BindingError, bind
+from .checking import check_line, outcome_object
+from .common import MAX_INPUT_BYTES, OutputFileError, dot_format, fail, prepare_engine, read_sources, shorten, usage_error, write_dot
+
+if TYPE_CHECKING:
+    from gradcalc.parser.analysis import Analysis
+
+
+def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[str] | None) -> Analysis:
+    """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression.
+
+    Gradients are reported for every bound name (0 for one the output does not use) and
+    for every other named value in the output's graph (see analyze), unless `wrt` names
+    them. An error in a binding is a BindingError."""
+    from gradcalc.parser import ExpressionResult, LanguageError, Session, compile_program
+
+    from . import render
+    from .diagnosis import analyse
+
+    session = Session(engine=engine, on_warning=render.warn)
+    bound: set[str] = set()
+    for binding in bindings:
+        bind(session, binding, bound)
+    names = list(session.variables)
+    program = compile_program(expr)
+    if not program.statements:
+        raise LanguageError("argument", "nothing to evaluate: the expression is empty")
+    results = [r for r in session.run(program) if isinstance(r, ExpressionResult)]
+    if not results:
+        raise LanguageError("argument", "nothing to show: the last statement assigns; end with an expression")
+    code = next((s.code for s in program.statements if s.span == results[-1].span), None)
+    return analyse(session, results[-1].value, wrt, code, always=names)
+
+
+def eval_action(
+    expr: str, bindings: list[str] | None = None, *, tree: bool = False, dot: str | None = None, steps: bool = False,
+    engine: str = "tensor", wrt: str | None = None, as_json: bool = False, digits: int | None = None, full: bool = False,
+    max_elements: int | None = None, max_steps: int | None = None, max_input: int = MAX_INPUT_BYTES, save: Path | None = None,
+) -> int:
+    """`gradcalc eval`: the value, the gradient per variable and the graph's statistics."""
+    from gradcalc.parser import LanguageError
+
+    from . import render
+
+    prepare_engine(max_elements, max_steps)
+    if dot is not None:
+        try:
+            dot_format(dot)  # refuse an unknown format before computing anything
+        except OutputFileError as err:
+            usage_error(str(err))
+    if expr.strip() == "-":
+        expr = read_sources([Path("-")], max_input)[0][1]
+    wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
+    try:
+        analysis = evaluate_expression(expr, bindings or [], engine, wrt_names)
+    except BindingError as err:
+        fail(err.error, err.source, as_json)
+    except LanguageError as err:
+        fail(err, expr, as_json)
+    if steps:  # the report, the backward pass, and the DOT file with gradients on its edges
+        from .steps import eval_with_steps
+
+        eval_with_steps(analysis, as_json=as_json, style=style(digits, full), tree=tree, dot=dot)
+    else:
+        if as_json:
+            from .jsonout import analysis_object, dumps
+
+            print(dumps(analysis_object(analysis)))
+        else:
+            render.renderer(style(digits, full)).analysis(analysis, tree=tree)
+        if dot is not None:
+            try:
+                write_dot(analysis.output, dot)
+            except OutputFileError as err:
+                usage_error(str(err))
+    if save is not None:
+        from .dataio import save_or_exit
+
+        save_or_exit(save, analysis)
+    return 0
+
+
+def default_action(*, engine: str = "tensor", max_elements: int | None = None, max_steps: int | None = None,
+                   max_input: int = MAX_INPUT_BYTES) -> int:
+    """`gradcalc` with no command: the REPL on a terminal, or piped stdin run as a script."""
+    if sys.stdin is None:
+        usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
+    prepare_engine(max_elements, max_steps)
+    if sys.stdin.isatty():
+        from .repl import start_repl
+
+        start_repl(engine)
+        return 0
+    return run_sources(read_sources([Path("-")], max_input), engine, as_json=False, style=style(None, False), tree=False)
+
+
+def style(digits: int | None, full: bool) -> Any:
+    """How numbers and tensors print on stdout: rich on a terminal, plain in a pipe."""
+    from . import render
+
+    return render.Style(digits, render.use_rich(sys.stdout), full)
+
+
+def run_action(
+    files: list[Path], *, engine: str = "tensor", as_json: bool = False, tree: bool = False, digits: int | None = None,
+    full: bool = False, max_elements: int | None = None, max_steps: int | None = None, max_input: int = MAX_INPUT_BYTES,
+    save: Path | None = None,
+) -> int:
+    """`gradcalc run`: FILE and NAME=VALUE arguments, every script run statement by statement."""
+    from .dataio import split_bindings
+
+    prepare_engine(max_elements, max_steps)
+    paths, bindings = split_bindings(files)
+    return run_sources(read_sources(paths, max_input), engine, as_json, style(digits, full), tree, bindings, save)
+
+
+def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, style: Any, tree: bool,
+                bindings: list[str] | None = None, save: Path | None = None) -> int:
+    """Run scripts statement by statement, printing each expression statement's result.
+    Returns the exit code: 2 after an error, 1 if a check failed, else 0."""
+    from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
+    from gradcalc.parser.checks import make_check_handler
+
+    from . import render
+    from .dataio import apply_bindings, bound_or_exit, save_or_exit, script_folder
+    from .diagnosis import analyse
+    from .jsonout import analysis_object, dumps
+
+    out = render.renderer(style)
+    code = 0
+    bound, last = bound_or_exit(bindings or [], engine), None
+    for origin, source in sources:
+        session = Session(engine=engine, on_check=make_check_handler(), base_dir=script_folder(origin), on_warning=render.warn)
+        apply_bindings(session, bound)
+        try:
+            program = compile_program(source)
+            for statement in program.statements:
+                result = session.run_statement(statement)
+                if isinstance(result, ExpressionResult):
+                    analysis = last = analyse(session, result.value, None, statement.code)
+                    if as_json:
+                        print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
+                    else:
+                        out.heading(f"{origin}:{result.span[0]}  {shorten(result.text)}")
+                        out.analysis(analysis, tree=tree)
+                elif isinstance(result, CheckStatementResult):
+                    outcome = result.outcome
+                    outcome.file = origin
+                    code = max(code, 0 if outcome.passed else 1)
+                    if as_json:
+                        print(dumps(outcome_object(outcome)))
+                    else:
+                        out.write(check_line(outcome))
+        except LanguageError as err:
+            if as_json:
+                print(dumps({"file": origin, **{"error": err.as_dict()}}))
+            render.print_error(err, source, origin)
+            code = 2
+    if save is not None:
+        save_or_exit(save, last)
+    return code
