@@ -8,16 +8,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .backprop import topological_order
 
 
-@dataclass(frozen=True)
-class GraphStats:
+class GraphStats(NamedTuple):
     nodes: int
     edges: int
     leaves: int
@@ -70,15 +68,14 @@ def node_title(node: Any) -> str:
     return "const" if not node.requires_grad else "leaf"
 
 
-@dataclass
-class TreeNode:
+class TreeNode(NamedTuple):
     """One line of the tree view. `ref` is set when the node was drawn earlier, whose
     number is `ref`; its children are then not repeated."""
 
     node: Any
     number: int
+    children: list[TreeNode]
     ref: int | None = None
-    children: list[TreeNode] = field(default_factory=list)
 
 
 def graph_tree(root: Any) -> TreeNode:
@@ -89,16 +86,16 @@ def graph_tree(root: Any) -> TreeNode:
     page. Built iteratively: deep graphs do not hit the recursion limit.
     """
     numbers: dict[int, int] = {id(root): 1}
-    top = TreeNode(root, 1)
+    top = TreeNode(root, 1, [])
     stack: list[tuple[TreeNode, Any]] = [(top, p) for p in reversed(root.parents)]
     while stack:
         parent, node = stack.pop()
         seen = numbers.get(id(node))
         if seen is not None:
-            parent.children.append(TreeNode(node, seen, ref=seen))
+            parent.children.append(TreeNode(node, seen, [], ref=seen))
             continue
         numbers[id(node)] = len(numbers) + 1
-        item = TreeNode(node, numbers[id(node)])
+        item = TreeNode(node, numbers[id(node)], [])
         parent.children.append(item)
         stack.extend((item, p) for p in reversed(node.parents))
     return top

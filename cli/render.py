@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 import numpy as np
 
@@ -24,8 +23,7 @@ def use_rich(stream: TextIO) -> bool:
     return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
-@dataclass
-class Style:
+class Style(NamedTuple):
     digits: int | None = None
     rich: bool = False
     full: bool = False  # every element of a large tensor, not a summary

@@ -4,7 +4,6 @@ Data only; the CLI decides how it looks.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,17 +13,23 @@ from gradcalc.autodiff import GraphStats, Tensor, Value, first_nonfinite, graph_
 from .errors import LanguageError
 
 
-@dataclass
 class Analysis:
-    output: Any
-    value: np.ndarray
-    grads: dict[str, np.ndarray]
-    grad_of: str | None
-    stats: GraphStats
-    variables: list[str]
-    leaf_names: list[str] = field(default_factory=list)
-    nonfinite: Any | None = None
-    notes: list[str] = field(default_factory=list)
+    """An output's value, the gradient per name (of the sum when the output is not a
+    scalar: `grad_of`), its graph's statistics, and notes on inf and nan."""
+
+    def __init__(
+        self, output: Any, value: np.ndarray, grads: dict[str, np.ndarray], grad_of: str | None, stats: GraphStats,
+        variables: list[str], leaf_names: list[str] | None = None, nonfinite: Any | None = None, notes: list[str] | None = None,
+    ) -> None:
+        self.output = output
+        self.value = value
+        self.grads = grads
+        self.grad_of = grad_of
+        self.stats = stats
+        self.variables = variables
+        self.leaf_names: list[str] = leaf_names or []
+        self.nonfinite = nonfinite
+        self.notes: list[str] = notes or []
 
     @property
     def shape(self) -> tuple[int, ...]:

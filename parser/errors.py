@@ -1,25 +1,27 @@
 """The language's one error type: a kind, a message and the place in the source."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 Span = tuple[int, int, int, int]  # line, column, end line, end column (1-based; end exclusive)
 
 
-@dataclass(eq=False)
 class LanguageError(Exception):
     """Anything wrong with user input. `kind` is one of: syntax, incomplete, name,
     shape, argument, size, value, recursion, safety."""
 
-    kind: str
-    message: str
-    line: int | None = None
-    column: int | None = None
-    end_line: int | None = None
-    end_column: int | None = None
+    def __init__(
+        self, kind: str, message: str, line: int | None = None, column: int | None = None, end_line: int | None = None,
+        end_column: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.line = line
+        self.column = column
+        self.end_line = end_line
+        self.end_column = end_column
 
-    def __post_init__(self) -> None:
-        super().__init__(self.message)
+    def __repr__(self) -> str:
+        return f"LanguageError({self.kind!r}, {self.message!r}, line={self.line}, column={self.column})"
 
     def __str__(self) -> str:
         return self.message

@@ -7,9 +7,8 @@ expressions nor recursive `def`s can exhaust Python's stack.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector_paused, lookup
 
@@ -29,8 +28,7 @@ KEYWORDS = frozenset({"if", "else", "def", "check", "wrt", "true", "false", "Non
 _INDEX_WORDS: dict[str, Any] = {"None": None, "...": Ellipsis}
 
 
-@dataclass
-class ExpressionResult:
+class ExpressionResult(NamedTuple):
     """The value of an expression statement."""
 
     value: Any
@@ -38,8 +36,7 @@ class ExpressionResult:
     span: Span
 
 
-@dataclass
-class CheckStatementResult:
+class CheckStatementResult(NamedTuple):
     """What a `check` statement found (see checks.py)."""
 
     text: str
@@ -47,7 +44,6 @@ class CheckStatementResult:
     outcome: Any
 
 
-@dataclass
 class Session:
     """Variables, user functions and the engine, kept across programs (a REPL's state).
 
@@ -59,19 +55,23 @@ class Session:
     about what the scalar engine lacks quote it.
     """
 
-    engine: str = "tensor"
-    variables: dict[str, Any] = field(default_factory=dict)
-    functions: dict[str, UserFunction] = field(default_factory=dict)
-    max_call_depth: int = DEFAULT_MAX_CALL_DEPTH
-    on_check: Callable[[Session, Statement, Any], Any] | None = None
-    base_dir: Path = field(default_factory=Path)
-    on_warning: Callable[[str], Any] | None = None
-    switch_engine: str = "--engine {engine}"
-    warnings: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if self.engine not in BACKENDS:
-            raise LanguageError("argument", f"unknown engine {self.engine!r}: choose tensor or scalar")
+    def __init__(
+        self, engine: str = "tensor", variables: dict[str, Any] | None = None, functions: dict[str, UserFunction] | None = None,
+        max_call_depth: int = DEFAULT_MAX_CALL_DEPTH, on_check: Callable[[Session, Statement, Any], Any] | None = None,
+        base_dir: Path | None = None, on_warning: Callable[[str], Any] | None = None, switch_engine: str = "--engine {engine}",
+        warnings: list[str] | None = None,
+    ) -> None:
+        if engine not in BACKENDS:
+            raise LanguageError("argument", f"unknown engine {engine!r}: choose tensor or scalar")
+        self.engine = engine
+        self.variables: dict[str, Any] = {} if variables is None else variables
+        self.functions: dict[str, UserFunction] = {} if functions is None else functions
+        self.max_call_depth = max_call_depth
+        self.on_check = on_check
+        self.base_dir = Path() if base_dir is None else base_dir
+        self.on_warning = on_warning
+        self.switch_engine = switch_engine
+        self.warnings: list[str] = [] if warnings is None else warnings
         self.backend: TensorBackend | ScalarBackend = BACKENDS[self.engine]()
         self.backend.switch = self.switch_engine.format(engine="tensor")
 
