@@ -90,23 +90,6 @@ class Tensor:
         self.retains_grad = False
         self.detached = False
 
-    @classmethod
-    def _from_op(
-        cls, data: np.ndarray, parents: tuple[Tensor, ...], op: OpDef | None, params: dict[str, Any] | None
-    ) -> Tensor:
-        """The wiring's constructor: no conversion, no checks (it is on the hot path)."""
-        t = object.__new__(cls)
-        t.data = data
-        t.grad = None
-        t.requires_grad = op is not None
-        t._prev = parents
-        t.op = op
-        t.params = params
-        t.name = None
-        t.retains_grad = False
-        t.detached = False
-        return t
-
     # ---- array facts -------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
@@ -187,6 +170,25 @@ class Tensor:
     def requires_grad_(self, flag: bool = True) -> Tensor:
         self.requires_grad = flag
         return self
+
+
+_new_object = object.__new__
+
+
+def new_tensor(data: np.ndarray, parents: tuple[Tensor, ...], op: OpDef | None, params: dict[str, Any] | None) -> Tensor:
+    """The wiring's constructor (registry.apply): no conversion, no checks, as it runs
+    once per op. `data` must already be what `to_array` gives."""
+    t = _new_object(Tensor)
+    t.data = data
+    t.grad = None
+    t.requires_grad = op is not None
+    t._prev = parents
+    t.op = op
+    t.params = params
+    t.name = None
+    t.retains_grad = False
+    t.detached = False
+    return t
 
 
 def as_tensor(value: Any) -> Tensor:

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from ..limits import matmul_shape
-from ..registry import BINARY_SHAPES, Check, defop
+from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop
 
 ARITH = "arithmetic"
 
@@ -21,8 +21,8 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     plain product, and its own derivatives (grad of grad) are the plain product's. The
     check is one pass (a sum is nan when any entry is).
     """
-    raw = m.raw(out)
-    total = raw.sum()
+    raw = out if m is ARRAY_MATH else m.raw(out)
+    total = np.add.reduce(raw, None)
     if total == total:
         return out
     return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
@@ -130,6 +130,8 @@ pow_ = defop(
 
 
 def _swap_last(m: Any, x: Any) -> Any:
+    if m is ARRAY_MATH and x.ndim == 2:
+        return x.T  # the view np.transpose gives, without the trip through the op
     axes = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
     return m.transpose(x, axes=axes)
 
