@@ -113,6 +113,8 @@ def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
     """The shape of a @ b (NumPy's rules: 1-d operands are vectors, leading axes broadcast).
     A mismatch is left for the forward to report."""
     a, b = tuple(a), tuple(b)
+    if len(a) == 2 and len(b) == 2:  # two matrices, the common case
+        return (a[0], b[1])
     if not a or not b:
         return a or b
     lead_a, lead_b = (a[:-2], b[:-2])

@@ -360,7 +360,10 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
             break
     arrays = []
     bound = 1  # the product of the input sizes bounds a broadcast result's size
+    wanted = False  # does any input require grad?
     for t in inputs:
+        if t.requires_grad:
+            wanted = True
         a = t.data
         if a.dtype is _BOOL:
             # Booleans (what comparisons give) enter every op as float64 0 and 1, as in
@@ -381,12 +384,7 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         raise SizeLimitError(f"{op.name}: out of memory computing a result from inputs of shape {shapes} (lower --max-elements)") from None
     except (ValueError, IndexError, TypeError) as err:
         raise _input_error(op, inputs, err) from None
-    record = False
-    if op.vjps is not None and _grad_mode._grad_enabled:
-        for t in inputs:
-            if t.requires_grad:
-                record = True
-                break
+    record = wanted and op.vjps is not None and _grad_mode._grad_enabled
     if op.n_ret == 1:
         if type(out) is not np.ndarray or out.dtype not in _NATIVE:
             out = to_array(out)  # NumPy gives scalars (np.float64) for 0-d results
@@ -438,6 +436,11 @@ def unbroadcast(m: Any, g: Any, shape: tuple[int, ...]) -> Any:
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
     )
+    if m is ARRAY_MATH and type(g) is np.ndarray:
+        # What m.sum and m.reshape do on a plain pass (np.sum is np.add.reduce for an
+        # array; reshape's check of the cap is on `shape`), without the trips through the ops.
+        check_size(shape, "reshape")
+        return (np.add.reduce(g, axis=axes, keepdims=True) if axes else g).reshape(shape)
     if axes:
         g = m.sum(g, axis=axes, keepdims=True)
     return m.reshape(g, shape=shape)

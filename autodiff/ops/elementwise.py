@@ -35,6 +35,11 @@ def _gate(m: Any, g: Any, factor: Any) -> Any:
     return m.where(factor == 0, 0.0, g * factor)
 
 
+# NumPy compares and combines an array with a 0-d array faster than with a Python number
+# (the same value, so the same result bit for bit).
+_ZERO, _ONE, _FOUR, _MINUS_TWO = np.array(0.0), np.array(1.0), np.array(4.0), np.array(-2.0)
+
+
 def _nonnegative_real(x: Any) -> Any:
     return np.real(x) >= 0
 
@@ -44,6 +49,14 @@ def _sigmoid(x: Any) -> Any:
     # keep full relative precision (4.25e-18 at -40). For complex inputs (complex step)
     # the branch is chosen on the real part and each branch is the same analytic function.
     if not np.iscomplexobj(x):
+        if is_real(x) and x.ndim:  # the same operations, in place: big tensors pass here
+            e = np.abs(x)
+            np.negative(e, out=e)
+            np.exp(e, out=e)
+            r = e + _ONE
+            np.divide(_ONE, r, out=r)
+            e *= r
+            return np.where(x >= 0, r, e)
         e = np.exp(-np.abs(x))
         r = 1.0 / (1.0 + e)
         return np.where(x >= 0, r, e * r)
@@ -59,14 +72,9 @@ def _softplus(x: Any) -> Any:
     return np.where(positive, x, 0.0) + np.log1p(np.exp(np.where(positive, -x, x)))
 
 
-# NumPy compares and combines an array with a 0-d array faster than with a Python number
-# (the same value, so the same result bit for bit).
-_ZERO, _ONE, _FOUR, _MINUS_TWO = np.array(0.0), np.array(1.0), np.array(4.0), np.array(-2.0)
-
-
 def _relu(x: Any) -> Any:
     if is_real(x):
-        return np.where(x <= _ZERO, 0.0, x)  # nan <= 0 is false, so nan stays nan; -0.0 becomes 0.0
+        return np.where(x <= _ZERO, _ZERO, x)  # nan <= 0 is false, so nan stays nan; -0.0 becomes 0.0
     return np.where(x > 0, x, np.where(np.isnan(x), x, 0.0))
 
 
