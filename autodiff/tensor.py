@@ -37,13 +37,16 @@ def no_grad() -> Any:
     return set_grad_enabled(False)
 
 
+_KEPT = (np.dtype(np.float64), np.dtype(np.complex128), np.dtype(np.bool_))
+
+
 def to_array(value: Any) -> np.ndarray:
     """float64 for every real number (ints included), complex128 for complex, and bool
     for booleans (comparisons give them; ops take them as 0.0 and 1.0, see apply)."""
     if isinstance(value, Tensor):
         return value.data
     array = np.asarray(value)
-    if array.dtype == np.float64 or array.dtype == np.complex128 or array.dtype == np.bool_:
+    if array.dtype in _KEPT:  # `in` tries identity first: the usual case compares nothing
         return array
     if np.iscomplexobj(array):
         return array.astype(np.complex128)
