@@ -413,9 +413,10 @@ _FLOAT = _NATIVE[0]
 
 
 def is_real(a: Any) -> bool:
-    """Whether `a` is a float64 array: the engine's real arrays, for which VJPs may take
-    a fast path (complex ones, and Tensors, take the general one)."""
-    return type(a) is np.ndarray and a.dtype is _FLOAT
+    """Whether `a` is a float64 array, or the NumPy scalar that stands for a 0-d one: the
+    engine's real values, for which VJPs may take a fast path (complex ones, and
+    Tensors, take the general one)."""
+    return (type(a) is np.ndarray and a.dtype is _FLOAT) or type(a) is np.float64
 
 
 def _as_output(out: Any) -> np.ndarray:

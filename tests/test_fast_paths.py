@@ -59,11 +59,13 @@ def plain_vjp(name: str, g, ans, *inputs, k: int = 0):
 
 
 @pytest.mark.parametrize("name", ["relu", "tanh", "sigmoid", "exp", "log", "sqrt", "sin", "abs", "softplus"])
-@pytest.mark.parametrize("shape", ["grid", "0-d", "row", "empty"])
+@pytest.mark.parametrize("shape", ["grid", "0-d", "scalar g", "row", "empty"])
 def test_unary_vjps_take_the_same_values_as_the_general_path(name, shape):
     x, g = grid()
     cases = {"grid": [(x, g)], "row": [(x[:, :1].T.copy(), g[:, :1].T.copy())], "empty": [(np.zeros((0, 3)), np.zeros((0, 3)))],
-             "0-d": [(np.array(a), np.array(b)) for a in X_EDGES for b in G_EDGES]}[shape]
+             "0-d": [(np.array(a), np.array(b)) for a in X_EDGES for b in G_EDGES],
+             # 0-d results of NumPy's arithmetic are scalars, so a gradient may be one
+             "scalar g": [(np.array(a), np.float64(b)) for a in X_EDGES for b in G_EDGES]}[shape]
     for xs, gs in cases:
         with np.errstate(all="ignore"):
             ans = REGISTRY[name].forward(xs)
@@ -110,6 +112,8 @@ def test_masked_is_its_definition(values):
     with no_grad():
         assert same(masked(TENSOR_MATH, Tensor(g), Tensor(out)).data, expected)
     assert same(masked(ARRAY_MATH, np.array(0.0), np.array(NAN)), np.array(0.0))
+    assert same(masked(ARRAY_MATH, np.float64(0.0), np.float64(NAN)), np.array(0.0))  # NumPy's 0-d results
+    assert masked(ARRAY_MATH, np.float64(1.0), np.float64(NAN)) != masked(ARRAY_MATH, np.float64(1.0), np.float64(NAN))
 
 
 # ---- whole backward passes: plain against create_graph ----------------------------------------

@@ -22,7 +22,7 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     check is one pass (a sum is nan when any entry is).
     """
     raw = out if m is ARRAY_MATH else m.raw(out)
-    total = np.add.reduce(raw, None)
+    total = raw if type(raw) is np.float64 else np.add.reduce(raw, None)  # a 0-d result may be a scalar
     if total == total:
         return out
     return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
