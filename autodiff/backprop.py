@@ -62,20 +62,6 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _accumulate(grads: dict[Any, Any], owned: set[Any], node: Any, g: Any) -> None:
-    """Add g into grads[node]. The first gradient to arrive may be shared with another
-    input (`a + b` hands both the same array), so it is never modified in place; the sum
-    made on the second arrival is ours, and later arrivals add into it in place."""
-    previous = grads.get(node)
-    if previous is None:
-        grads[node] = g
-    elif node in owned and type(previous) is np.ndarray and previous.shape == g.shape and previous.dtype == g.dtype:
-        previous += g
-    else:
-        grads[node] = previous + g
-        owned.add(node)
-
-
 def backprop(
     root: Tensor, seed: Any, create_graph: bool = False, keep: set[Any] | None = None, order: list[Any] | None = None
 ) -> dict[Any, Any]:
@@ -85,15 +71,21 @@ def backprop(
     keyed by node. Gradients are arrays, or Tensors with a graph of their own when
     `create_graph` is set (so they can be differentiated again). `order` may pass in
     `topological_order(root)` when the caller already has it.
+
+    Gradients reaching a node from several children are summed. The first to arrive may
+    be shared with another input (`a + b` hands both the same array), so it is never
+    modified in place; the sum made on the second arrival is ours (`owned`), and later
+    arrivals add into it in place. Tensors (create_graph) are never added in place.
     """
     m = TENSOR_MATH if create_graph else ARRAY_MATH
     grads: dict[Any, Any] = {root: seed}
-    owned: set[Any] = set()  # Tensors are never accumulated in place, so this stays empty then
+    owned: set[Any] = set()
     result: dict[Any, Any] = {}
     keep = keep or set()
+    pop, get = grads.pop, grads.get
     with set_grad_enabled(create_graph):
         for node in reversed(order if order is not None else topological_order(root)):
-            g = grads.pop(node, None)
+            g = pop(node, None)
             if g is None:
                 continue
             op = node.op
@@ -102,8 +94,10 @@ def backprop(
                 if op is None:
                     continue
             params, parents, vjps = node.params, node._prev, op.vjps
-            inputs = parents if create_graph else [p.data for p in parents]
-            ans = node if create_graph else node.data
+            if create_graph:
+                inputs, ans = parents, node
+            else:
+                inputs, ans = [p.data for p in parents], node.data
             variadic = op.n_in is None
             for k, parent in enumerate(parents):
                 if not parent.requires_grad:
@@ -112,17 +106,23 @@ def backprop(
                     gk = vjps(m, g, ans, *inputs, k=k, **params)
                 else:
                     vjp = vjps[k]
-                    gk = None if vjp is None else vjp(m, g, ans, *inputs, **params)
+                    if vjp is None:
+                        continue
+                    gk = vjp(m, g, ans, *inputs, **params)
                 if gk is None:
                     continue
                 shape = parent.data.shape
                 if gk.shape != shape:
                     gk = unbroadcast(m, gk, shape)
-                if create_graph:
-                    previous = grads.get(parent)
-                    grads[parent] = gk if previous is None else previous + gk
+                previous = get(parent)
+                if previous is None:
+                    grads[parent] = gk
+                elif parent in owned and type(previous) is np.ndarray and previous.shape == gk.shape and previous.dtype == gk.dtype:
+                    previous += gk
                 else:
-                    _accumulate(grads, owned, parent, gk)
+                    grads[parent] = previous + gk
+                    if not create_graph:
+                        owned.add(parent)
     return result
 
 

@@ -73,6 +73,18 @@ def _over_cap(what: str, dims: tuple[int, ...], n: int) -> SizeLimitError:
 
 def check_size(shape: Iterable[int], what: str) -> None:
     """Raise SizeLimitError if a tensor of `shape` would be larger than the cap."""
+    # Every op's result passes here: a shape NumPy gave (a tuple of non-negative ints)
+    # under the cap is let through in one loop; anything else takes the full checks.
+    if type(shape) is tuple and len(shape) <= MAX_DIMENSIONS:
+        n = 1
+        for d in shape:
+            if type(d) is not int or d < 0:
+                break
+            if d > 1:
+                n *= d
+        else:
+            if n <= _max_elements:
+                return
     dims = tuple(int(d) for d in shape)
     if any(d < 0 for d in dims):
         raise SizeLimitError(f"{what}: negative dimension in shape {dims}")
@@ -101,15 +113,22 @@ def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
     """The shape of a @ b (NumPy's rules: 1-d operands are vectors, leading axes broadcast).
     A mismatch is left for the forward to report."""
     a, b = tuple(a), tuple(b)
+    if len(a) == 2 and len(b) == 2:  # two matrices, the common case
+        return (a[0], b[1])
     if not a or not b:
         return a or b
     lead_a, lead_b = (a[:-2], b[:-2])
     rows = a[-2:-1] if len(a) > 1 else ()
     cols = b[-1:] if len(b) > 1 else ()
-    try:
-        batch = np.broadcast_shapes(lead_a, lead_b)
-    except ValueError:
-        batch = ()
+    if lead_a == lead_b or not lead_b:  # matrices (the common case) need no broadcasting
+        batch = lead_a
+    elif not lead_a:
+        batch = lead_b
+    else:
+        try:
+            batch = np.broadcast_shapes(lead_a, lead_b)
+        except ValueError:
+            batch = ()
     return (*batch, *rows, *cols)
 
 

@@ -25,8 +25,10 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
-from .limits import STEPS, check_outputs, check_size, max_elements
-from .tensor import Tensor, is_grad_enabled, to_array
+from . import limits as _limits  # its _max_elements, read once per op
+from .limits import STEPS, check_outputs, check_size
+from . import tensor as _grad_mode  # its _grad_enabled, read once per op
+from .tensor import Tensor, new_tensor, to_array
 
 VJP = Callable[..., Any]
 
@@ -285,17 +287,23 @@ def _input_error(op: OpDef, inputs: Sequence[Tensor], err: Exception) -> Excepti
     return ArgumentError(f"{op.signature}: {text}")
 
 
+def _refuse_outgrown(op: OpDef, arrays: Sequence[np.ndarray], params: dict[str, Any]) -> None:
+    """Raise SizeLimitError before computing if the result of an op with an `out_shape`
+    hook would be over the cap."""
+    try:
+        shape = op.out_shape(*arrays, **params)  # type: ignore[misc]
+    except (ValueError, IndexError, TypeError):
+        return  # a malformed call: the forward reports it in its own words
+    if op.n_ret == 1:
+        check_size(shape, op.name)
+    else:
+        check_outputs(shape[0], shape[1:], op.name)
+
+
 def _refuse_oversized(op: OpDef, arrays: Sequence[np.ndarray], params: dict[str, Any]) -> None:
     """Raise SizeLimitError before computing if the result would be over the cap."""
     if op.out_shape is not None:
-        try:
-            shape = op.out_shape(*arrays, **params)
-        except (ValueError, IndexError, TypeError):
-            return  # a malformed call: the forward reports it in its own words
-        if op.n_ret == 1:
-            check_size(shape, op.name)
-        else:
-            check_outputs(shape[0], shape[1:], op.name)
+        _refuse_outgrown(op, arrays, params)
         return
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
@@ -306,46 +314,67 @@ def _refuse_oversized(op: OpDef, arrays: Sequence[np.ndarray], params: dict[str,
 
 def _checked_forward(op: OpDef) -> Callable[..., Any]:
     def forward(*arrays: Any, **params: Any) -> Any:
-        _refuse_oversized(op, arrays, params)
+        _refuse_outgrown(op, arrays, params)
         return op.forward(*arrays, **params)
 
     return forward
+
+
+def _split_args(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """An op's tensor inputs among `args`, and its parameters: those given by keyword
+    (PyTorch's spellings renamed), the leading ones of ops with any number of inputs,
+    and the positional arguments after the inputs."""
+    n_in = op.n_in
+    if n_in is None:
+        tensor_args, extra = tuple(args), ()
+        if op.leading:
+            unnamed = [p for p in op.leading if p not in params]
+            params = {**params, **dict(zip(unnamed, args))}
+            tensor_args = tensor_args[len(unnamed) :]
+    else:
+        if len(args) < n_in:
+            raise ArgumentError(f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
+        tensor_args, extra = tuple(args[:n_in]), tuple(args[n_in:])
+    if extra or (params and not SPELLINGS.keys().isdisjoint(params)):
+        params = _bind_params(op, extra, params)
+    return tensor_args, params
 
 
 def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     """Run `op` on `args`, recording the graph when any input requires grad.
 
     Every op of the tensor engine passes here, so here it is checked against the element
-    cap (before it runs) and counted against the step budget (see limits.py)."""
-    STEPS.left -= 1
-    if STEPS.left < 0:
-        raise STEPS.exceeded(op.name)
-    if op.n_in is None:
-        tensor_args, extra = args, ()
-        if op.leading:
-            unnamed = [p for p in op.leading if p not in params]
-            params = {**params, **dict(zip(unnamed, args))}
-            tensor_args = args[len(unnamed) :]
-    else:
-        if len(args) < op.n_in:
-            raise ArgumentError(f"{op.signature} needs {op.n_in} input{'s' * (op.n_in != 1)}, got {len(args)}")
-        tensor_args, extra = args[: op.n_in], args[op.n_in :]
-    if extra or (params and not SPELLINGS.keys().isdisjoint(params)):
-        params = _bind_params(op, extra, params)
-    inputs = tuple([a if type(a) is Tensor else Tensor(a) for a in tensor_args])
-    # Booleans (what comparisons give) enter every op as float64 0 and 1, as in PyTorch's
-    # promotion: True + True is 2, and no forward has to handle bool arrays.
-    arrays = [t.data if t.data.dtype is not _BOOL else t.data.astype(np.float64) for t in inputs]
+    cap (before it runs) and counted against the step budget (see limits.py). On small
+    tensors this wiring costs more than NumPy's arithmetic, so the common call (Tensors
+    in, as many as the op takes, no parameters) goes straight through."""
+    steps = STEPS
+    steps.left -= 1
+    if steps.left < 0:
+        raise steps.exceeded(op.name)
+    inputs = args
+    if params or len(args) != op.n_in or type(args) is not tuple:
+        inputs, params = _split_args(op, args, params)
+    for t in inputs:
+        if type(t) is not Tensor:
+            inputs = tuple([a if type(a) is Tensor else Tensor(a) for a in inputs])
+            break
+    arrays = []
+    bound = 1  # the product of the input sizes bounds a broadcast result's size
+    wanted = False  # does any input require grad?
+    for t in inputs:
+        if t.requires_grad:
+            wanted = True
+        a = t.data
+        if a.dtype is _BOOL:
+            # Booleans (what comparisons give) enter every op as float64 0 and 1, as in
+            # PyTorch's promotion: True + True is 2, and no forward has to handle bool arrays.
+            a = a.astype(np.float64)
+        arrays.append(a)
+        bound *= a.size
     if op.out_shape is not None:
-        _refuse_oversized(op, arrays, params)
-    elif len(arrays) > 1:
-        # The product of the input sizes bounds a broadcast result's size, so the exact
-        # shape is worked out only when the cap could be hit.
-        bound = 1
-        for a in arrays:
-            bound *= a.size
-        if bound > max_elements():
-            _refuse_oversized(op, arrays, params)
+        _refuse_outgrown(op, arrays, params)
+    elif bound > _limits._max_elements and len(arrays) > 1:
+        _refuse_oversized(op, arrays, params)  # the exact shape, only when the cap could be hit
     try:
         out = op.forward(*arrays, **params)
     except EngineError:
@@ -355,11 +384,13 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         raise SizeLimitError(f"{op.name}: out of memory computing a result from inputs of shape {shapes} (lower --max-elements)") from None
     except (ValueError, IndexError, TypeError) as err:
         raise _input_error(op, inputs, err) from None
-    record = op.vjps is not None and _grad_enabled_for(inputs)
+    record = wanted and op.vjps is not None and _grad_mode._grad_enabled
     if op.n_ret == 1:
-        return Tensor._from_op(_as_output(out), inputs if record else (), op if record else None, params if record else None)
+        if type(out) is not np.ndarray or out.dtype not in _NATIVE:
+            out = to_array(out)  # NumPy gives scalars (np.float64) for 0-d results
+        return new_tensor(out, inputs, op, params) if record else new_tensor(out, (), None, None)
     return tuple(
-        Tensor._from_op(_as_output(o), inputs if record else (), op if record else None, {**params, OUTPUT: k} if record else None)
+        new_tensor(_as_output(o), inputs if record else (), op if record else None, {**params, OUTPUT: k} if record else None)
         for k, o in enumerate(out)
     )
 
@@ -376,17 +407,16 @@ def recorded_params(node: Tensor) -> tuple[dict[str, Any], int | None]:
     return params, params.pop(OUTPUT, None)
 
 
-def _grad_enabled_for(inputs: tuple[Tensor, ...]) -> bool:
-    if not is_grad_enabled():
-        return False
-    for t in inputs:
-        if t.requires_grad:
-            return True
-    return False
-
-
 _NATIVE = (np.dtype(np.float64), np.dtype(np.complex128))
 _BOOL = np.dtype(np.bool_)
+_FLOAT = _NATIVE[0]
+
+
+def is_real(a: Any) -> bool:
+    """Whether `a` is a float64 array, or the NumPy scalar that stands for a 0-d one: the
+    engine's real values, for which VJPs may take a fast path (complex ones, and
+    Tensors, take the general one)."""
+    return (type(a) is np.ndarray and a.dtype is _FLOAT) or type(a) is np.float64
 
 
 def _as_output(out: Any) -> np.ndarray:
@@ -407,6 +437,11 @@ def unbroadcast(m: Any, g: Any, shape: tuple[int, ...]) -> Any:
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
     )
+    if m is ARRAY_MATH and type(g) is np.ndarray:
+        # What m.sum and m.reshape do on a plain pass (np.sum is np.add.reduce for an
+        # array; reshape's check of the cap is on `shape`), without the trips through the ops.
+        check_size(shape, "reshape")
+        return (np.add.reduce(g, axis=axes, keepdims=True) if axes else g).reshape(shape)
     if axes:
         g = m.sum(g, axis=axes, keepdims=True)
     return m.reshape(g, shape=shape)

@@ -13,7 +13,10 @@ that keep nan and inf exact without changing the math (`masked`, `gate`,
 with a short formula reads as that formula. An explicit rule may be given per input
 (`a: ...;  b: ...`), and then each input's part is its rule.
 
-    relu:  lambda m, g, ans, x: _gate(m, g, _relu_slope(m.raw(x)))   reads   g * (x > 0)
+    relu:  return _gate(m, g, _relu_slope(m.raw(x)))   reads   g * (x > 0)
+
+A VJP with a fast path for plain backward passes (`if m is ARRAY_MATH ...: return ...`)
+reads as its final return, the general formula.
 """
 from __future__ import annotations
 

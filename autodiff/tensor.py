@@ -37,13 +37,16 @@ def no_grad() -> Any:
     return set_grad_enabled(False)
 
 
+_KEPT = (np.dtype(np.float64), np.dtype(np.complex128), np.dtype(np.bool_))
+
+
 def to_array(value: Any) -> np.ndarray:
     """float64 for every real number (ints included), complex128 for complex, and bool
     for booleans (comparisons give them; ops take them as 0.0 and 1.0, see apply)."""
     if isinstance(value, Tensor):
         return value.data
     array = np.asarray(value)
-    if array.dtype == np.float64 or array.dtype == np.complex128 or array.dtype == np.bool_:
+    if array.dtype in _KEPT:  # `in` tries identity first: the usual case compares nothing
         return array
     if np.iscomplexobj(array):
         return array.astype(np.complex128)
@@ -89,23 +92,6 @@ class Tensor:
         self.name = name
         self.retains_grad = False
         self.detached = False
-
-    @classmethod
-    def _from_op(
-        cls, data: np.ndarray, parents: tuple[Tensor, ...], op: OpDef | None, params: dict[str, Any] | None
-    ) -> Tensor:
-        """The wiring's constructor: no conversion, no checks (it is on the hot path)."""
-        t = object.__new__(cls)
-        t.data = data
-        t.grad = None
-        t.requires_grad = op is not None
-        t._prev = parents
-        t.op = op
-        t.params = params
-        t.name = None
-        t.retains_grad = False
-        t.detached = False
-        return t
 
     # ---- array facts -------------------------------------------------------------
     @property
@@ -187,6 +173,25 @@ class Tensor:
     def requires_grad_(self, flag: bool = True) -> Tensor:
         self.requires_grad = flag
         return self
+
+
+_new_object = object.__new__
+
+
+def new_tensor(data: np.ndarray, parents: tuple[Tensor, ...], op: OpDef | None, params: dict[str, Any] | None) -> Tensor:
+    """The wiring's constructor (registry.apply): no conversion, no checks, as it runs
+    once per op. `data` must already be what `to_array` gives."""
+    t = _new_object(Tensor)
+    t.data = data
+    t.grad = None
+    t.requires_grad = op is not None
+    t._prev = parents
+    t.op = op
+    t.params = params
+    t.name = None
+    t.retains_grad = False
+    t.detached = False
+    return t
 
 
 def as_tensor(value: Any) -> Tensor:

@@ -5,8 +5,8 @@ from typing import Any
 
 import numpy as np
 
-from ..limits import matmul_shape
-from ..registry import BINARY_SHAPES, Check, defop
+from ..limits import check_size, matmul_shape
+from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop
 
 ARITH = "arithmetic"
 
@@ -21,8 +21,8 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     plain product, and its own derivatives (grad of grad) are the plain product's. The
     check is one pass (a sum is nan when any entry is).
     """
-    raw = m.raw(out)
-    total = raw.sum()
+    raw = out if m is ARRAY_MATH else m.raw(out)
+    total = raw if type(raw) is np.float64 else np.add.reduce(raw, None)  # a 0-d result may be a scalar
     if total == total:
         return out
     return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
@@ -130,6 +130,8 @@ pow_ = defop(
 
 
 def _swap_last(m: Any, x: Any) -> Any:
+    if m is ARRAY_MATH and x.ndim == 2:
+        return x.T  # the view np.transpose gives, without the trip through the op
     axes = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
     return m.transpose(x, axes=axes)
 
@@ -145,18 +147,27 @@ def _matmul_operands(m: Any, g: Any, a: Any, b: Any) -> tuple[Any, Any, Any]:
     return g, a, b
 
 
+def _matrix_product(m: Any, x: Any, y: Any) -> Any:
+    """m.matmul(x, y); for two matrices on a plain backward pass, the same check of the
+    element cap and the same NumPy product, without the trip through the op."""
+    if m is ARRAY_MATH and x.ndim == 2 and y.ndim == 2:
+        check_size((x.shape[0], y.shape[1]), "matmul")
+        return x @ y
+    return m.matmul(x, y)
+
+
 def _matmul_da(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     g2, _, b2 = _matmul_operands(m, g, a, b)
-    # m.matmul, not @: on a plain backward pass `@` would be NumPy's, skipping the
+    # Not a bare @: on a plain backward pass `@` would be NumPy's, skipping the
     # element cap, and the (..., n, k) stack can be far larger than a, b or the output.
-    da = m.matmul(g2, _swap_last(m, b2))
+    da = _matrix_product(m, g2, _swap_last(m, b2))
     # A 1-d `a` came back as a (..., 1, k) stack; un-broadcasting sums it to (k,).
     return da
 
 
 def _matmul_db(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     g2, a2, _ = _matmul_operands(m, g, a, b)
-    db = m.matmul(_swap_last(m, a2), g2)
+    db = _matrix_product(m, _swap_last(m, a2), g2)
     if b.ndim == 1:  # drop the column axis the lift added
         db = m.reshape(db, shape=db.shape[:-1])
     return db

@@ -1,0 +1,235 @@
+"""The engine's fast paths give what its general paths give, bit for bit.
+
+A plain backward pass (VJPs over arrays, ARRAY_MATH) takes shortcuts in the common
+cases: relu, tanh and sigmoid computed in place or with fewer passes, products of two
+matrices and un-broadcasting without the trip through the ops, nan detected with one
+reduction. The general path is the same VJP run over Tensors (TENSOR_MATH, what
+create_graph=True runs), which takes none of them; the forwards are compared with the
+formulas they replaced. Every comparison is exact: same bits, same signs of zero, nan
+where nan (its payload aside), on the edges where shortcuts go wrong: nan, +-inf, +-0,
+subnormals, overflow, ties, broadcasting, 0-d and empty tensors.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradcalc.autodiff import Tensor, grad, no_grad, ops
+from gradcalc.autodiff.errors import SizeLimitError
+from gradcalc.autodiff.limits import STEPS, check_size, matmul_shape, set_max_elements, step_budget
+from gradcalc.autodiff.ops.arithmetic import masked
+from gradcalc.autodiff.ops.elementwise import _relu, _sigmoid
+from gradcalc.autodiff.registry import ARRAY_MATH, REGISTRY, TENSOR_MATH, unbroadcast
+
+INF, NAN = np.inf, np.nan
+X_EDGES = [NAN, INF, -INF, 0.0, -0.0, 5e-324, -5e-324, 1e-310, 1e-300, -1e-300, 0.5, -0.5, 1.0, -1.0,
+           20.0, -20.0, 40.0, -40.0, 355.0, -360.0, 380.0, 710.0, -710.0, 1e300, -1e308]
+G_EDGES = [0.0, -0.0, 1.0, -2.5, INF, -INF, NAN, 1e-300, 1e300]
+
+
+def same(a, b) -> bool:
+    """Equal bit for bit, apart from nan payloads: values, nan positions, signs of zero."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not np.array_equal(a, b, equal_nan=True):
+        return False
+    nan = np.isnan(a)
+    return bool(np.array_equal(np.signbit(a)[~nan], np.signbit(b)[~nan]))
+
+
+def grid() -> tuple[np.ndarray, np.ndarray]:
+    """x and g of the same 2-d shape holding every (x, g) pair of the edges."""
+    x, g = np.meshgrid(np.array(X_EDGES), np.array(G_EDGES), indexing="ij")
+    return np.ascontiguousarray(x), np.ascontiguousarray(g)
+
+
+def general_vjp(name: str, g, ans, *inputs, k: int = 0):
+    """The VJP of input k on the general path: over Tensors, recording nothing."""
+    with no_grad():
+        out = REGISTRY[name].vjp_for(k)(TENSOR_MATH, Tensor(g), Tensor(ans), *(Tensor(a) for a in inputs))
+    return out.data
+
+
+def plain_vjp(name: str, g, ans, *inputs, k: int = 0):
+    return REGISTRY[name].vjp_for(k)(ARRAY_MATH, g, ans, *inputs)
+
+
+# ---- unary ops: the fast VJPs against the general ones --------------------------------------
+
+
+@pytest.mark.parametrize("name", ["relu", "tanh", "sigmoid", "exp", "log", "sqrt", "sin", "abs", "softplus"])
+@pytest.mark.parametrize("shape", ["grid", "0-d", "scalar g", "row", "empty"])
+def test_unary_vjps_take_the_same_values_as_the_general_path(name, shape):
+    x, g = grid()
+    cases = {"grid": [(x, g)], "row": [(x[:, :1].T.copy(), g[:, :1].T.copy())], "empty": [(np.zeros((0, 3)), np.zeros((0, 3)))],
+             "0-d": [(np.array(a), np.array(b)) for a in X_EDGES for b in G_EDGES],
+             # 0-d results of NumPy's arithmetic are scalars, so a gradient may be one
+             "scalar g": [(np.array(a), np.float64(b)) for a in X_EDGES for b in G_EDGES]}[shape]
+    for xs, gs in cases:
+        with np.errstate(all="ignore"):
+            ans = REGISTRY[name].forward(xs)
+            fast = plain_vjp(name, gs, np.asarray(ans), xs)
+            general = general_vjp(name, gs, ans, xs)
+        assert same(fast, general), (name, xs, gs, fast, general)
+
+
+def test_relu_forward_is_the_formula_it_replaced():
+    x = np.array(X_EDGES)
+    for xs in (x, x.reshape(5, 5), np.array(-0.0), np.array(NAN), np.zeros((0,))):
+        assert same(_relu(xs), np.where(xs > 0, xs, np.where(np.isnan(xs), xs, 0.0)))
+    assert not np.signbit(_relu(np.array([-0.0]))).any()  # -0.0 becomes +0.0
+
+
+def test_sigmoid_forward_is_the_formula_it_replaced():
+    x = np.array(X_EDGES)
+    for xs in (x, x.reshape(5, 5), np.array(-0.0), np.array(-40.0), np.zeros((0, 2))):
+        with np.errstate(all="ignore"):
+            e = np.exp(-np.abs(xs))
+            r = 1.0 / (1.0 + e)
+            assert same(_sigmoid(xs), np.where(xs >= 0, r, e * r))
+
+
+def test_relu_vjp_passes_nothing_down_the_branch_not_taken():
+    x = np.array([-1.0, -0.0, 0.0, 2.0, NAN])
+    g = np.array([INF, NAN, -INF, -0.0, 1.0])
+    out = plain_vjp("relu", g, _relu(x), x)
+    assert same(out, np.array([0.0, 0.0, 0.0, -0.0, NAN]))
+
+
+# ---- masked: one reduction decides whether anything needs masking -----------------------------
+
+
+@pytest.mark.parametrize("values", [
+    [1.0, 2.0], [NAN, 1.0], [INF, -INF], [INF, -INF, NAN], [1e308, 1e308], [], [0.0, -0.0],
+])
+def test_masked_is_its_definition(values):
+    out = np.array(values).reshape(-1, 1) * np.ones((1, 2))
+    g = np.zeros_like(out)
+    g[::2] = 1.0  # zero upstream gradient in every other row
+    expected = np.where((g == 0) & np.isnan(out), 0.0, out)
+    assert same(masked(ARRAY_MATH, g, out), expected)
+    with no_grad():
+        assert same(masked(TENSOR_MATH, Tensor(g), Tensor(out)).data, expected)
+    assert same(masked(ARRAY_MATH, np.array(0.0), np.array(NAN)), np.array(0.0))
+    assert same(masked(ARRAY_MATH, np.float64(0.0), np.float64(NAN)), np.array(0.0))  # NumPy's 0-d results
+    assert masked(ARRAY_MATH, np.float64(1.0), np.float64(NAN)) != masked(ARRAY_MATH, np.float64(1.0), np.float64(NAN))
+
+
+# ---- whole backward passes: plain against create_graph ----------------------------------------
+
+
+def both_ways(f, *arrays):
+    """Gradients of sum(f(...)) on the plain pass and on the general (create_graph) pass."""
+    def run(create_graph):
+        leaves = [Tensor(a, requires_grad=True) for a in arrays]
+        with np.errstate(all="ignore"):
+            gs = grad(f(*leaves).sum(), leaves, create_graph=create_graph)
+        return [g.data for g in gs]
+    return run(False), run(True)
+
+
+def edge_matrix(shape, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-2, 2, shape)
+    flat = a.reshape(-1)
+    flat[: min(flat.size, 6)] = [NAN, INF, -INF, 0.0, -0.0, 1e-310][: min(flat.size, 6)]
+    return a
+
+
+@pytest.mark.parametrize("shape_a, shape_b", [
+    ((4, 3), (3, 5)), ((3,), (3, 5)), ((4, 3), (3,)), ((3,), (3,)), ((2, 4, 3), (3, 5)), ((4, 3), (2, 3, 5)), ((0, 3), (3, 2)),
+])
+def test_matmul_gradients_are_the_same_on_both_paths(shape_a, shape_b):
+    for seed in range(3):
+        plain, general = both_ways(lambda a, b: a @ b, edge_matrix(shape_a, seed), edge_matrix(shape_b, seed + 10))
+        assert all(same(p, q) for p, q in zip(plain, general))
+
+
+@pytest.mark.parametrize("shape_a, shape_b", [((3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((2, 3, 4), (3, 1)), ((1, 4), (0, 4))])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum"])
+def test_broadcast_gradients_are_the_same_on_both_paths(shape_a, shape_b, op):
+    f = REGISTRY[op]
+    a, b = edge_matrix(shape_a, 1), edge_matrix(shape_b, 2)
+    if b.size:
+        b.reshape(-1)[-1] = a.reshape(-1)[-1] if a.size else 0.0  # a tie for maximum
+    plain, general = both_ways(lambda x, y: f(x, y), a, b)
+    assert all(same(p, q) for p, q in zip(plain, general))
+
+
+def test_unbroadcast_sums_over_the_same_axes_on_both_paths():
+    g = edge_matrix((2, 3, 4), 5)
+    for shape in [(3, 4), (1, 4), (3, 1), (1, 1), (4,), (), (2, 1, 4)]:
+        with no_grad():
+            general = unbroadcast(TENSOR_MATH, Tensor(g), shape).data
+        assert same(unbroadcast(ARRAY_MATH, g, shape), general)
+
+
+def test_the_benchmark_chain_with_edges_is_the_same_on_both_paths():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.1, 0.9, (8, 8))
+    x[0, :5] = [NAN, INF, -INF, 0.0, -0.0]
+    W, B, C = rng.uniform(-1, 1, (8, 8)) / 8, rng.uniform(-0.1, 0.1, (8, 8)), rng.uniform(0.5, 1.5, (8, 8))
+    W[1, 1] = 0.0
+
+    def chain(x):
+        y = x
+        for _ in range(3):
+            y = (y @ Tensor(W) + Tensor(B)).tanh() * Tensor(C)
+            y = y.exp().log().relu().sigmoid()
+        return y
+
+    plain, general = both_ways(chain, x)
+    assert same(plain[0], general[0])
+
+
+# ---- the wiring: cheap checks that decide as the full ones did ---------------------------------
+
+
+@pytest.mark.parametrize("shape, fine", [
+    ((), True), ((0,), True), ((3, 4), True), ((10**7,), True), ((10**7 + 1,), False), ((0, 10**8), False),
+    ((np.int64(5), 3), True), ((True, 2), True), ((-1, 3), False), ((1,) * 65, False), ([3, 4], True),
+    ((10**4, 10**4), False), ((2.0, 3), True),
+])
+def test_check_size_accepts_and_refuses_as_before(shape, fine):
+    if fine:
+        check_size(shape, "t")
+    else:
+        with pytest.raises(SizeLimitError):
+            check_size(shape, "t")
+
+
+@pytest.mark.parametrize("a, b", [
+    ((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)), ((7, 3, 4), (7, 4, 2)), ((2, 1, 3, 4), (5, 4, 6)),
+    ((1, 3, 4), (6, 4, 2)), ((0, 4), (4, 0)),
+])
+def test_matmul_shape_is_numpys(a, b):
+    assert matmul_shape(a, b) == (np.zeros(a) @ np.zeros(b)).shape
+
+
+def test_a_matrix_product_over_the_cap_is_refused_forward_and_backward():
+    a, b = Tensor(np.ones((200, 1)), requires_grad=True), Tensor(np.ones((1, 200)), requires_grad=True)
+    previous = set_max_elements(10_000)
+    try:
+        with pytest.raises(SizeLimitError):
+            a @ b
+        y = (b @ a).sum()  # (1, 1): fine; its gradients are (1, 200) and (200, 1)
+        y.backward()
+        set_max_elements(100)  # the plain pass checks each product it makes
+        with pytest.raises(SizeLimitError):
+            (b @ a).sum().backward()
+    finally:
+        set_max_elements(previous)
+
+
+def test_every_op_costs_exactly_one_step_and_inputs_are_converted():
+    x = Tensor(np.ones((2, 2)), requires_grad=True)
+    with step_budget():
+        start = STEPS.left
+        y = (x > 0) + True  # bools enter as 0.0 and 1.0
+        z = ops.sum(x * 2, dim=0, keepdim=True)  # a number, PyTorch's spellings
+        w = ops.reshape(x, 4)  # a parameter given positionally
+        assert start - STEPS.left == 5  # >, +, *, sum, reshape: making tensors of 2 and True is no op
+    assert y.data.tolist() == [[2.0, 2.0], [2.0, 2.0]] and y.data.dtype == np.float64
+    assert z.shape == (1, 2) and z.data.tolist() == [[4.0, 4.0]]
+    assert w.shape == (4,) and w.requires_grad and not y.requires_grad
