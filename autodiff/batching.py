@@ -60,7 +60,11 @@ SPARSE_REDUCTIONS = frozenset({"sum", "mean"})
 # Ops that keep the elements in C order and only change the shape (a view of the input).
 RESHAPES = frozenset({"reshape", "flatten", "squeeze", "unsqueeze"})
 PERMUTES = frozenset({"transpose"})
-BATCHED_OPS = ELEMENTWISE | REDUCTIONS | RESHAPES | PERMUTES
+# a @ b, with the batch axis as one more leading (broadcast) axis.
+PRODUCTS = frozenset({"matmul"})
+# x[index] with a basic index (integers, slices, None, ...): x[:, index] for all slots.
+INDEXING = frozenset({"getitem"})
+BATCHED_OPS = ELEMENTWISE | REDUCTIONS | RESHAPES | PERMUTES | PRODUCTS | INDEXING
 
 SPARSE_MIN = 32  # an input of more elements, replayed on its own, is carried sparse
 SMALL_INPUT = 64  # inputs of at most this many elements share batches...
@@ -201,6 +205,16 @@ def _columns(outputs: np.ndarray, method: str, step: float) -> np.ndarray:
     return (np.real(outputs[:half]) - np.real(outputs[half:])) / (2 * step)
 
 
+def _basic_index(index: Any) -> bool:
+    """Integers, slices, None and ... only (no arrays, no booleans): such an index picks
+    the same elements behind a leading batch axis."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(
+        p is None or p is Ellipsis or isinstance(p, slice) or (isinstance(p, (int, np.integer)) and not isinstance(p, bool))
+        for p in parts
+    )
+
+
 def _scalar_params(params: dict[str, Any]) -> bool:
     return all(np.ndim(getattr(v, "data", v)) == 0 for v in params.values())
 
@@ -298,6 +312,8 @@ class BatchedReplay:
         if self.joint_complex:
             # A leaf needs none: where it is not perturbed it holds its own value already.
             self.restore[i] = tuple([p for p in parents if depends_on[p] and depends_on[p] != depends and p not in self.leaf_at])
+        if node.op.name in INDEXING and not _basic_index(self.tape.params[i].get("index")):
+            raise Unsupported("getitem with an advanced index")
         kind = DENSE
         if self.sparse:  # one input: sparse where the op keeps it so (module docstring)
             kinds = [self.kinds[p] for p in parents]
@@ -404,6 +420,10 @@ class BatchedReplay:
             return self.sparse_elementwise(node, params, [(tape.order[p], values[p]) for p in parents])
         if op.name in REDUCTIONS:
             return self.reduce(i, node, values[parents[0]])
+        if op.name in PRODUCTS:
+            return self.matmul(node, [(tape.order[p], values[p]) for p in parents])
+        if op.name in RESHAPES or op.name in PERMUTES or op.name in INDEXING:
+            return self.rearrange(op.name, params, shape, values[parents[0]])
         args = []
         for p in parents:
             data = values[p]
@@ -415,15 +435,51 @@ class BatchedReplay:
             if data.ndim <= len(shape):  # line its element axes up with the output's
                 data = data.reshape((data.shape[0], *(1,) * (len(shape) + 1 - data.ndim), *data.shape[1:]))
             args.append(data)
-        if op.name in RESHAPES:
-            return args[0].reshape((args[0].shape[0], *shape))
-        if op.name in PERMUTES:
-            ndim = len(shape)
-            axes = params.get("axes") or tuple(range(ndim - 1, -1, -1))
-            return np.transpose(args[0], (0, *(1 + a % ndim for a in axes)))
         out = op.forward(*args, **params)
         if type(out) is not np.ndarray or out.shape[1:] != shape:
             raise Unsupported(op.name)
+        return out
+
+    @staticmethod
+    def rearrange(name: str, params: dict[str, Any], shape: tuple[int, ...], value: Any) -> np.ndarray:
+        """A reshape, transpose or basic index of each slot: of the elements behind the batch axis."""
+        data = value.dense() if type(value) is Sparse else value
+        if name in RESHAPES:
+            return data.reshape((data.shape[0], *shape))
+        if name in INDEXING:
+            index = params["index"]
+            out = data[(slice(None), *(index if isinstance(index, tuple) else (index,)))]
+        else:
+            ndim = len(shape)
+            axes = params.get("axes") or tuple(range(ndim - 1, -1, -1))
+            out = np.transpose(data, (0, *(1 + a % ndim for a in axes)))
+        if out.shape[1:] != shape:
+            raise Unsupported(name)
+        return out
+
+    def matmul(self, node: Any, inputs: list[tuple[Any, Any]]) -> np.ndarray:
+        """a @ b for every slot: 1-d operands lifted to matrices as NumPy lifts them (a to a
+        row, b to a column), leading axes lined up, then the lifted axes dropped."""
+        lifted = [parent.data.ndim == 1 for parent, _ in inputs]
+        rank = max(parent.data.ndim + up for (parent, _), up in zip(inputs, lifted))  # one slot's operands, lifted
+        operands = []
+        for (parent, value), up, side in zip(inputs, lifted, (-2, -1)):
+            if value is None:  # not batched: broadcast over the slots
+                data = parent.data
+            else:
+                data = value.dense() if type(value) is Sparse else value
+            if up:
+                data = np.expand_dims(data, side)
+            if value is not None and data.ndim - 1 < rank:
+                data = data.reshape((data.shape[0], *(1,) * (rank + 1 - data.ndim), *data.shape[1:]))
+            operands.append(data)
+        out = np.asarray(node.op.forward(*operands))
+        if lifted[1]:
+            out = out[..., 0]
+        if lifted[0]:
+            out = out[..., 0] if lifted[1] else out[..., 0, :]
+        if out.shape[1:] != node.data.shape:
+            raise Unsupported(node.op.name)
         return out
 
     def sparse_elementwise(self, node: Any, params: dict[str, Any], inputs: list[tuple[Any, Any]]) -> Sparse:
