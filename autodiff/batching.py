@@ -69,7 +69,7 @@ BATCHED_OPS = ELEMENTWISE | REDUCTIONS | RESHAPES | PERMUTES | PRODUCTS | INDEXI
 SPARSE_MIN = 32  # an input of more elements, replayed on its own, is carried sparse
 SMALL_INPUT = 64  # inputs of at most this many elements share batches...
 JOINT_COLUMNS = 256  # ...of at most this many columns
-DENSE_BUDGET = 1 << 21  # elements of one dense batched value, at most (and the element cap)
+DENSE_BUDGET = 1 << 21  # elements of all dense values of a run together (each within the element cap too)
 
 DENSE, SPARSE = 1, 2  # how a node is carried; None: not batched (the same in every slot)
 
@@ -173,8 +173,8 @@ class Tape:
                         if jacobians[k] is None:
                             jacobians[k] = np.empty((base.size, leaves[k].size))
                         jacobians[k][:, start:stop] = block
-        except (Unsupported, FloatingPointError, ValueError, TypeError, IndexError):
-            return None
+        except (Unsupported, FloatingPointError, ValueError, TypeError, IndexError, MemoryError):
+            return None  # (replays one by one need less memory, and raise what they raise)
         return jacobians
 
 
@@ -249,16 +249,19 @@ class Layout:
         return rows
 
 
-# Layouts are the same for every check with the same inputs' sizes: a file of scalar
-# checks builds one. Bounded, as a cache must be.
+# Small layouts are the same for every check with the same inputs' sizes (a file of
+# scalar checks builds one); large ones are built for their run only.
 _LAYOUTS: dict[tuple[Any, ...], Layout] = {}
+CACHED_LAYOUTS, CACHED_SLOTS = 64, 1024
 
 
 def layout(pieces: list[tuple[int, int, int]], offsets: tuple[int, ...], method: str, step: float) -> Layout:
+    if offsets[-1] > CACHED_SLOTS:
+        return Layout(tuple(pieces), offsets, method, step)
     key = (tuple(pieces), offsets, method, step)
     found = _LAYOUTS.get(key)
     if found is None:
-        if len(_LAYOUTS) >= 64:
+        if len(_LAYOUTS) >= CACHED_LAYOUTS:
             _LAYOUTS.clear()
         found = _LAYOUTS[key] = Layout(key[0], offsets, method, step)
     return found
@@ -268,8 +271,9 @@ class BatchedReplay:
     """Batched replays of a tape perturbing the elements of `leaves`.
 
     Planned once from the recorded shapes (how each node is carried, which leaves it
-    depends on, the widest dense value), then run for parts of the columns that keep
-    every dense value within DENSE_BUDGET elements."""
+    depends on, how many elements its dense values take per slot), then run for parts of
+    the columns that keep all dense values of a run (they stay alive until it ends)
+    within DENSE_BUDGET elements."""
 
     def __init__(self, tape: Tape, leaves: list[Any], method: str, step: float) -> None:
         self.tape, self.leaves, self.method, self.step = tape, leaves, method, step
@@ -287,7 +291,7 @@ class BatchedReplay:
         self.kinds: list[int | None] = [None] * len(order)
         self.depends = [0] * len(order)  # bit k: the node varies with leaves[k]
         self.restore: list[tuple[int, ...]] = [()] * len(order)  # inputs to restore first
-        self.widest = 0
+        self.per_slot = 0  # elements of all dense values, per slot
         for i, node in enumerate(order):
             self.plan(i, node)
 
@@ -298,7 +302,7 @@ class BatchedReplay:
             if k is not None:
                 self.kinds[i] = SPARSE if self.sparse else DENSE
                 self.depends[i] = 1 << k
-                self.widest = max(self.widest, 0 if self.sparse else node.data.size)
+                self.per_slot += 0 if self.sparse else node.data.size
             return
         parents, depends_on = self.tape.parents[i], self.depends
         depends = 0
@@ -327,8 +331,7 @@ class BatchedReplay:
             elif name in RESHAPES and kinds[0] == SPARSE:
                 kind, width = SPARSE, 0
         self.kinds[i] = kind
-        if width > self.widest:
-            self.widest = width
+        self.per_slot += width
 
     def reduced_axes(self, i: int) -> tuple[int, ...]:
         x = self.tape.order[self.tape.parents[i][0]].data
@@ -336,8 +339,8 @@ class BatchedReplay:
 
     def runs(self) -> list[list[tuple[int, int, int]]]:
         """The columns as (leaf k, first, last + 1 flat position) pieces, cut into runs
-        that keep every dense value within the budget."""
-        per_run = max(1, min(DENSE_BUDGET, max_elements()) // max(self.widest, 1) // _slots(self.method))
+        that keep the dense values within the budget."""
+        per_run = max(1, min(DENSE_BUDGET, max_elements()) // max(self.per_slot, 1) // _slots(self.method))
         runs: list[list[tuple[int, int, int]]] = [[]]
         room = per_run
         for k, leaf in enumerate(self.leaves):
