@@ -149,9 +149,10 @@ def _blame(value: Tensor, worst: str) -> str:
 
 def _not_finite(data: Any) -> str:
     """Why a check cannot pass when the function is not finite at the point ('' if it is)."""
-    bad = ~np.isfinite(data)
-    if not np.any(bad):
+    finite = np.isfinite(data)
+    if finite.all():
         return ""
+    bad = ~finite
     flat = int(np.argmax(bad.reshape(-1)))
     where = position(np.shape(data), flat)
     found = data.reshape(-1)[flat].item()
