@@ -8,14 +8,16 @@ complex inputs (the registry's `complex_safe`). Otherwise: central differences,
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .backprop import grad, topological_order
-from .limits import charge, check_size
+from .backprop import backprop, topological_order
+from .batching import Tape, check_jacobian_size
+from .limits import charge
 from .registry import recorded_params
 from .tensor import Tensor
 
@@ -42,24 +44,25 @@ class CheckResult:
     numeric: list[np.ndarray] = field(default_factory=list)
 
 
-def path_ops(output: Any) -> list[Any]:
-    """The ops (OpDefs) on the graph of `output`."""
-    return [n.op for n in topological_order(output) if getattr(n, "op", None) is not None]
+def path_ops(output: Any, order: list[Any] | None = None) -> list[Any]:
+    """The ops (OpDefs) on the graph of `output` (`order`: its topological order, if known)."""
+    nodes = topological_order(output) if order is None else order
+    return [n.op for n in nodes if getattr(n, "op", None) is not None]
 
 
 def complex_safe(output: Any) -> bool:
     return not complex_unsafe(output)
 
 
-def complex_unsafe(output: Any) -> list[str]:
+def complex_unsafe(output: Any, order: list[Any] | None = None) -> list[str]:
     """The ops on the path that have no complex extension (so no complex step)."""
-    return sorted({op.name for op in path_ops(output) if not op.complex_safe})
+    return sorted({op.name for op in path_ops(output, order) if not op.complex_safe})
 
 
-def choose_method(output: Any, method: str) -> tuple[str, list[str]]:
+def choose_method(output: Any, method: str, order: list[Any] | None = None) -> tuple[str, list[str]]:
     """The method a check uses, and a note when the one asked for cannot be used:
     complex step needs every op on the path to be complex-safe, else central differences."""
-    unsafe = complex_unsafe(output) if method in ("auto", "complex") else []
+    unsafe = complex_unsafe(output, order) if method in ("auto", "complex") else []
     if method == "auto":
         return ("central" if unsafe else "complex"), []
     if method == "complex" and unsafe:
@@ -68,10 +71,10 @@ def choose_method(output: Any, method: str) -> tuple[str, list[str]]:
     return method, []
 
 
-def kinks(output: Any, tol: float = 0.0) -> list[str]:
+def kinks(output: Any, tol: float = 0.0, order: list[Any] | None = None) -> list[str]:
     """Names of the ops on the path evaluated at a point where they are not differentiable."""
     found = []
-    for node in topological_order(output):
+    for node in topological_order(output) if order is None else order:
         op = getattr(node, "op", None)
         if op is None or op.kink is None:
             continue
@@ -101,21 +104,25 @@ def replay(output: Tensor, values: dict[int, Any], order: list[Any] | None = Non
     return np.asarray(data[id(output)])
 
 
-def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor]) -> list[np.ndarray]:
+def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] | None = None) -> list[np.ndarray]:
     """d output / d leaf for each leaf as (output.size, leaf.size) matrices, one backward
-    pass per output element."""
+    pass per output element (what `grad` gives, seeded with each unit vector)."""
     for leaf in leaves:
-        check_size((output.size, leaf.size), "the Jacobian of a gradient check")
+        check_jacobian_size(output.size, leaf.size)
     jacs = [np.zeros((output.size, leaf.size)) for leaf in leaves]
     if not output.requires_grad:
         return jacs
-    passes = len(topological_order(output))
+    order = topological_order(output) if order is None else order
+    keep = set(leaves)
     for row in range(output.size):
-        charge(passes, "gradient check")
+        charge(len(order), "gradient check")
         seed = np.zeros(output.size)
         seed[row] = 1.0
-        for jac, g in zip(jacs, grad(output, list(leaves), seed.reshape(output.shape))):
-            jac[row] = np.real(g.data).reshape(-1)
+        grads = backprop(output, seed.reshape(output.shape), keep=keep, order=order)
+        for jac, leaf in zip(jacs, leaves):
+            g = grads.get(leaf)
+            if g is not None:  # a leaf the output does not reach keeps its zeros
+                jac[row] = np.real(g).reshape(-1)
     return jacs
 
 
@@ -130,23 +137,32 @@ def numerical_jacobian(
         x = np.asarray(inputs[i], dtype=np.float64)
         columns = []
         for j in range(x.size):
-            if method == "complex":
-                h = step or COMPLEX_STEP
-                bumped = x.astype(np.complex128).reshape(-1)
-                bumped[j] += 1j * h
-                columns.append(np.imag(f(_replace(inputs, i, bumped.reshape(x.shape)))).reshape(-1) / h)
-            else:
-                h = step or CENTRAL_STEP
-                up, down = x.copy().reshape(-1), x.copy().reshape(-1)
-                up[j] += h
-                down[j] -= h
-                f_up = np.real(f(_replace(inputs, i, up.reshape(x.shape))))
-                f_down = np.real(f(_replace(inputs, i, down.reshape(x.shape))))
-                columns.append(((f_up - f_down) / (2 * h)).reshape(-1))
+            columns.append(numerical_column(f, inputs, i, j, method, step))
             if j == 0:  # the first column tells the Jacobian's size, before the others are made
-                check_size((columns[0].size, x.size), "the Jacobian of a gradient check")
+                check_jacobian_size(columns[0].size, x.size)
         jacs.append(np.stack(columns, axis=1) if columns else np.zeros((0, 0)))
     return jacs
+
+
+def numerical_column(
+    f: Callable[[list[np.ndarray]], np.ndarray], inputs: Sequence[np.ndarray], i: int, j: int, method: str,
+    step: float | None = None,
+) -> np.ndarray:
+    """Column j of d f / d inputs[i] (j a flat index): f evaluated with that one element
+    perturbed, by +ih (complex step) or by +h and -h (central differences)."""
+    x = np.asarray(inputs[i], dtype=np.float64)
+    if method == "complex":
+        h = step or COMPLEX_STEP
+        bumped = x.astype(np.complex128).reshape(-1)
+        bumped[j] += 1j * h
+        return np.imag(f(_replace(inputs, i, bumped.reshape(x.shape)))).reshape(-1) / h
+    h = step or CENTRAL_STEP
+    up, down = x.copy().reshape(-1), x.copy().reshape(-1)
+    up[j] += h
+    down[j] -= h
+    f_up = np.real(f(_replace(inputs, i, up.reshape(x.shape))))
+    f_down = np.real(f(_replace(inputs, i, down.reshape(x.shape))))
+    return ((f_up - f_down) / (2 * h)).reshape(-1)
 
 
 def _replace(inputs: Sequence[Any], i: int, value: Any) -> list[Any]:
@@ -166,26 +182,64 @@ class Worst:
 
 
 def compare(analytic: Sequence[np.ndarray], numeric: Sequence[np.ndarray], atol: float, rtol: float) -> tuple[float, float, bool, Worst | None]:
-    """Max absolute and relative error and whether every entry is within atol + rtol*|numeric|."""
-    max_abs = max_rel = 0.0
-    passed = True
-    worst = None
-    for k, (a, n) in enumerate(zip(analytic, numeric)):
-        if a.size == 0:
-            continue
-        diff = np.abs(a - n)
+    """Max absolute and relative error and whether every entry is within atol + rtol*|numeric|.
+
+    An infinity against the same infinity, and nan against nan, agree; nan against a
+    number differs by inf. The worst entry is the first (by leaf, then row, then column)
+    with the largest difference, None when every entry agrees exactly."""
+    parts = [(k, a, n) for k, (a, n) in enumerate(zip(analytic, numeric)) if a.size]
+    if not parts:
+        return 0.0, 0.0, True, None
+    # Every leaf's entries in one flat array: one pass of NumPy, whatever the leaf count.
+    a = np.concatenate([a.reshape(-1) for _, a, _ in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
+    n = np.concatenate([n.reshape(-1) for _, _, n in parts]) if len(parts) > 1 else parts[0][2].reshape(-1)
+    if a.size <= FEW_ENTRIES:
+        found = _compare_few(a.tolist(), n.tolist(), atol, rtol)
+        if found is not None:
+            max_abs, max_rel, passed, flat = found
+            return max_abs, max_rel, passed, _worst_at(parts, flat) if max_abs > 0 else None
+    diff = np.abs(a - n)
+    if np.isfinite(diff).all():  # so a and n are finite: the common case, in fewer passes
+        rel = diff / np.maximum(np.abs(n), np.finfo(float).tiny)  # 0 where diff is 0
+        passed = bool(np.all(diff <= atol + rtol * np.abs(n)))
+    else:
         both_inf = np.isinf(a) & np.isinf(n) & (np.sign(a) == np.sign(n))
         diff = np.where(both_inf, 0.0, diff)
         diff = np.where(np.isnan(a) & np.isnan(n), 0.0, diff)
         diff = np.where(np.isnan(diff), np.inf, diff)
-        rel = diff / np.maximum(np.abs(n), np.finfo(float).tiny)
-        if diff.max() > max_abs:
-            max_abs = float(diff.max())
-            r, c = np.unravel_index(int(np.argmax(diff)), diff.shape)
-            worst = Worst(k, int(r), int(c), float(a[r, c]), float(n[r, c]))
-        max_rel = float(np.maximum(max_rel, np.where(diff == 0, 0.0, rel).max()))
-        passed = passed and bool(np.all(diff <= atol + rtol * np.abs(np.where(np.isfinite(n), n, 0.0))))
-    return max_abs, max_rel, passed, worst
+        rel = np.where(diff == 0, 0.0, diff / np.maximum(np.abs(n), np.finfo(float).tiny))
+        passed = bool(np.all(diff <= atol + rtol * np.abs(np.where(np.isfinite(n), n, 0.0))))
+    flat = int(np.argmax(diff))
+    max_abs, max_rel = float(diff[flat]), float(rel.max())
+    return max_abs, max_rel, passed, _worst_at(parts, flat) if max_abs > 0 else None
+
+
+FEW_ENTRIES = 16  # Jacobians this small are compared in plain floats (NumPy's calls cost more)
+_TINY = float(np.finfo(float).tiny)
+
+
+def _compare_few(a: list[float], n: list[float], atol: float, rtol: float) -> tuple[float, float, bool, int] | None:
+    """compare's arithmetic on a few finite entries, in Python floats (the same IEEE
+    operations): (max abs, max rel, passed, flat index of the first largest difference),
+    or None when some entry is not finite (compare's rules for nan and inf apply)."""
+    diffs = [abs(x - y) for x, y in zip(a, n)]
+    largest = max(diffs)
+    if not math.isfinite(sum(diffs)):
+        return None
+    passed = all(d <= atol + rtol * abs(y) for d, y in zip(diffs, n))
+    max_rel = max(d / max(abs(y), _TINY) for d, y in zip(diffs, n))
+    return largest, max_rel, passed, diffs.index(largest)
+
+
+def _worst_at(parts: list[tuple[int, np.ndarray, np.ndarray]], flat: int) -> Worst:
+    """The entry at flat index `flat` of compare's concatenated entries."""
+    offset = 0
+    for k, a_k, n_k in parts:
+        if flat < offset + a_k.size:
+            r, c = divmod(flat - offset, a_k.shape[1])
+            return Worst(k, r, c, float(a_k[r, c]), float(n_k[r, c]))
+        offset += a_k.size
+    raise IndexError(flat)
 
 
 def position(shape: Sequence[int], flat: int) -> str:
@@ -207,18 +261,23 @@ def describe_worst(worst: Worst | None, output_shape: Sequence[int], leaves: Seq
     )
 
 
+def resolve_tolerances(method: str, atol: float | None, rtol: float | None) -> tuple[float, float]:
+    """(atol, rtol): those given, else the method's defaults (TOLERANCES)."""
+    default_atol, default_rtol = TOLERANCES[method]
+    return (default_atol if atol is None else atol), (default_rtol if rtol is None else rtol)
+
+
 def _finish(
     method: str, atol: float | None, rtol: float | None, analytic: list[np.ndarray], numeric: list[np.ndarray], output: Any,
-    leaves: Sequence[tuple[str, Sequence[int]]], notes: list[str] | None = None,
+    leaves: Sequence[tuple[str, Sequence[int]]], notes: list[str] | None = None, order: list[Any] | None = None,
+    verdict: tuple[float, float, bool, Worst | None] | None = None,
 ) -> CheckResult:
-    default_atol, default_rtol = TOLERANCES[method]
-    atol = default_atol if atol is None else atol
-    rtol = default_rtol if rtol is None else rtol
-    max_abs, max_rel, passed, worst = compare(analytic, numeric, atol, rtol)
+    atol, rtol = resolve_tolerances(method, atol, rtol)
+    max_abs, max_rel, passed, worst = verdict or compare(analytic, numeric, atol, rtol)
     return CheckResult(
         method=method, max_abs_error=max_abs, max_rel_error=max_rel, passed=passed, atol=atol, rtol=rtol,
-        worst=describe_worst(worst, np.shape(output.data), leaves), kinks=kinks(output), analytic=list(analytic),
-        numeric=list(numeric), notes=notes or [],
+        worst=describe_worst(worst, np.shape(output.data), leaves), kinks=kinks(output, order=order),
+        analytic=list(analytic), numeric=list(numeric), notes=notes or [],
     )
 
 
@@ -252,21 +311,84 @@ def gradcheck(
 
 
 def gradcheck_graph(
-    output: Tensor, leaves: Sequence[Tensor], method: str = "auto", atol: float | None = None, rtol: float | None = None
+    output: Tensor, leaves: Sequence[Tensor], method: str = "auto", atol: float | None = None, rtol: float | None = None,
+    order: list[Any] | None = None, batched: bool = True,
 ) -> CheckResult:
-    """Check a recorded graph: reverse mode against differences of the replayed graph."""
-    method, notes = choose_method(output, method)
+    """Check a recorded graph: reverse mode against differences of the replayed graph.
+
+    The replays run batched where every op on the graph allows and there are at least
+    BATCHED_FROM of them (see batching.py), else one per column; `batched=False` forces
+    the latter. A batched result is used only if
+    sampled columns of it agree with replays per column (see `_verified`). `order` may
+    pass in `topological_order(output)` when the caller has it."""
+    order = topological_order(output) if order is None else order
+    method, notes = choose_method(output, method, order)
     keys = [id(leaf) for leaf in leaves]
     arrays = [np.real(leaf.data) for leaf in leaves]
-    order = topological_order(output)
+    tape = Tape(output, order)
 
     def evaluate(values: list[np.ndarray]) -> np.ndarray:
-        return replay(output, dict(zip(keys, values)), order)
+        return tape.replay(dict(zip(keys, values)))  # replay(output, ..., order), compiled once
 
-    analytic = reverse_jacobian(output, leaves)
-    numeric = numerical_jacobian(evaluate, arrays, range(len(leaves)), method)
+    analytic = reverse_jacobian(output, leaves, order)
+    atol, rtol = resolve_tolerances(method, atol, rtol)
+    step = COMPLEX_STEP if method == "complex" else CENTRAL_STEP
+    # A batched replay pays for itself, and for the columns it checks again, from about
+    # BATCHED_FROM replays per column on.
+    replays = sum(leaf.size for leaf in leaves) * (2 if method == "central" else 1)
+    numeric = tape.batched_jacobian(leaves, method, step) if batched and replays >= BATCHED_FROM else None
+    verdict = None
+    if numeric is not None:
+        verdict = compare(analytic, numeric, atol, rtol)
+        if not _verified(numeric, verdict[3], evaluate, arrays, method, atol, rtol):
+            numeric = verdict = None
+    if numeric is None:
+        numeric = numerical_jacobian(evaluate, arrays, range(len(leaves)), method)
     names = [(leaf.name or f"leaves[{k}]", leaf.shape) for k, leaf in enumerate(leaves)]
-    return _finish(method, atol, rtol, analytic, numeric, output, names, notes)
+    return _finish(method, atol, rtol, analytic, numeric, output, names, notes, order, verdict)
+
+
+BATCHED_FROM = 6  # replays per column (2 a column for central differences), measured: see docs/gradcheck.md
+VERIFIED_COLUMNS = 8  # at most, of a batched numerical Jacobian, replayed per column again
+VERIFY_FRACTION = 0.01  # of the check's tolerance, the most a verified column may differ
+
+
+def _verified(
+    numeric: list[np.ndarray], worst: Worst | None, f: Callable[[list[np.ndarray]], np.ndarray],
+    inputs: Sequence[np.ndarray], method: str, atol: float, rtol: float,
+) -> bool:
+    """Whether sampled columns of a batched numerical Jacobian agree with replays per
+    column, to a hundredth of the check's tolerance (nan with nan, inf with the same inf):
+    a guard against a batched replay gone wrong passing or failing a check silently.
+
+    The column holding the worst entry (it decides the report), or the middle column
+    when every entry agrees; for wide checks also the first, middle and last column of
+    each input."""
+    widths = [jac.shape[1] for jac in numeric]
+    total = sum(widths)
+    if total == 0:
+        return True
+    if worst is not None:
+        picks = [(worst.k, worst.column)]
+    else:
+        k, j = 0, total // 2
+        while j >= widths[k]:
+            j -= widths[k]
+            k += 1
+        picks = [(k, j)]
+    if total > 16:
+        picks += [(k, j) for k, width in enumerate(widths) for j in sorted({0, width // 2, width - 1}) if width]
+    for k, j in list(dict.fromkeys(picks))[:VERIFIED_COLUMNS]:
+        direct = numerical_column(f, inputs, k, j, method)
+        batched = numeric[k][:, j]
+        if (direct == batched).all():
+            continue
+        with np.errstate(invalid="ignore"):
+            same = (direct == batched) | (np.isnan(direct) & np.isnan(batched))
+            close = np.abs(direct - batched) <= VERIFY_FRACTION * (atol + rtol * np.abs(direct))
+        if not np.all(same | close):
+            return False
+    return True
 
 
 def suspect_ops(output: Tensor, method: str = "central", limit: int = 200) -> list[str]:

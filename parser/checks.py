@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradcalc.autodiff import SizeLimitError, Tensor
+from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
 import numpy as np
 
 from gradcalc.autodiff.gradcheck import gradcheck_graph, position, suspect_ops
@@ -114,6 +114,7 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
     method, atol, rtol = _options(session, statement, defaults)
     if statement.expected is not None:
         return _compare_values(session, statement, value, atol, rtol)
+    order = topological_order(value)  # once: every step of the check walks this graph
     if statement.wrt:
         leaves = []
         for name in statement.wrt:
@@ -121,10 +122,10 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
                 raise LanguageError("name", f"check ... wrt {name}: {name!r} is not a variable").at(statement.span)
             leaves.append(session.variables[name])
     else:
-        leaves = variables_in(value)
+        leaves = variables_in(value, order)
     if not leaves:
         raise LanguageError("value", "nothing to check: the expression uses no variables").at(statement.span)
-    result = gradcheck_graph(value, leaves, method=method, atol=atol, rtol=rtol)
+    result = gradcheck_graph(value, leaves, method=method, atol=atol, rtol=rtol, order=order)
     warnings = [*result.notes]
     warnings += [f"evaluated at a kink of {name}: the derivative there is a convention, not a limit" for name in result.kinks]
     outcome = CheckOutcome(
@@ -148,9 +149,10 @@ def _blame(value: Tensor, worst: str) -> str:
 
 def _not_finite(data: Any) -> str:
     """Why a check cannot pass when the function is not finite at the point ('' if it is)."""
-    bad = ~np.isfinite(data)
-    if not np.any(bad):
+    finite = np.isfinite(data)
+    if finite.all():
         return ""
+    bad = ~finite
     flat = int(np.argmax(bad.reshape(-1)))
     where = position(np.shape(data), flat)
     found = data.reshape(-1)[flat].item()

@@ -1,0 +1,528 @@
+"""Replaying a recorded graph for a gradient check: per column, or batched.
+
+A gradient check differentiates its recorded graph numerically by replaying it once per
+element of every input (twice for central differences): one replay per column of the
+Jacobian (gradcheck.numerical_jacobian, the reference). `Tape` compiles the graph once
+for those replays, and `Tape.batched_jacobian` runs them together. A *slot* is one
+replay (input k, flat element j, step +ih; or +h, and -h), and a value that depends on
+a perturbed input carries all of its slots at once:
+
+- dense: an array (slots, *shape), the batch axis first. An elementwise op gets each
+  batched input reshaped to the output's rank, so that broadcasting lines up as in one
+  replay; a reduction gets its axes shifted by one.
+- sparse, for one large input at a time: perturbing one element changes, through
+  elementwise ops, only that element. Such a value is the unperturbed replay `base`
+  plus one entry per slot (flat position idx[s], value vals[s]); an elementwise op maps
+  base and vals separately, O(size + slots) instead of O(size * slots). A full sum or
+  mean makes it dense exactly: sum(base) - base[idx] + vals (for complex step the
+  imaginary part is exact; the real part differs from a replay's sum by rounding).
+
+Small inputs share one batch. Then each slot must see what its own replay sees: in
+complex step a value that does not depend on the input a slot perturbs is real in that
+replay, and complex arithmetic on it can differ (sqrt(-1) is nan, sqrt(-1 + 0j) is 1j).
+So after each op, the slots of inputs it does not depend on get its recorded value
+back: a real number there, as in their replays (NumPy makes it complex exactly as a
+replay's arithmetic does when it meets a perturbed value).
+
+Only the ops listed here are batched, each checked to act elementwise (or to reduce or
+reshape) whatever the leading batch axis. Any other op on the graph, a multi-output op,
+an input that is not a float64 leaf, or a precondition that fails at run time (a sparse
+sum over non-finite values) makes `batched_jacobian` return None, and the caller
+replays per column. gradcheck also checks sampled columns of a batched result against
+replays per column.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .limits import charge, check_size, max_elements
+from .ops.reductions import normalize_axes
+from .registry import recorded_params
+
+# Ops whose forward acts element by element with NumPy broadcasting (params included)
+# and gives each element what a lone replay gives it, whatever the leading axes: each
+# forward read for that; tests/test_batching.py holds every one to replays per column.
+ELEMENTWISE = frozenset({
+    "add", "sub", "mul", "div", "neg", "pow", "remainder",
+    "exp", "log", "log1p", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid", "softplus", "relu", "abs",
+    "maximum", "minimum", "clip", "where",
+    "erf", "erfc", "log2", "log10", "exp2", "expm1", "square", "cbrt", "reciprocal",
+    "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2", "hypot",
+    "gelu", "silu", "softsign", "logsigmoid", "leaky_relu", "elu",
+})
+# Reductions called as forward(x, axis=..., keepdims=...).
+REDUCTIONS = frozenset({"sum", "mean", "prod", "max", "min"})
+# A full sum or mean of a sparse value is dense exactly (see above).
+SPARSE_REDUCTIONS = frozenset({"sum", "mean"})
+# Ops that keep the elements in C order and only change the shape (a view of the input).
+RESHAPES = frozenset({"reshape", "flatten", "squeeze", "unsqueeze"})
+PERMUTES = frozenset({"transpose"})
+# a @ b, with the batch axis as one more leading (broadcast) axis.
+PRODUCTS = frozenset({"matmul"})
+# x[index] with a basic index (integers, slices, None, ...): x[:, index] for all slots.
+INDEXING = frozenset({"getitem"})
+BATCHED_OPS = ELEMENTWISE | REDUCTIONS | RESHAPES | PERMUTES | PRODUCTS | INDEXING
+
+SPARSE_MIN = 32  # an input of more elements, replayed on its own, is carried sparse
+SMALL_INPUT = 64  # inputs of at most this many elements share batches...
+JOINT_COLUMNS = 256  # ...of at most this many columns
+DENSE_BUDGET = 1 << 21  # elements of all dense values of a run together (each within the element cap too)
+
+DENSE, SPARSE = 1, 2  # how a node is carried; None: not batched (the same in every slot)
+
+
+def check_jacobian_size(rows: int, columns: int) -> None:
+    """check_size for the Jacobian of a gradient check, rows x columns; the count is
+    taken first, as check_size takes it, because check_size itself costs more."""
+    if max(rows, 1) * max(columns, 1) > max_elements():
+        check_size((rows, columns), "the Jacobian of a gradient check")
+
+
+class Unsupported(Exception):
+    """The batched replay does not apply after all: replay per column."""
+
+
+class Sparse:
+    """A batched value equal to `base` except at flat position idx[s] in slot s, where it is vals[s]."""
+
+    __slots__ = ("base", "idx", "vals")
+
+    def __init__(self, base: np.ndarray, idx: np.ndarray, vals: np.ndarray) -> None:
+        self.base, self.idx, self.vals = base, idx, vals
+
+    def dense(self) -> np.ndarray:
+        n = self.idx.size
+        data = np.repeat(self.base.reshape(1, -1), n, axis=0)
+        data[np.arange(n), self.idx] = self.vals
+        return data.reshape((n, *self.base.shape))
+
+
+class Tape:
+    """The graph of `output` (its topological order) compiled for replays: each op
+    node's parents as positions in the order, and the parameters it was called with."""
+
+    def __init__(self, output: Any, order: list[Any]) -> None:
+        self.output, self.order = output, order
+        self.index = index = {id(node): i for i, node in enumerate(order)}
+        self.parents: list[tuple[int, ...]] = []
+        self.params: list[dict[str, Any]] = []
+        self.picks: list[int | None] = []
+        self.batchable = True  # every op on the graph is one of BATCHED_OPS
+        for node in order:
+            op = node.op
+            if op is None:
+                self.parents.append(())
+                self.params.append({})
+                self.picks.append(None)
+                continue
+            params, pick = recorded_params(node)
+            self.parents.append(tuple([index[id(p)] for p in node._prev]))
+            self.params.append(params)
+            self.picks.append(pick)
+            self.batchable = self.batchable and op.name in BATCHED_OPS and pick is None
+
+    def replay(self, values: dict[int, Any]) -> np.ndarray:
+        """gradcheck.replay: the graph recomputed with some leaves' data replaced
+        (`values` keyed by id(leaf)); the same forwards on the same arrays."""
+        charge(len(self.order), "gradient check")
+        data: list[Any] = []
+        for node, parents, params, pick in zip(self.order, self.parents, self.params, self.picks):
+            if node.op is None:
+                data.append(values.get(id(node), node.data))
+                continue
+            out = node.op.forward(*[data[p] for p in parents], **params)
+            data.append(out if pick is None else out[pick])
+        return np.asarray(data[-1])
+
+    def batched_jacobian(self, leaves: Sequence[Any], method: str, step: float) -> list[np.ndarray] | None:
+        """d output / d leaf for each leaf as (output.size, leaf.size) matrices
+        (np.zeros((0, 0)) for an empty leaf, as numerical_jacobian gives) from batched
+        replays, or None where they do not apply."""
+        if not self.batchable or len({id(leaf) for leaf in leaves}) != len(leaves):
+            return None
+        for leaf in leaves:
+            if leaf.op is not None or leaf.data.dtype != np.float64:
+                return None
+        base = np.asarray(self.output.data)
+        jacobians: list[Any] = []
+        for leaf in leaves:
+            if leaf.size == 0:
+                jacobians.append(np.zeros((0, 0)))
+                continue
+            check_jacobian_size(base.size, leaf.size)
+            if id(leaf) in self.index:
+                jacobians.append(None)  # from the batched replays, below
+            else:  # the output does not vary with it: every replay gives the output as it is
+                outputs = np.broadcast_to(base.reshape(1, -1), (_slots(method), base.size))
+                jacobians.append(np.repeat(_columns(outputs, method, step).T, leaf.size, axis=1))
+        used = [k for k, leaf in enumerate(leaves) if jacobians[k] is None]
+        small = [k for k in used if leaves[k].size <= SMALL_INPUT]
+        try:
+            for ks in _joint(small, leaves) + [[k] for k in used if leaves[k].size > SMALL_INPUT]:
+                batch = BatchedReplay(self, [leaves[k] for k in ks], method, step)
+                for pieces in batch.runs():
+                    charge(len(self.order), "gradient check")
+                    for (i, start, stop), block in zip(pieces, batch.run(pieces)):
+                        k = ks[i]
+                        if start == 0 and stop == leaves[k].size:  # the whole leaf in one run
+                            jacobians[k] = block
+                            continue
+                        if jacobians[k] is None:
+                            jacobians[k] = np.empty((base.size, leaves[k].size))
+                        jacobians[k][:, start:stop] = block
+        except (Unsupported, FloatingPointError, ValueError, TypeError, IndexError, MemoryError):
+            return None  # (replays one by one need less memory, and raise what they raise)
+        return jacobians
+
+
+def _joint(small: list[int], leaves: Sequence[Any]) -> list[list[int]]:
+    """Small inputs in batches of at most JOINT_COLUMNS columns."""
+    batches: list[list[int]] = []
+    width = JOINT_COLUMNS
+    for k in small:
+        if width + leaves[k].size > JOINT_COLUMNS:
+            batches.append([])
+            width = 0
+        batches[-1].append(k)
+        width += leaves[k].size
+    return batches
+
+
+def _slots(method: str) -> int:
+    """Slots per column: +h and -h for central differences, +ih for complex step."""
+    return 2 if method == "central" else 1
+
+
+def _columns(outputs: np.ndarray, method: str, step: float) -> np.ndarray:
+    """Jacobian columns, one a row, from the flat outputs of the slots (those of +h,
+    then those of -h), formed as numerical_jacobian forms them."""
+    if method == "complex":
+        return np.imag(outputs) / step
+    half = outputs.shape[0] // 2
+    return (np.real(outputs[:half]) - np.real(outputs[half:])) / (2 * step)
+
+
+def _basic_index(index: Any) -> bool:
+    """Integers, slices, None and ... only (no arrays, no booleans): such an index picks
+    the same elements behind a leading batch axis."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(
+        p is None or p is Ellipsis or isinstance(p, slice) or (isinstance(p, (int, np.integer)) and not isinstance(p, bool))
+        for p in parts
+    )
+
+
+def _scalar_params(params: dict[str, Any]) -> bool:
+    return all(np.ndim(getattr(v, "data", v)) == 0 for v in params.values())
+
+
+class Layout:
+    """Which column and element each slot of a run perturbs, and by how much.
+
+    Columns are numbered over `pieces` in order; with central differences slot c adds
+    +h to column c and slot c + columns adds -h to it; with complex step slot c adds ih."""
+
+    def __init__(self, pieces: tuple[tuple[int, int, int], ...], offsets: tuple[int, ...], method: str, step: float) -> None:
+        owner = np.concatenate([np.full(stop - start, k) for k, start, stop in pieces])
+        where = np.concatenate([np.arange(start, stop) for _, start, stop in pieces])
+        self.columns = owner.size
+        if method == "central":
+            owner, where = np.concatenate([owner, owner]), np.concatenate([where, where])
+            self.deltas = np.repeat([step, -step], self.columns)
+        else:
+            self.deltas = np.full(owner.size, 1j * step)
+        self.owner, self.where = owner, where  # the leaf each slot perturbs, and its element
+        self.slots = owner.size
+        self.rows = np.arange(self.slots)
+        self.cells = np.asarray(offsets)[owner] + where  # the element, in all leaves' elements in a row
+        self.outside: dict[int, np.ndarray] = {}
+
+    def outside_of(self, mask: int) -> np.ndarray:
+        """Slots that perturb a leaf not in `mask` (bit k: leaf k)."""
+        rows = self.outside.get(mask)
+        if rows is None:
+            inside = np.array([(mask >> k) & 1 for k in range(int(self.owner.max()) + 1)], dtype=bool)
+            rows = self.outside[mask] = ~inside[self.owner]
+        return rows
+
+
+# Small layouts are the same for every check with the same inputs' sizes (a file of
+# scalar checks builds one); large ones are built for their run only.
+_LAYOUTS: dict[tuple[Any, ...], Layout] = {}
+CACHED_LAYOUTS, CACHED_SLOTS = 64, 1024
+
+
+def layout(pieces: list[tuple[int, int, int]], offsets: tuple[int, ...], method: str, step: float) -> Layout:
+    if offsets[-1] > CACHED_SLOTS:
+        return Layout(tuple(pieces), offsets, method, step)
+    key = (tuple(pieces), offsets, method, step)
+    found = _LAYOUTS.get(key)
+    if found is None:
+        if len(_LAYOUTS) >= CACHED_LAYOUTS:
+            _LAYOUTS.clear()
+        found = _LAYOUTS[key] = Layout(key[0], offsets, method, step)
+    return found
+
+
+class BatchedReplay:
+    """Batched replays of a tape perturbing the elements of `leaves`.
+
+    Planned once from the recorded shapes (how each node is carried, which leaves it
+    depends on, how many elements its dense values take per slot), then run for parts of
+    the columns that keep all dense values of a run (they stay alive until it ends)
+    within DENSE_BUDGET elements."""
+
+    def __init__(self, tape: Tape, leaves: list[Any], method: str, step: float) -> None:
+        self.tape, self.leaves, self.method, self.step = tape, leaves, method, step
+        order = tape.order
+        self.leaf_at = {tape.index[id(leaf)]: k for k, leaf in enumerate(leaves)}
+        offsets = [0]
+        for leaf in leaves:
+            offsets.append(offsets[-1] + leaf.size)
+        self.offsets = tuple(offsets)
+        # Sparse values only with one input: they carry one changed entry per slot.
+        self.sparse = len(leaves) == 1 and leaves[0].size > SPARSE_MIN
+        # In joint complex-step batches, slots whose input a value does not depend on
+        # hold its recorded value wherever it meets values that do (module docstring).
+        self.joint_complex = method == "complex" and len(leaves) > 1
+        self.kinds: list[int | None] = [None] * len(order)
+        self.depends = [0] * len(order)  # bit k: the node varies with leaves[k]
+        self.restore: list[tuple[int, ...]] = [()] * len(order)  # inputs to restore first
+        self.per_slot = 0  # elements of all dense values, per slot
+        for i, node in enumerate(order):
+            self.plan(i, node)
+
+    # ---- planning -----------------------------------------------------------------------
+    def plan(self, i: int, node: Any) -> None:
+        if node.op is None:
+            k = self.leaf_at.get(i)
+            if k is not None:
+                self.kinds[i] = SPARSE if self.sparse else DENSE
+                self.depends[i] = 1 << k
+                self.per_slot += 0 if self.sparse else node.data.size
+            return
+        parents, depends_on = self.tape.parents[i], self.depends
+        depends = 0
+        for p in parents:
+            depends |= depends_on[p]
+        if not depends:  # not batched: the same in every slot
+            return
+        depends_on[i] = depends
+        order = self.tape.order
+        width = max([node.data.size] + [order[p].data.size for p in parents if depends_on[p]])
+        if self.joint_complex:
+            # A leaf needs none: where it is not perturbed it holds its own value already.
+            self.restore[i] = tuple([p for p in parents if depends_on[p] and depends_on[p] != depends and p not in self.leaf_at])
+        if node.op.name in INDEXING and not _basic_index(self.tape.params[i].get("index")):
+            raise Unsupported("getitem with an advanced index")
+        kind = DENSE
+        if self.sparse:  # one input: sparse where the op keeps it so (module docstring)
+            kinds = [self.kinds[p] for p in parents]
+            batched = [order[p].data for p in parents if depends_on[p]]
+            name, shape = node.op.name, node.data.shape
+            if name in ELEMENTWISE:
+                if DENSE not in kinds and _scalar_params(self.tape.params[i]) and all(x.shape == shape for x in batched):
+                    kind, width = SPARSE, 0
+            elif name in SPARSE_REDUCTIONS and kinds[0] == SPARSE and self.reduced_axes(i) == tuple(range(batched[0].ndim)):
+                width = node.data.size  # dense (slots, 1, ...) from a sparse value, with no dense copy of it
+            elif name in RESHAPES and kinds[0] == SPARSE:
+                kind, width = SPARSE, 0
+        self.kinds[i] = kind
+        self.per_slot += width
+
+    def reduced_axes(self, i: int) -> tuple[int, ...]:
+        x = self.tape.order[self.tape.parents[i][0]].data
+        return normalize_axes(self.tape.params[i].get("axis"), x.ndim)
+
+    def runs(self) -> list[list[tuple[int, int, int]]]:
+        """The columns as (leaf k, first, last + 1 flat position) pieces, cut into runs
+        that keep the dense values within the budget."""
+        per_run = max(1, min(DENSE_BUDGET, max_elements()) // max(self.per_slot, 1) // _slots(self.method))
+        runs: list[list[tuple[int, int, int]]] = [[]]
+        room = per_run
+        for k, leaf in enumerate(self.leaves):
+            start = 0
+            while start < leaf.size:
+                if room == 0:
+                    runs.append([])
+                    room = per_run
+                stop = min(leaf.size, start + room)
+                runs[-1].append((k, start, stop))
+                room -= stop - start
+                start = stop
+        return runs
+
+    # ---- running ------------------------------------------------------------------------
+    def run(self, pieces: list[tuple[int, int, int]]) -> list[np.ndarray]:
+        """Replay the slots of the columns in `pieces`: the Jacobian block of each piece
+        (views of one array)."""
+        tape = self.tape
+        slots = layout(pieces, self.offsets, self.method, self.step)
+        values: list[Any] = [None] * len(tape.order)
+        self.place_leaves(values, slots)
+        kinds, restore, order = self.kinds, self.restore, tape.order
+        restored: set[int] = set()
+        for i, node in enumerate(order):
+            if kinds[i] is None or node.op is None:
+                continue
+            for p in restore[i]:
+                if p not in restored:  # its other slots get its recorded value (see plan)
+                    values[p][slots.outside_of(self.depends[p])] = order[p].data
+                    restored.add(p)
+            values[i] = self.apply(i, node, values)
+        result = values[-1]  # the output, last in topological order
+        if result is None:
+            raise Unsupported("the output does not vary with the inputs")
+        if isinstance(result, Sparse):
+            result = result.dense()
+        columns = _columns(result.reshape(slots.slots, -1), self.method, self.step)
+        blocks, start = [], 0
+        for _, first, stop in pieces:
+            blocks.append(columns[start : start + stop - first].T)
+            start += stop - first
+        return blocks
+
+    def place_leaves(self, values: list[Any], slots: Layout) -> None:
+        """Each perturbed input's value in every slot: its own slots perturbed at one
+        element (the step added as a replay adds it: x + 1j*h, x + h, x + -h), the
+        other slots as it is (complex for complex step, as NumPy makes it there)."""
+        leaves = self.leaves
+        if len(leaves) == 1:
+            row = leaves[0].data.reshape(-1)
+        elif all(leaf.ndim == 0 for leaf in leaves):
+            row = np.array([leaf.data for leaf in leaves])
+        else:
+            row = np.concatenate([leaf.data.reshape(-1) for leaf in leaves])
+        if self.method == "complex":
+            row = row.astype(np.complex128)
+        if self.sparse:
+            vals = row[slots.where]
+            vals += slots.deltas
+            values[self.tape.index[id(leaves[0])]] = Sparse(row.reshape(leaves[0].shape), slots.where, vals)
+            return
+        batch = row.reshape(1, -1).repeat(slots.slots, axis=0)
+        batch[slots.rows, slots.cells] += slots.deltas
+        offsets, index = self.offsets, self.tape.index
+        for k, leaf in enumerate(leaves):
+            if leaf.ndim == 0:
+                values[index[id(leaf)]] = batch[:, offsets[k]]
+            else:
+                values[index[id(leaf)]] = batch[:, offsets[k] : offsets[k + 1]].reshape((slots.slots, *leaf.shape))
+
+    def apply(self, i: int, node: Any, values: list[Any]) -> Any:
+        tape = self.tape
+        op, params, shape = node.op, tape.params[i], node.data.shape
+        parents = tape.parents[i]
+        if self.kinds[i] == SPARSE:
+            if op.name in RESHAPES:
+                value = values[parents[0]]
+                return Sparse(value.base.reshape(shape), value.idx, value.vals)
+            return self.sparse_elementwise(node, params, [(tape.order[p], values[p]) for p in parents])
+        if op.name in REDUCTIONS:
+            return self.reduce(i, node, values[parents[0]])
+        if op.name in PRODUCTS:
+            return self.matmul(node, [(tape.order[p], values[p]) for p in parents])
+        if op.name in RESHAPES or op.name in PERMUTES or op.name in INDEXING:
+            return self.rearrange(op.name, params, shape, values[parents[0]])
+        args = []
+        for p in parents:
+            data = values[p]
+            if data is None:  # not batched: the same in every slot
+                args.append(tape.order[p].data)
+                continue
+            if type(data) is Sparse:
+                data = data.dense()
+            if data.ndim <= len(shape):  # line its element axes up with the output's
+                data = data.reshape((data.shape[0], *(1,) * (len(shape) + 1 - data.ndim), *data.shape[1:]))
+            args.append(data)
+        out = op.forward(*args, **params)
+        if type(out) is not np.ndarray or out.shape[1:] != shape:
+            raise Unsupported(op.name)
+        return out
+
+    @staticmethod
+    def rearrange(name: str, params: dict[str, Any], shape: tuple[int, ...], value: Any) -> np.ndarray:
+        """A reshape, transpose or basic index of each slot: of the elements behind the batch axis."""
+        data = value.dense() if type(value) is Sparse else value
+        if name in RESHAPES:
+            return data.reshape((data.shape[0], *shape))
+        if name in INDEXING:
+            index = params["index"]
+            out = data[(slice(None), *(index if isinstance(index, tuple) else (index,)))]
+        else:
+            ndim = len(shape)
+            axes = params.get("axes") or tuple(range(ndim - 1, -1, -1))
+            out = np.transpose(data, (0, *(1 + a % ndim for a in axes)))
+        if out.shape[1:] != shape:
+            raise Unsupported(name)
+        return out
+
+    def matmul(self, node: Any, inputs: list[tuple[Any, Any]]) -> np.ndarray:
+        """a @ b for every slot: 1-d operands lifted to matrices as NumPy lifts them (a to a
+        row, b to a column), leading axes lined up, then the lifted axes dropped."""
+        lifted = [parent.data.ndim == 1 for parent, _ in inputs]
+        rank = max(parent.data.ndim + up for (parent, _), up in zip(inputs, lifted))  # one slot's operands, lifted
+        operands = []
+        for (parent, value), up, side in zip(inputs, lifted, (-2, -1)):
+            if value is None:  # not batched: broadcast over the slots
+                data = parent.data
+            else:
+                data = value.dense() if type(value) is Sparse else value
+            if up:
+                data = np.expand_dims(data, side)
+            if value is not None and data.ndim - 1 < rank:
+                data = data.reshape((data.shape[0], *(1,) * (rank + 1 - data.ndim), *data.shape[1:]))
+            operands.append(data)
+        out = np.asarray(node.op.forward(*operands))
+        if lifted[1]:
+            out = out[..., 0]
+        if lifted[0]:
+            out = out[..., 0] if lifted[1] else out[..., 0, :]
+        if out.shape[1:] != node.data.shape:
+            raise Unsupported(node.op.name)
+        return out
+
+    def sparse_elementwise(self, node: Any, params: dict[str, Any], inputs: list[tuple[Any, Any]]) -> Sparse:
+        idx = next(v.idx for _, v in inputs if v is not None)
+        bases, vals = [], []
+        for parent, value in inputs:
+            if value is None:  # not batched: its element at each slot's position
+                data = parent.data
+                bases.append(data)
+                vals.append(data if data.ndim == 0 else np.broadcast_to(data, node.data.shape).reshape(-1)[idx])
+            else:
+                bases.append(value.base)
+                vals.append(value.vals)
+        base = np.asarray(node.op.forward(*bases, **params))
+        out = np.asarray(node.op.forward(*vals, **params))
+        if base.shape != node.data.shape or out.shape != idx.shape:
+            raise Unsupported(node.op.name)
+        return Sparse(base, idx, out)
+
+    def reduce(self, i: int, node: Any, value: Any) -> np.ndarray:
+        shape, params = node.data.shape, self.tape.params[i]
+        axes = self.reduced_axes(i)
+        if isinstance(value, Sparse):
+            if node.op.name in SPARSE_REDUCTIONS and axes == tuple(range(value.base.ndim)):
+                return _sparse_sum(node.op.name, value).reshape((value.idx.size, *shape))
+            value = value.dense()
+        keepdims = bool(params.get("keepdims", False))
+        out = np.asarray(node.op.forward(value, axis=tuple(a + 1 for a in axes), keepdims=keepdims))
+        if out.shape[1:] != shape:
+            raise Unsupported(node.op.name)
+        return out
+
+
+def _sparse_sum(name: str, value: Sparse) -> np.ndarray:
+    """Each slot's sum (or mean) of a sparse value: the base's, with the one entry changed."""
+    base = value.base
+    total = np.sum(base)
+    # Exact only where nothing is lost to inf or nan (inf - inf is not the sum without
+    # that entry): otherwise replay per column.
+    if not (np.isfinite(total) and np.all(np.isfinite(base))):
+        raise Unsupported(name)
+    sums = total - base.reshape(-1)[value.idx] + value.vals
+    return sums / base.size if name == "mean" else sums
