@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from . import fastpath
 from .errors import LanguageError
 from .standalone import Lark_StandAlone, LexerThread, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
@@ -153,7 +154,10 @@ Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 
 def parse_statements(source: str) -> tuple[Tree, list[Range]]:
     """Parse a whole program; also return where each statement's text starts and ends."""
-    parser = lark_parser()
+    parsed = fastpath.parse(source)
+    if parsed is not None:
+        return parsed
+    parser = lark_parser()  # a syntax error (or input the fast path leaves to Lark): Lark's words for it
     try:
         tree = parser.parse(source)
     except UnexpectedInput as err:
@@ -187,6 +191,9 @@ def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]
     text = source
     bad: list[BadStatement] = []
     while True:
+        parsed = fastpath.parse(text)
+        if parsed is not None:
+            return *parsed, bad
         try:
             return parser.parse(text), recorder.statements, bad
         except UnexpectedInput as err:
@@ -219,7 +226,9 @@ def _error_position(source: str, err: UnexpectedInput) -> tuple[int, bool]:
 
 
 def _blank(text: str) -> str:
-    return "".join(ch if ch in "\r\n" else " " for ch in text)
+    # Newlines stay, so every place stays where it was. A "\r" does not: alone it is a
+    # bad character, and kept it would be the same error again, for ever.
+    return "".join(ch if ch == "\n" else " " for ch in text)
 
 
 def statement_end(source: str, start: int) -> int:
