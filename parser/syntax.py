@@ -20,16 +20,8 @@ __all__ = [
     "BadStatement", "PendingInput", "Token", "Tree", "describe_expected", "lark_parser", "parse_recovering", "parse_statements",
     "parse_tree",
 ]
-_OPENERS = {"LPAR", "LSQB"}
-_CLOSERS = {"RPAR", "RSQB"}
-
-
-# A newline right after one of these continues the statement: the line cannot end there.
-_CONTINUES = frozenset({
-    "PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "AUGOP", "EQUAL", "COMMA", "DOT", "IF", "ELSE",
-    "CHECK", "DEF", "WRT",
-})
-_SEPARATORS = frozenset({"_NL", "SEMICOLON"})
+# What the post-lexer looks at; the fast path reads the same sets.
+_OPENERS, _CLOSERS, _CONTINUES, _SEPARATORS = fastpath.OPENERS, fastpath.CLOSERS, fastpath.CONTINUES, fastpath.SEPARATORS
 
 
 class _BracketNewlines:

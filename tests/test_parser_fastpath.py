@@ -10,6 +10,7 @@ brackets), and token soup and random text, which are mostly errors.
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -281,3 +282,32 @@ def test_incomplete_input_is_still_incomplete_for_the_repl():
     with pytest.raises(LanguageError) as info:
         syntax.parse_tree("x = (1 +")
     assert info.value.incomplete
+
+
+# ---- the lexer's order of alternatives --------------------------------------------------------------
+
+
+@cache
+def lexers() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The terminals as one regular expression in Lark's order, and in the fast path's order."""
+    from gradcalc.parser.standalone import BasicLexer
+
+    terminals = BasicLexer(syntax.lark_parser().lexer_conf).scanner.terminals
+    return re.compile(fastpath._alternation(terminals)), re.compile(fastpath._alternation(fastpath._quick_order(terminals)))
+
+
+@settings(max_examples=2000)
+@given(st.text(alphabet="abcfiexX019_.+-*/^=<>!%@()[],:;'\"#\\ \t\n\r٣é", max_size=12))
+def test_the_quick_order_of_terminals_lexes_as_lark_order(text):
+    larks, quick = lexers()
+    for start in range(len(text)):
+        a, b = larks.match(text, start), quick.match(text, start)
+        assert (a and (a.lastgroup, a.group())) == (b and (b.lastgroup, b.group()))
+
+
+def test_first_characters_of_a_pattern():
+    assert fastpath._first_characters(r"\*\*|\^") == {ord("*"), ord("^")}
+    assert fastpath._first_characters(r"(\r?\n)+") == {ord("\r"), ord("\n")}
+    assert fastpath._first_characters(r"\d+") == {*range(ord("0"), ord("9") + 1), 128}  # 128: any other character
+    assert fastpath._first_characters(r"x?") == fastpath._ANY  # it can match nothing
+    assert fastpath._first_characters(r"[^a]") == fastpath._ANY
