@@ -122,8 +122,9 @@ class _Places:
         """The place of `node`, remembered. Its children are placed by now, or placed here
         (with `of`) when this was called before them."""
         known = self.known
+        children, kind = node.children, node.data
         parts = []
-        for child in node.children:  # self.of(child), without a call per child
+        for child in children:  # self.of(child), without a call per child
             if isinstance(child, Token):
                 parts.append(((child.line, child.column, child.end_line, child.end_column), child.start_pos, child.end_pos))
             elif child is not None:
@@ -132,7 +133,6 @@ class _Places:
                     place = self.of(child)
                 if place is not None:
                     parts.append(place)
-        kind = node.data
         if len(parts) == 1 and kind not in _OPEN_BEFORE and kind not in _CLOSE_AFTER:
             place = self.known[id(node)] = parts[0]  # `x`, `f(x).y`: nothing to widen
             return place
@@ -229,18 +229,22 @@ def compile_expression(root: Tree | Token, places: _Places) -> list[Instruction]
     place = places.compute
     while work:
         op, arg, node = work.pop()
-        if op >= 0:
-            if isinstance(arg, _Label):
-                jumps.append(len(code))
-            if isinstance(node, Tree):  # its children were compiled, so placed, just before it
-                placed = place(node)
-                code.append((op, arg, None if placed is None else placed[0]))
-            else:
-                code.append((op, arg, places.span(node)))
-        elif op == _VISIT:
-            work.extend(reversed(_expand(node, places)))
-        else:
+        if op == _VISIT:
+            tasks = _expand(node, places)
+            if len(tasks) > 1:
+                work.extend(reversed(tasks))
+                continue
+            op, arg, node = tasks[0]  # a name or a number: its instruction, now
+        if op == _LABEL:
             arg.target = len(code)
+            continue
+        if isinstance(arg, _Label):
+            jumps.append(len(code))
+        if isinstance(node, Tree):  # its children were compiled, so placed, just before it
+            placed = place(node)
+            code.append((op, arg, None if placed is None else placed[0]))
+        else:
+            code.append((op, arg, places.span(node)))
     for i in jumps:
         op, label, span = code[i]
         code[i] = (op, label.target, span)
