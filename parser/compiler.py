@@ -148,12 +148,12 @@ class _Places:
         # `(a*b).relu()`: the "(" of a parenthesized first operand is no token in the tree;
         # its ")" sits between the first child and the next one. Only that gap is counted
         # (counting over the whole node made a long chain `x + x + ...` quadratic).
-        gap_end = parts[1][1] if len(parts) > 1 else end
-        gap_start = min(parts[0][2], gap_end)
+        gap_start, gap_end = parts[0][2], parts[1][1] if len(parts) > 1 else end
         if gap_start < gap_end:
             unopened = source.count(")", gap_start, gap_end) - source.count("(", gap_start, gap_end)
-            for _ in range(unopened):
+            while unopened > 0:
                 start = max(source.rfind("(", 0, start), 0)
+                unopened -= 1
         if kind in _CLOSE_AFTER:
             rest = end
             while rest < len(source) and source[rest] in " \t\r\n\\,:([":  # `f()`, `x[:]`, `[1, 2,]`

@@ -261,8 +261,9 @@ def parse(source: str) -> tuple[Tree, list[Range]] | None:
             last = end
             previous = kind
             if kind in kept:  # Lark's Token, as Lark's lexer places it (no kept token spans a newline)
-                value = new_token(Token, source[start:end])
-                value.type, value.value, value.start_pos, value.end_pos = kind, str(value), start, end
+                text = source[start:end]
+                value = new_token(Token, text)
+                value.type, value.value, value.start_pos, value.end_pos = kind, text, start, end
                 value.line = value.end_line = line
                 value.column, value.end_column = start - line_start + 1, end - line_start + 1
             else:
