@@ -72,15 +72,19 @@ class _Tables:
 
 @lru_cache(maxsize=1)
 def _tables() -> _Tables:
-    from .standalone import BasicLexer, PatternStr, Rule, Shift
+    from .standalone import BasicLexer, PatternStr, Rule, Shift, _create_unless
     from .syntax import lark_parser
 
     lark = lark_parser()
     conf = lark.lexer_conf
+    # Lark's order, keywords taken out (they lex as NAME, then are renamed), as BasicLexer's
+    # scanner has them (without building that scanner: its regular expression goes unused).
     lexer = BasicLexer(conf)
-    terminals = lexer.scanner.terminals  # Lark's order, keywords taken out (they lex as NAME)
-    keywords = {name: {t.pattern.value: t.name for t in callback.scanner.terminals} for name, callback in lexer.callback.items()}
-    if any(not isinstance(t.pattern, PatternStr) for callbacks in lexer.callback.values() for t in callbacks.scanner.terminals):
+    terminals, renames = _create_unless(lexer.terminals, conf.g_regex_flags, lexer.re, conf.use_bytes)
+    if conf.callbacks:
+        raise RuntimeError("fastpath: the lexer has callbacks; the loop does not call them")
+    keywords = {name: {t.pattern.value: t.name for t in callback.scanner.terminals} for name, callback in renames.items()}
+    if any(not isinstance(t.pattern, PatternStr) for callback in renames.values() for t in callback.scanner.terminals):
         raise RuntimeError("fastpath: Lark renames a token to a terminal that is not a fixed string")
     # Lark matches an ignored terminal like any other and drops it. Here the blanks are
     # matched in front of each token: the same split as long as no token starts with a
@@ -205,6 +209,11 @@ def _first_of(items: list[Any]) -> tuple[set[int], bool]:
 
 def _may_hold_newline(regexp: str) -> bool:
     return "\n" in regexp or "\\n" in regexp or "\\s" in regexp or "(?s" in regexp
+
+
+def ready() -> bool:
+    """Whether the tables are built (they take a few milliseconds, once per process)."""
+    return _tables.cache_info().currsize > 0
 
 
 def parse(source: str) -> tuple[Tree, list[Range]] | None:

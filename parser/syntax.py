@@ -146,7 +146,7 @@ Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 
 def parse_statements(source: str) -> tuple[Tree, list[Range]]:
     """Parse a whole program; also return where each statement's text starts and ends."""
-    parsed = fastpath.parse(source)
+    parsed = _parse_fast(source)
     if parsed is not None:
         return parsed
     parser = lark_parser()  # a syntax error (or input the fast path leaves to Lark): Lark's words for it
@@ -155,6 +155,18 @@ def parse_statements(source: str) -> tuple[Tree, list[Range]]:
     except UnexpectedInput as err:
         raise _syntax_error(source, err) from None
     return tree, parser.options.postlex.statements
+
+
+# The fast path (fastpath.py) builds its tables once per process, in a few milliseconds
+# that a one-line command would notice; a source this long wins them back.
+FAST_PATH_FROM = 2000  # characters
+
+
+def _parse_fast(source: str) -> tuple[Tree, list[Range]] | None:
+    """The fast path's parse when it pays, else None (and Lark's parser decides)."""
+    if len(source) < FAST_PATH_FROM and not fastpath.ready():
+        return None
+    return fastpath.parse(source)
 
 
 @dataclass
@@ -183,7 +195,7 @@ def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]
     text = source
     bad: list[BadStatement] = []
     while True:
-        parsed = fastpath.parse(text)
+        parsed = _parse_fast(text)
         if parsed is not None:
             return *parsed, bad
         try:

@@ -10,6 +10,8 @@ brackets), and token soup and random text, which are mostly errors.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -62,10 +64,17 @@ def agrees(source: str) -> bool:
     return True
 
 
-@pytest.fixture
-def lark_only(monkeypatch):
-    """Parsing as before the fast path: every source goes to Lark's parser."""
-    monkeypatch.setattr(fastpath, "parse", lambda source: None)
+@pytest.fixture(autouse=True)
+def fast_path_ready():
+    """Once its tables are built, short sources take the fast path too (syntax.FAST_PATH_FROM)."""
+    fastpath._tables()
+
+
+def test_a_one_line_command_does_not_wait_for_the_tables():
+    code = ("from gradcalc.parser import compile_program, fastpath; compile_program('x * 2'); short = fastpath.ready(); "
+            "compile_program('x + ' * 1000 + 'x'); print(short, fastpath.ready())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]
 
 
 # ---- the examples and the docs -----------------------------------------------------------------
