@@ -382,24 +382,30 @@ def compile_program(source: str, recover: bool = False) -> Program:
     statement in its place (running it raises its error) and the others compile as usual:
     what a check file needs, where one mistake must not hide the other checks.
     """
-    with collector_paused():  # parse trees and code hold no reference cycles
-        places = _Places(source)
-        if not recover:
-            tree, ranges = parse_statements(source)
-            nodes = [child for child in tree.children if child is not None]
-            return Program(source, [_compile_statement(n, source, places, r) for n, r in zip(nodes, ranges)])
-        tree, ranges, bad = parse_recovering(source)
+    # Parse trees and code hold no reference cycles. The tree is freed before the collector
+    # resumes (when _compile returns), or the collector's next pass would visit every node.
+    with collector_paused():
+        return _compile(source, recover)
+
+
+def _compile(source: str, recover: bool) -> Program:
+    places = _Places(source)
+    if not recover:
+        tree, ranges = parse_statements(source)
         nodes = [child for child in tree.children if child is not None]
-        statements: list[tuple[int, Statement]] = []
-        for node, where in zip(nodes, ranges):
-            try:
-                statements.append((where[0], _compile_statement(node, source, places, where)))
-            except LanguageError as err:
-                span = places.range_span(*where)
-                statements.append((where[0], _error_statement(err.at(span), source[where[0] : where[1]], span)))
-        for b in bad:
-            text = source[b.start : b.end].strip()
-            span = places.range_span(b.start, b.start + len(text))
-            statements.append((b.start, _error_statement(b.error, text, span)))
-        statements.sort(key=lambda item: item[0])
-        return Program(source, [statement for _, statement in statements])
+        return Program(source, [_compile_statement(n, source, places, r) for n, r in zip(nodes, ranges)])
+    tree, ranges, bad = parse_recovering(source)
+    nodes = [child for child in tree.children if child is not None]
+    statements: list[tuple[int, Statement]] = []
+    for node, where in zip(nodes, ranges):
+        try:
+            statements.append((where[0], _compile_statement(node, source, places, where)))
+        except LanguageError as err:
+            span = places.range_span(*where)
+            statements.append((where[0], _error_statement(err.at(span), source[where[0] : where[1]], span)))
+    for b in bad:
+        text = source[b.start : b.end].strip()
+        span = places.range_span(b.start, b.start + len(text))
+        statements.append((b.start, _error_statement(b.error, text, span)))
+    statements.sort(key=lambda item: item[0])
+    return Program(source, [statement for _, statement in statements])
