@@ -10,9 +10,11 @@ exactly Lark's tree (tests/test_parser_fastpath.py compares the two).
 
 What it reads from the generated parser (parser/standalone.py, built from grammar.lark):
 
-- the terminals, in the order Lark's lexer tries them (`BasicLexer.scanner`), made into
-  one regular expression whose every match is one token with the blanks (spaces and
-  comments, which Lark ignores) before it;
+- the terminals, made into one regular expression whose every match is one token with
+  the spaces before it (Lark ignores them; comments and line continuations, which Lark ignores
+  too, are matched as tokens and skipped, so that lines can be counted). The terminals
+  are tried in Lark's order, except that common ones come first where that cannot change
+  which one matches (`_quick_order`);
 - the keywords that Lark's lexer lexes as NAME and then renames (its "unless" callback);
 - the LALR(1) table (`parse_table.states`: for a state and a terminal, shift to a state or
   reduce by a rule; for a state and a rule's name, the state after it);
@@ -72,7 +74,7 @@ class _Tables:
 
 @lru_cache(maxsize=1)
 def _tables() -> _Tables:
-    from .standalone import BasicLexer, PatternStr, Rule, Shift, _create_unless
+    from .standalone import BasicLexer, PatternStr, Rule, Shift, _create_unless, _regexp_has_newline
     from .syntax import lark_parser
 
     lark = lark_parser()
@@ -88,9 +90,9 @@ def _tables() -> _Tables:
         raise RuntimeError("fastpath: Lark renames a token to a terminal that is not a fixed string")
     # Lark matches an ignored terminal like any other and drops it. Here the blanks are
     # matched in front of each token: the same split as long as no token starts with a
-    # character that starts a blank (space, tab, form feed, '#', '\\'), which holds for
-    # grammar.lark. Blanks that may hold a newline stay tokens, so lines can be counted.
-    multiline = frozenset(t.name for t in terminals if t.name in conf.ignore and _may_hold_newline(t.pattern.to_regexp()))
+    # character that starts a blank (space, tab, form feed), which holds for grammar.lark.
+    # Blanks that may hold a newline (by Lark's own test) stay tokens, so lines can be counted.
+    multiline = frozenset(t.name for t in terminals if t.name in conf.ignore and _regexp_has_newline(t.pattern.to_regexp()))
     blanks = "|".join(t.pattern.to_regexp() for t in terminals if t.name in conf.ignore and t.name not in multiline)
     matched = [t for t in terminals if t.name not in conf.ignore or t.name in multiline]
     if not conf.g_regex_flags:
@@ -205,10 +207,6 @@ def _first_of(items: list[Any]) -> tuple[set[int], bool]:
         if not nullable:
             return first, False
     return first, True
-
-
-def _may_hold_newline(regexp: str) -> bool:
-    return "\n" in regexp or "\\n" in regexp or "\\s" in regexp or "(?s" in regexp
 
 
 def ready() -> bool:

@@ -44,7 +44,7 @@ PUBLIC = {
     "InteractiveParser", "LarkError", "ParseError", "LexError", "UnexpectedInput", "UnexpectedEOF",
     "UnexpectedCharacters", "UnexpectedToken", "VisitError", "GrammarError", "ConfigurationError",
     # the fast path (fastpath.py) reads the lexer's terminals and the parser's tables and callbacks
-    "BasicLexer", "PatternStr", "Rule", "Shift", "ExpandSingleChild", "_create_unless",
+    "BasicLexer", "PatternStr", "Rule", "Shift", "ExpandSingleChild", "_create_unless", "_regexp_has_newline",
 }
 
 _REGEX_PROBE = """try:
