@@ -7,6 +7,7 @@ nesting compile like any other input. The instructions run on the stack machine 
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,9 +71,9 @@ class _Label:
         self.target = -1
 
 
-# A place in the source: line, column, end line, end column (1-based, end exclusive),
-# then the start and end offsets.
-Place = tuple[int, int, int, int, int, int]
+# A place in the source: its span (line, column, end line, end column; 1-based, end
+# exclusive), then its start and end offsets.
+Place = tuple[Span, int, int]
 _CLOSE_AFTER = {"call", "method", "index", "tensor"}
 _OPEN_BEFORE = {"tensor": "[", "neg": "-", "pos": "+"}
 
@@ -88,63 +89,91 @@ class _Places:
     def __init__(self, source: str) -> None:
         self.source = source
         self.known: dict[int, Place | None] = {}
-        self.line_starts = [0] + [i + 1 for i, ch in enumerate(source) if ch == "\n"]
+        self.line_starts = [0, *(match.end() for match in re.finditer("\n", source))]
 
     def of(self, node: Any) -> Place | None:
+        if isinstance(node, Token):
+            return (node.line, node.column, node.end_line, node.end_column), node.start_pos, node.end_pos
         if node is None:
             return None
-        if isinstance(node, Token):
-            return (node.line, node.column, node.end_line, node.end_column, node.start_pos, node.end_pos)
         known = self.known
-        if id(node) not in known:
-            # Children before parents, with a work list: a node whose subtree was never
-            # placed (the branches of a conditional are not) may be thousands deep.
-            work = [(node, False)]
-            while work:
-                item, ready = work.pop()
-                if id(item) in known:
-                    continue
-                if ready:
-                    known[id(item)] = self._compute(item)
-                    continue
-                work.append((item, True))
-                work.extend((c, False) for c in item.children if isinstance(c, Tree) and id(c) not in known)
+        place = known.get(id(node), _UNKNOWN)
+        if place is not _UNKNOWN:
+            return place
+        # Children before parents, with a work list: a node whose subtree was never
+        # placed (the branches of a conditional are not) may be thousands deep.
+        work = [(node, False)]
+        while work:
+            item, ready = work.pop()
+            if id(item) in known:
+                continue
+            if ready:
+                known[id(item)] = self.compute(item)
+                continue
+            work.append((item, True))
+            work.extend((c, False) for c in item.children if isinstance(c, Tree) and id(c) not in known)
         return known[id(node)]
 
     def span(self, node: Any) -> Span | None:
         place = self.of(node)
-        return None if place is None else place[:4]
+        return None if place is None else place[0]
 
-    def _compute(self, node: Tree) -> Place | None:
-        # Every child is placed by now (see `of`), so this looks one level down.
-        parts = [p for p in (self.of(c) for c in node.children) if p is not None]
+    def compute(self, node: Tree) -> Place | None:
+        """The place of `node`, remembered. Its children are placed by now, or placed here
+        (with `of`) when this was called before them."""
+        known = self.known
+        children, kind = node.children, node.data
+        parts = []
+        for child in children:  # self.of(child), without a call per child
+            if isinstance(child, Token):
+                parts.append(((child.line, child.column, child.end_line, child.end_column), child.start_pos, child.end_pos))
+            elif child is not None:
+                place = known.get(id(child), _UNKNOWN)
+                if place is _UNKNOWN:
+                    place = self.of(child)
+                if place is not None:
+                    parts.append(place)
+        if len(parts) == 1 and kind not in _OPEN_BEFORE and kind not in _CLOSE_AFTER:
+            place = self.known[id(node)] = parts[0]  # `x`, `f(x).y`: nothing to widen
+            return place
         if not parts:
+            self.known[id(node)] = None
             return None
-        start, end = parts[0][4], parts[-1][5]
-        kind = node.data
+        source = self.source
+        start, end = parts[0][1], parts[-1][2]
         if kind in _OPEN_BEFORE:
-            before = self.source.rfind(_OPEN_BEFORE[kind], 0, start)
-            if before >= 0 and not self.source[before + 1 : start].strip():
+            before = source.rfind(_OPEN_BEFORE[kind], 0, start)
+            if before >= 0 and not source[before + 1 : start].strip():
                 start = before
         # `(a*b).relu()`: the "(" of a parenthesized first operand is no token in the tree;
         # its ")" sits between the first child and the next one. Only that gap is counted
         # (counting over the whole node made a long chain `x + x + ...` quadratic).
-        gap_end = parts[1][4] if len(parts) > 1 else end
-        gap_start = min(parts[0][5], gap_end)
-        unopened = self.source.count(")", gap_start, gap_end) - self.source.count("(", gap_start, gap_end)
-        for _ in range(unopened):
-            start = max(self.source.rfind("(", 0, start), 0)
+        gap_start, gap_end = parts[0][2], parts[1][1] if len(parts) > 1 else end
+        if gap_start < gap_end:
+            unopened = source.count(")", gap_start, gap_end) - source.count("(", gap_start, gap_end)
+            while unopened > 0:
+                start = max(source.rfind("(", 0, start), 0)
+                unopened -= 1
         if kind in _CLOSE_AFTER:
-            source, rest = self.source, end
+            rest = end
             while rest < len(source) and source[rest] in " \t\r\n\\,:([":  # `f()`, `x[:]`, `[1, 2,]`
                 rest += 1
             if rest < len(source) and source[rest] in ")]":
                 end = rest + 1
-        return (*self.line_column(start), *self.line_column(end), start, end)
+        place = (self.range_span(start, end), start, end)
+        self.known[id(node)] = place
+        return place
 
-    def line_column(self, offset: int) -> tuple[int, int]:
-        line = bisect.bisect_right(self.line_starts, offset)
-        return line, offset - self.line_starts[line - 1] + 1
+    def range_span(self, start: int, end: int) -> Span:
+        """The span from offset `start` to offset `end`."""
+        line_starts = self.line_starts
+        if len(line_starts) == 1:  # one line: no search
+            return 1, start + 1, 1, end + 1
+        line, end_line = bisect.bisect_right(line_starts, start), bisect.bisect_right(line_starts, end)
+        return line, start - line_starts[line - 1] + 1, end_line, end - line_starts[end_line - 1] + 1
+
+
+_UNKNOWN = object()
 
 
 def _check_text(source: str, node: Tree, start: int, end: int) -> str:
@@ -182,97 +211,118 @@ def _split_arguments(node: Tree | None, places: _Places) -> tuple[list[Any], lis
     return positional, keywords
 
 
+_VISIT, _LABEL = -1, -2  # the work stack's tasks that are not instructions (opcodes are >= 0)
+Task = tuple[int, Any, Any]
+
+
 def compile_expression(root: Tree | Token, places: _Places) -> list[Instruction]:
     """Instructions that leave the value of `root` on the stack.
 
-    Tasks on the work stack: ("visit", node) expands a node into tasks for its children
-    and its own instruction; ("emit", (op, arg), node) emits an instruction placed where
-    `node` is (its children are done by then); ("label", label) marks a jump target.
+    Tasks on the work stack: (_VISIT, None, node) expands a node into tasks for its
+    children and its own instruction; (opcode, argument, node) emits an instruction placed
+    where `node` is (its children are done by then); (_LABEL, label, None) marks a jump
+    target.
     """
     code: list[Instruction] = []
-    work: list[tuple[Any, ...]] = [("visit", root)]
+    jumps: list[int] = []  # where the instructions are whose argument is a _Label
+    work: list[Task] = [(_VISIT, None, root)]
+    place = places.compute
     while work:
-        task = work.pop()
-        if task[0] == "emit":
-            (op, arg), node = task[1], task[2]
-            code.append((op, arg, places.span(node)))
-        elif task[0] == "label":
-            task[1].target = len(code)
+        op, arg, node = work.pop()
+        if op == _VISIT:
+            tasks = _expand(node, places)
+            if len(tasks) > 1:
+                work.extend(reversed(tasks))
+                continue
+            op, arg, node = tasks[0]  # a name or a number: its instruction, now
+        if op == _LABEL:
+            arg.target = len(code)
+            continue
+        if isinstance(arg, _Label):
+            jumps.append(len(code))
+        if isinstance(node, Tree):  # its children were compiled, so placed, just before it
+            placed = place(node)
+            code.append((op, arg, None if placed is None else placed[0]))
         else:
-            work.extend(reversed(_expand(task[1], places)))
-    return [(op, arg.target, span) if isinstance(arg, _Label) else (op, arg, span) for op, arg, span in code]
+            code.append((op, arg, places.span(node)))
+    for i in jumps:
+        op, label, span = code[i]
+        code[i] = (op, label.target, span)
+    return code
 
 
-def _visit_all(nodes: list[Any]) -> list[tuple[Any, ...]]:
-    return [("visit", n) if n is not None else ("emit", (NONE, None), None) for n in nodes]
+def _visit_all(nodes: list[Any]) -> list[Task]:
+    return [(_VISIT, None, n) if n is not None else (NONE, None, None) for n in nodes]
 
 
-def _number(text: str, span: Span) -> float:
+def _number(text: str) -> float:
     """A number literal's value: decimal (1_000, 2.5e-3) or a whole number in base 16, 2 or 8."""
     if text[1:2] not in ("x", "X", "b", "B", "o", "O"):
         return float(text)
     try:
         return float(int(text, 0))
     except OverflowError:
-        raise LanguageError("syntax", "this number is too large for a float64").at(span) from None
+        raise LanguageError("syntax", "this number is too large for a float64") from None
 
 
-def _expand(node: Tree | Token, places: _Places) -> list[tuple[Any, ...]]:
+def _expand(node: Tree | Token, places: _Places) -> list[Task]:
     """The tasks that compile one node: visit its children, then emit its instruction."""
     if isinstance(node, Token):  # only reached for a bare expression token
         raise LanguageError("syntax", f"unexpected {node!s}").at(places.span(node))
     kind, children = node.data, node.children
+    if kind == "name":
+        return [(LOAD, str(children[0]), node)]
+    if kind in BINARY_OPS:
+        return [(_VISIT, None, children[0]), (_VISIT, None, children[-1]), (BINARY, BINARY_OPS[kind], node)]
     if kind == "number":
         if not children[0].isascii():  # the lexer's \d also matches other scripts' digits
             raise LanguageError("syntax", f"{children[0]!s} is not a number: numbers are written with the digits 0-9").at(places.span(node))
-        return [("emit", (CONST, _number(str(children[0]), places.span(node))), node)]
+        try:
+            return [(CONST, _number(str(children[0])), node)]
+        except LanguageError as err:
+            raise err.at(places.span(node)) from None
     if kind == "string":
-        return [("emit", (STRING, str(children[0])[1:-1]), node)]
+        return [(STRING, str(children[0])[1:-1], node)]
     if kind in ("true", "false"):
-        return [("emit", (CONST, 1.0 if kind == "true" else 0.0), node)]
-    if kind == "name":
-        return [("emit", (LOAD, str(children[0])), node)]
-    if kind in BINARY_OPS:
-        left, right = children[0], children[-1]
-        return [("visit", left), ("visit", right), ("emit", (BINARY, BINARY_OPS[kind]), node)]
+        return [(CONST, 1.0 if kind == "true" else 0.0, node)]
     if kind == "compare":
         left, op, right = children
-        return [("visit", left), ("visit", right), ("emit", (BINARY, COMPARISONS[str(op)]), node)]
+        return [(_VISIT, None, left), (_VISIT, None, right), (BINARY, COMPARISONS[str(op)], node)]
     if kind in ("neg", "pos"):
-        return [("visit", children[0]), ("emit", (UNARY, kind), node)]
+        return [(_VISIT, None, children[0]), (UNARY, kind, node)]
     if kind == "conditional":
         value, condition, alternative = children
         otherwise, done = _Label(), _Label()
         return [
-            ("visit", condition), ("emit", (JUMP_IF_FALSE, otherwise), condition),
-            ("visit", value), ("emit", (JUMP, done), condition),
-            ("label", otherwise), ("visit", alternative), ("label", done),
+            (_VISIT, None, condition), (JUMP_IF_FALSE, otherwise, condition),
+            (_VISIT, None, value), (JUMP, done, condition),
+            (_LABEL, otherwise, None), (_VISIT, None, alternative), (_LABEL, done, None),
         ]
     if kind in ("call", "method"):
         if kind == "call":
             name, arguments = children
-            head: list[tuple[Any, ...]] = []
+            head: list[Task] = []
         else:
             target, name, arguments = children
-            head = [("visit", target)]
+            head = [(_VISIT, None, target)]
         positional, keywords = _split_arguments(arguments, places)
         if str(name).startswith("_"):
             raise LanguageError("safety", f"names starting with '_' cannot be called: {name!s}").at(places.span(name))
         arg = (str(name), len(positional), tuple(k for k, _ in keywords))
-        return [*head, *_visit_all(positional), *_visit_all([v for _, v in keywords]), ("emit", (CALL if kind == "call" else METHOD, arg), node)]
+        return [*head, *_visit_all(positional), *_visit_all([v for _, v in keywords]), (CALL if kind == "call" else METHOD, arg, node)]
     if kind == "attribute":
         target, name = children
         if str(name).startswith("_"):
             raise LanguageError("safety", f"attributes starting with '_' are not accessible: .{name!s}").at(places.span(name))
-        return [("visit", target), ("emit", (ATTR, str(name)), node)]
+        return [(_VISIT, None, target), (ATTR, str(name), node)]
     if kind == "index":
         target, *parts = children
-        return [("visit", target), *_visit_all(parts), ("emit", (INDEX, len(parts)), node)]
+        return [(_VISIT, None, target), *_visit_all(parts), (INDEX, len(parts), node)]
     if kind == "slice":
-        return [*_visit_all(list(children)), ("emit", (SLICE, None), node)]
+        return [*_visit_all(list(children)), (SLICE, None, node)]
     if kind == "tensor":
         items = [c for c in children if c is not None]
-        return [*_visit_all(items), ("emit", (TENSOR, len(items)), node)]
+        return [*_visit_all(items), (TENSOR, len(items), node)]
     raise LanguageError("syntax", f"unsupported construct {kind}").at(places.span(node))
 
 
@@ -284,7 +334,7 @@ def _compile_statement(node: Tree, source: str, places: _Places, where: Range) -
 
     code = compiled(children[-1]) if kind in ("expr_stmt", "assign", "multi_assign", "aug_assign") else []
     start, end = where
-    span = (*places.line_column(start), *places.line_column(end))
+    span = places.range_span(start, end)
     text = source[start:end]
     if kind == "expr_stmt":
         return Statement("expr", code, span, text)
@@ -332,24 +382,30 @@ def compile_program(source: str, recover: bool = False) -> Program:
     statement in its place (running it raises its error) and the others compile as usual:
     what a check file needs, where one mistake must not hide the other checks.
     """
-    with collector_paused():  # parse trees and code hold no reference cycles
-        places = _Places(source)
-        if not recover:
-            tree, ranges = parse_statements(source)
-            nodes = [child for child in tree.children if child is not None]
-            return Program(source, [_compile_statement(n, source, places, r) for n, r in zip(nodes, ranges)])
-        tree, ranges, bad = parse_recovering(source)
+    # Parse trees and code hold no reference cycles. The tree is freed before the collector
+    # resumes (when _compile returns), or the collector's next pass would visit every node.
+    with collector_paused():
+        return _compile(source, recover)
+
+
+def _compile(source: str, recover: bool) -> Program:
+    places = _Places(source)
+    if not recover:
+        tree, ranges = parse_statements(source)
         nodes = [child for child in tree.children if child is not None]
-        statements: list[tuple[int, Statement]] = []
-        for node, where in zip(nodes, ranges):
-            try:
-                statements.append((where[0], _compile_statement(node, source, places, where)))
-            except LanguageError as err:
-                span = (*places.line_column(where[0]), *places.line_column(where[1]))
-                statements.append((where[0], _error_statement(err.at(span), source[where[0] : where[1]], span)))
-        for b in bad:
-            text = source[b.start : b.end].strip()
-            span = (*places.line_column(b.start), *places.line_column(b.start + len(text)))
-            statements.append((b.start, _error_statement(b.error, text, span)))
-        statements.sort(key=lambda item: item[0])
-        return Program(source, [statement for _, statement in statements])
+        return Program(source, [_compile_statement(n, source, places, r) for n, r in zip(nodes, ranges)])
+    tree, ranges, bad = parse_recovering(source)
+    nodes = [child for child in tree.children if child is not None]
+    statements: list[tuple[int, Statement]] = []
+    for node, where in zip(nodes, ranges):
+        try:
+            statements.append((where[0], _compile_statement(node, source, places, where)))
+        except LanguageError as err:
+            span = places.range_span(*where)
+            statements.append((where[0], _error_statement(err.at(span), source[where[0] : where[1]], span)))
+    for b in bad:
+        text = source[b.start : b.end].strip()
+        span = places.range_span(b.start, b.start + len(text))
+        statements.append((b.start, _error_statement(b.error, text, span)))
+    statements.sort(key=lambda item: item[0])
+    return Program(source, [statement for _, statement in statements])

@@ -37,12 +37,14 @@ HEADER = (
     "from __future__ import annotations  # Lark's annotations are for readers: not built at import\n"
 )
 
-# What users of the module (syntax.py, compiler.py, tests) may import from it; everything
+# What users of the module (syntax.py, compiler.py, fastpath.py, tests) may import from it; everything
 # these reach by name is kept.
 PUBLIC = {
     "Lark_StandAlone", "Lark", "Token", "Tree", "Transformer", "Visitor", "Interpreter", "v_args", "Discard",
     "InteractiveParser", "LarkError", "ParseError", "LexError", "UnexpectedInput", "UnexpectedEOF",
     "UnexpectedCharacters", "UnexpectedToken", "VisitError", "GrammarError", "ConfigurationError",
+    # the fast path (fastpath.py) reads the lexer's terminals and the parser's tables and callbacks
+    "BasicLexer", "PatternStr", "Rule", "Shift", "ExpandSingleChild", "_create_unless", "_regexp_has_newline",
 }
 
 _REGEX_PROBE = """try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from . import fastpath
 from .errors import LanguageError
 from .standalone import Lark_StandAlone, LexerThread, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
@@ -19,16 +20,8 @@ __all__ = [
     "BadStatement", "PendingInput", "Token", "Tree", "describe_expected", "lark_parser", "parse_recovering", "parse_statements",
     "parse_tree",
 ]
-_OPENERS = {"LPAR", "LSQB"}
-_CLOSERS = {"RPAR", "RSQB"}
-
-
-# A newline right after one of these continues the statement: the line cannot end there.
-_CONTINUES = frozenset({
-    "PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "AUGOP", "EQUAL", "COMMA", "DOT", "IF", "ELSE",
-    "CHECK", "DEF", "WRT",
-})
-_SEPARATORS = frozenset({"_NL", "SEMICOLON"})
+# What the post-lexer looks at; the fast path reads the same sets.
+_OPENERS, _CLOSERS, _CONTINUES, _SEPARATORS = fastpath.OPENERS, fastpath.CLOSERS, fastpath.CONTINUES, fastpath.SEPARATORS
 
 
 class _BracketNewlines:
@@ -153,12 +146,27 @@ Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 
 def parse_statements(source: str) -> tuple[Tree, list[Range]]:
     """Parse a whole program; also return where each statement's text starts and ends."""
-    parser = lark_parser()
+    parsed = _parse_fast(source)
+    if parsed is not None:
+        return parsed
+    parser = lark_parser()  # a syntax error (or input the fast path leaves to Lark): Lark's words for it
     try:
         tree = parser.parse(source)
     except UnexpectedInput as err:
         raise _syntax_error(source, err) from None
     return tree, parser.options.postlex.statements
+
+
+# The fast path (fastpath.py) builds its tables once per process, in a few milliseconds
+# that a one-line command would notice; a source this long wins them back.
+FAST_PATH_FROM = 2000  # characters
+
+
+def _parse_fast(source: str) -> tuple[Tree, list[Range]] | None:
+    """The fast path's parse when it pays, else None (and Lark's parser decides)."""
+    if len(source) < FAST_PATH_FROM and not fastpath.ready():
+        return None
+    return fastpath.parse(source)
 
 
 @dataclass
@@ -187,6 +195,9 @@ def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]
     text = source
     bad: list[BadStatement] = []
     while True:
+        parsed = _parse_fast(text)
+        if parsed is not None:
+            return *parsed, bad
         try:
             return parser.parse(text), recorder.statements, bad
         except UnexpectedInput as err:
@@ -219,7 +230,9 @@ def _error_position(source: str, err: UnexpectedInput) -> tuple[int, bool]:
 
 
 def _blank(text: str) -> str:
-    return "".join(ch if ch in "\r\n" else " " for ch in text)
+    # Newlines stay, so every place stays where it was. A "\r" does not: alone it is a
+    # bad character, and kept it would be the same error again, for ever.
+    return "".join(ch if ch == "\n" else " " for ch in text)
 
 
 def statement_end(source: str, start: int) -> int:

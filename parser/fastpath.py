@@ -1,0 +1,320 @@
+"""The fast path of parsing: Lark's own LALR tables, read by a loop of our own.
+
+Why it exists: parsing with Lark's runtime costs one generator hop, two regular
+expression matches (a token and the blank before it) and a Token with line and column per
+token, and eight callbacks per operand on its way up the precedence levels. A program of
+100 kB parsed at half the speed of a bare four-rule Lark calculator (issue 15). This loop
+reads the same tables and builds the same tree, doing per token only what the result
+needs. It is not a second parser: it only accepts what Lark's parser accepts, and builds
+exactly Lark's tree (tests/test_parser_fastpath.py compares the two).
+
+What it reads from the generated parser (parser/standalone.py, built from grammar.lark):
+
+- the terminals, made into one regular expression whose every match is one token with
+  the spaces before it (Lark ignores them; comments and line continuations, which Lark ignores
+  too, are matched as tokens and skipped, so that lines can be counted). The terminals
+  are tried in Lark's order, except that common ones come first where that cannot change
+  which one matches (`_quick_order`);
+- the keywords that Lark's lexer lexes as NAME and then renames (its "unless" callback);
+- the LALR(1) table (`parse_table.states`: for a state and a terminal, shift to a state or
+  reduce by a rule; for a state and a rule's name, the state after it);
+- the tree-building callback of each rule, so every node is made by Lark's own code. A
+  rule like `?sum: product` returns its only child unchanged; the loop skips its call and
+  only moves to the next state.
+
+The post-lexer of syntax.py (a newline inside brackets or after an operator is a blank,
+elsewhere it ends a statement; where each statement starts and ends) is done in the loop.
+
+When anything is unexpected (a character no terminal matches, a token the table has no
+action for) it gives up and returns None: the caller parses again with Lark's parser,
+which reports the error exactly as it always did. So every error message comes from one
+place. Lark's lexer is contextual (it tries only the terminals the parser can take next);
+this one is not, and the two only differ where the context-free token is not one the
+parser can take next (`x = if` lexes `if` as a name): there the fast path gives up too.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+from .standalone import ExpandSingleChild, Token, Tree
+
+Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
+
+# What the post-lexer looks at (syntax.py's _BracketNewlines reads these too).
+OPENERS = frozenset({"LPAR", "LSQB"})
+CLOSERS = frozenset({"RPAR", "RSQB"})
+# A newline right after one of these continues the statement: the line cannot end there.
+CONTINUES = frozenset({
+    "PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "AUGOP", "EQUAL", "COMMA", "DOT", "IF", "ELSE",
+    "CHECK", "DEF", "WRT",
+})
+SEPARATORS = frozenset({"_NL", "SEMICOLON"})
+NEWLINE = "_NL"
+
+
+@dataclass(frozen=True)
+class _Tables:
+    tokens: re.Pattern[str]  # blanks, then one token (a named group per terminal)
+    blank: re.Pattern[str]  # blanks alone: what may follow the last token
+    multiline: frozenset[str]  # ignored terminals that hold a newline: matched as tokens, then skipped
+    keywords: dict[str, dict[str, str]]  # terminal -> {text: keyword terminal} (NAME -> {"if": "IF", ...})
+    kept: frozenset[str]  # terminals some rule keeps in the tree (the others are never looked at)
+    post_lexed: frozenset[str]  # terminals the post-lexer looks at (keywords, brackets, newlines, separators)
+    actions: dict[int, dict[str, int]]  # state -> symbol -> shift to state s (s >= 0) or reduce rule r (~r)
+    rules: list[tuple[int, str, Callable[[list[Any]], Any] | None]]  # size, name, callback (None: the child)
+    start: int
+    end: int
+    # (state below, state, terminal) -> the state after every unit reduction that
+    # terminal leads to: a chain of `?rule: one_symbol` rules is one lookup (filled as met)
+    units: dict[tuple[int, int, str], int] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=1)
+def _tables() -> _Tables:
+    from .standalone import BasicLexer, PatternStr, Rule, Shift, _create_unless, _regexp_has_newline
+    from .syntax import lark_parser
+
+    lark = lark_parser()
+    conf = lark.lexer_conf
+    # Lark's order, keywords taken out (they lex as NAME, then are renamed), as BasicLexer's
+    # scanner has them (without building that scanner: its regular expression goes unused).
+    lexer = BasicLexer(conf)
+    terminals, renames = _create_unless(lexer.terminals, conf.g_regex_flags, lexer.re, conf.use_bytes)
+    if conf.callbacks:
+        raise RuntimeError("fastpath: the lexer has callbacks; the loop does not call them")
+    keywords = {name: {t.pattern.value: t.name for t in callback.scanner.terminals} for name, callback in renames.items()}
+    if any(not isinstance(t.pattern, PatternStr) for callback in renames.values() for t in callback.scanner.terminals):
+        raise RuntimeError("fastpath: Lark renames a token to a terminal that is not a fixed string")
+    # Lark matches an ignored terminal like any other and drops it. Here the blanks are
+    # matched in front of each token: the same split as long as no token starts with a
+    # character that starts a blank (space, tab, form feed), which holds for grammar.lark.
+    # Blanks that may hold a newline (by Lark's own test) stay tokens, so lines can be counted.
+    multiline = frozenset(t.name for t in terminals if t.name in conf.ignore and _regexp_has_newline(t.pattern.to_regexp()))
+    blanks = "|".join(t.pattern.to_regexp() for t in terminals if t.name in conf.ignore and t.name not in multiline)
+    matched = [t for t in terminals if t.name not in conf.ignore or t.name in multiline]
+    if not conf.g_regex_flags:
+        matched = _quick_order(matched)
+    alternatives = _alternation(matched)
+    # Atomic (a lookahead is never re-entered): `(?:[ \t]+)*` before a token that does not
+    # match would otherwise try every split of a run of spaces, 2^n of them.
+    blank = f"(?=(?P<_blanks>(?:{blanks})*))(?P=_blanks)"
+
+    frontend = lark.parser
+    table = frontend.parser._parse_table
+    callbacks: dict[Any, Callable[[list[Any]], Any]] = frontend.parser.parser.callbacks
+    if any(not isinstance(key, Rule) for key in callbacks):
+        raise RuntimeError("fastpath: the parser has callbacks for tokens; the loop does not call them")
+    index = {rule: i for i, rule in enumerate(callbacks)}
+    rules = []
+    for rule, callback in callbacks.items():
+        unit = isinstance(callback, ExpandSingleChild) and len(rule.expansion) == 1  # returns its only child
+        rules.append((len(rule.expansion), rule.origin.name, None if unit else callback))
+    actions = {
+        state: {symbol: arg if action == Shift else ~index[arg] for symbol, (action, arg) in row.items()}
+        for state, row in table.states.items()
+    }
+    kept = frozenset(
+        symbol.name for rule in callbacks for symbol in rule.expansion
+        if symbol.is_term and (rule.options.keep_all_tokens or not symbol.filter_out)
+    )
+    return _Tables(
+        tokens=re.compile(f"{blank}(?:{alternatives})", conf.g_regex_flags), blank=re.compile(blank, conf.g_regex_flags),
+        multiline=multiline, keywords=keywords, kept=kept, post_lexed=frozenset(keywords) | OPENERS | CLOSERS | SEPARATORS | multiline, actions=actions, rules=rules,
+        start=table.start_states["program"], end=table.end_states["program"],
+    )
+
+
+def _alternation(terminals: list[Any]) -> str:
+    """One regular expression for `terminals`, tried in this order, a named group each."""
+    return "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in terminals)
+
+
+# Terminals tried first when nothing forbids it, commonest first: trying the alternatives
+# in Lark's order (longest pattern first) took twice as long.
+_COMMON = ("NAME", "LPAR", "RPAR", "COMMA", "PLUS", "MINUS", "STAR", "SLASH", "NUMBER", "_NL", "EQUAL", "LSQB", "RSQB", "DOT")
+
+
+def _quick_order(terminals: list[Any]) -> list[Any]:
+    """`terminals` (Lark's order) in an order that lexes the same, common ones first.
+
+    A regular expression of alternatives takes the first one that matches. Two terminals
+    that can begin with the same character keep their order (`**` before `*`, NUMBER's
+    `.5` before `.`); any other two can swap, since they never both match in one place.
+    """
+    firsts = [_first_characters(t.pattern.to_regexp()) for t in terminals]
+    rank = {name: i for i, name in enumerate(_COMMON)}
+    waiting = list(range(len(terminals)))
+    order = []
+    while waiting:
+        free = [i for n, i in enumerate(waiting) if not any(firsts[i] & firsts[j] for j in waiting[:n])]
+        chosen = min(free, key=lambda i: (rank.get(terminals[i].name, len(rank)), i))
+        order.append(terminals[chosen])
+        waiting.remove(chosen)
+    return order
+
+
+_ANY = frozenset(range(129))  # the ASCII characters, and 128: any other
+_CATEGORIES = {name: pattern for pattern, name in (
+    ("\\d", "CATEGORY_DIGIT"), ("\\D", "CATEGORY_NOT_DIGIT"), ("\\w", "CATEGORY_WORD"), ("\\W", "CATEGORY_NOT_WORD"),
+    ("\\s", "CATEGORY_SPACE"), ("\\S", "CATEGORY_NOT_SPACE"))}
+
+
+def _first_characters(regexp: str) -> frozenset[int]:
+    """The characters a match of `regexp` can begin with (ASCII codes, 128 for any other
+    character); when unsure, all of them."""
+    try:
+        from re import _parser as parser  # Python 3.11+
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_parse as parser  # type: ignore[no-redef]
+    first, nullable = _first_of(list(parser.parse(regexp)))
+    return _ANY if nullable else frozenset(first)
+
+
+def _first_of(items: list[Any]) -> tuple[set[int], bool]:
+    """First characters of a parsed sequence, and whether it can match the empty string."""
+    first: set[int] = set()
+    for op, arg in items:
+        name = op.name
+        if name == "AT":  # ^, $, \b: no character
+            continue
+        if name == "SUBPATTERN" and not arg[1] and not arg[2]:  # a group, without flags
+            inner, nullable = _first_of(list(arg[3]))
+        elif name == "BRANCH":
+            parts = [_first_of(list(branch)) for branch in arg[1]]
+            inner, nullable = set().union(*(f for f, _ in parts)), any(n for _, n in parts)
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            inner, nullable = _first_of(list(arg[2]))
+            nullable = nullable or arg[0] == 0
+        elif name == "LITERAL":
+            inner, nullable = {min(arg, 128)}, False
+        elif name == "IN" and all(o.name in ("LITERAL", "RANGE", "CATEGORY") for o, _ in arg):
+            inner, nullable = set(), False
+            for o, a in arg:
+                if o.name == "LITERAL":
+                    inner.add(min(a, 128))
+                elif o.name == "RANGE":
+                    inner |= {min(c, 128) for c in range(a[0], min(a[1], 128) + 1)}
+                elif a.name in _CATEGORIES:
+                    inner |= {c for c in range(128) if re.match(_CATEGORIES[a.name], chr(c))} | {128}
+                else:
+                    inner = set(_ANY)
+        else:  # anything else (a negated class, a lookahead, flags): it may begin with anything
+            inner, nullable = set(_ANY), False
+        first |= inner
+        if not nullable:
+            return first, False
+    return first, True
+
+
+def ready() -> bool:
+    """Whether the tables are built (they take a few milliseconds, once per process)."""
+    return _tables.cache_info().currsize > 0
+
+
+def parse(source: str) -> tuple[Tree, list[Range]] | None:
+    """The tree Lark's parser gives for `source`, and where each statement starts and
+    ends; None when the source has a syntax error or anything else this loop does not
+    take (then Lark's parser decides)."""
+    t = _tables()
+    units = t.units
+    actions, rules, kept, keywords, multiline, end_state = t.actions, t.rules, t.kept, t.keywords, t.multiline, t.end
+    state = t.start
+    states = [state]  # Lark's state stack and value stack
+    values: list[Any] = []
+    statements: list[Range] = []
+    line, line_start = 1, 0  # the line being read, and the offset where it starts
+    depth = 0  # open brackets
+    previous = ""  # the last token given to the parser
+    first = last = -1  # the statement being read: its first token's start, its last token's end
+    end = 0
+    post_lexed = t.post_lexed
+    new_token = str.__new__  # Token() first checks for a deprecated keyword: as much again
+    next_match = t.tokens.scanner(source).match  # each match starts where the last one ended
+    while True:
+        match = next_match()
+        if match is None:  # the end, or a character no terminal matches
+            if t.blank.match(source, end).end() != len(source):
+                return None
+            if first >= 0:
+                statements.append((first, last))
+            kind, value = END, None
+        else:
+            kind = match.lastgroup
+            start, end = match.span(kind)
+            at = start  # where a statement starts, if this token starts one
+            if kind in post_lexed:  # as syntax.py's post-lexer: brackets, newlines, separators
+                if kind in keywords:
+                    kind = keywords[kind].get(source[start:end], kind)
+                elif kind in OPENERS:
+                    depth += 1
+                elif kind in CLOSERS:
+                    depth = depth - 1 if depth else 0
+                elif kind == NEWLINE or kind in multiline:
+                    newlines = source.count("\n", start, end)
+                    if newlines:
+                        line += newlines
+                        line_start = source.rindex("\n", start, end) + 1
+                    if kind != NEWLINE or depth or previous in CONTINUES:
+                        continue
+                if depth == 0 and kind in SEPARATORS:
+                    if first >= 0:
+                        statements.append((first, last))
+                    first = at = -1
+            if first < 0:
+                first = at
+            last = end
+            previous = kind
+            if kind in kept:  # Lark's Token, as Lark's lexer places it (no kept token spans a newline)
+                text = source[start:end]
+                value = new_token(Token, text)
+                value.type, value.value, value.start_pos, value.end_pos = kind, text, start, end
+                value.line = value.end_line = line
+                value.column, value.end_column = start - line_start + 1, end - line_start + 1
+            else:
+                value = None
+        while True:  # Lark's ParserState.feed_token
+            action = actions[state].get(kind)
+            if action is None:
+                return None
+            if action >= 0:
+                if kind is END:
+                    return None
+                state = action
+                states.append(state)
+                values.append(value)
+                break
+            size, name, build = rules[~action]
+            if build is None:  # `?sum: product`: the value stays, only the state moves on
+                key = (states[-2], state, kind)
+                after = units.get(key)
+                if after is None:
+                    after = units[key] = _after_units(actions, rules, states[-2], state, kind)
+                state = states[-1] = after
+                continue
+            if size:
+                children = values[-size:]
+                del values[-size:], states[-size:]
+                values.append(build(children))
+            else:
+                values.append(build([]))
+            state = actions[states[-1]][name]
+            states.append(state)
+            if state == end_state and kind is END:
+                return values[-1], statements
+
+
+END = "$END"
+
+
+def _after_units(actions: dict[int, dict[str, int]], rules: list[Any], below: int, state: int, kind: str) -> int:
+    """The state reached from `state` (with `below` under it) by reducing unit rules while
+    `kind` is the next token: each one only replaces the top state with the goto from
+    `below`, so the whole chain depends on these three alone."""
+    while True:
+        action = actions[state].get(kind)
+        if action is None or action >= 0 or rules[~action][2] is not None:
+            return state
+        state = actions[below][rules[~action][1]]
