@@ -89,19 +89,10 @@ def replay(output: Tensor, values: dict[int, Any], order: list[Any] | None = Non
 
     The graph acts as a function of its leaves (a trace, in JAX's terms): every op
     node runs its forward again on its parents' new data. Branches taken while the
-    graph was recorded (`a if c else b`) stay taken.
+    graph was recorded (`a if c else b`) stay taken. Checks replay many times and
+    compile the graph once (batching.Tape); this is one replay.
     """
-    data: dict[int, Any] = {}
-    order = topological_order(output) if order is None else order
-    charge(len(order), "gradient check")
-    for node in order:
-        if node.op is None:
-            data[id(node)] = values.get(id(node), node.data)
-            continue
-        params, pick = recorded_params(node)
-        out = node.op.forward(*[data[id(p)] for p in node.parents], **params)
-        data[id(node)] = out if pick is None else out[pick]
-    return np.asarray(data[id(output)])
+    return Tape(output, topological_order(output) if order is None else order).replay(values)
 
 
 def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] | None = None) -> list[np.ndarray]:

@@ -300,11 +300,9 @@ def _refuse_outgrown(op: OpDef, arrays: Sequence[np.ndarray], params: dict[str, 
         check_outputs(shape[0], shape[1:], op.name)
 
 
-def _refuse_oversized(op: OpDef, arrays: Sequence[np.ndarray], params: dict[str, Any]) -> None:
-    """Raise SizeLimitError before computing if the result would be over the cap."""
-    if op.out_shape is not None:
-        _refuse_outgrown(op, arrays, params)
-        return
+def _refuse_broadcast(op: OpDef, arrays: Sequence[np.ndarray]) -> None:
+    """Raise SizeLimitError before computing if the broadcast result of an op without an
+    `out_shape` hook would be over the cap."""
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:
@@ -374,7 +372,7 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     if op.out_shape is not None:
         _refuse_outgrown(op, arrays, params)
     elif bound > _limits._max_elements and len(arrays) > 1:
-        _refuse_oversized(op, arrays, params)  # the exact shape, only when the cap could be hit
+        _refuse_broadcast(op, arrays)  # the exact shape, only when the cap could be hit
     try:
         out = op.forward(*arrays, **params)
     except EngineError:
@@ -386,8 +384,7 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         raise _input_error(op, inputs, err) from None
     record = wanted and op.vjps is not None and _grad_mode._grad_enabled
     if op.n_ret == 1:
-        if type(out) is not np.ndarray or out.dtype not in _NATIVE:
-            out = to_array(out)  # NumPy gives scalars (np.float64) for 0-d results
+        out = _as_output(out)
         return new_tensor(out, inputs, op, params) if record else new_tensor(out, (), None, None)
     return tuple(
         new_tensor(_as_output(o), inputs if record else (), op if record else None, {**params, OUTPUT: k} if record else None)

@@ -248,10 +248,3 @@ def _option_names(command: str) -> tuple[set[str], set[str]]:
         if getattr(param, "param_type_name", "") == "option":
             (flags if param.is_flag else valued).update(param.opts + param.secondary_opts)
     return flags, valued
-
-
-def run() -> None:
-    """The entry point (cli/entry.py), importable from here as before."""
-    from .entry import run as entry_run
-
-    entry_run()

@@ -217,7 +217,7 @@ def test_piped_stdin_runs_as_a_script():
 def test_one_shot_eval_does_not_import_prompt_toolkit():
     code = (
         "import sys; sys.argv=['gradcalc','eval','x**2','x=3']\n"
-        "from gradcalc.cli.main import run\n"
+        "from gradcalc.cli.entry import run\n"
         "try:\n    run()\nexcept SystemExit:\n    pass\n"
         "print('prompt_toolkit' in sys.modules, 'rich' in sys.modules)"
     )

@@ -704,14 +704,18 @@ def run_anything(source):
         pass
 
 
+# Fuzz inputs, shared with tests/test_parser_fastpath.py: grammar tokens in any order, and any text.
+TOKEN_SOUP = st.lists(st.sampled_from(TOKENS), max_size=25).map(" ".join)
+RANDOM_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+
 @settings(max_examples=1200)
-@given(st.lists(st.sampled_from(TOKENS), max_size=25).map(" ".join))
+@given(TOKEN_SOUP)
 def test_fuzz_token_sequences_raise_only_language_errors(source):
     run_anything(source)
 
 
 @settings(max_examples=1000)
-@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40))
+@given(RANDOM_TEXT)
 def test_fuzz_random_text_raises_only_language_errors(source):
     run_anything(source)
 

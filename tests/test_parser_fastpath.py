@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from gradcalc.parser import LanguageError, compile_program, fastpath, syntax
 from gradcalc.parser.standalone import Token, Tree, UnexpectedInput
 
-from .test_language import TOKENS
+from .test_language import RANDOM_TEXT, TOKEN_SOUP
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.gc"))
@@ -218,13 +218,13 @@ def test_most_generated_programs_take_the_fast_path():
 
 
 @settings(max_examples=1000)
-@given(st.lists(st.sampled_from(TOKENS), max_size=25).map(" ".join))
+@given(TOKEN_SOUP)
 def test_token_soup_parses_the_same_or_falls_back(source):
     agrees(source)
 
 
 @settings(max_examples=500)
-@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40))
+@given(RANDOM_TEXT)
 def test_random_text_parses_the_same_or_falls_back(source):
     agrees(source)
 
@@ -275,7 +275,7 @@ def test_syntax_errors_fall_back_and_read_as_before(source, monkeypatch):
 
 
 @settings(max_examples=300)
-@given(st.lists(st.sampled_from(TOKENS), max_size=25).map(" ".join))
+@given(TOKEN_SOUP)
 def test_token_soup_errors_read_as_before(source):
     fast, fast_recovered = error_of(source), compiled(source)
     with pytest.MonkeyPatch.context() as patch:

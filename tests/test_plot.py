@@ -191,7 +191,7 @@ def test_missing_matplotlib_says_how_to_install_it(tmp_path):
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
         f"sys.argv = ['gradcalc', 'plot', 'x**2', 'x=0:1', '--out', {str(tmp_path / 'f.svg')!r}]\n"
-        "from gradcalc.cli.main import run\nrun()\n"
+        "from gradcalc.cli.entry import run\nrun()\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
     assert done.returncode == 2

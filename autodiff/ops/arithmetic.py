@@ -96,13 +96,15 @@ def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     raw_a, raw_b = m.raw(a), m.raw(b)
     zero_zero = (raw_a == 0) & (raw_b == 0)
     exponent = b - 1 if not zero_zero.any() else m.where(zero_zero, 1.0, b - 1)
-    slope = b * a**exponent
+    power = a**exponent
     # A negative base with a fractional exponent has no derivative (NumPy's (-inf) ** -0.5
     # is 0, which would say 0).
     if np.isrealobj(raw_a) and np.isrealobj(raw_b):
         no_real = (raw_a < 0) & np.isfinite(raw_b) & (raw_b != np.round(raw_b))
-        slope = m.where(no_real, np.nan, slope) if no_real.any() else slope
-    out = masked(m, g, g * slope)
+        power = m.where(no_real, np.nan, power) if no_real.any() else power
+    # (g * b) first, as the scalar engine does: b * a**(b-1) alone overflows for a near
+    # the top of the range (2 * 1e308) where the whole product is finite.
+    out = masked(m, g, g * b * power)
     # a**0 is the constant 1, so it passes exactly 0 back, also where g * 0 * a**-1 is nan:
     # at a = nan, or g = inf (x**0 / x at 0). PyTorch and the scalar engine do the same.
     lost = (raw_b == 0) & np.isnan(m.raw(out))
