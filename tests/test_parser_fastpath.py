@@ -238,6 +238,18 @@ def test_small_programs_take_the_fast_path_and_agree(source):
     assert agrees(source)
 
 
+def test_nodes_built_without_the_callback_are_the_callbacks_nodes():
+    """Where the loop makes `Tree(name, a slice of the values)` itself, Lark's callback makes
+    the same node from the same children (each child a distinct marker)."""
+    callbacks = list(syntax.lark_parser().parser.parser.parser.callbacks.values())
+    plain = [(rule, callback) for rule, callback in zip(fastpath._tables().rules, callbacks) if rule[3] is not None]
+    assert {rule[3][0] for rule, _ in plain} >= {"add", "mul", "name", "number", "call", "method", "index", "assign"}
+    for (size, _, _, (name, kept)), callback in plain:
+        values = [Token("X", str(i)) for i in range(size)]
+        built = Tree(name, values[kept])
+        assert built == callback(list(values))
+
+
 @pytest.mark.parametrize("source", [
     "x = if",  # Lark's contextual lexer reads this `if` as a name
     "1 iffy else 2",
