@@ -100,6 +100,11 @@ class _Places:
         place = known.get(id(node), _UNKNOWN)
         if place is not _UNKNOWN:
             return place
+        for child in node.children:
+            if isinstance(child, Tree) and id(child) not in known:
+                break
+        else:  # its children are placed (as a call's `arguments` are when the call is): no work list
+            return self.compute(node)
         # Children before parents, with a work list: a node whose subtree was never
         # placed (the branches of a conditional are not) may be thousands deep.
         work = [(node, False)]
