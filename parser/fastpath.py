@@ -18,9 +18,12 @@ What it reads from the generated parser (parser/standalone.py, built from gramma
 - the keywords that Lark's lexer lexes as NAME and then renames (its "unless" callback);
 - the LALR(1) table (`parse_table.states`: for a state and a terminal, shift to a state or
   reduce by a rule; for a state and a rule's name, the state after it);
-- the tree-building callback of each rule, so every node is made by Lark's own code. A
+- the tree-building callback of each rule, so every node is made as Lark makes it. A
   rule like `?sum: product` returns its only child unchanged; the loop skips its call and
-  only moves to the next state.
+  only moves to the next state (the goto after a reduction and the chain of such rules
+  after it are one cached lookup). A callback that only picks some children into a Tree
+  (`sum "+" product -> add` keeps the first and the third) is read once, and the loop
+  makes that Tree from a slice of its value stack; any other callback is called.
 
 The post-lexer of syntax.py (a newline inside brackets or after an operator is a blank,
 elsewhere it ends a statement; where each statement starts and ends) is done in the loop.
