@@ -315,8 +315,8 @@ def parse(source: str) -> tuple[Tree, list[Range]] | None:
                 values.append(value)
                 break
             size, name, build, plain = rules[~action]
-            if build is None:  # `?sum: product`: the value stays, only the state moves on (after a shift;
-                # after a goto the chain was followed with it)
+            if build is None:  # `?sum: product`: the value stays, only the state moves on
+                # (met here only after a shift: a reduction's goto follows these rules itself)
                 key = (states[-2], state, kind)
                 after = units.get(key)
                 if after is None:
