@@ -100,6 +100,11 @@ class _Places:
         place = known.get(id(node), _UNKNOWN)
         if place is not _UNKNOWN:
             return place
+        for child in node.children:
+            if isinstance(child, Tree) and id(child) not in known:
+                break
+        else:  # its children are placed (as a call's `arguments` are when the call is): no work list
+            return self.compute(node)
         # Children before parents, with a work list: a node whose subtree was never
         # placed (the branches of a conditional are not) may be thousands deep.
         work = [(node, False)]
@@ -122,10 +127,10 @@ class _Places:
         """The place of `node`, remembered. Its children are placed by now, or placed here
         (with `of`) when this was called before them."""
         known = self.known
-        children, kind = node.children, node.data
+        kind = node.data
         parts = []
-        for child in children:  # self.of(child), without a call per child
-            if isinstance(child, Token):
+        for child in node.children:  # self.of(child), without a call per child
+            if child.__class__ is Token:  # (any other leaf is placed by `of`)
                 parts.append(((child.line, child.column, child.end_line, child.end_column), child.start_pos, child.end_pos))
             elif child is not None:
                 place = known.get(id(child), _UNKNOWN)
@@ -134,10 +139,10 @@ class _Places:
                 if place is not None:
                     parts.append(place)
         if len(parts) == 1 and kind not in _OPEN_BEFORE and kind not in _CLOSE_AFTER:
-            place = self.known[id(node)] = parts[0]  # `x`, `f(x).y`: nothing to widen
+            place = known[id(node)] = parts[0]  # `x`, `f(x).y`: nothing to widen
             return place
         if not parts:
-            self.known[id(node)] = None
+            known[id(node)] = None
             return None
         source = self.source
         start, end = parts[0][1], parts[-1][2]
@@ -149,8 +154,9 @@ class _Places:
         # its ")" sits between the first child and the next one. Only that gap is counted
         # (counting over the whole node made a long chain `x + x + ...` quadratic).
         gap_start, gap_end = parts[0][2], parts[1][1] if len(parts) > 1 else end
-        if gap_start < gap_end:
-            unopened = source.count(")", gap_start, gap_end) - source.count("(", gap_start, gap_end)
+        unopened = source.count(")", gap_start, gap_end)
+        if unopened:  # most gaps hold no ")": one count, not two
+            unopened -= source.count("(", gap_start, gap_end)
             while unopened > 0:
                 start = max(source.rfind("(", 0, start), 0)
                 unopened -= 1
@@ -211,48 +217,50 @@ def _split_arguments(node: Tree | None, places: _Places) -> tuple[list[Any], lis
     return positional, keywords
 
 
-_VISIT, _LABEL = -1, -2  # the work stack's tasks that are not instructions (opcodes are >= 0)
-Task = tuple[int, Any, Any]
+_LABEL = -1  # the work stack's task that marks a jump target (opcodes are >= 0)
+# A task on the work stack: a node to compile (a Tree or Token), (opcode, argument, node)
+# to emit an instruction placed where `node` is, or (_LABEL, label, None).
+Task = Any
 
 
 def compile_expression(root: Tree | Token, places: _Places) -> list[Instruction]:
     """Instructions that leave the value of `root` on the stack.
 
-    Tasks on the work stack: (_VISIT, None, node) expands a node into tasks for its
-    children and its own instruction; (opcode, argument, node) emits an instruction placed
-    where `node` is (its children are done by then); (_LABEL, label, None) marks a jump
-    target.
+    Tasks on the work stack: a node expands into tasks for its children and its own
+    instruction; (opcode, argument, node) emits an instruction placed where `node` is
+    (its children are done by then); (_LABEL, label, None) marks a jump target.
     """
     code: list[Instruction] = []
     jumps: list[int] = []  # where the instructions are whose argument is a _Label
-    work: list[Task] = [(_VISIT, None, root)]
-    place = places.compute
+    work: list[Task] = [root]
+    place, span = places.compute, places.span
     while work:
-        op, arg, node = work.pop()
-        if op == _VISIT:
-            tasks = _expand(node, places)
+        task = work.pop()
+        if task.__class__ is not tuple:  # a node (the tasks are tuples, nodes never are)
+            tasks = _expand(task, places)
             if len(tasks) > 1:
-                work.extend(reversed(tasks))
+                work += reversed(tasks)
                 continue
-            op, arg, node = tasks[0]  # a name or a number: its instruction, now
+            task = tasks[0]  # a name or a number: its instruction, now
+        op, arg, node = task
         if op == _LABEL:
             arg.target = len(code)
             continue
-        if isinstance(arg, _Label):
+        if op >= JUMP_IF_FALSE:  # a jump: its target is known once the label is met
             jumps.append(len(code))
-        if isinstance(node, Tree):  # its children were compiled, so placed, just before it
+        if node.__class__ is Tree:  # its children were compiled, so placed, just before it
             placed = place(node)
             code.append((op, arg, None if placed is None else placed[0]))
         else:
-            code.append((op, arg, places.span(node)))
+            code.append((op, arg, span(node)))
     for i in jumps:
-        op, label, span = code[i]
-        code[i] = (op, label.target, span)
+        op, label, where = code[i]
+        code[i] = (op, label.target, where)
     return code
 
 
 def _visit_all(nodes: list[Any]) -> list[Task]:
-    return [(_VISIT, None, n) if n is not None else (NONE, None, None) for n in nodes]
+    return [(NONE, None, None) if n is None else n for n in nodes]
 
 
 def _number(text: str) -> float:
@@ -273,7 +281,7 @@ def _expand(node: Tree | Token, places: _Places) -> list[Task]:
     if kind == "name":
         return [(LOAD, str(children[0]), node)]
     if kind in BINARY_OPS:
-        return [(_VISIT, None, children[0]), (_VISIT, None, children[-1]), (BINARY, BINARY_OPS[kind], node)]
+        return [children[0], children[-1], (BINARY, BINARY_OPS[kind], node)]
     if kind == "number":
         if not children[0].isascii():  # the lexer's \d also matches other scripts' digits
             raise LanguageError("syntax", f"{children[0]!s} is not a number: numbers are written with the digits 0-9").at(places.span(node))
@@ -287,16 +295,16 @@ def _expand(node: Tree | Token, places: _Places) -> list[Task]:
         return [(CONST, 1.0 if kind == "true" else 0.0, node)]
     if kind == "compare":
         left, op, right = children
-        return [(_VISIT, None, left), (_VISIT, None, right), (BINARY, COMPARISONS[str(op)], node)]
+        return [left, right, (BINARY, COMPARISONS[str(op)], node)]
     if kind in ("neg", "pos"):
-        return [(_VISIT, None, children[0]), (UNARY, kind, node)]
+        return [children[0], (UNARY, kind, node)]
     if kind == "conditional":
         value, condition, alternative = children
         otherwise, done = _Label(), _Label()
         return [
-            (_VISIT, None, condition), (JUMP_IF_FALSE, otherwise, condition),
-            (_VISIT, None, value), (JUMP, done, condition),
-            (_LABEL, otherwise, None), (_VISIT, None, alternative), (_LABEL, done, None),
+            condition, (JUMP_IF_FALSE, otherwise, condition),
+            value, (JUMP, done, condition),
+            (_LABEL, otherwise, None), alternative, (_LABEL, done, None),
         ]
     if kind in ("call", "method"):
         if kind == "call":
@@ -304,7 +312,7 @@ def _expand(node: Tree | Token, places: _Places) -> list[Task]:
             head: list[Task] = []
         else:
             target, name, arguments = children
-            head = [(_VISIT, None, target)]
+            head = [target]
         positional, keywords = _split_arguments(arguments, places)
         if str(name).startswith("_"):
             raise LanguageError("safety", f"names starting with '_' cannot be called: {name!s}").at(places.span(name))
@@ -314,10 +322,10 @@ def _expand(node: Tree | Token, places: _Places) -> list[Task]:
         target, name = children
         if str(name).startswith("_"):
             raise LanguageError("safety", f"attributes starting with '_' are not accessible: .{name!s}").at(places.span(name))
-        return [(_VISIT, None, target), (ATTR, str(name), node)]
+        return [target, (ATTR, str(name), node)]
     if kind == "index":
         target, *parts = children
-        return [(_VISIT, None, target), *_visit_all(parts), (INDEX, len(parts), node)]
+        return [target, *_visit_all(parts), (INDEX, len(parts), node)]
     if kind == "slice":
         return [*_visit_all(list(children)), (SLICE, None, node)]
     if kind == "tensor":

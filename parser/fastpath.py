@@ -18,9 +18,12 @@ What it reads from the generated parser (parser/standalone.py, built from gramma
 - the keywords that Lark's lexer lexes as NAME and then renames (its "unless" callback);
 - the LALR(1) table (`parse_table.states`: for a state and a terminal, shift to a state or
   reduce by a rule; for a state and a rule's name, the state after it);
-- the tree-building callback of each rule, so every node is made by Lark's own code. A
+- the tree-building callback of each rule, so every node is made as Lark makes it. A
   rule like `?sum: product` returns its only child unchanged; the loop skips its call and
-  only moves to the next state.
+  only moves to the next state (the goto after a reduction and the chain of such rules
+  after it are one cached lookup). A callback that only picks some children into a Tree
+  (`sum "+" product -> add` keeps the first and the third) is read once, and the loop
+  makes that Tree from a slice of its value stack; any other callback is called.
 
 The post-lexer of syntax.py (a newline inside brackets or after an operator is a blank,
 elsewhere it ends a statement; where each statement starts and ends) is done in the loop.
@@ -36,10 +39,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Callable
 
-from .standalone import ExpandSingleChild, Token, Tree
+from .standalone import ChildFilterLALR_NoPlaceholders, ExpandSingleChild, Token, Tree
 
 Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 
@@ -64,12 +67,17 @@ class _Tables:
     kept: frozenset[str]  # terminals some rule keeps in the tree (the others are never looked at)
     post_lexed: frozenset[str]  # terminals the post-lexer looks at (keywords, brackets, newlines, separators)
     actions: dict[int, dict[str, int]]  # state -> symbol -> shift to state s (s >= 0) or reduce rule r (~r)
-    rules: list[tuple[int, str, Callable[[list[Any]], Any] | None]]  # size, name, callback (None: the child)
+    # size, name, callback (None: the child), and when the callback only makes
+    # `Tree(name, some children)`: that name and the slice of the value stack it takes
+    rules: list[tuple[int, str, Callable[[list[Any]], Any] | None, tuple[str, slice] | None]]
     start: int
     end: int
     # (state below, state, terminal) -> the state after every unit reduction that
     # terminal leads to: a chain of `?rule: one_symbol` rules is one lookup (filled as met)
     units: dict[tuple[int, int, str], int] = field(default_factory=dict)
+    # (state below, rule name, terminal) -> the state after the goto on that rule and then
+    # the unit reductions: a reduction and the chain after it, one lookup (filled as met)
+    gotos: dict[tuple[int, str, str], int] = field(default_factory=dict)
 
 
 @lru_cache(maxsize=1)
@@ -111,7 +119,8 @@ def _tables() -> _Tables:
     rules = []
     for rule, callback in callbacks.items():
         unit = isinstance(callback, ExpandSingleChild) and len(rule.expansion) == 1  # returns its only child
-        rules.append((len(rule.expansion), rule.origin.name, None if unit else callback))
+        size = len(rule.expansion)
+        rules.append((size, rule.origin.name, None if unit else callback, None if unit else _plain_node(callback, size)))
     actions = {
         state: {symbol: arg if action == Shift else ~index[arg] for symbol, (action, arg) in row.items()}
         for state, row in table.states.items()
@@ -125,6 +134,25 @@ def _tables() -> _Tables:
         multiline=multiline, keywords=keywords, kept=kept, post_lexed=frozenset(keywords) | OPENERS | CLOSERS | SEPARATORS | multiline, actions=actions, rules=rules,
         start=table.start_states["program"], end=table.end_states["program"],
     )
+
+
+def _plain_node(callback: Callable[[list[Any]], Any], size: int) -> tuple[str, slice] | None:
+    """When all `callback` does is `Tree(name, some of the rule's children)`, and those
+    children are evenly spaced (`sum "+" product`: the first and third): the name and
+    the slice of the value stack that holds them; else None. Read from Lark's own
+    callback, so the loop builds the same node without the calls through ChildFilter."""
+    picks = list(range(size))
+    if isinstance(callback, ChildFilterLALR_NoPlaceholders):
+        if any(expand for _, expand in callback.to_include):  # `_rule` children are spliced in
+            return None
+        picks = [i for i, _ in callback.to_include]
+        callback = callback.node_builder
+    plain = isinstance(callback, partial) and callback.func is Tree and len(callback.args) == 1 and not callback.keywords
+    steps = {b - a for a, b in zip(picks, picks[1:])}
+    if not plain or not picks or len(steps) > 1:
+        return None
+    stop = picks[-1] - size + 1
+    return callback.args[0], slice(picks[0] - size, stop or None, steps.pop() if steps else 1)
 
 
 def _alternation(terminals: list[Any]) -> str:
@@ -219,7 +247,7 @@ def parse(source: str) -> tuple[Tree, list[Range]] | None:
     ends; None when the source has a syntax error or anything else this loop does not
     take (then Lark's parser decides)."""
     t = _tables()
-    units = t.units
+    units, gotos = t.units, t.gotos
     actions, rules, kept, keywords, multiline, end_state = t.actions, t.rules, t.kept, t.keywords, t.multiline, t.end
     state = t.start
     states = [state]  # Lark's state stack and value stack
@@ -286,21 +314,34 @@ def parse(source: str) -> tuple[Tree, list[Range]] | None:
                 states.append(state)
                 values.append(value)
                 break
-            size, name, build = rules[~action]
+            size, name, build, plain = rules[~action]
             if build is None:  # `?sum: product`: the value stays, only the state moves on
+                # (met here only after a shift: a reduction's goto follows these rules itself)
                 key = (states[-2], state, kind)
                 after = units.get(key)
                 if after is None:
                     after = units[key] = _after_units(actions, rules, states[-2], state, kind)
                 state = states[-1] = after
                 continue
-            if size:
+            if plain is not None:  # Tree(name, the children it keeps), as the callback would
+                data, kept_children = plain
+                tree = Tree(data, values[kept_children])
+                del values[-size:], states[-size:]
+                values.append(tree)
+            elif size:
                 children = values[-size:]
                 del values[-size:], states[-size:]
                 values.append(build(children))
             else:
                 values.append(build([]))
-            state = actions[states[-1]][name]
+            below = states[-1]
+            key = (below, name, kind)
+            state = gotos.get(key)
+            if state is None:
+                state = actions[below][name]
+                if state != end_state or kind is not END:  # (Lark stops at the end state)
+                    state = _after_units(actions, rules, below, state, kind)
+                gotos[key] = state
             states.append(state)
             if state == end_state and kind is END:
                 return values[-1], statements

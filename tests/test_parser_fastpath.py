@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradcalc.parser import LanguageError, compile_program, fastpath, syntax
+from gradcalc.parser.compiler import BINARY, CALL, CONST, LOAD, METHOD
 from gradcalc.parser.standalone import Token, Tree, UnexpectedInput
 
 from .test_language import RANDOM_TEXT, TOKEN_SOUP
@@ -238,6 +239,18 @@ def test_small_programs_take_the_fast_path_and_agree(source):
     assert agrees(source)
 
 
+def test_nodes_built_without_the_callback_are_the_callbacks_nodes():
+    """Where the loop makes `Tree(name, a slice of the values)` itself, Lark's callback makes
+    the same node from the same children (each child a distinct marker)."""
+    callbacks = list(syntax.lark_parser().parser.parser.parser.callbacks.values())
+    plain = [(rule, callback) for rule, callback in zip(fastpath._tables().rules, callbacks) if rule[3] is not None]
+    assert {rule[3][0] for rule, _ in plain} >= {"add", "mul", "name", "number", "call", "method", "index", "assign"}
+    for (size, _, _, (name, kept)), callback in plain:
+        values = [Token("X", str(i)) for i in range(size)]
+        built = Tree(name, values[kept])
+        assert built == callback(list(values))
+
+
 @pytest.mark.parametrize("source", [
     "x = if",  # Lark's contextual lexer reads this `if` as a name
     "1 iffy else 2",
@@ -320,3 +333,22 @@ def test_first_characters_of_a_pattern():
     assert fastpath._first_characters(r"\d+") == {*range(ord("0"), ord("9") + 1), 128}  # 128: any other character
     assert fastpath._first_characters(r"x?") == fastpath._ANY  # it can match nothing
     assert fastpath._first_characters(r"[^a]") == fastpath._ANY
+
+
+# ---- where the compiled instructions are placed ----------------------------------------------
+
+
+@pytest.mark.parametrize("source, expected", [
+    # `(a*b)`'s "(" is no token: the method call's place reaches back to it, and on to its ")"
+    ("(a*b).relu() + f(x, (y))", [
+        (LOAD, (1, 2, 1, 3)), (LOAD, (1, 4, 1, 5)), (BINARY, (1, 2, 1, 5)), (METHOD, (1, 1, 1, 13)),
+        (LOAD, (1, 18, 1, 19)), (LOAD, (1, 22, 1, 23)), (CALL, (1, 16, 1, 24)), (BINARY, (1, 1, 1, 24)),
+    ]),
+    ("a\n(b +\n c).sum(axis=0)", [
+        (LOAD, (2, 2, 2, 3)), (LOAD, (3, 2, 3, 3)), (BINARY, (2, 2, 3, 3)), (CONST, (3, 14, 3, 15)), (METHOD, (2, 1, 3, 16)),
+    ]),
+])
+def test_instructions_are_placed_where_their_text_is(source, expected):
+    """Spans counted by hand (line, column, end line, end column; 1-based, end exclusive)."""
+    code = compile_program(source).statements[-1].code
+    assert [(op, span) for op, _, span in code] == expected
