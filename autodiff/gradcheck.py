@@ -181,14 +181,17 @@ def compare(analytic: Sequence[np.ndarray], numeric: Sequence[np.ndarray], atol:
     parts = [(k, a, n) for k, (a, n) in enumerate(zip(analytic, numeric)) if a.size]
     if not parts:
         return 0.0, 0.0, True, None
-    # Every leaf's entries in one flat array: one pass of NumPy, whatever the leaf count.
-    a = np.concatenate([a.reshape(-1) for _, a, _ in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
-    n = np.concatenate([n.reshape(-1) for _, _, n in parts]) if len(parts) > 1 else parts[0][2].reshape(-1)
-    if a.size <= FEW_ENTRIES:
-        found = _compare_few(a.tolist(), n.tolist(), atol, rtol)
+    if sum(a.size for _, a, _ in parts) <= FEW_ENTRIES:  # the entries in order, as the flat arrays below hold them
+        found = _compare_few(
+            [x for _, a, _ in parts for x in a.reshape(-1).tolist()], [x for _, _, n in parts for x in n.reshape(-1).tolist()],
+            atol, rtol,
+        )
         if found is not None:
             max_abs, max_rel, passed, flat = found
             return max_abs, max_rel, passed, _worst_at(parts, flat) if max_abs > 0 else None
+    # Every leaf's entries in one flat array: one pass of NumPy, whatever the leaf count.
+    a = np.concatenate([a.reshape(-1) for _, a, _ in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
+    n = np.concatenate([n.reshape(-1) for _, _, n in parts]) if len(parts) > 1 else parts[0][2].reshape(-1)
     diff = np.abs(a - n)
     if np.isfinite(diff).all():  # so a and n are finite: the common case, in fewer passes
         rel = diff / np.maximum(np.abs(n), np.finfo(float).tiny)  # 0 where diff is 0
@@ -315,7 +318,6 @@ def gradcheck_graph(
     order = topological_order(output) if order is None else order
     method, notes = choose_method(output, method, order)
     keys = [id(leaf) for leaf in leaves]
-    arrays = [np.real(leaf.data) for leaf in leaves]
     tape = Tape(output, order)
 
     def evaluate(values: list[np.ndarray]) -> np.ndarray:
@@ -334,10 +336,10 @@ def gradcheck_graph(
         numeric = tape.batched_jacobian(leaves, method, step)
         if numeric is not None:
             verdict = compare(analytic, numeric, atol, rtol)
-            if not _verified(numeric, verdict[3], evaluate, arrays, method, atol, rtol):
+            if not _verified(numeric, verdict[3], evaluate, [np.real(leaf.data) for leaf in leaves], method, atol, rtol):
                 numeric = verdict = None
     if numeric is None:
-        numeric = numerical_jacobian(evaluate, arrays, range(len(leaves)), method)
+        numeric = numerical_jacobian(evaluate, [np.real(leaf.data) for leaf in leaves], range(len(leaves)), method)
     names = [(leaf.name or f"leaves[{k}]", leaf.shape) for k, leaf in enumerate(leaves)]
     return _finish(method, atol, rtol, analytic, numeric, output, names, notes, order, verdict)
 
