@@ -188,9 +188,12 @@ class Session:
                     stack.append(backend.unary(arg, self._operand(stack.pop(), SYMBOLS[arg])))
                 elif op == CALL or op == METHOD:
                     name, n_positional, keywords = arg
-                    kw_values = [stack.pop() for _ in keywords][::-1]
-                    args = [stack.pop() for _ in range(n_positional)][::-1]
-                    kwargs = dict(zip(keywords, kw_values))
+                    kwargs = {}
+                    if keywords:
+                        kwargs = dict(zip(keywords, stack[-len(keywords):]))
+                        del stack[-len(keywords):]
+                    args = stack[len(stack) - n_positional:]  # the top n_positional, in order
+                    del stack[len(stack) - n_positional:]
                     if op == METHOD:
                         target = stack.pop()
                         stack.append(backend.method(self._operand(target, "."), name, args, kwargs))
