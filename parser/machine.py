@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector_paused, lookup
+from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, collector_paused, lookup
 
 from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
@@ -287,6 +287,8 @@ class Session:
 
     @staticmethod
     def _operand(value: Any, where: str, op: Any = None) -> Any:
+        if type(value) is Tensor:  # the usual operand, none of the cases below
+            return value
         if isinstance(value, TensorList):
             raise value.error()
         if isinstance(value, str):
