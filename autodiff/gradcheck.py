@@ -221,8 +221,11 @@ def _compare_few(a: list[float], n: list[float], atol: float, rtol: float) -> tu
     largest = max(diffs)
     if not math.isfinite(sum(diffs)):
         return None
-    passed = all(d <= atol + rtol * abs(y) for d, y in zip(diffs, n))
-    max_rel = max(d / max(abs(y), _TINY) for d, y in zip(diffs, n))
+    passed, max_rel = True, 0.0  # every ratio below is >= 0 (and none is nan: all are finite)
+    for d, y in zip(diffs, n):
+        size = abs(y)
+        passed = passed and d <= atol + rtol * size
+        max_rel = max(max_rel, d / max(size, _TINY))
     return largest, max_rel, passed, diffs.index(largest)
 
 
