@@ -109,17 +109,23 @@ class Tape:
         self.params: list[dict[str, Any]] = []
         self.picks: list[int | None] = []
         self.batchable = True  # every op on the graph is one of BATCHED_OPS
+        # What a replay does at each node, looked up once: (None, the leaf) for a leaf,
+        # else (its op's forward, its parents' positions, its params or None, its pick).
+        self.steps: list[tuple[Any, ...]] = []
         for node in order:
             op = node.op
             if op is None:
                 self.parents.append(())
                 self.params.append({})
                 self.picks.append(None)
+                self.steps.append((None, node))
                 continue
             params, pick = recorded_params(node)
-            self.parents.append(tuple([index[id(p)] for p in node._prev]))
+            parents = tuple([index[id(p)] for p in node._prev])
+            self.parents.append(parents)
             self.params.append(params)
             self.picks.append(pick)
+            self.steps.append((op.forward, parents, params or None, pick))
             self.batchable = self.batchable and op.name in BATCHED_OPS and pick is None
 
     def replay(self, values: dict[int, Any]) -> np.ndarray:
@@ -127,12 +133,17 @@ class Tape:
         (`values` keyed by id(leaf)); the same forwards on the same arrays."""
         charge(len(self.order), "gradient check")
         data: list[Any] = []
-        for node, parents, params, pick in zip(self.order, self.parents, self.params, self.picks):
-            if node.op is None:
-                data.append(values.get(id(node), node.data))
+        keep = data.append
+        for step in self.steps:
+            forward = step[0]
+            if forward is None:
+                leaf = step[1]
+                keep(values.get(id(leaf), leaf.data))
                 continue
-            out = node.op.forward(*[data[p] for p in parents], **params)
-            data.append(out if pick is None else out[pick])
+            _, parents, params, pick = step
+            args = [data[p] for p in parents]
+            out = forward(*args) if params is None else forward(*args, **params)
+            keep(out if pick is None else out[pick])
         return np.asarray(data[-1])
 
     def batched_jacobian(self, leaves: Sequence[Any], method: str, step: float) -> list[np.ndarray] | None:

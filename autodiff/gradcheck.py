@@ -98,22 +98,23 @@ def replay(output: Tensor, values: dict[int, Any], order: list[Any] | None = Non
 def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] | None = None) -> list[np.ndarray]:
     """d output / d leaf for each leaf as (output.size, leaf.size) matrices, one backward
     pass per output element (what `grad` gives, seeded with each unit vector)."""
+    rows = output.size
     for leaf in leaves:
-        check_jacobian_size(output.size, leaf.size)
-    jacs = [np.zeros((output.size, leaf.size)) for leaf in leaves]
+        check_jacobian_size(rows, leaf.size)
+    jacs = [np.zeros((rows, leaf.size)) for leaf in leaves]
     if not output.requires_grad:
         return jacs
     order = topological_order(output) if order is None else order
     keep = set(leaves)
-    for row in range(output.size):
+    for row in range(rows):
         charge(len(order), "gradient check")
-        seed = np.zeros(output.size)
+        seed = np.zeros(rows)
         seed[row] = 1.0
         grads = backprop(output, seed.reshape(output.shape), keep=keep, order=order)
         for jac, leaf in zip(jacs, leaves):
             g = grads.get(leaf)
             if g is not None:  # a leaf the output does not reach keeps its zeros
-                jac[row] = np.real(g).reshape(-1)
+                jac[row] = (g.real if type(g) is np.ndarray else np.real(g)).reshape(-1)  # np.real's own test, without its call
     return jacs
 
 
@@ -181,14 +182,17 @@ def compare(analytic: Sequence[np.ndarray], numeric: Sequence[np.ndarray], atol:
     parts = [(k, a, n) for k, (a, n) in enumerate(zip(analytic, numeric)) if a.size]
     if not parts:
         return 0.0, 0.0, True, None
-    # Every leaf's entries in one flat array: one pass of NumPy, whatever the leaf count.
-    a = np.concatenate([a.reshape(-1) for _, a, _ in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
-    n = np.concatenate([n.reshape(-1) for _, _, n in parts]) if len(parts) > 1 else parts[0][2].reshape(-1)
-    if a.size <= FEW_ENTRIES:
-        found = _compare_few(a.tolist(), n.tolist(), atol, rtol)
+    if sum(a.size for _, a, _ in parts) <= FEW_ENTRIES:  # the entries in order, as the flat arrays below hold them
+        found = _compare_few(
+            [x for _, a, _ in parts for x in a.reshape(-1).tolist()], [x for _, _, n in parts for x in n.reshape(-1).tolist()],
+            atol, rtol,
+        )
         if found is not None:
             max_abs, max_rel, passed, flat = found
             return max_abs, max_rel, passed, _worst_at(parts, flat) if max_abs > 0 else None
+    # Every leaf's entries in one flat array: one pass of NumPy, whatever the leaf count.
+    a = np.concatenate([a.reshape(-1) for _, a, _ in parts]) if len(parts) > 1 else parts[0][1].reshape(-1)
+    n = np.concatenate([n.reshape(-1) for _, _, n in parts]) if len(parts) > 1 else parts[0][2].reshape(-1)
     diff = np.abs(a - n)
     if np.isfinite(diff).all():  # so a and n are finite: the common case, in fewer passes
         rel = diff / np.maximum(np.abs(n), np.finfo(float).tiny)  # 0 where diff is 0
@@ -217,8 +221,11 @@ def _compare_few(a: list[float], n: list[float], atol: float, rtol: float) -> tu
     largest = max(diffs)
     if not math.isfinite(sum(diffs)):
         return None
-    passed = all(d <= atol + rtol * abs(y) for d, y in zip(diffs, n))
-    max_rel = max(d / max(abs(y), _TINY) for d, y in zip(diffs, n))
+    passed, max_rel = True, 0.0  # every ratio below is >= 0 (and none is nan: all are finite)
+    for d, y in zip(diffs, n):
+        size = abs(y)
+        passed = passed and d <= atol + rtol * size
+        max_rel = max(max_rel, d / max(size, _TINY))
     return largest, max_rel, passed, diffs.index(largest)
 
 
@@ -315,7 +322,6 @@ def gradcheck_graph(
     order = topological_order(output) if order is None else order
     method, notes = choose_method(output, method, order)
     keys = [id(leaf) for leaf in leaves]
-    arrays = [np.real(leaf.data) for leaf in leaves]
     tape = Tape(output, order)
 
     def evaluate(values: list[np.ndarray]) -> np.ndarray:
@@ -327,19 +333,55 @@ def gradcheck_graph(
     # A batched replay pays for itself, and for the columns it checks again, from about
     # BATCHED_FROM replays per column on.
     replays = sum(leaf.size for leaf in leaves) * (2 if method == "central" else 1)
-    numeric = tape.batched_jacobian(leaves, method, step) if batched and replays >= BATCHED_FROM else None
-    verdict = None
-    if numeric is not None:
-        verdict = compare(analytic, numeric, atol, rtol)
-        if not _verified(numeric, verdict[3], evaluate, arrays, method, atol, rtol):
-            numeric = verdict = None
+    numeric = verdict = None
+    if replays < SCALAR_BATCHED_FROM and _numbers(leaves):
+        numeric = number_columns(tape, leaves, method)  # the reference's replays, without its copies
+    elif batched and replays >= BATCHED_FROM:
+        numeric = tape.batched_jacobian(leaves, method, step)
+        if numeric is not None:
+            verdict = compare(analytic, numeric, atol, rtol)
+            if not _verified(numeric, verdict[3], evaluate, [np.real(leaf.data) for leaf in leaves], method, atol, rtol):
+                numeric = verdict = None
     if numeric is None:
-        numeric = numerical_jacobian(evaluate, arrays, range(len(leaves)), method)
+        numeric = numerical_jacobian(evaluate, [np.real(leaf.data) for leaf in leaves], range(len(leaves)), method)
     names = [(leaf.name or f"leaves[{k}]", leaf.shape) for k, leaf in enumerate(leaves)]
     return _finish(method, atol, rtol, analytic, numeric, output, names, notes, order, verdict)
 
 
+def _numbers(leaves: Sequence[Tensor]) -> bool:
+    """Whether every leaf holds one float64 number (0-d), each leaf given once."""
+    for leaf in leaves:
+        data = leaf.data
+        if type(data) is not np.ndarray or data.ndim or data.dtype != np.float64:
+            return False
+    return len({id(leaf) for leaf in leaves}) == len(leaves)
+
+
+def number_columns(tape: Tape, leaves: Sequence[Tensor], method: str) -> list[np.ndarray]:
+    """numerical_jacobian(evaluate, ...) of gradcheck_graph for leaves that each hold one
+    float64 number (see _numbers): the same replays, each input perturbed by the same
+    IEEE operations (x + ih as complex(x) + 1j*h, x + h, x - h, as numerical_column
+    forms them), without numerical_column's array copies. Most checks of a check file
+    are of such inputs, and there this is a good part of a check's time."""
+    jacobians = []
+    for leaf in leaves:
+        x, key = float(leaf.data), id(leaf)
+        if method == "complex":
+            out = tape.replay({key: np.asarray(complex(x) + 1j * COMPLEX_STEP)})
+            column = np.imag(out).reshape(-1) / COMPLEX_STEP
+        else:
+            f_up = np.real(tape.replay({key: np.asarray(x + CENTRAL_STEP)}))
+            f_down = np.real(tape.replay({key: np.asarray(x - CENTRAL_STEP)}))
+            column = ((f_up - f_down) / (2 * CENTRAL_STEP)).reshape(-1)
+        check_jacobian_size(column.size, 1)
+        jacobians.append(column.reshape(-1, 1))
+    return jacobians
+
+
 BATCHED_FROM = 6  # replays per column (2 a column for central differences), measured: see docs/gradcheck.md
+# Inputs that are all numbers are replayed one by one (number_columns) below this many
+# replays: cheaper than a batch and the replays that check it, measured (docs/gradcheck.md).
+SCALAR_BATCHED_FROM = 12
 VERIFIED_COLUMNS = 8  # at most, of a batched numerical Jacobian, replayed per column again
 VERIFY_FRACTION = 0.01  # of the check's tolerance, the most a verified column may differ
 

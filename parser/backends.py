@@ -278,10 +278,14 @@ class TensorBackend:
         for arg in args:
             if isinstance(arg, TensorList):
                 raise arg.error()
-        known = set(op.param_names) | ({op.variadic_param} if op.variadic_param else set())
-        for key in kwargs:
-            if key not in known and SPELLINGS.get(key) not in known:
-                raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
+        if kwargs:
+            known = set(op.param_names) | ({op.variadic_param} if op.variadic_param else set())
+            for key in kwargs:
+                if key not in known and SPELLINGS.get(key) not in known:
+                    raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
+        inputs = args[:n_in]
+        if len(args) == n_in and not kwargs:  # the common call, f(x): no parameters to check
+            return _cut(op(*inputs), inputs, not op.has_gradient and n_in > 0)
         extra = args[n_in:]
         if extra and op.name in _EXTREMES:
             raise _ambiguous_extreme(op, args[0], extra[0])
@@ -289,7 +293,7 @@ class TensorBackend:
         names += [None] * (len(extra) - len(names))  # too many: _bind_params says so
         params = [_param(op, name, value) for name, value in zip(names, extra)]
         named = {key: _param(op, SPELLINGS.get(key, key), value) for key, value in kwargs.items()}
-        return _cut(op(*args[:n_in], *params, **named), args[:n_in], not op.has_gradient and n_in > 0)
+        return _cut(op(*inputs, *params, **named), inputs, not op.has_gradient and n_in > 0)
 
     def _autodiff(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         usage = AUTODIFF_FUNCTIONS[name].split(":")[0]

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, collector_paused, lookup
+from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, collector_paused, lookup
 
 from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
@@ -188,9 +188,12 @@ class Session:
                     stack.append(backend.unary(arg, self._operand(stack.pop(), SYMBOLS[arg])))
                 elif op == CALL or op == METHOD:
                     name, n_positional, keywords = arg
-                    kw_values = [stack.pop() for _ in keywords][::-1]
-                    args = [stack.pop() for _ in range(n_positional)][::-1]
-                    kwargs = dict(zip(keywords, kw_values))
+                    kwargs = {}
+                    if keywords:
+                        kwargs = dict(zip(keywords, stack[-len(keywords):]))
+                        del stack[-len(keywords):]
+                    args = stack[len(stack) - n_positional:]  # the top n_positional, in order
+                    del stack[len(stack) - n_positional:]
                     if op == METHOD:
                         target = stack.pop()
                         stack.append(backend.method(self._operand(target, "."), name, args, kwargs))
@@ -284,6 +287,8 @@ class Session:
 
     @staticmethod
     def _operand(value: Any, where: str, op: Any = None) -> Any:
+        if type(value) is Tensor:  # the usual operand, none of the cases below
+            return value
         if isinstance(value, TensorList):
             raise value.error()
         if isinstance(value, str):
