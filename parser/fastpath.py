@@ -35,10 +35,10 @@ parser can take next (`x = if` lexes `if` as a name): there the fast path gives 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
+from .records import Record
 from .standalone import ExpandSingleChild, Token, Tree
 
 Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
@@ -55,8 +55,7 @@ SEPARATORS = frozenset({"_NL", "SEMICOLON"})
 NEWLINE = "_NL"
 
 
-@dataclass(frozen=True)
-class _Tables:
+class _Tables(Record):
     tokens: re.Pattern[str]  # blanks, then one token (a named group per terminal)
     blank: re.Pattern[str]  # blanks alone: what may follow the last token
     multiline: frozenset[str]  # ignored terminals that hold a newline: matched as tokens, then skipped
@@ -69,7 +68,15 @@ class _Tables:
     end: int
     # (state below, state, terminal) -> the state after every unit reduction that
     # terminal leads to: a chain of `?rule: one_symbol` rules is one lookup (filled as met)
-    units: dict[tuple[int, int, str], int] = field(default_factory=dict)
+    units: dict[tuple[int, int, str], int]
+    __slots__ = tuple(__annotations__)  # a plain record: importing dataclasses cost start-up time
+
+    def __init__(self, **fields: Any) -> None:
+        fields.setdefault("units", {})
+        for name in self.__slots__:
+            setattr(self, name, fields.pop(name))
+        if fields:
+            raise TypeError(f"_Tables: unknown fields {sorted(fields)}")
 
 
 @lru_cache(maxsize=1)

@@ -15,6 +15,7 @@ new Lark version that changes the text fails loudly instead of silently:
   does not use);
 - `logging` is not imported (Lark's logger is set to CRITICAL, so every call on it is
   silent; a do-nothing logger behaves the same and saves 2-3 ms);
+- `dataclasses` is not imported: Lark's one dataclass, TextSlice, becomes a plain class;
 - annotations are not evaluated (`from __future__ import annotations`): Lark's runtime
   annotates every signature with typing generics, and building those at import took
   most of the module's own 5 ms;
@@ -62,8 +63,7 @@ logger: logging.Logger = logging.getLogger("lark")
 logger.addHandler(logging.StreamHandler())
 """
 
-_SILENT_LOGGER = '''from dataclasses import dataclass
-from typing import Generic, AnyStr
+_SILENT_LOGGER = '''from typing import Generic, AnyStr
 
 
 class _SilentLogger:
@@ -101,6 +101,38 @@ def _without_regex_module(source: str, grammar: str) -> str:
 def _without_logging(source: str) -> str:
     source = _replace_once(source, _LOGGING, _SILENT_LOGGER)
     return _replace_once(source, "logger.setLevel(logging.CRITICAL)\n", "")
+
+
+_FROZEN_TEXT_SLICE = """@dataclass(frozen=True)
+class TextSlice(Generic[AnyStr]):
+    #--
+    text: AnyStr
+    start: int
+    end: int
+"""
+
+_PLAIN_TEXT_SLICE = """class TextSlice(Generic[AnyStr]):
+    #--
+    text: AnyStr
+    start: int
+    end: int
+
+    def __init__(self, text, start, end):
+        self.text, self.start, self.end = text, start, end
+        self.__post_init__()
+
+    def __repr__(self):
+        return f"TextSlice(text={self.text!r}, start={self.start!r}, end={self.end!r})"
+"""
+
+
+def _without_dataclasses(source: str) -> str:
+    """TextSlice as a plain class: Lark's only dataclass, and importing dataclasses cost
+    every start-up a few milliseconds."""
+    source = _replace_once(source, _FROZEN_TEXT_SLICE, _PLAIN_TEXT_SLICE)
+    if "dataclass" in source:
+        raise RuntimeError("generate.py: Lark's stand-alone output uses dataclasses somewhere else")
+    return source
 
 
 def _defined_names(node: ast.stmt) -> list[str]:
@@ -156,6 +188,7 @@ def standalone_source() -> str:
     source = _without_rich_printing(out.getvalue())
     source = _without_regex_module(source, grammar)
     source = _without_logging(source)
+    source = _without_dataclasses(source)
     source = _without_unreachable_definitions(source)
     source = HEADER + source
     compile(source, "standalone.py", "exec")  # fail here, not at the next import

@@ -270,7 +270,6 @@ class VisitError(LarkError):
 
 
 import sys, re
-from dataclasses import dataclass
 from typing import Generic, AnyStr
 
 
@@ -436,12 +435,18 @@ def get_regexp_width(expr: str) -> Union[Tuple[int, int], List[int]]:
                 return 0, int(MAXWIDTH)
 
 
-@dataclass(frozen=True)
 class TextSlice(Generic[AnyStr]):
     #--
     text: AnyStr
     start: int
     end: int
+
+    def __init__(self, text, start, end):
+        self.text, self.start, self.end = text, start, end
+        self.__post_init__()
+
+    def __repr__(self):
+        return f"TextSlice(text={self.text!r}, start={self.start!r}, end={self.end!r})"
 
     def __post_init__(self):
         if not isinstance(self.text, (str, bytes)):

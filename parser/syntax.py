@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from . import fastpath
 from .errors import LanguageError
+from .records import Record
 from .standalone import Lark_StandAlone, LexerThread, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 __all__ = [
@@ -169,13 +169,13 @@ def _parse_fast(source: str) -> tuple[Tree, list[Range]] | None:
     return fastpath.parse(source)
 
 
-@dataclass
-class BadStatement:
+class BadStatement(Record):
     """A statement that does not parse: the error, and the text range it covers."""
 
-    error: LanguageError
-    start: int
-    end: int
+    __slots__ = ("error", "start", "end")
+
+    def __init__(self, error: LanguageError, start: int, end: int) -> None:
+        self.error, self.start, self.end = error, start, end
 
 
 MAX_SYNTAX_ERRORS = 100
