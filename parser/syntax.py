@@ -70,8 +70,24 @@ class _BracketNewlines:
 
 @lru_cache(maxsize=1)
 def lark_parser() -> Any:
-    """The parser, built once per process. Its post-lexer (a _BracketNewlines) holds the
-    statement ranges of the latest parse."""
+    """The parser, loaded once per process. Its post-lexer (a _BracketNewlines) holds the
+    statement ranges of the latest parse.
+
+    It is the parser build_lark_parser() gives, built ahead of time and pickled
+    (prebuilt.py, written by generate.py): unpickling it costs a one-shot command a
+    fraction of building it from the tables."""
+    try:
+        from .prebuilt import PARSER
+    except ImportError:  # not generated (yet): build it
+        return build_lark_parser()
+    import pickle
+    import zlib
+
+    return pickle.loads(zlib.decompress(PARSER))
+
+
+def build_lark_parser() -> Any:
+    """The parser built from the generated tables (Lark's stand-alone loader)."""
     return Lark_StandAlone(postlex=_BracketNewlines())
 
 
