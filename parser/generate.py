@@ -1,4 +1,5 @@
-"""Regenerate parser/standalone.py from parser/grammar.lark (Lark's stand-alone LALR parser).
+"""Regenerate parser/standalone.py from parser/grammar.lark (Lark's stand-alone LALR parser),
+and parser/prebuilt.py: the parser built from it, pickled (see prebuilt_source).
 
     python -m gradcalc.parser.generate
 
