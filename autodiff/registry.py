@@ -17,9 +17,7 @@ where `g` is the gradient of the output and `ans` the output itself.
 """
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,7 +31,6 @@ from .tensor import Tensor, new_tensor, to_array
 VJP = Callable[..., Any]
 
 
-@dataclass(frozen=True)
 class Check:
     """How the every-op gradient check exercises an op.
 
@@ -42,43 +39,50 @@ class Check:
     whose inputs need structure (class targets, say) and returns (inputs, params).
     `diff` names the inputs that are differentiated (default: all).
     `kink_gap` keeps inputs at least that far from the op's kinks (see OpDef.kink).
+
+    A plain class, not a dataclass: every op makes one at import, on every start-up.
     """
 
-    shapes: tuple[tuple[tuple[int, ...], ...], ...] = (((),), ((3,),), ((2, 3),))
-    low: float = -2.0
-    high: float = 2.0
-    params: dict[str, Any] = field(default_factory=dict)
-    make: Callable[[np.random.Generator], tuple[list[np.ndarray], dict[str, Any]]] | None = None
-    diff: tuple[int, ...] | None = None
-    kink_gap: float = 0.0
-    second_order: bool = True
+    __slots__ = ("shapes", "low", "high", "params", "make", "diff", "kink_gap", "second_order")
+
+    def __init__(
+        self, shapes: tuple[tuple[tuple[int, ...], ...], ...] = (((),), ((3,),), ((2, 3),)), low: float = -2.0,
+        high: float = 2.0, params: dict[str, Any] | None = None,
+        make: Callable[[np.random.Generator], tuple[list[np.ndarray], dict[str, Any]]] | None = None,
+        diff: tuple[int, ...] | None = None, kink_gap: float = 0.0, second_order: bool = True,
+    ) -> None:
+        self.shapes, self.low, self.high, self.params = shapes, low, high, {} if params is None else params
+        self.make, self.diff, self.kink_gap, self.second_order = make, diff, kink_gap, second_order
+
+    def __repr__(self) -> str:
+        return "Check(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__) + ")"
 
 
 BINARY_SHAPES = (((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((2, 3), ()))
 
 
-@dataclass(eq=False)
 class OpDef:
-    """One registered op. Calling it applies it to tensors (or numbers, or arrays)."""
+    """One registered op. Calling it applies it to tensors (or numbers, or arrays).
 
-    name: str
-    forward: Callable[..., Any]
-    vjps: tuple[VJP | None, ...] | VJP | None
-    n_in: int | None
-    n_ret: int | None
-    doc: str
-    category: str
-    complex_safe: bool
-    method: bool
-    public: bool
-    kink: Callable[..., bool] | None
-    check: Check | None
-    variadic_param: str | None
-    param_names: tuple[str, ...]
-    signature: str
-    leading: tuple[str, ...] = ()
-    out_shape: Callable[..., tuple[int, ...]] | None = None
-    rule: str | None = None  # the derivative rule as text; without it, read from the VJPs (rules.py)
+    A plain class rather than a dataclass: importing dataclasses and building the class
+    cost every start-up a few milliseconds."""
+
+    __slots__ = (
+        "name", "forward", "vjps", "n_in", "n_ret", "doc", "category", "complex_safe", "method", "public", "kink", "check",
+        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule",
+    )
+
+    def __init__(
+        self, name: str, forward: Callable[..., Any], vjps: tuple[VJP | None, ...] | VJP | None, n_in: int | None,
+        n_ret: int | None, doc: str, category: str, complex_safe: bool, method: bool, public: bool,
+        kink: Callable[..., bool] | None, check: Check | None, variadic_param: str | None, param_names: tuple[str, ...],
+        signature: str, leading: tuple[str, ...] = (), out_shape: Callable[..., tuple[int, ...]] | None = None,
+        rule: str | None = None,  # the derivative rule as text; without it, read from the VJPs (rules.py)
+    ) -> None:
+        self.name, self.forward, self.vjps, self.n_in, self.n_ret = name, forward, vjps, n_in, n_ret
+        self.doc, self.category, self.complex_safe, self.method, self.public = doc, category, complex_safe, method, public
+        self.kink, self.check, self.variadic_param = kink, check, variadic_param
+        self.param_names, self.signature, self.leading, self.out_shape, self.rule = param_names, signature, leading, out_shape, rule
 
     @property
     def has_gradient(self) -> bool:
@@ -116,23 +120,57 @@ ARRAY_MATH.raw = lambda x: x
 TENSOR_MATH.raw = lambda x: x.data if isinstance(x, Tensor) else np.asarray(x)
 
 
+_NO_DEFAULT = object()
+_VAR_POSITIONAL, _KEYWORD_ONLY, _OTHER = "var_positional", "keyword_only", "other"
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # the code flags of *args and **kwargs (inspect.CO_VARARGS, ...)
+
+
+def _parameters(forward: Callable[..., Any]) -> list[tuple[str, str, Any]]:
+    """(name, kind, default or _NO_DEFAULT) for each parameter of `forward`, in order.
+
+    Read from a plain function's code object, as inspect.signature reads it: `inspect` is
+    imported only for anything else (a wrapped function, a callable object), because
+    asking it about every op took several milliseconds of every start-up.
+    """
+    code = getattr(forward, "__code__", None)
+    if type(forward).__name__ != "function" or code is None or hasattr(forward, "__wrapped__") or hasattr(forward, "__signature__"):
+        import inspect
+
+        kinds = {inspect.Parameter.VAR_POSITIONAL: _VAR_POSITIONAL, inspect.Parameter.KEYWORD_ONLY: _KEYWORD_ONLY}
+        return [
+            (p.name, kinds.get(p.kind, _OTHER), _NO_DEFAULT if p.default is p.empty else p.default)
+            for p in inspect.signature(forward).parameters.values()
+        ]
+    n_positional, n_keyword = code.co_argcount, code.co_kwonlyargcount
+    names = code.co_varnames
+    defaults = forward.__defaults__ or ()
+    keyword_defaults = forward.__kwdefaults__ or {}
+    first_default = n_positional - len(defaults)
+    params = [(names[i], _OTHER, defaults[i - first_default] if i >= first_default else _NO_DEFAULT) for i in range(n_positional)]
+    if code.co_flags & _CO_VARARGS:
+        params.append((names[n_positional + n_keyword], _VAR_POSITIONAL, _NO_DEFAULT))
+    for name in names[n_positional : n_positional + n_keyword]:
+        params.append((name, _KEYWORD_ONLY, keyword_defaults.get(name, _NO_DEFAULT)))
+    if code.co_flags & _CO_VARKEYWORDS:
+        params.append((names[n_positional + n_keyword + bool(code.co_flags & _CO_VARARGS)], _OTHER, _NO_DEFAULT))
+    return params
+
+
 def _describe_signature(
     name: str, forward: Callable[..., Any], n_in: int | None, variadic: str | None, leading: Sequence[str] = ()
 ) -> tuple[tuple[str, ...], str]:
     """The names of an op's parameters (after its tensor inputs) and its signature text."""
     names: list[str] = []
     shown: list[str] = list(leading)
-    for i, p in enumerate(inspect.signature(forward).parameters.values()):
-        if p.name in leading:
-            names.append(p.name)
-        elif p.kind is p.VAR_POSITIONAL:
-            shown.append(f"*{p.name}")
-        elif p.name == variadic:
-            shown.append(f"*{p.name}")
+    for i, (pname, kind, default) in enumerate(_parameters(forward)):
+        if pname in leading:
+            names.append(pname)
+        elif kind is _VAR_POSITIONAL or pname == variadic:
+            shown.append(f"*{pname}")
         else:
-            shown.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
-        if p.kind is p.KEYWORD_ONLY or (n_in is not None and i >= n_in and p.kind is not p.VAR_POSITIONAL):
-            names.append(p.name)
+            shown.append(pname if default is _NO_DEFAULT else f"{pname}={default!r}")
+        if kind is _KEYWORD_ONLY or (n_in is not None and i >= n_in and kind is not _VAR_POSITIONAL):
+            names.append(pname)
     return tuple(names), f"{name}({', '.join(shown)})"
 
 

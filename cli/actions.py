@@ -8,14 +8,14 @@ commands' defaults; tests/test_entry.py checks they match the typer declarations
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .bindings import BindingError, bind
-from .checking import check_line, outcome_object
 from .common import MAX_INPUT_BYTES, OutputFileError, dot_format, fail, prepare_engine, read_sources, shorten, usage_error, write_dot
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gradcalc.parser.analysis import Analysis
 
 
@@ -62,7 +62,7 @@ def eval_action(
         except OutputFileError as err:
             usage_error(str(err))
     if expr.strip() == "-":
-        expr = read_sources([Path("-")], max_input)[0][1]
+        expr = read_sources(["-"], max_input)[0][1]
     wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
     try:
         analysis = evaluate_expression(expr, bindings or [], engine, wrt_names)
@@ -104,7 +104,7 @@ def default_action(*, engine: str = "tensor", max_elements: int | None = None, m
 
         start_repl(engine)
         return 0
-    return run_sources(read_sources([Path("-")], max_input), engine, as_json=False, style=style(None, False), tree=False)
+    return run_sources(read_sources(["-"], max_input), engine, as_json=False, style=style(None, False), tree=False)
 
 
 def style(digits: int | None, full: bool) -> Any:
@@ -135,6 +135,7 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
     from gradcalc.parser.checks import make_check_handler
 
     from . import render
+    from .checking import check_line, outcome_object
     from .dataio import apply_bindings, bound_or_exit, save_or_exit, script_folder
     from .diagnosis import analyse
     from .jsonout import analysis_object, dumps

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .common import (
@@ -11,6 +10,8 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gradcalc.parser.checks import CheckDefaults, CheckOutcome
 
 PROGRESS_THRESHOLD = 20  # checks; a progress bar on stderr for longer batches

@@ -12,10 +12,11 @@ import os
 import re
 import sys
 from enum import Enum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gradcalc.parser import LanguageError
 
 
@@ -110,8 +111,8 @@ def load_source(path: str, limit: int = MAX_INPUT_BYTES) -> tuple[str, str]:
         raise SourceError(f"cannot read {path}: {err.strerror}") from None
 
 
-def read_sources(files: list[Path], limit: int = MAX_INPUT_BYTES) -> list[tuple[str, str]]:
-    """(origin, text) per file; '-' is stdin. A file that cannot be read exits 2."""
+def read_sources(files: list[Path] | list[str], limit: int = MAX_INPUT_BYTES) -> list[tuple[str, str]]:
+    """(origin, text) per file (a path or its text); '-' is stdin. A file that cannot be read exits 2."""
     try:
         return [load_source(str(path), limit) for path in files]
     except SourceError as err:
@@ -146,6 +147,7 @@ def write_file(path: Path, data: str | bytes) -> None:
     write (full disk, file-size limit) leaves the old file intact. Devices and pipes
     (/dev/stdout) are written directly. Raises OutputFileError."""
     import tempfile
+    from pathlib import Path
 
     payload = data.encode() if isinstance(data, str) else data
     try:
@@ -180,6 +182,7 @@ def dot_format(target: str) -> str:
     format. Raises OutputFileError for an unknown extension, or a picture without
     Graphviz, so that a command can refuse before it computes anything."""
     import shutil
+    from pathlib import Path
 
     if target == "-":
         return "text"
@@ -201,6 +204,7 @@ def write_dot(output: Any, target: str, edge_labels: dict[tuple[int, int], str] 
     by Graphviz for the formats in PICTURE_FORMATS (`edge_labels`: see graph_dot). Raises
     OutputFileError."""
     import subprocess
+    from pathlib import Path
 
     from gradcalc.autodiff import graph_dot
 

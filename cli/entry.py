@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 # command -> {flag: the action's keyword it sets to True}
@@ -51,6 +50,8 @@ def plain_call(argv: list[str]) -> Callable[[], int] | None:
         from .actions import eval_action
 
         return lambda: eval_action(positional[0], positional[1:], **flags)
+    from pathlib import Path  # here: an eval needs no paths, and pathlib is slow to import
+
     if command == "run":
         from .actions import run_action
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from gradcalc.autodiff import collector_paused
 
 from .errors import LanguageError, Span
+from .records import Record
 from .syntax import Range, Token, Tree, parse_recovering, parse_statements
 
 # Opcodes. Each instruction is (opcode, argument, span).
@@ -30,38 +30,40 @@ SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow":
            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "neg": "-", "pos": "+"}
 
 
-@dataclass
-class UserFunction:
-    name: str
-    params: tuple[str, ...]
-    code: list[Instruction]
-    text: str
+class UserFunction(Record):
+    __slots__ = ("name", "params", "code", "text")
+
+    def __init__(self, name: str, params: tuple[str, ...], code: list[Instruction], text: str) -> None:
+        self.name, self.params, self.code, self.text = name, params, code, text
 
 
-@dataclass
-class Statement:
+class Statement(Record):
     """One statement. kind: expr, assign, def, check, or error (a statement that did not
     compile, kept in its place by `compile_program(..., recover=True)`).
 
     `text` is the statement's source text exactly as written (for a check, its expression).
+    `options` are a check's options (name -> code and span); `expected` is B's code in
+    `check A == B` (A's is `code`).
     """
 
-    kind: str
-    code: list[Instruction]
-    span: Span
-    text: str
-    targets: tuple[str, ...] = ()
-    function: UserFunction | None = None
-    wrt: tuple[str, ...] = ()
-    options: dict[str, tuple[list[Instruction], Span]] = field(default_factory=dict)
-    error: LanguageError | None = None
-    expected: list[Instruction] | None = None  # `check A == B`: B's code (A's is `code`)
+    __slots__ = ("kind", "code", "span", "text", "targets", "function", "wrt", "options", "error", "expected")
+
+    def __init__(
+        self, kind: str, code: list[Instruction], span: Span, text: str, targets: tuple[str, ...] = (),
+        function: UserFunction | None = None, wrt: tuple[str, ...] = (),
+        options: dict[str, tuple[list[Instruction], Span]] | None = None, error: LanguageError | None = None,
+        expected: list[Instruction] | None = None,
+    ) -> None:
+        self.kind, self.code, self.span, self.text, self.targets = kind, code, span, text, targets
+        self.function, self.wrt, self.options = function, wrt, {} if options is None else options
+        self.error, self.expected = error, expected
 
 
-@dataclass
-class Program:
-    source: str
-    statements: list[Statement]
+class Program(Record):
+    __slots__ = ("source", "statements")
+
+    def __init__(self, source: str, statements: list[Statement]) -> None:
+        self.source, self.statements = source, statements
 
 
 class _Label:

@@ -38,10 +38,10 @@ parser can take next (`x = if` lexes `if` as a name): there the fast path gives 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Any, Callable
 
+from .records import Record
 from .standalone import ChildFilterLALR_NoPlaceholders, ExpandSingleChild, Token, Tree
 
 Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
@@ -58,8 +58,7 @@ SEPARATORS = frozenset({"_NL", "SEMICOLON"})
 NEWLINE = "_NL"
 
 
-@dataclass(frozen=True)
-class _Tables:
+class _Tables(Record):
     tokens: re.Pattern[str]  # blanks, then one token (a named group per terminal)
     blank: re.Pattern[str]  # blanks alone: what may follow the last token
     multiline: frozenset[str]  # ignored terminals that hold a newline: matched as tokens, then skipped
@@ -74,10 +73,19 @@ class _Tables:
     end: int
     # (state below, state, terminal) -> the state after every unit reduction that
     # terminal leads to: a chain of `?rule: one_symbol` rules is one lookup (filled as met)
-    units: dict[tuple[int, int, str], int] = field(default_factory=dict)
+    units: dict[tuple[int, int, str], int]
     # (state below, rule name, terminal) -> the state after the goto on that rule and then
     # the unit reductions: a reduction and the chain after it, one lookup (filled as met)
-    gotos: dict[tuple[int, str, str], int] = field(default_factory=dict)
+    gotos: dict[tuple[int, str, str], int]
+    __slots__ = tuple(__annotations__)  # a plain record: importing dataclasses cost start-up time
+
+    def __init__(self, **fields: Any) -> None:
+        fields.setdefault("units", {})
+        fields.setdefault("gotos", {})
+        for name in self.__slots__:
+            setattr(self, name, fields.pop(name))
+        if fields:
+            raise TypeError(f"_Tables: unknown fields {sorted(fields)}")
 
 
 @lru_cache(maxsize=1)

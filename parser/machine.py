@@ -7,8 +7,7 @@ expressions nor recursive `def`s can exhaust Python's stack.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, collector_paused, lookup
 
@@ -20,6 +19,9 @@ from .compiler import (
     Instruction, Program, Statement, UserFunction, compile_program,
 )
 from .errors import LanguageError, Span
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DEFAULT_MAX_CALL_DEPTH = 200
 # Words of the language's syntax: they cannot name a variable, a function or a parameter.
@@ -68,12 +70,23 @@ class Session:
         self.functions: dict[str, UserFunction] = {} if functions is None else functions
         self.max_call_depth = max_call_depth
         self.on_check = on_check
-        self.base_dir = Path() if base_dir is None else base_dir
+        self._base_dir = base_dir
         self.on_warning = on_warning
         self.switch_engine = switch_engine
         self.warnings: list[str] = [] if warnings is None else warnings
         self.backend: TensorBackend | ScalarBackend = BACKENDS[self.engine]()
         self.backend.switch = self.switch_engine.format(engine="tensor")
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder files are read relative to: the working directory unless given.
+        Made when first asked for, so that evaluating an expression never imports pathlib
+        (a tenth of a one-shot command's own start-up)."""
+        if self._base_dir is None:
+            from pathlib import Path
+
+            self._base_dir = Path()
+        return self._base_dir
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from . import fastpath
 from .errors import LanguageError
+from .records import Record
 from .standalone import Lark_StandAlone, LexerThread, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 __all__ = [
@@ -70,8 +70,24 @@ class _BracketNewlines:
 
 @lru_cache(maxsize=1)
 def lark_parser() -> Any:
-    """The parser, built once per process. Its post-lexer (a _BracketNewlines) holds the
-    statement ranges of the latest parse."""
+    """The parser, loaded once per process. Its post-lexer (a _BracketNewlines) holds the
+    statement ranges of the latest parse.
+
+    It is the parser build_lark_parser() gives, built ahead of time and pickled
+    (prebuilt.py, written by generate.py): unpickling it costs a one-shot command a
+    fraction of building it from the tables."""
+    try:
+        from .prebuilt import PARSER
+    except ImportError:  # not generated (yet): build it
+        return build_lark_parser()
+    import pickle
+    import zlib
+
+    return pickle.loads(zlib.decompress(PARSER))
+
+
+def build_lark_parser() -> Any:
+    """The parser built from the generated tables (Lark's stand-alone loader)."""
     return Lark_StandAlone(postlex=_BracketNewlines())
 
 
@@ -169,13 +185,13 @@ def _parse_fast(source: str) -> tuple[Tree, list[Range]] | None:
     return fastpath.parse(source)
 
 
-@dataclass
-class BadStatement:
+class BadStatement(Record):
     """A statement that does not parse: the error, and the text range it covers."""
 
-    error: LanguageError
-    start: int
-    end: int
+    __slots__ = ("error", "start", "end")
+
+    def __init__(self, error: LanguageError, start: int, end: int) -> None:
+        self.error, self.start, self.end = error, start, end
 
 
 MAX_SYNTAX_ERRORS = 100

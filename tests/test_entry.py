@@ -92,3 +92,25 @@ def test_plain_commands_never_import_typer(argv):
                           env={**os.environ, "NO_COLOR": "1"}, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "False False"
+
+
+# Modules a plain `gradcalc eval` used to import and no longer needs (docs/performance.md,
+# "Start-up"); importing any of them again costs every one-shot command its import time.
+NOT_ON_THE_PLAIN_EVAL_PATH = ("typer", "rich", "click", "dataclasses", "pkgutil", "pathlib")
+
+
+def test_plain_eval_imports_none_of_the_modules_it_does_not_need():
+    code = (
+        "import sys\n"
+        # A .pth file of the environment may have imported one already: forget it, so
+        # that an import by gradcalc shows.
+        f"for name in {NOT_ON_THE_PLAIN_EVAL_PATH!r}:\n    sys.modules.pop(name, None)\n"
+        "sys.argv = ['gradcalc', 'eval', 'x*2', 'x=3']\n"
+        "from gradcalc.cli.entry import run\n"
+        "try:\n    run()\n"
+        f"finally:\n    print(sorted(set({NOT_ON_THE_PLAIN_EVAL_PATH!r}) & set(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("value: 6.0\ngrad x: 2.0\n")
+    assert done.stderr.strip().splitlines()[-1] == "[]"

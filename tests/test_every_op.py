@@ -4,6 +4,8 @@ The test walks the registry: an op added without a check spec fails here.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -12,6 +14,7 @@ from hypothesis.extra.numpy import arrays
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad
 from gradcalc.autodiff.gradcheck import gradcheck
+from gradcalc.autodiff.registry import _describe_signature
 
 DIFFERENTIABLE = [op for op in REGISTRY.values() if op.has_gradient]
 NO_GRADIENT = [op for op in REGISTRY.values() if not op.has_gradient]
@@ -92,3 +95,43 @@ def test_ops_without_gradient_never_require_grad(op):
     out = op(*args)
     assert not out.requires_grad
     assert out.parents == ()
+
+
+def _signature_by_inspect(name, forward, n_in, variadic, leading=()):
+    """What registry._describe_signature gave when it asked inspect (before it read code objects)."""
+    import inspect
+
+    names, shown = [], list(leading)
+    for i, p in enumerate(inspect.signature(forward).parameters.values()):
+        if p.name in leading:
+            names.append(p.name)
+        elif p.kind is p.VAR_POSITIONAL or p.name == variadic:
+            shown.append(f"*{p.name}")
+        else:
+            shown.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+        if p.kind is p.KEYWORD_ONLY or (n_in is not None and i >= n_in and p.kind is not p.VAR_POSITIONAL):
+            names.append(p.name)
+    return tuple(names), f"{name}({', '.join(shown)})"
+
+
+def _every_kind(a, b=2, /, c=None, *rest, d, e="e", **more):
+    pass
+
+
+class _CallableObject:
+    def __call__(self, x, k=1):
+        pass
+
+
+@pytest.mark.parametrize("op", sorted(REGISTRY.values(), key=lambda op: op.name), ids=lambda op: op.name)
+def test_signatures_read_from_code_objects_are_inspect_s(op):
+    expected = _signature_by_inspect(op.name, op.forward, op.n_in, op.variadic_param, op.leading)
+    assert (op.param_names, op.signature) == expected
+
+
+@pytest.mark.parametrize("forward", [_every_kind, lambda x, *, axis=0: x, lambda *xs: xs, functools.wraps(_every_kind)(lambda *a, **k: 0),
+                                     _CallableObject(), functools.partial(_every_kind, 1)])
+@pytest.mark.parametrize("n_in", [None, 0, 1, 2])
+@pytest.mark.parametrize("variadic", [None, "c", "d"])
+def test_signature_description_agrees_with_inspect_on_every_kind_of_parameter(forward, n_in, variadic):
+    assert _describe_signature("f", forward, n_in, variadic) == _signature_by_inspect("f", forward, n_in, variadic)

@@ -40,3 +40,38 @@ def test_unreachable_definitions_are_dropped_and_reachable_ones_kept():
 def test_the_silent_logger_accepts_what_lark_calls():
     for method in ("debug", "info", "warning", "error", "exception", "critical", "setLevel"):
         assert getattr(standalone.logger, method)("message %s", 1) is None
+
+
+def test_the_prebuilt_parser_was_built_from_the_current_generated_module():
+    """prebuilt.py pickles the parser built from standalone.py; after a change to the
+    grammar, to generate.py or to the post-lexer's terminals it must be built again."""
+    from gradcalc.parser import prebuilt
+
+    assert prebuilt.FINGERPRINT == generate.fingerprint(), "run: python -m gradcalc.parser.generate"
+
+
+def _outcome(parser, source):
+    """The tree and statement ranges, or the error as users see it and what Lark expected
+    (as sets: Lark lists them in set order, which differs from process to process)."""
+    from gradcalc.parser import syntax
+
+    try:
+        return "tree", parser.parse(source), list(parser.options.postlex.statements)
+    except standalone.UnexpectedInput as err:
+        expected = sorted(getattr(err, "allowed", None) or getattr(err, "expected", None) or [])
+        return type(err).__name__, syntax._syntax_error(source, err).as_dict(), expected, err.line, err.column
+
+
+def test_the_prebuilt_parser_parses_as_the_one_built_from_the_tables():
+    from pathlib import Path
+
+    from gradcalc.parser import syntax
+
+    prebuilt, built = syntax.lark_parser(), syntax.build_lark_parser()
+    assert prebuilt is not built and type(prebuilt) is type(built)
+    sources = [p.read_text() for p in sorted((Path(__file__).parent.parent / "examples").rglob("*.gc"))]
+    sources += ["x*2", "3", "x = 3; y = x ** 2\nexp(x).relu()/y", "(a*", "x = if", "1 +* 2", "[[1, 2], [3", "f(x, axis=0)[1:2, ...]",
+                "x @ y.T", "check sin(x) wrt x", "a !", "'unterminated", ""]
+    assert len(sources) > 15
+    for source in sources:
+        assert _outcome(prebuilt, source) == _outcome(built, source), source

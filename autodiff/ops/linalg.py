@@ -7,7 +7,6 @@ other contractions reuse that rule, so their gradients are right by construction
 from __future__ import annotations
 
 import math
-import string
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,10 @@ import numpy as np
 from ..registry import Check, defop
 from .arithmetic import _swap_last as matrix_transpose
 from .reductions import Axis, expand_reduced, kept_shape, normalize_axes
+
+# string.ascii_lowercase and ascii_letters, spelled out: importing `string` builds string.Template at every start-up
+_LOWERCASE = "abcdefghijklmnopqrstuvwxyz"
+_LETTERS = _LOWERCASE + _LOWERCASE.upper()
 
 LINALG = "linear algebra"
 
@@ -60,7 +63,7 @@ def _einsum_vjp(m: Any, g: Any, ans: Any, *operands: Any, subscripts: str, k: in
     sizes = {c: n for sub, op in zip(inputs, operands) for c, n in zip(sub, op.shape)}
     terms = [output] + [s for j, s in enumerate(inputs) if j != k]
     args = [g] + [op for j, op in enumerate(operands) if j != k]
-    fresh = (c for c in string.ascii_letters if c not in subscripts)
+    fresh = (c for c in _LETTERS if c not in subscripts)
     target = ""
     for c in inputs[k]:
         if c in target:
@@ -97,7 +100,7 @@ einsum = defop(
 
 
 def _letters(ndim: int, first: int) -> str:
-    return string.ascii_lowercase[first : first + ndim]
+    return _LOWERCASE[first : first + ndim]
 
 
 def _inner_subscripts(a_ndim: int, b_ndim: int) -> str:
