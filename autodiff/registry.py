@@ -352,14 +352,16 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     inputs = args
     if params or len(args) != op.n_in or type(args) is not tuple:
         inputs, params = _split_args(op, args, params)
-    for t in inputs:
-        if type(t) is not Tensor:
-            inputs = tuple([a if type(a) is Tensor else Tensor(a) for a in inputs])
-            break
     arrays = []
     bound = 1  # the product of the input sizes bounds a broadcast result's size
     wanted = False  # does any input require grad?
     for t in inputs:
+        if type(t) is not Tensor:
+            # A number or an array: it becomes a tensor in its place (the loop still walks
+            # the tuple it started with, so each is converted once, at its turn).
+            t = Tensor(t)
+            i = len(arrays)
+            inputs = (*inputs[:i], t, *inputs[i + 1 :])
         if t.requires_grad:
             wanted = True
         a = t.data
