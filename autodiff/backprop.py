@@ -99,6 +99,10 @@ def backprop(
             params, parents, vjps = node.params, node._prev, op.vjps
             if create_graph:
                 inputs, ans = parents, node
+            elif len(parents) == 1:  # one or two inputs spelled out: a comprehension is a call of its own
+                inputs, ans = (parents[0].data,), node.data
+            elif len(parents) == 2:
+                inputs, ans = (parents[0].data, parents[1].data), node.data
             else:
                 inputs, ans = [p.data for p in parents], node.data
             variadic = op.n_in is None
