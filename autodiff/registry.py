@@ -329,7 +329,7 @@ def _refuse_outgrown(op: OpDef, arrays: Sequence[np.ndarray], params: dict[str, 
     """Raise SizeLimitError before computing if the result of an op with an `out_shape`
     hook would be over the cap."""
     try:
-        shape = op.out_shape(*arrays, **params)  # type: ignore[misc]
+        shape = op.out_shape(*arrays, **params) if params else op.out_shape(*arrays)  # type: ignore[misc]
     except (ValueError, IndexError, TypeError):
         return  # a malformed call: the forward reports it in its own words
     if op.n_ret == 1:
@@ -390,14 +390,16 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     inputs = args
     if params or len(args) != op.n_in or type(args) is not tuple:
         inputs, params = _split_args(op, args, params)
-    for t in inputs:
-        if type(t) is not Tensor:
-            inputs = tuple([a if type(a) is Tensor else Tensor(a) for a in inputs])
-            break
     arrays = []
     bound = 1  # the product of the input sizes bounds a broadcast result's size
     wanted = False  # does any input require grad?
     for t in inputs:
+        if type(t) is not Tensor:
+            # A number or an array: it becomes a tensor in its place (the loop still walks
+            # the tuple it started with, so each is converted once, at its turn).
+            t = Tensor(t)
+            i = len(arrays)
+            inputs = (*inputs[:i], t, *inputs[i + 1 :])
         if t.requires_grad:
             wanted = True
         a = t.data
@@ -412,7 +414,8 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     elif bound > _limits._max_elements and len(arrays) > 1:
         _refuse_broadcast(op, arrays)  # the exact shape, only when the cap could be hit
     try:
-        out = op.forward(*arrays, **params)
+        # Without ** when there are no parameters (the common case): a cheaper call.
+        out = op.forward(*arrays, **params) if params else op.forward(*arrays)
     except EngineError:
         raise
     except MemoryError:
@@ -422,7 +425,8 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         raise _input_error(op, inputs, err) from None
     record = wanted and op.vjps is not None and _grad_mode._grad_enabled
     if op.n_ret == 1:
-        out = _as_output(out)
+        if type(out) is not np.ndarray or out.dtype not in _NATIVE:  # _as_output, inline: once per op
+            out = to_array(out)
         return new_tensor(out, inputs, op, params) if record else new_tensor(out, (), None, None)
     return tuple(
         new_tensor(_as_output(o), inputs if record else (), op if record else None, {**params, OUTPUT: k} if record else None)

@@ -2,8 +2,8 @@
 
 A plain backward pass (VJPs over arrays, ARRAY_MATH) takes shortcuts in the common
 cases: relu, tanh and sigmoid computed in place or with fewer passes, products of two
-matrices and un-broadcasting without the trip through the ops, nan detected with one
-reduction. The general path is the same VJP run over Tensors (TENSOR_MATH, what
+matrices, un-broadcasting and the gradient of a full sum without the trip through the
+ops, nan detected with one pass (np.vdot). The general path is the same VJP run over Tensors (TENSOR_MATH, what
 create_graph=True runs), which takes none of them; the forwards are compared with the
 formulas they replaced. Every comparison is exact: same bits, same signs of zero, nan
 where nan (its payload aside), on the edges where shortcuts go wrong: nan, +-inf, +-0,
@@ -28,10 +28,13 @@ G_EDGES = [0.0, -0.0, 1.0, -2.5, INF, -INF, NAN, 1e-300, 1e300]
 
 
 def same(a, b) -> bool:
-    """Equal bit for bit, apart from nan payloads: values, nan positions, signs of zero."""
+    """Equal bit for bit, apart from nan payloads: values, nan positions, signs of zero
+    (of both parts, for complex numbers)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
+    if np.iscomplexobj(a):  # each part on its own: its nan, its signs of zero
+        return same(a.real, b.real) and same(a.imag, b.imag)
     if not np.array_equal(a, b, equal_nan=True):
         return False
     nan = np.isnan(a)
@@ -102,12 +105,14 @@ def test_relu_vjp_passes_nothing_down_the_branch_not_taken():
 
 @pytest.mark.parametrize("values", [
     [1.0, 2.0], [NAN, 1.0], [INF, -INF], [INF, -INF, NAN], [1e308, 1e308], [], [0.0, -0.0],
+    [1e308, 1e308, -1e308, -1e308], [1e200, -1e200], [5e-324, -5e-324], [-NAN],
+    [1 + 2j, NAN + 0j], [complex(INF, 0), 1j], [complex(0, NAN), 0j], [complex(1e300, 1e300)],
 ])
 def test_masked_is_its_definition(values):
     out = np.array(values).reshape(-1, 1) * np.ones((1, 2))
     g = np.zeros_like(out)
     g[::2] = 1.0  # zero upstream gradient in every other row
-    expected = np.where((g == 0) & np.isnan(out), 0.0, out)
+    expected = np.where((g == 0) & np.isnan(out), 0.0, out)  # np.isnan: either part of a complex
     assert same(masked(ARRAY_MATH, g, out), expected)
     with no_grad():
         assert same(masked(TENSOR_MATH, Tensor(g), Tensor(out)).data, expected)
@@ -233,3 +238,110 @@ def test_every_op_costs_exactly_one_step_and_inputs_are_converted():
     assert y.data.tolist() == [[2.0, 2.0], [2.0, 2.0]] and y.data.dtype == np.float64
     assert z.shape == (1, 2) and z.data.tolist() == [[4.0, 4.0]]
     assert w.shape == (4,) and w.requires_grad and not y.requires_grad
+
+
+def test_masked_sees_every_nan_whatever_the_layout():
+    """The check flattens `out` (np.vdot): a nan must be found in a transposed, strided,
+    broadcast or 0-d array as in a contiguous one."""
+    base = np.arange(12.0).reshape(3, 4)
+    base[2, 1] = NAN
+    layouts = [base, base.T, base[:, ::2], base[::-1], np.broadcast_to(base[2], (5, 4)), np.array(NAN), base.astype(complex)]
+    for out in layouts:
+        g = np.zeros(out.shape)
+        expected = np.where(np.isnan(out), 0.0, out)
+        assert same(masked(ARRAY_MATH, g, out), expected)
+        assert same(masked(ARRAY_MATH, np.ones(out.shape), out), out)
+
+
+# ---- sums over every axis: the VJP broadcasts g as it is -----------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 0, 3), (1, 1)])
+@pytest.mark.parametrize("name", ["sum", "mean"])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("dtype", [float, complex])
+def test_full_reduction_gradients_are_the_same_on_both_paths(shape, name, keepdims, dtype):
+    x = edge_matrix(shape, 3).astype(dtype)
+    op = REGISTRY[name]
+    with np.errstate(all="ignore"):
+        ans = np.asarray(op.forward(x, keepdims=keepdims))
+    for g in (np.full(ans.shape, 2.5, dtype=dtype), np.full(ans.shape, NAN), np.full(ans.shape, -0.0), np.float64(INF)):
+        g = np.asarray(g) if np.ndim(g) == ans.ndim else np.float64(g)
+        with np.errstate(all="ignore"):
+            fast = op.vjp_for(0)(ARRAY_MATH, g, ans, x, keepdims=keepdims)
+            with no_grad():
+                general = op.vjp_for(0)(TENSOR_MATH, Tensor(g), Tensor(ans), Tensor(x), keepdims=keepdims).data
+        assert same(np.asarray(fast), general), (shape, g)
+
+
+def test_a_full_sum_gradient_over_the_cap_is_refused():
+    x = Tensor(np.ones((10, 10)), requires_grad=True)
+    y = x.sum()
+    previous = set_max_elements(50)
+    try:
+        with pytest.raises(SizeLimitError):
+            y.backward()
+    finally:
+        set_max_elements(previous)
+
+
+# ---- matrix products on a plain pass: the two-matrix shortcut -------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [float, complex])
+@pytest.mark.parametrize("shape_a, shape_b", [((4, 3), (3, 5)), ((1, 3), (3, 1)), ((0, 3), (3, 2)), ((3, 0), (0, 2)), ((2, 2), (2, 2))])
+def test_two_matrix_vjps_are_the_general_ones(shape_a, shape_b, dtype):
+    a = edge_matrix(shape_a, 4).astype(dtype)
+    b = edge_matrix(shape_b, 5).astype(dtype)
+    if dtype is complex:
+        a = a + 1j * edge_matrix(shape_a, 6)
+    with np.errstate(all="ignore"):
+        ans = a @ b
+        for g in (edge_matrix(ans.shape, 7), np.ones(ans.shape).T.copy().T):
+            for k in (0, 1):
+                fast = plain_vjp("matmul", g, ans, a, b, k=k)
+                assert same(fast, general_vjp("matmul", g, ans, a, b, k=k)), (k, g)
+
+
+# ---- the wiring: numbers and arrays among the inputs ---------------------------------------------
+
+
+def test_numbers_and_arrays_among_the_inputs_become_constants_in_their_places():
+    x = Tensor(np.array([1.0, -2.0, 3.0]), requires_grad=True)
+    cond = np.array([True, False, True])
+    y = ops.where(cond, 10.0, x)  # an array, a number, then a tensor
+    assert [type(p) for p in y.parents] == [Tensor, Tensor, Tensor]
+    assert y.parents[2] is x and not y.parents[0].requires_grad and not y.parents[1].requires_grad
+    assert y.parents[0].data.dtype == np.bool_ and y.parents[1].data.shape == ()
+    assert same(y.data, np.array([10.0, -2.0, 10.0]))
+    y.sum().backward()
+    assert same(x.grad, np.array([0.0, 1.0, 0.0]))
+    z = ops.add(2, 3)  # no tensor at all: a constant result
+    assert same(z.data, np.array(5.0)) and not z.requires_grad and z.parents == ()
+    with pytest.raises(TypeError):
+        ops.add(x, object())
+
+
+def test_the_context_managers_restore_what_they_found():
+    import gc
+
+    from gradcalc.autodiff import collector_paused
+    from gradcalc.autodiff.tensor import is_grad_enabled, set_grad_enabled
+
+    with pytest.raises(RuntimeError):
+        with no_grad():
+            assert not is_grad_enabled()
+            with set_grad_enabled(True):
+                assert is_grad_enabled()
+            assert not is_grad_enabled()
+            raise RuntimeError
+    assert is_grad_enabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with collector_paused():
+            assert not gc.isenabled()
+            with collector_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the inner block found it paused and leaves it so
+            raise RuntimeError
+    assert gc.isenabled()

@@ -19,10 +19,13 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     by an infinite or undefined local derivative (sqrt'(0), log'(-1)) and leaks nan, as
     PyTorch and JAX do. Only nan entries with g == 0 change, so elsewhere this is the
     plain product, and its own derivatives (grad of grad) are the plain product's. The
-    check is one pass (a sum is nan when any entry is).
+    check is one pass: the sum of the squares (np.vdot of out with itself) is nan exactly
+    when an entry is, as squares are never negative (no inf - inf). Complex entries may
+    raise a false alarm (inf * 0 in the imaginary part), which only costs the exact test.
+    vdot is cheaper than a reduction on the small arrays where this matters.
     """
     raw = out if m is ARRAY_MATH else m.raw(out)
-    total = raw if type(raw) is np.float64 else np.add.reduce(raw, None)  # a 0-d result may be a scalar
+    total = raw if type(raw) is np.float64 else np.vdot(raw, raw)  # a 0-d result may be a scalar
     if total == total:
         return out
     return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
@@ -159,6 +162,11 @@ def _matrix_product(m: Any, x: Any, y: Any) -> Any:
 
 
 def _matmul_da(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
+    if m is ARRAY_MATH and g.ndim == 2 and b.ndim == 2:
+        # Two matrices on a plain pass: what the lines below do (no lift, b.T, the same
+        # check and product), without their three calls, which cost more than an 8x8 product.
+        check_size((g.shape[0], b.shape[0]), "matmul")
+        return g @ b.T
     g2, _, b2 = _matmul_operands(m, g, a, b)
     # Not a bare @: on a plain backward pass `@` would be NumPy's, skipping the
     # element cap, and the (..., n, k) stack can be far larger than a, b or the output.
@@ -168,6 +176,9 @@ def _matmul_da(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
 
 
 def _matmul_db(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
+    if m is ARRAY_MATH and g.ndim == 2 and a.ndim == 2:  # as in _matmul_da
+        check_size((a.shape[1], g.shape[1]), "matmul")
+        return a.T @ g
     g2, a2, _ = _matmul_operands(m, g, a, b)
     db = _matrix_product(m, _swap_last(m, a2), g2)
     if b.ndim == 1:  # drop the column axis the lift added

@@ -6,7 +6,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
-from ..registry import Check, defop
+from ..limits import check_size
+from ..registry import ARRAY_MATH, Check, defop
 from .arithmetic import masked
 
 RED = "reduction"
@@ -58,6 +59,11 @@ def kept_shape(shape: tuple[int, ...], axis: Axis) -> tuple[int, ...]:
 
 def expand_reduced(m: Any, g: Any, shape: tuple[int, ...], axis: Axis) -> Any:
     """Undo a reduction's shape change: put back the reduced axes, then broadcast."""
+    if m is ARRAY_MATH and axis is None:
+        # All axes were reduced, so g is one number: broadcast as it is, the same view the
+        # reshape to all ones gives broadcast, without the two trips through the ops.
+        check_size(shape, "broadcast_to")
+        return np.broadcast_to(g, shape)
     return m.broadcast_to(m.reshape(g, shape=kept_shape(shape, axis)), shape=shape)
 
 
