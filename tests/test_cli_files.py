@@ -235,3 +235,19 @@ def test_control_characters_in_a_check_file_keep_the_xml_well_formed_and_the_ter
     assert "\x1b" not in done.stdout and "\x01" not in done.stdout
     cases = ET.parse(report).getroot().findall(".//testcase")
     assert [c.get("name") for c in cases] == ["line 2: tanh(x)", "line 3: y = \\x01\\x1b 2", "line 4: check x\\x02"]
+
+
+def test_a_script_with_a_syntax_error_runs_no_statement(tmp_path):
+    script = tmp_path / "s.gc"
+    script.write_text("x = 3\nx**2\nx +\n")
+    done = gradcalc("run", str(script))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert f"unfinished input: expected an expression  [{script}:3:4]" in done.stderr
+
+
+def test_a_script_stops_at_a_run_time_error_after_printing_what_came_before():
+    done = gradcalc("run", "-", stdin="x = 3; x**2; y\n")
+    assert done.returncode == 2
+    assert "value: 9.0" in done.stdout and "grad x: 6.0" in done.stdout
+    assert "unknown name 'y'" in done.stderr
