@@ -121,6 +121,9 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
             if name not in session.variables:
                 raise LanguageError("name", f"check ... wrt {name}: {name!r} is not a variable").at(statement.span)
             leaves.append(session.variables[name])
+        # `wrt x, x` (or two names for one value) is one input: perturbing it twice per
+        # column made its numeric derivative 0 and failed a correct gradient.
+        leaves = list({id(leaf): leaf for leaf in leaves}.values())
     else:
         leaves = variables_in(value, order)
     if not leaves:

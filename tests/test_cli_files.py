@@ -251,3 +251,13 @@ def test_a_script_stops_at_a_run_time_error_after_printing_what_came_before():
     assert done.returncode == 2
     assert "value: 9.0" in done.stdout and "grad x: 6.0" in done.stdout
     assert "unknown name 'y'" in done.stderr
+
+
+def test_a_name_repeated_after_wrt_is_checked_once(tmp_path):
+    script = tmp_path / "repeat.gc"
+    script.write_text("x = 0.7\ny = 0.2\ncheck x*x wrt x, x\ncheck x*y wrt x, y, x method='central'\n")
+    done = gradcalc("check", str(script), "--json")
+    outcomes = json.loads(done.stdout)
+    assert done.returncode == 0, done.stdout
+    assert [check["status"] for check in outcomes["checks"]] == ["pass", "pass"]
+    assert [check["variables"] for check in outcomes["checks"]] == [["x"], ["x", "y"]]
