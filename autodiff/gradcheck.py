@@ -23,6 +23,14 @@ from .tensor import Tensor
 
 COMPLEX_STEP = 1e-20
 CENTRAL_STEP = 1e-6
+# Complex step is exact only while h is tiny against the scale on which f changes, which
+# near a singularity at 0 (sqrt, log, 1/x) is |x| itself: at x = 1e-18, h = 1e-20 made
+# log's correct VJP fail. Having no cancellation to fear, the step can shrink with x:
+# h = |x| * COMPLEX_RELATIVE_STEP below |x| = 1e-12 (relative truncation error about
+# 1e-16), but no lower than the smallest normal number: a subnormal step has few
+# significant digits. Below |x| = 2.2e-300 the step is no longer small against x.
+COMPLEX_RELATIVE_STEP = 1e-8
+COMPLEX_STEP_FLOOR = float(np.finfo(np.float64).tiny)
 
 # Defaults in the spirit of torch.autograd.gradcheck for central differences; complex
 # step agrees to rounding, so it is held to a far tighter standard.
@@ -40,6 +48,9 @@ class CheckResult:
     worst: str = ""
     kinks: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Set when the worst entry's input element is too close to 0 for the method's step
+    # (see step_too_large): its numeric derivative is then not to be trusted.
+    unresolved: str = ""
     analytic: list[np.ndarray] = field(default_factory=list)
     numeric: list[np.ndarray] = field(default_factory=list)
 
@@ -118,6 +129,25 @@ def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] 
     return jacs
 
 
+def complex_step(x: float) -> float:
+    """The complex step for an input element equal to `x` (see COMPLEX_RELATIVE_STEP)."""
+    scaled = abs(x) * COMPLEX_RELATIVE_STEP
+    if scaled >= COMPLEX_STEP or x == 0 or x != x:  # the usual case, 0 (no scale), nan
+        return COMPLEX_STEP
+    return max(scaled, COMPLEX_STEP_FLOOR)
+
+
+def _tiny(leaves: Sequence[Tensor]) -> bool:
+    """Whether some input element is nonzero and so small that complex step shrinks its
+    step for it (complex_step): such a check replays column by column."""
+    bound = COMPLEX_STEP / COMPLEX_RELATIVE_STEP
+    for leaf in leaves:
+        a = np.abs(np.real(leaf.data))
+        if a.size and bool(np.any((a > 0) & (a < bound))):
+            return True
+    return False
+
+
 def numerical_jacobian(
     f: Callable[[list[np.ndarray]], np.ndarray], inputs: Sequence[np.ndarray], wrt: Sequence[int], method: str,
     step: float | None = None,
@@ -144,7 +174,7 @@ def numerical_column(
     perturbed, by +ih (complex step) or by +h and -h (central differences)."""
     x = np.asarray(inputs[i], dtype=np.float64)
     if method == "complex":
-        h = step or COMPLEX_STEP
+        h = step or complex_step(float(x.reshape(-1)[j]))
         bumped = x.astype(np.complex128).reshape(-1)
         bumped[j] += 1j * h
         return np.imag(f(_replace(inputs, i, bumped.reshape(x.shape)))).reshape(-1) / h
@@ -268,14 +298,43 @@ def resolve_tolerances(method: str, atol: float | None, rtol: float | None) -> t
 def _finish(
     method: str, atol: float | None, rtol: float | None, analytic: list[np.ndarray], numeric: list[np.ndarray], output: Any,
     leaves: Sequence[tuple[str, Sequence[int]]], notes: list[str] | None = None, order: list[Any] | None = None,
-    verdict: tuple[float, float, bool, Worst | None] | None = None,
+    verdict: tuple[float, float, bool, Worst | None] | None = None, inputs: Sequence[Any] = (),
 ) -> CheckResult:
     atol, rtol = resolve_tolerances(method, atol, rtol)
     max_abs, max_rel, passed, worst = verdict or compare(analytic, numeric, atol, rtol)
+    unresolved = ""
+    if worst is not None and not passed and worst.k < len(inputs):
+        x = float(np.real(np.asarray(inputs[worst.k])).reshape(-1)[worst.column])
+        unresolved = step_too_large(method, x)
     return CheckResult(
         method=method, max_abs_error=max_abs, max_rel_error=max_rel, passed=passed, atol=atol, rtol=rtol,
         worst=describe_worst(worst, np.shape(output.data), leaves), kinks=kinks(output, order=order),
-        analytic=list(analytic), numeric=list(numeric), notes=notes or [],
+        analytic=list(analytic), numeric=list(numeric), notes=notes or [], unresolved=unresolved,
+    )
+
+
+# Central differences at x with |x| < this many steps: f is sampled on both sides of
+# points as near as x to 0, where sqrt, log and 1/x are singular.
+CENTRAL_STEPS_FROM_ZERO = 100
+
+
+def step_too_large(method: str, x: float) -> str:
+    """Why the numeric derivative at an input element equal to `x` cannot be trusted
+    near a singularity at 0 ('' when the step is small against x)."""
+    if x == 0 or not math.isfinite(x):
+        return ""
+    if method == "complex":
+        h = complex_step(x)
+        if abs(x) * COMPLEX_RELATIVE_STEP >= COMPLEX_STEP_FLOOR:  # the step scaled with x
+            return ""
+    else:
+        h = CENTRAL_STEP
+        if abs(x) >= CENTRAL_STEPS_FROM_ZERO * h:
+            return ""
+    return (
+        f"the input there ({x!r}) is too close to 0 for {'complex step' if method == 'complex' else 'central differences'} "
+        f"(step {h:.3g}) if the function is singular at 0: move the point"
+        + ("" if method == "complex" else ", or use complex step where every op allows it")
     )
 
 
@@ -305,7 +364,7 @@ def gradcheck(
     analytic = reverse_jacobian(output, [tensors[i] for i in wrt])
     numeric = numerical_jacobian(lambda values: evaluate(values).data, arrays, wrt, method)
     names = [(f"inputs[{i}]", arrays[i].shape) for i in wrt]
-    return _finish(method, atol, rtol, analytic, numeric, output, names, notes)
+    return _finish(method, atol, rtol, analytic, numeric, output, names, notes, inputs=[arrays[i] for i in wrt])
 
 
 def gradcheck_graph(
@@ -336,7 +395,7 @@ def gradcheck_graph(
     numeric = verdict = None
     if replays < SCALAR_BATCHED_FROM and _numbers(leaves):
         numeric = number_columns(tape, leaves, method)  # the reference's replays, without its copies
-    elif batched and replays >= BATCHED_FROM:
+    elif batched and replays >= BATCHED_FROM and not (method == "complex" and _tiny(leaves)):
         numeric = tape.batched_jacobian(leaves, method, step)
         if numeric is not None:
             verdict = compare(analytic, numeric, atol, rtol)
@@ -345,7 +404,7 @@ def gradcheck_graph(
     if numeric is None:
         numeric = numerical_jacobian(evaluate, [np.real(leaf.data) for leaf in leaves], range(len(leaves)), method)
     names = [(leaf.name or f"leaves[{k}]", leaf.shape) for k, leaf in enumerate(leaves)]
-    return _finish(method, atol, rtol, analytic, numeric, output, names, notes, order, verdict)
+    return _finish(method, atol, rtol, analytic, numeric, output, names, notes, order, verdict, [leaf.data for leaf in leaves])
 
 
 def _numbers(leaves: Sequence[Tensor]) -> bool:
@@ -367,8 +426,9 @@ def number_columns(tape: Tape, leaves: Sequence[Tensor], method: str) -> list[np
     for leaf in leaves:
         x, key = float(leaf.data), id(leaf)
         if method == "complex":
-            out = tape.replay({key: np.asarray(complex(x) + 1j * COMPLEX_STEP)})
-            column = np.imag(out).reshape(-1) / COMPLEX_STEP
+            h = complex_step(x)
+            out = tape.replay({key: np.asarray(complex(x) + 1j * h)})
+            column = np.imag(out).reshape(-1) / h
         else:
             f_up = np.real(tape.replay({key: np.asarray(x + CENTRAL_STEP)}))
             f_down = np.real(tape.replay({key: np.asarray(x - CENTRAL_STEP)}))
@@ -424,9 +484,14 @@ def _verified(
     return True
 
 
-def suspect_ops(output: Tensor, method: str = "central", limit: int = 200) -> list[str]:
+def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200) -> list[str]:
     """The ops on the graph whose own VJP disagrees with differences of their own forward,
-    each checked at the inputs it saw: where a failing check points."""
+    each checked at the inputs it saw: where a failing check points.
+
+    Each op is checked by complex step when it is complex-safe ("auto"; exact to
+    rounding, so a correct VJP is not blamed for a step that was too coarse: central
+    differences blamed sqrt at 1e-5), else by central differences; "central" uses
+    central differences for every op."""
     suspects: list[str] = []
     for node in topological_order(output)[::-1][:limit]:
         op = node.op
@@ -442,7 +507,7 @@ def suspect_ops(output: Tensor, method: str = "central", limit: int = 200) -> li
             out = op(*ts, **params)
             return out if pick is None else out[pick]
 
-        use = "complex" if method == "complex" and op.complex_safe else "central"
+        use = "complex" if method in ("auto", "complex") and op.complex_safe else "central"
         try:
             result = gradcheck(local, [np.real(p.data) for p in parents], wrt=wrt, method=use)
         except Exception:  # noqa: BLE001 - a check that cannot even run is a suspect too
