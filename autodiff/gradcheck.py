@@ -137,15 +137,17 @@ def complex_step(x: float) -> float:
     return max(scaled, COMPLEX_STEP_FLOOR)
 
 
-def _tiny(leaves: Sequence[Tensor]) -> bool:
-    """Whether some input element is nonzero and so small that complex step shrinks its
-    step for it (complex_step): such a check replays column by column."""
+def _with_own_steps(numeric: list[np.ndarray], f: Callable[[list[np.ndarray]], np.ndarray], inputs: Sequence[np.ndarray]) -> None:
+    """Replace, in a batched complex-step Jacobian (one step for every column), the column
+    of each input element small enough to need a step of its own (complex_step) by a
+    replay with that step: one replay per such element, the rest stays batched."""
     bound = COMPLEX_STEP / COMPLEX_RELATIVE_STEP
-    for leaf in leaves:
-        a = np.abs(np.real(leaf.data))
-        if a.size and bool(np.any((a > 0) & (a < bound))):
-            return True
-    return False
+    for k, x in enumerate(inputs):
+        size = np.abs(x).reshape(-1)
+        for j in np.flatnonzero((size > 0) & (size < bound)).tolist():
+            if not numeric[k].flags.writeable:
+                numeric[k] = numeric[k].copy()
+            numeric[k][:, j] = numerical_column(f, inputs, k, j, "complex")
 
 
 def numerical_jacobian(
@@ -395,9 +397,11 @@ def gradcheck_graph(
     numeric = verdict = None
     if replays < SCALAR_BATCHED_FROM and _numbers(leaves):
         numeric = number_columns(tape, leaves, method)  # the reference's replays, without its copies
-    elif batched and replays >= BATCHED_FROM and not (method == "complex" and _tiny(leaves)):
+    elif batched and replays >= BATCHED_FROM:
         numeric = tape.batched_jacobian(leaves, method, step)
         if numeric is not None:
+            if method == "complex":
+                _with_own_steps(numeric, evaluate, [np.real(leaf.data) for leaf in leaves])
             verdict = compare(analytic, numeric, atol, rtol)
             if not _verified(numeric, verdict[3], evaluate, [np.real(leaf.data) for leaf in leaves], method, atol, rtol):
                 numeric = verdict = None

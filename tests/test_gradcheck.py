@@ -265,10 +265,20 @@ def grad_of(value, leaf):
     return grad(value, leaf).data
 
 
-def test_tiny_elements_of_a_wide_input_are_checked_column_by_column_with_their_own_step():
-    # the batched replays share one step; an input with tiny elements is replayed per column
+def test_tiny_elements_of_a_wide_input_get_their_own_step_and_the_rest_stays_batched(monkeypatch):
+    import gradcalc.autodiff.gradcheck as gradcheck_module
+
     [outcome] = checks("x = [1e-30, 2, 1e-200, 3, 4, 5, 6, 7]\ncheck sum(sqrt(x)) + sum(log(x))")
     assert outcome.passed and outcome.method == "complex" and outcome.max_rel_error <= 1e-12
+    # 400 inputs, two of them tiny: the batch keeps one step for all, and only the two
+    # tiny columns are replayed again with steps of their own (plus the columns that
+    # verify the batch), not 400 replays one by one
+    replays = []
+    original = gradcheck_module.numerical_column
+    monkeypatch.setattr(gradcheck_module, "numerical_column", lambda *a, **k: replays.append(a[3]) or original(*a, **k))
+    [wide] = checks("x = concatenate([[1e-30], abs(randn(398, seed=0)) + 0.5, [2e-250]])\ncheck sum(sqrt(x) + tanh(x))")
+    assert wide.passed and wide.method == "complex" and wide.max_rel_error <= 1e-12, wide
+    assert 0 in replays and 399 in replays and len(replays) <= 2 + gradcheck_module.VERIFIED_COLUMNS
 
 
 @pytest.mark.parametrize("setup, expression, method, note", [
