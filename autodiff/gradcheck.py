@@ -23,14 +23,6 @@ from .tensor import Tensor
 
 COMPLEX_STEP = 1e-20
 CENTRAL_STEP = 1e-6
-# Complex step is exact only while h is tiny against the scale on which f changes, which
-# near a singularity at 0 (sqrt, log, 1/x) is |x| itself: at x = 1e-18, h = 1e-20 made
-# log's correct VJP fail. Having no cancellation to fear, the step can shrink with x:
-# h = |x| * COMPLEX_RELATIVE_STEP below |x| = 1e-12 (relative truncation error about
-# 1e-16), but no lower than the smallest normal number: a subnormal step has few
-# significant digits. Below |x| = 2.2e-300 the step is no longer small against x.
-COMPLEX_RELATIVE_STEP = 1e-8
-COMPLEX_STEP_FLOOR = float(np.finfo(np.float64).tiny)
 
 # Defaults in the spirit of torch.autograd.gradcheck for central differences; complex
 # step agrees to rounding, so it is held to a far tighter standard.
@@ -48,8 +40,9 @@ class CheckResult:
     worst: str = ""
     kinks: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    # Set when the worst entry's input element is too close to 0 for the method's step
-    # (see step_too_large): its numeric derivative is then not to be trusted.
+    # Why the numbers cannot tell a wrong VJP from a step too coarse for the point
+    # ('' when they can): complex step did not settle (see settle_failing_columns), or
+    # central differences straddle points near 0 (see near_zero).
     unresolved: str = ""
     analytic: list[np.ndarray] = field(default_factory=list)
     numeric: list[np.ndarray] = field(default_factory=list)
@@ -129,33 +122,13 @@ def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] 
     return jacs
 
 
-def complex_step(x: float) -> float:
-    """The complex step for an input element equal to `x` (see COMPLEX_RELATIVE_STEP)."""
-    scaled = abs(x) * COMPLEX_RELATIVE_STEP
-    if scaled >= COMPLEX_STEP or x == 0 or x != x:  # the usual case, 0 (no scale), nan
-        return COMPLEX_STEP
-    return max(scaled, COMPLEX_STEP_FLOOR)
-
-
-def _with_own_steps(numeric: list[np.ndarray], f: Callable[[list[np.ndarray]], np.ndarray], inputs: Sequence[np.ndarray]) -> None:
-    """Replace, in a batched complex-step Jacobian (one step for every column), the column
-    of each input element small enough to need a step of its own (complex_step) by a
-    replay with that step: one replay per such element, the rest stays batched."""
-    bound = COMPLEX_STEP / COMPLEX_RELATIVE_STEP
-    for k, x in enumerate(inputs):
-        size = np.abs(x).reshape(-1)
-        for j in np.flatnonzero((size > 0) & (size < bound)).tolist():
-            if not numeric[k].flags.writeable:
-                numeric[k] = numeric[k].copy()
-            numeric[k][:, j] = numerical_column(f, inputs, k, j, "complex")
-
-
 def numerical_jacobian(
     f: Callable[[list[np.ndarray]], np.ndarray], inputs: Sequence[np.ndarray], wrt: Sequence[int], method: str,
-    step: float | None = None,
+    step: float | Callable[[float], float] | None = None,
 ) -> list[np.ndarray]:
     """d f / d input by complex step or central differences, one column per element.
-    `f` maps a list of input arrays to an output array."""
+    `f` maps a list of input arrays to an output array; `step` is the step, or gives it
+    for an element's value (None: the method's own)."""
     jacs = []
     for i in wrt:
         x = np.asarray(inputs[i], dtype=np.float64)
@@ -170,13 +143,15 @@ def numerical_jacobian(
 
 def numerical_column(
     f: Callable[[list[np.ndarray]], np.ndarray], inputs: Sequence[np.ndarray], i: int, j: int, method: str,
-    step: float | None = None,
+    step: float | Callable[[float], float] | None = None,
 ) -> np.ndarray:
     """Column j of d f / d inputs[i] (j a flat index): f evaluated with that one element
     perturbed, by +ih (complex step) or by +h and -h (central differences)."""
     x = np.asarray(inputs[i], dtype=np.float64)
+    if callable(step):
+        step = step(float(x.reshape(-1)[j]))
     if method == "complex":
-        h = step or complex_step(float(x.reshape(-1)[j]))
+        h = step or COMPLEX_STEP
         bumped = x.astype(np.complex128).reshape(-1)
         bumped[j] += 1j * h
         return np.imag(f(_replace(inputs, i, bumped.reshape(x.shape)))).reshape(-1) / h
@@ -300,14 +275,24 @@ def resolve_tolerances(method: str, atol: float | None, rtol: float | None) -> t
 def _finish(
     method: str, atol: float | None, rtol: float | None, analytic: list[np.ndarray], numeric: list[np.ndarray], output: Any,
     leaves: Sequence[tuple[str, Sequence[int]]], notes: list[str] | None = None, order: list[Any] | None = None,
-    verdict: tuple[float, float, bool, Worst | None] | None = None, inputs: Sequence[Any] = (),
+    verdict: tuple[float, float, bool, Worst | None] | None = None,
+    column: Callable[[int, int, float], np.ndarray] | None = None, inputs: Sequence[np.ndarray] = (),
 ) -> CheckResult:
+    """The verdict. `column(k, j, h)` replays column j of input k by complex step h (to
+    settle failing columns); `inputs` are the inputs checked, in the Jacobians' order."""
     atol, rtol = resolve_tolerances(method, atol, rtol)
     max_abs, max_rel, passed, worst = verdict or compare(analytic, numeric, atol, rtol)
     unresolved = ""
-    if worst is not None and not passed and worst.k < len(inputs):
-        x = float(np.real(np.asarray(inputs[worst.k])).reshape(-1)[worst.column])
-        unresolved = step_too_large(method, x)
+    if not passed and method == "complex" and column is not None:
+        settled = settle_failing_columns(column, analytic, numeric, atol, rtol)
+        max_abs, max_rel, passed, worst = compare(analytic, numeric, atol, rtol)
+        if not settled:
+            unresolved = (
+                f"complex step did not settle on one value as its step shrank from {COMPLEX_STEP:g} (a singularity at or "
+                "very near this point?)"
+            )
+    if not passed and method == "central" and worst is not None and worst.k < len(inputs):
+        unresolved = near_zero(float(np.real(np.asarray(inputs[worst.k])).reshape(-1)[worst.column]))
     return CheckResult(
         method=method, max_abs_error=max_abs, max_rel_error=max_rel, passed=passed, atol=atol, rtol=rtol,
         worst=describe_worst(worst, np.shape(output.data), leaves), kinks=kinks(output, order=order),
@@ -315,28 +300,84 @@ def _finish(
     )
 
 
-# Central differences at x with |x| < this many steps: f is sampled on both sides of
-# points as near as x to 0, where sqrt, log and 1/x are singular.
+# Complex step is exact only while h is small against the scale on which f changes,
+# which near a singularity is the distance to it: h = 1e-20 failed correct VJPs of log
+# at 1e-18, of sqrt at 1e-300 and of sqrt(x + 1e-30) at x = 0. So a column that
+# disagrees with reverse mode is replayed again with steps STEP_FACTOR times smaller,
+# down to SMALLEST_STEP, until two in a row agree to SETTLED: once h is small enough the
+# truncation error falls by 1e16 a step, so two that agree are both the derivative, and
+# that column replaces the first. A value that underflowed as the step shrank (an
+# imaginary part subnormal, or 0 where a larger step gave a number) settles nothing. A
+# wrong VJP still fails: the settled column is the derivative, whatever the VJP says.
+# The first step is not made smaller for every check: imaginary parts 1e-8 of their real
+# parts underflow where `x * x` is tiny (sqrt(x * x) at 1e-155 failed that way).
+STEP_FACTOR = 1e-8
+SMALLEST_STEP = 1e-320  # subnormal, but exact as given: what must stay normal is the output's imaginary part
+SETTLED = 1e-10
+SETTLED_COLUMNS = 64  # at most, per check: each may cost up to 37 replays
+_NORMAL = float(np.finfo(np.float64).tiny)
+
+
+def settle_failing_columns(
+    replay: Callable[[int, int, float], np.ndarray], analytic: Sequence[np.ndarray], numeric: list[np.ndarray],
+    atol: float, rtol: float,
+) -> bool:
+    """Replace each complex-step column of `numeric` that disagrees with `analytic` by
+    the one its smaller steps settle on (see STEP_FACTOR). Stops at the first column
+    that still disagrees (the check fails whatever the others show); returns False when
+    that column did not settle (its numbers cannot tell a wrong VJP from a step too
+    coarse), else True."""
+    done = 0
+    for k, (a, n) in enumerate(zip(analytic, numeric)):
+        if not a.size:
+            continue
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.abs(a - n) <= atol + rtol * np.abs(n))
+        for j in np.flatnonzero(bad.any(axis=0)).tolist():
+            if done == SETTLED_COLUMNS:
+                return True
+            done += 1
+            column = _settled_column(lambda h: replay(k, j, h), n[:, j])
+            if column is None:
+                return False
+            if not numeric[k].flags.writeable:
+                numeric[k] = n = numeric[k].copy()
+            n[:, j] = column
+            if not np.all(np.abs(a[:, j] - column) <= atol + rtol * np.abs(column)):
+                return True
+    return True
+
+
+def _settled_column(replay: Callable[[float], np.ndarray], first: np.ndarray) -> np.ndarray | None:
+    """The column that complex step's smaller steps settle on (`replay(h)` gives it for
+    step h), or None."""
+    previous, h = first, COMPLEX_STEP
+    seen = first != 0  # entries that were numbers: 0 there later is an underflow
+    while h * STEP_FACTOR >= SMALLEST_STEP:
+        h *= STEP_FACTOR
+        column = replay(h)
+        size = np.abs(column)
+        if not np.isfinite(column).all() or np.any((size > 0) & (size * h < _NORMAL)) or np.any(seen & (size == 0)):
+            return None
+        if np.all(np.abs(column - previous) <= SETTLED * np.maximum(size, np.abs(previous))):
+            return column
+        previous, seen = column, seen | (size > 0)
+    return None
+
+
+# Central differences at an input within this many steps of 0 sample f on both sides of
+# points as near to 0 as the input, where sqrt, log and 1/x are singular and relu kinks.
 CENTRAL_STEPS_FROM_ZERO = 100
 
 
-def step_too_large(method: str, x: float) -> str:
-    """Why the numeric derivative at an input element equal to `x` cannot be trusted
-    near a singularity at 0 ('' when the step is small against x)."""
-    if x == 0 or not math.isfinite(x):
+def near_zero(x: float) -> str:
+    """Why central differences at an input element equal to `x` may not show the
+    derivative ('' when x is 0 or not within CENTRAL_STEPS_FROM_ZERO steps of it)."""
+    if x == 0 or not abs(x) < CENTRAL_STEPS_FROM_ZERO * CENTRAL_STEP:
         return ""
-    if method == "complex":
-        h = complex_step(x)
-        if abs(x) * COMPLEX_RELATIVE_STEP >= COMPLEX_STEP_FLOOR:  # the step scaled with x
-            return ""
-    else:
-        h = CENTRAL_STEP
-        if abs(x) >= CENTRAL_STEPS_FROM_ZERO * h:
-            return ""
     return (
-        f"the input there ({x!r}) is too close to 0 for {'complex step' if method == 'complex' else 'central differences'} "
-        f"(step {h:.3g}) if the function is singular at 0: move the point"
-        + ("" if method == "complex" else ", or use complex step where every op allows it")
+        f"the input there ({x!r}) is within {CENTRAL_STEPS_FROM_ZERO} steps ({CENTRAL_STEP:g}) of 0, and central "
+        "differences across a singularity or a kink there are not the derivative"
     )
 
 
@@ -347,6 +388,7 @@ def gradcheck(
     method: str = "auto",
     atol: float | None = None,
     rtol: float | None = None,
+    step: float | Callable[[float], float] | None = None,
 ) -> CheckResult:
     """Check the reverse-mode Jacobian of `f` (Tensors in, a Tensor out) at `inputs`.
 
@@ -364,9 +406,16 @@ def gradcheck(
     output = f(*tensors)
     method, notes = choose_method(output, method)
     analytic = reverse_jacobian(output, [tensors[i] for i in wrt])
-    numeric = numerical_jacobian(lambda values: evaluate(values).data, arrays, wrt, method)
+
+    def value(values: list[np.ndarray]) -> np.ndarray:
+        return evaluate(values).data
+
+    numeric = numerical_jacobian(value, arrays, wrt, method, step)
     names = [(f"inputs[{i}]", arrays[i].shape) for i in wrt]
-    return _finish(method, atol, rtol, analytic, numeric, output, names, notes, inputs=[arrays[i] for i in wrt])
+    return _finish(
+        method, atol, rtol, analytic, numeric, output, names, notes,
+        column=lambda k, j, h: numerical_column(value, arrays, wrt[k], j, "complex", h), inputs=[arrays[i] for i in wrt],
+    )
 
 
 def gradcheck_graph(
@@ -400,15 +449,17 @@ def gradcheck_graph(
     elif batched and replays >= BATCHED_FROM:
         numeric = tape.batched_jacobian(leaves, method, step)
         if numeric is not None:
-            if method == "complex":
-                _with_own_steps(numeric, evaluate, [np.real(leaf.data) for leaf in leaves])
             verdict = compare(analytic, numeric, atol, rtol)
             if not _verified(numeric, verdict[3], evaluate, [np.real(leaf.data) for leaf in leaves], method, atol, rtol):
                 numeric = verdict = None
     if numeric is None:
         numeric = numerical_jacobian(evaluate, [np.real(leaf.data) for leaf in leaves], range(len(leaves)), method)
     names = [(leaf.name or f"leaves[{k}]", leaf.shape) for k, leaf in enumerate(leaves)]
-    return _finish(method, atol, rtol, analytic, numeric, output, names, notes, order, verdict, [leaf.data for leaf in leaves])
+    values = [np.real(leaf.data) for leaf in leaves]
+    return _finish(
+        method, atol, rtol, analytic, numeric, output, names, notes, order, verdict,
+        column=lambda k, j, h: numerical_column(evaluate, values, k, j, "complex", h), inputs=values,
+    )
 
 
 def _numbers(leaves: Sequence[Tensor]) -> bool:
@@ -430,9 +481,8 @@ def number_columns(tape: Tape, leaves: Sequence[Tensor], method: str) -> list[np
     for leaf in leaves:
         x, key = float(leaf.data), id(leaf)
         if method == "complex":
-            h = complex_step(x)
-            out = tape.replay({key: np.asarray(complex(x) + 1j * h)})
-            column = np.imag(out).reshape(-1) / h
+            out = tape.replay({key: np.asarray(complex(x) + 1j * COMPLEX_STEP)})
+            column = np.imag(out).reshape(-1) / COMPLEX_STEP
         else:
             f_up = np.real(tape.replay({key: np.asarray(x + CENTRAL_STEP)}))
             f_down = np.real(tape.replay({key: np.asarray(x - CENTRAL_STEP)}))
@@ -492,10 +542,10 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200) -> list[
     """The ops on the graph whose own VJP disagrees with differences of their own forward,
     each checked at the inputs it saw: where a failing check points.
 
-    Each op is checked by complex step when it is complex-safe ("auto"; exact to
-    rounding, so a correct VJP is not blamed for a step that was too coarse: central
-    differences blamed sqrt at 1e-5), else by central differences; "central" uses
-    central differences for every op."""
+    Each op is checked by complex step where it is complex-safe ("auto"; exact to
+    rounding, where central differences blamed sqrt's correct VJP at 1e-5), else by
+    central differences ("central": central differences for every op). An op whose own
+    check cannot tell (complex step did not settle: sqrt at 0) is not blamed."""
     suspects: list[str] = []
     for node in topological_order(output)[::-1][:limit]:
         op = node.op
@@ -517,6 +567,14 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200) -> list[
         except Exception:  # noqa: BLE001 - a check that cannot even run is a suspect too
             suspects.append(op.name)
             continue
-        if not result.passed:
+        if not result.passed and result.unresolved and use == "central":
+            # Near 0 (relu at 1e-7 against a step of 1e-6), again with each element's
+            # step 100 times smaller than its distance from 0: a wrong VJP fails still.
+            result = gradcheck(local, [np.real(p.data) for p in parents], wrt=wrt, method=use, step=_central_step_near_zero)
+        if not result.passed and not (result.method == "complex" and result.unresolved):
             suspects.append(op.name)
     return suspects
+
+
+def _central_step_near_zero(x: float) -> float:
+    return min(CENTRAL_STEP, abs(x) / CENTRAL_STEPS_FROM_ZERO) if x else CENTRAL_STEP

@@ -137,21 +137,59 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
         max_abs_error=result.max_abs_error, max_rel_error=result.max_rel_error, atol=result.atol, rtol=result.rtol,
         warnings=warnings,
     )
-    # Where the value is not finite nothing can be checked, even when nan meets nan or
-    # inf meets inf: such a check fails (it passed with a warning when the numbers agreed
-    # by accident, and failed when they did not: `exp(x)` at 1e300 passed, `x*2` at inf
-    # failed).
-    not_finite = _not_finite(value.data)
+    # Where the value or the derivative is not finite nothing can be checked, even when
+    # nan meets nan or inf meets inf: such a check fails, whatever the numbers (it
+    # passed with a warning when they agreed by accident: `exp(x)` at 1e300 passed,
+    # `x*2` at inf failed).
+    not_finite = _not_finite(value.data) or ("" if not result.passed else _not_finite_derivative(result.analytic, value, leaves))
     if not_finite:
         outcome.status, outcome.message = "fail", not_finite
     elif not result.passed:
-        outcome.message = f"{result.worst}; {result.unresolved}" if result.unresolved else _blame(value, result.worst)
+        outcome.message = _explain(value, result, leaves)
     return outcome
 
 
-def _blame(value: Tensor, worst: str) -> str:
+def _explain(value: Tensor, result: Any, leaves: list[Tensor]) -> str:
+    """A failed check's message: the worst entry, and the ops whose own VJP disagrees
+    with their forward; else why the numbers cannot tell (a derivative that is not
+    finite, or a step too coarse for the point: CheckResult.unresolved)."""
     suspects = suspect_ops(value)
-    return worst + (f"; ops whose VJP disagrees: {', '.join(suspects)}" if suspects else "")
+    if suspects:
+        return f"{result.worst}; ops whose VJP disagrees: {', '.join(suspects)}"
+    reason = _not_finite_derivative(result.analytic, value, leaves) or _extreme_inside(value) or result.unresolved
+    return f"{result.worst}; {reason}: move the point" if reason else result.worst
+
+
+_NORMAL = float(np.finfo(np.float64).tiny)
+
+
+def _extreme_inside(value: Tensor) -> str:
+    """The first value of the graph, in evaluation order, that is not finite or is
+    subnormal (an input, or what an op made of normal inputs), as a reason ('' if none):
+    replays through it cannot show the derivative (`1/(1/y)` at 1e-310, `sqrt(x*x +
+    y*y)` at 1e-155)."""
+    for node in topological_order(value):
+        data = np.asarray(node.data)
+        size = np.abs(data)
+        extreme = ~np.isfinite(data) | ((size > 0) & (size < _NORMAL))
+        if extreme.any():
+            found = data.reshape(-1)[int(np.argmax(extreme.reshape(-1)))].item()
+            what = "not finite" if not math.isfinite(abs(found)) else "subnormal"
+            where = f"from {node.op.name}" if node.op is not None else f"in {node.name or 'an input'}"
+            return f"a value inside is {what} at this point ({found!r} {where}), and replays through it cannot show the derivative"
+    return ""
+
+
+def _not_finite_derivative(jacobians: list[np.ndarray], value: Tensor, leaves: list[Tensor]) -> str:
+    """The first entry of the reverse-mode Jacobians that is not finite, as a reason ('' if none)."""
+    for jacobian, leaf in zip(jacobians, leaves):
+        bad = ~np.isfinite(jacobian)
+        if bad.any():
+            row, column = divmod(int(np.argmax(bad.reshape(-1))), jacobian.shape[1])
+            found = jacobian[row, column].item()
+            where = f"d out{position(value.shape, row)} / d {leaf.name or '?'}{position(leaf.shape, column)}"
+            return f"the derivative is not finite at this point ({found!r} at {where}): there is no number to check it against"
+    return ""
 
 
 def _not_finite(data: Any) -> str:

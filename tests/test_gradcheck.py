@@ -240,23 +240,32 @@ def test_a_point_where_the_value_is_not_finite_fails_whatever_the_numbers(setup,
     assert "the value is not finite at this point" in result["message"] and "VJP" not in result["message"]
 
 
-@pytest.mark.parametrize("x, expression, derivative", [
-    (1e-300, "sqrt(x)", lambda x: 0.5 / math.sqrt(x)),  # complex step's 1e-20 is far larger than x
-    (1e-30, "x**0.5", lambda x: 0.5 / math.sqrt(x)),
-    (1e-18, "log(x)", lambda x: 1 / x),
-    (1e-20, "1/x", lambda x: -1 / x**2),
-    (-1e-100, "1/x + exp(x)", lambda x: -1 / x**2 + math.exp(x)),
-    (3e-90, "tanh(x) / x**2", lambda x: (1 - math.tanh(x) ** 2) / x**2 - 2 * math.tanh(x) / x**3),
+@pytest.mark.parametrize("setup, expression, derivative", [
+    # h = 1e-20 is far from small against these points: they FAILed and blamed the VJP
+    ("x = 1e-300", "sqrt(x)", lambda x: 0.5 / math.sqrt(x)),
+    ("x = 1e-30", "x**0.5", lambda x: 0.5 / math.sqrt(x)),
+    ("x = 1e-18", "log(x)", lambda x: 1 / x),
+    ("x = 1e-20", "1/x", lambda x: -1 / x**2),
+    ("x = -1e-100", "1/x + exp(x)", lambda x: -1 / x**2 + math.exp(x)),
+    ("x = 3e-90", "tanh(x) / x**2", lambda x: (1 - math.tanh(x) ** 2) / x**2 - 2 * math.tanh(x) / x**3),
+    # a singularity near the point, not at the input's own 0
+    ("x = 0", "sqrt(x + 1e-30)", lambda x: 0.5 / math.sqrt(x + 1e-30)),
+    ("x = 0", "log(x + 1e-30)", lambda x: 1 / (x + 1e-30)),
+    ("x = 0", "grad(sqrt(x + 1e-18), x)", lambda x: -0.25 * (x + 1e-18) ** -1.5),
+    # tiny points where a smaller first step would underflow (1e-8 * x * x is subnormal)
+    ("x = 1e-155", "sqrt(x*x)", lambda x: 1.0),
+    ("x = 1e-160", "1e300 * x**2", lambda x: 2e300 * x),
+    ("x = 1e-200", "grad(x**3 * 1e300, x)", lambda x: 6e300 * x),
 ])
-def test_complex_step_shrinks_with_a_tiny_input_instead_of_blaming_a_correct_vjp(x, expression, derivative):
-    # These FAILed and blamed sqrt, pow, log and div: the step 1e-20 was not small against x.
-    done = gradcalc("check", "--json", "-", stdin=f"x = {x!r}\ncheck {expression}\n")
+def test_complex_step_settles_near_a_singularity_instead_of_blaming_a_correct_vjp(setup, expression, derivative):
+    done = gradcalc("check", "--json", "-", stdin=f"{setup}\ncheck {expression}\n")
     [result] = json.loads(done.stdout)["checks"]
     assert done.returncode == 0 and result["status"] == "pass" and result["method"] == "complex", result
     assert result["max_rel_error"] <= 1e-12
     session = Session(on_check=make_check_handler())
-    value = session.run_source(f"x = {x!r}\n{expression}")[-1].value
-    assert math.isclose(float(grad_of(value, session.variables["x"])), derivative(x), rel_tol=1e-12)
+    value = session.run_source(f"{setup}\n{expression}")[-1].value
+    x = session.variables["x"]
+    assert math.isclose(float(grad_of(value, x)), derivative(float(x.data)), rel_tol=1e-12)
 
 
 def grad_of(value, leaf):
@@ -265,31 +274,75 @@ def grad_of(value, leaf):
     return grad(value, leaf).data
 
 
-def test_tiny_elements_of_a_wide_input_get_their_own_step_and_the_rest_stays_batched(monkeypatch):
+@pytest.fixture
+def wrong_ops():
+    """Throwaway ops with wrong VJPs: complex-safe ones (checked by complex step) and one
+    that is not (central differences)."""
+    import gradcalc.autodiff.ops.elementwise  # noqa: F401 - registered beside them
+
+    defop("bad_sqrt", np.sqrt, (lambda m, g, ans, x: g / (3 * ans),), doc="sqrt, VJP 2/3 of the truth", category="test",
+          public=True, complex_safe=True)
+    defop("bad_recip", lambda x: 1 / x, (lambda m, g, ans, x: -2 * g / (x * x),), doc="1/x, VJP twice the truth",
+          category="test", public=True, complex_safe=True)
+    defop("bad_tiny_square", lambda x: x * x * 1e300, (lambda m, g, ans, x: g * 0.0,), doc="1e300 x^2, VJP 0",
+          category="test", public=True, complex_safe=True)
+    defop("bad_linear", lambda x: 3 * x, (lambda m, g, ans, x: -3 * g,), doc="3x, VJP of the wrong sign", category="test",
+          public=True)
+    yield
+    for name in ("bad_sqrt", "bad_recip", "bad_tiny_square", "bad_linear"):
+        unregister(name)
+
+
+@pytest.mark.parametrize("setup, expression, blamed", [
+    ("x = 1e-300", "bad_sqrt(x)", "bad_sqrt"),  # settles on the truth, so the wrong VJP still fails
+    ("x = 0.5", "bad_sqrt(x) + bad_recip(x)", "bad_recip, bad_sqrt"),  # from the output back
+    ("x = 1e-160", "bad_tiny_square(x)", "bad_tiny_square"),  # smaller steps underflow: they settle nothing
+    ("x = 1e-5", "bad_linear(x)", "bad_linear"),  # central differences near 0: checked again with a smaller step
+    ("z = [1e-5, 1.0]", "bad_linear(z) * [10, 1]", "bad_linear"),
+])
+def test_a_wrong_vjp_still_fails_and_is_named_near_0(wrong_ops, setup, expression, blamed):
+    [outcome] = checks(f"{setup}\ncheck {expression}")
+    assert outcome.status == "fail" and outcome.message.endswith(f"ops whose VJP disagrees: {blamed}"), outcome
+
+
+def test_a_derivative_that_is_not_finite_is_not_checked(wrong_ops):
+    # -1e400 overflows: inf against inf passed ("abs 0 rel 0") with a VJP twice the truth
+    for expression in ("1/y", "bad_recip(y)", "grad(log(y), y)"):
+        [outcome] = checks(f"y = 1e-200\ncheck {expression}")
+        assert outcome.status == "fail" and "the derivative is not finite at this point (-inf at d out / d y)" in outcome.message
+        assert "VJP" not in outcome.message
+
+
+def test_only_failing_columns_are_replayed_again_and_wide_tiny_inputs_stay_batched(monkeypatch):
     import gradcalc.autodiff.gradcheck as gradcheck_module
 
-    [outcome] = checks("x = [1e-30, 2, 1e-200, 3, 4, 5, 6, 7]\ncheck sum(sqrt(x)) + sum(log(x))")
-    assert outcome.passed and outcome.method == "complex" and outcome.max_rel_error <= 1e-12
-    # 400 inputs, two of them tiny: the batch keeps one step for all, and only the two
-    # tiny columns are replayed again with steps of their own (plus the columns that
-    # verify the batch), not 400 replays one by one
     replays = []
     original = gradcheck_module.numerical_column
     monkeypatch.setattr(gradcheck_module, "numerical_column", lambda *a, **k: replays.append(a[3]) or original(*a, **k))
     [wide] = checks("x = concatenate([[1e-30], abs(randn(398, seed=0)) + 0.5, [2e-250]])\ncheck sum(sqrt(x) + tanh(x))")
     assert wide.passed and wide.method == "complex" and wide.max_rel_error <= 1e-12, wide
-    assert 0 in replays and 399 in replays and len(replays) <= 2 + gradcheck_module.VERIFIED_COLUMNS
+    assert set(replays) - set(range(1, 399)) == {0, 399}  # besides the columns that verify the batch
+    replays.clear()
+    # every element below 1e-12, and h = 1e-20 small enough for each: nothing replayed again
+    [tiny] = checks("x = (abs(randn(2000, seed=0)) + 0.5) * 1e-10\ncheck sum(sqrt(x) * tanh(x))")
+    assert tiny.passed and len(replays) <= gradcheck_module.VERIFIED_COLUMNS
 
 
 @pytest.mark.parametrize("setup, expression, method, note", [
-    ("x = 1e-310", "sqrt(x)", "complex", "the input there (1e-310) is too close to 0 for complex step"),
-    ("x = 1e-5", "sqrt(relu(x))", "central", "the input there (1e-05) is too close to 0 for central differences (step 1e-06)"),
+    ("x = 1e-160", "log(x * 1e-145)", "complex", "complex step did not settle on one value as its step shrank from 1e-20"),
+    ("x = 1e-5", "sqrt(relu(x))", "central", "the input there (1e-05) is within 100 steps (1e-06) of 0"),
+    ("x = 1e-7", "relu(x)", "central", "the input there (1e-07) is within 100 steps (1e-06) of 0"),
+    ("x = 0", "sqrt(x)", "complex", "the derivative is not finite at this point (inf at d out / d x)"),
+    # values inside that overflow or underflow: blamed on add and exp, div, sqrt before
+    ("x = 1000", "1 / (1 + exp(x))", "complex", "a value inside is not finite at this point (inf from exp)"),
+    ("x = 1e-310", "1 / (1 / x)", "complex", "a value inside is subnormal at this point (1e-310 in x)"),
+    ("x = 1e-155\ny = 2e-155", "sqrt(x*x + y*y)", "complex", "a value inside is subnormal at this point (1e-310 from mul)"),
 ])
-def test_a_step_not_small_against_the_input_is_said_instead_of_blaming_an_op(setup, expression, method, note):
+def test_when_the_numbers_cannot_tell_the_report_says_so_instead_of_blaming_an_op(setup, expression, method, note):
     done = gradcalc("check", "--json", "-", stdin=f"{setup}\ncheck {expression}\n")
     [result] = json.loads(done.stdout)["checks"]
     assert result["status"] == "fail" and result["method"] == method
-    assert note in result["message"] and "move the point" in result["message"] and "VJP" not in result["message"]
+    assert note in result["message"] and result["message"].endswith("move the point") and "VJP" not in result["message"]
 
 
 def test_suspects_are_checked_by_complex_step_where_the_op_allows():
@@ -298,7 +351,10 @@ def test_suspects_are_checked_by_complex_step_where_the_op_allows():
     session = Session(on_check=make_check_handler())
     value = session.run_source("x = 1e-5\nsqrt(relu(x))")[-1].value
     assert suspect_ops(value) == []  # central differences at 1e-5 blamed sqrt's correct VJP
-    assert suspect_ops(value, method="central") == ["sqrt"]
+    # by central differences, relu at 1e-7 and sqrt at 1e-5 are checked again with steps
+    # 100 times smaller than their distance from 0, and pass
+    relu_near_0 = session.run_source("y = 1e-7\nsqrt(relu(y))")[-1].value
+    assert suspect_ops(value, method="central") == [] and suspect_ops(relu_near_0, method="central") == []
 
 
 def test_positions_are_named_by_variable_and_index():
