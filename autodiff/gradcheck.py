@@ -41,8 +41,8 @@ class CheckResult:
     kinks: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # Why the numbers cannot tell a wrong VJP from a step too coarse for the point
-    # ('' when they can): complex step did not settle (see settle_failing_columns), or
-    # central differences straddle points near 0 (see near_zero).
+    # ('' when they can): a value inside too close to 0 for complex step (see
+    # tiny_inside), or central differences straddling points near 0 (see near_zero).
     unresolved: str = ""
     analytic: list[np.ndarray] = field(default_factory=list)
     numeric: list[np.ndarray] = field(default_factory=list)
@@ -275,22 +275,14 @@ def resolve_tolerances(method: str, atol: float | None, rtol: float | None) -> t
 def _finish(
     method: str, atol: float | None, rtol: float | None, analytic: list[np.ndarray], numeric: list[np.ndarray], output: Any,
     leaves: Sequence[tuple[str, Sequence[int]]], notes: list[str] | None = None, order: list[Any] | None = None,
-    verdict: tuple[float, float, bool, Worst | None] | None = None,
-    column: Callable[[int, int, float], np.ndarray] | None = None, inputs: Sequence[np.ndarray] = (),
+    verdict: tuple[float, float, bool, Worst | None] | None = None, inputs: Sequence[np.ndarray] = (),
 ) -> CheckResult:
-    """The verdict. `column(k, j, h)` replays column j of input k by complex step h (to
-    settle failing columns); `inputs` are the inputs checked, in the Jacobians' order."""
+    """The verdict; `inputs` are the inputs checked, in the Jacobians' order."""
     atol, rtol = resolve_tolerances(method, atol, rtol)
     max_abs, max_rel, passed, worst = verdict or compare(analytic, numeric, atol, rtol)
     unresolved = ""
-    if not passed and method == "complex" and column is not None:
-        settled = settle_failing_columns(column, analytic, numeric, atol, rtol)
-        max_abs, max_rel, passed, worst = compare(analytic, numeric, atol, rtol)
-        if not settled:
-            unresolved = (
-                f"complex step did not settle on one value as its step shrank from {COMPLEX_STEP:g} (a singularity at or "
-                "very near this point?)"
-            )
+    if not passed and method == "complex":
+        unresolved = tiny_inside(output, order)
     if not passed and method == "central" and worst is not None and worst.k < len(inputs):
         unresolved = near_zero(float(np.real(np.asarray(inputs[worst.k])).reshape(-1)[worst.column]))
     return CheckResult(
@@ -301,63 +293,39 @@ def _finish(
 
 
 # Complex step is exact only while h is small against the scale on which f changes,
-# which near a singularity is the distance to it: h = 1e-20 failed correct VJPs of log
-# at 1e-18, of sqrt at 1e-300 and of sqrt(x + 1e-30) at x = 0. So a column that
-# disagrees with reverse mode is replayed again with steps STEP_FACTOR times smaller,
-# down to SMALLEST_STEP, until two in a row agree to SETTLED: once h is small enough the
-# truncation error falls by 1e16 a step, so two that agree are both the derivative, and
-# that column replaces the first. A value that underflowed as the step shrank (an
-# imaginary part subnormal, or 0 where a larger step gave a number) settles nothing. A
-# wrong VJP still fails: the settled column is the derivative, whatever the VJP says.
-# The first step is not made smaller for every check: imaginary parts 1e-8 of their real
-# parts underflow where `x * x` is tiny (sqrt(x * x) at 1e-155 failed that way).
-STEP_FACTOR = 1e-8
-SMALLEST_STEP = 1e-320  # subnormal, but exact as given: what must stay normal is the output's imaginary part
-SETTLED = 1e-10
+# which near a singularity is the distance to it: with h = 1e-20, log at 1e-18, sqrt at
+# 1e-300 and sqrt(x + 1e-30) at x = 0 fail correct VJPs. Smaller steps are no cure for
+# the whole function: imaginary parts of values inside underflow (x * 1e-290 * 1e308),
+# and two smaller steps can agree on a column that still lacks the singular term
+# (log(x) + 1e300 * x * x at 1e-150), so searching for a step that agrees could pass a
+# wrong VJP. The check keeps its verdict, and says when a value inside is this close to
+# 0 (RESOLVED_FROM); each op alone, being one op, is checked again with a step small
+# against its inputs before it is blamed (suspect_ops).
+RESOLVED_FROM = COMPLEX_STEP * 1e8  # |value| below this, complex step's 1e-20 is not small against it
 _NORMAL = float(np.finfo(np.float64).tiny)
 
 
-def settle_failing_columns(
-    replay: Callable[[int, int, float], np.ndarray], analytic: Sequence[np.ndarray], numeric: list[np.ndarray],
-    atol: float, rtol: float,
-) -> bool:
-    """Replace each complex-step column of `numeric` that disagrees with `analytic` by
-    the one its smaller steps settle on (see STEP_FACTOR). Stops at the first column
-    that still disagrees (the check fails whatever the others show); returns False when
-    that column did not settle (its numbers cannot tell a wrong VJP from a step too
-    coarse), else True."""
-    for k, (a, n) in enumerate(zip(analytic, numeric)):
-        if not a.size:
+def tiny_inside(output: Any, order: list[Any] | None = None) -> str:
+    """The first value going into an op on the graph that is nonzero and within
+    RESOLVED_FROM of 0, as a reason a complex-step check cannot tell ('' if none)."""
+    for node in topological_order(output) if order is None else order:
+        if getattr(node, "op", None) is None:
             continue
-        with np.errstate(invalid="ignore"):
-            bad = ~(np.abs(a - n) <= atol + rtol * np.abs(n))
-        for j in np.flatnonzero(bad.any(axis=0)).tolist():
-            column = _settled_column(lambda h: replay(k, j, h), n[:, j])
-            if column is None:
-                return False
-            if not numeric[k].flags.writeable:
-                numeric[k] = n = numeric[k].copy()
-            n[:, j] = column
-            if not np.all(np.abs(a[:, j] - column) <= atol + rtol * np.abs(column)):
-                return True
-    return True
+        for parent in node.parents:
+            size = np.abs(np.asarray(parent.data))
+            small = (size > 0) & (size < RESOLVED_FROM)
+            if small.any():
+                value = np.asarray(parent.data).reshape(-1)[int(np.argmax(small.reshape(-1)))].item()
+                return (
+                    f"a value going into {node.op.name} ({value!r}) is so close to 0 that complex step's "
+                    f"{COMPLEX_STEP:g} is not small against it"
+                )
+    return ""
 
 
-def _settled_column(replay: Callable[[float], np.ndarray], first: np.ndarray) -> np.ndarray | None:
-    """The column that complex step's smaller steps settle on (`replay(h)` gives it for
-    step h), or None."""
-    previous, h = first, COMPLEX_STEP
-    seen = first != 0  # entries that were numbers: 0 there later is an underflow
-    while h * STEP_FACTOR >= SMALLEST_STEP:
-        h *= STEP_FACTOR
-        column = replay(h)
-        size = np.abs(column)
-        if not np.isfinite(column).all() or np.any((size > 0) & (size * h < _NORMAL)) or np.any(seen & (size == 0)):
-            return None
-        if np.all(np.abs(column - previous) <= SETTLED * np.maximum(size, np.abs(previous))):
-            return column
-        previous, seen = column, seen | (size > 0)
-    return None
+def _step_small_against(value: float) -> float:
+    """A complex step small against `value` (1e-8 of it) where 1e-20 is not, kept a normal number."""
+    return max(abs(value) * 1e-8, _NORMAL) if 0 < abs(value) < RESOLVED_FROM else COMPLEX_STEP
 
 
 # Central differences at an input within this many steps of 0 sample f on both sides of
@@ -407,10 +375,7 @@ def gradcheck(
 
     numeric = numerical_jacobian(value, arrays, wrt, method, step)
     names = [(f"inputs[{i}]", arrays[i].shape) for i in wrt]
-    return _finish(
-        method, atol, rtol, analytic, numeric, output, names, notes,
-        column=lambda k, j, h: numerical_column(value, arrays, wrt[k], j, "complex", h), inputs=[arrays[i] for i in wrt],
-    )
+    return _finish(method, atol, rtol, analytic, numeric, output, names, notes, inputs=[arrays[i] for i in wrt])
 
 
 def gradcheck_graph(
@@ -450,11 +415,7 @@ def gradcheck_graph(
     if numeric is None:
         numeric = numerical_jacobian(evaluate, [np.real(leaf.data) for leaf in leaves], range(len(leaves)), method)
     names = [(leaf.name or f"leaves[{k}]", leaf.shape) for k, leaf in enumerate(leaves)]
-    values = [np.real(leaf.data) for leaf in leaves]
-    return _finish(
-        method, atol, rtol, analytic, numeric, output, names, notes, order, verdict,
-        column=lambda k, j, h: numerical_column(evaluate, values, k, j, "complex", h), inputs=values,
-    )
+    return _finish(method, atol, rtol, analytic, numeric, output, names, notes, order, verdict, [leaf.data for leaf in leaves])
 
 
 def _numbers(leaves: Sequence[Tensor]) -> bool:
@@ -537,10 +498,12 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200) -> list[
     """The ops on the graph whose own VJP disagrees with differences of their own forward,
     each checked at the inputs it saw: where a failing check points.
 
-    Each op is checked by complex step where it is complex-safe ("auto"; exact to
-    rounding, where central differences blamed sqrt's correct VJP at 1e-5), else by
-    central differences ("central": central differences for every op). An op whose own
-    check cannot tell (complex step did not settle: sqrt at 0) is not blamed."""
+    Each op is checked by complex step when it is complex-safe ("auto"; then blamed only
+    if central differences disagree too), else by central differences ("central":
+    central differences for every op). Before an op is blamed,
+    a failure that its step could explain is checked again with a step small against
+    its inputs: complex step at inputs near 0 (log at 1e-18), central differences within
+    100 steps of 0 (relu at 1e-7); a wrong VJP fails either way."""
     suspects: list[str] = []
     for node in topological_order(output)[::-1][:limit]:
         op = node.op
@@ -556,19 +519,47 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200) -> list[
             out = op(*ts, **params)
             return out if pick is None else out[pick]
 
+        inputs = [np.real(p.data) for p in parents]
         use = "complex" if method in ("auto", "complex") and op.complex_safe else "central"
         try:
-            result = gradcheck(local, [np.real(p.data) for p in parents], wrt=wrt, method=use)
+            wrong = _disagrees(local, inputs, wrt, use)
+            resolved = not any(near_zero(v) for x in inputs for v in x.reshape(-1).tolist())
+            if wrong and use == "complex" and method == "auto" and resolved:
+                # Imaginary parts can underflow inside an op's own forward (x * 1e-300 *
+                # 1e300): blamed only if central differences disagree too, where their
+                # step is small against the inputs.
+                wrong = _disagrees(local, inputs, wrt, "central")
         except Exception:  # noqa: BLE001 - a check that cannot even run is a suspect too
-            suspects.append(op.name)
-            continue
-        if not result.passed and result.unresolved and use == "central":
-            # Near 0 (relu at 1e-7 against a step of 1e-6), again with each element's
-            # step 100 times smaller than its distance from 0: a wrong VJP fails still.
-            result = gradcheck(local, [np.real(p.data) for p in parents], wrt=wrt, method=use, step=_central_step_near_zero)
-        if not result.passed and not (result.method == "complex" and result.unresolved):
+            wrong = True
+        if wrong:
             suspects.append(op.name)
     return suspects
+
+
+def _disagrees(local: Callable[..., Tensor], inputs: list[np.ndarray], wrt: list[int], method: str) -> bool:
+    """Whether an op's own check fails by `method`, its step being no excuse: a failure
+    its step could explain is checked again with a step small against the inputs."""
+    result = gradcheck(local, inputs, wrt=wrt, method=method)
+    if result.passed or not result.unresolved:
+        return not result.passed
+    if method == "complex" and not all(_normal(x) for x in inputs):
+        return False  # a subnormal input: no step is small against it and still a normal number
+    step = _central_step_near_zero if method == "central" else _step_small_against
+    again = gradcheck(local, inputs, wrt=wrt, method=method, step=step)
+    # a smaller step whose imaginary parts underflowed to 0 shows nothing
+    return not again.passed or _underflowed(result.numeric, again.numeric)
+
+
+def _normal(data: Any) -> bool:
+    """Whether no entry is subnormal."""
+    size = np.abs(np.asarray(data))
+    return not bool(np.any((size > 0) & (size < _NORMAL)))
+
+
+def _underflowed(first: Sequence[np.ndarray], again: Sequence[np.ndarray]) -> bool:
+    """Whether a replay with a smaller step lost entries to underflow: 0 where the first
+    step gave a number (x * x * 1e300 at 1e-160: 2 x h underflows for h = 1e-168)."""
+    return any(bool(np.any((a != 0) & (b == 0))) for a, b in zip(first, again))
 
 
 def _central_step_near_zero(x: float) -> float:

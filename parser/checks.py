@@ -153,10 +153,11 @@ def _explain(value: Tensor, result: Any, leaves: list[Tensor]) -> str:
     """A failed check's message: the worst entry, and the ops whose own VJP disagrees
     with their forward; else why the numbers cannot tell (a derivative that is not
     finite, or a step too coarse for the point: CheckResult.unresolved)."""
-    suspects = suspect_ops(value)
+    infinite = _not_finite_derivative(result.analytic, value, leaves)  # sqrt at 0: its op would be blamed
+    suspects = [] if infinite else suspect_ops(value)
     if suspects:
         return f"{result.worst}; ops whose VJP disagrees: {', '.join(suspects)}"
-    reason = _not_finite_derivative(result.analytic, value, leaves) or _extreme_inside(value) or result.unresolved
+    reason = infinite or _extreme_inside(value) or result.unresolved
     return f"{result.worst}; {reason}: move the point" if reason else result.worst
 
 
@@ -190,7 +191,7 @@ def _not_finite_derivative(jacobians: list[np.ndarray], value: Tensor, leaves: l
             row, column = divmod(int(np.argmax(bad.reshape(-1))), jacobian.shape[1])
             found = jacobian[row, column].item()
             where = f"d out{position(value.shape, row)} / d {leaf.name or '?'}{position(leaf.shape, column)}"
-            return f"the derivative is not finite at this point ({found!r} at {where}): there is no number to check it against"
+            return f"the derivative is not finite at this point ({found!r} at {where}), so there is no number to check it against"
     return ""
 
 

@@ -85,9 +85,10 @@ def _relu_slope(x: Any) -> Any:
 def _relu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     if m is ARRAY_MATH and is_real(x) and is_real(g):
         # _gate(g, _relu_slope(x)) in one pass: g where x > 0, and elsewhere relu's own
-        # output, which is +0.0 (x <= 0) or nan (x nan), as the slope gives.
-        return np.where(x > _ZERO, g, ans)
-    return _gate(m, g, _relu_slope(m.raw(x)))
+        # output, which is +0.0 (x <= 0) or nan (x nan), as the slope gives; masked makes
+        # it 0 at nan where g is 0 (relu(nan) ** 0 is the constant 1), as the scalar engine does.
+        return masked(m, g, np.where(x > _ZERO, g, ans))
+    return masked(m, g, _gate(m, g, _relu_slope(m.raw(x))))
 
 
 def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
