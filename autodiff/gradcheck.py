@@ -523,8 +523,7 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200) -> list[
         use = "complex" if method in ("auto", "complex") and op.complex_safe else "central"
         try:
             wrong = _disagrees(local, inputs, wrt, use)
-            resolved = not any(near_zero(v) for x in inputs for v in x.reshape(-1).tolist())
-            if wrong and use == "complex" and method == "auto" and resolved:
+            if wrong and use == "complex" and method == "auto" and not _near_zero_anywhere(inputs):
                 # Imaginary parts can underflow inside an op's own forward (x * 1e-300 *
                 # 1e300): blamed only if central differences disagree too, where their
                 # step is small against the inputs.
@@ -560,6 +559,12 @@ def _underflowed(first: Sequence[np.ndarray], again: Sequence[np.ndarray]) -> bo
     """Whether a replay with a smaller step lost entries to underflow: 0 where the first
     step gave a number (x * x * 1e300 at 1e-160: 2 x h underflows for h = 1e-168)."""
     return any(bool(np.any((a != 0) & (b == 0))) for a, b in zip(first, again))
+
+
+def _near_zero_anywhere(inputs: Sequence[np.ndarray]) -> bool:
+    """Whether some input element is nonzero and within CENTRAL_STEPS_FROM_ZERO central steps of 0."""
+    bound = CENTRAL_STEPS_FROM_ZERO * CENTRAL_STEP
+    return any(bool(np.any((x != 0) & (np.abs(x) < bound))) for x in inputs)
 
 
 def _central_step_near_zero(x: float) -> float:
