@@ -302,7 +302,6 @@ def _finish(
 # 0 (RESOLVED_FROM); each op alone, being one op, is checked again with a step small
 # against its inputs before it is blamed (suspect_ops).
 RESOLVED_FROM = COMPLEX_STEP * 1e8  # |value| below this, complex step's 1e-20 is not small against it
-_NORMAL = float(np.finfo(np.float64).tiny)
 
 
 def tiny_inside(output: Any, order: list[Any] | None = None) -> str:
@@ -323,9 +322,25 @@ def tiny_inside(output: Any, order: list[Any] | None = None) -> str:
     return ""
 
 
+def extreme_inside(output: Any, order: list[Any] | None = None) -> str:
+    """The first value of the graph, in evaluation order, that is not finite or is
+    subnormal (an input, or what an op made of normal inputs), as a reason a check
+    cannot tell ('' if none): replays through it cannot show the derivative (`1/(1/y)`
+    at 1e-310, `sqrt(x*x + y*y)` at 1e-155)."""
+    for node in topological_order(output) if order is None else order:
+        data = np.asarray(node.data)
+        extreme = ~np.isfinite(data) | _subnormal(data)
+        if extreme.any():
+            found = data.reshape(-1)[int(np.argmax(extreme.reshape(-1)))].item()
+            what = "not finite" if not math.isfinite(abs(found)) else "subnormal"
+            where = f"from {node.op.name}" if node.op is not None else f"in {node.name or 'an input'}"
+            return f"a value inside is {what} at this point ({found!r} {where}), and replays through it cannot show the derivative"
+    return ""
+
+
 def _step_small_against(value: float) -> float:
     """A complex step small against `value` (1e-8 of it) where 1e-20 is not, kept a normal number."""
-    return max(abs(value) * 1e-8, _NORMAL) if 0 < abs(value) < RESOLVED_FROM else COMPLEX_STEP
+    return max(abs(value) * 1e-8, _TINY) if 0 < abs(value) < RESOLVED_FROM else COMPLEX_STEP
 
 
 # Central differences at an input within this many steps of 0 sample f on both sides of
@@ -549,10 +564,15 @@ def _disagrees(local: Callable[..., Tensor], inputs: list[np.ndarray], wrt: list
     return not again.passed or _underflowed(result.numeric, again.numeric)
 
 
+def _subnormal(data: Any) -> np.ndarray:
+    """Where `data` holds a subnormal number (few significant digits left)."""
+    size = np.abs(np.asarray(data))
+    return (size > 0) & (size < _TINY)
+
+
 def _normal(data: Any) -> bool:
     """Whether no entry is subnormal."""
-    size = np.abs(np.asarray(data))
-    return not bool(np.any((size > 0) & (size < _NORMAL)))
+    return not bool(np.any(_subnormal(data)))
 
 
 def _underflowed(first: Sequence[np.ndarray], again: Sequence[np.ndarray]) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
 import numpy as np
 
-from gradcalc.autodiff.gradcheck import gradcheck_graph, position, suspect_ops
+from gradcalc.autodiff.gradcheck import CheckResult, extreme_inside, gradcheck_graph, position, suspect_ops
 
 from .analysis import variables_in
 from .backends import to_param
@@ -141,44 +141,25 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
     # nan meets nan or inf meets inf: such a check fails, whatever the numbers (it
     # passed with a warning when they agreed by accident: `exp(x)` at 1e300 passed,
     # `x*2` at inf failed).
-    not_finite = _not_finite(value.data) or ("" if not result.passed else _not_finite_derivative(result.analytic, value, leaves))
-    if not_finite:
-        outcome.status, outcome.message = "fail", not_finite
+    not_finite = _not_finite(value.data)
+    infinite = "" if not_finite else _not_finite_derivative(result.analytic, value, leaves)
+    if not_finite or (infinite and result.passed):
+        outcome.status, outcome.message = "fail", not_finite or infinite
     elif not result.passed:
-        outcome.message = _explain(value, result, leaves)
+        outcome.message = _explain(value, result, infinite, order)
     return outcome
 
 
-def _explain(value: Tensor, result: Any, leaves: list[Tensor]) -> str:
+def _explain(value: Tensor, result: CheckResult, infinite: str, order: list[Any]) -> str:
     """A failed check's message: the worst entry, and the ops whose own VJP disagrees
-    with their forward; else why the numbers cannot tell (a derivative that is not
-    finite, or a step too coarse for the point: CheckResult.unresolved)."""
-    infinite = _not_finite_derivative(result.analytic, value, leaves)  # sqrt at 0: its op would be blamed
+    with their forward; else why the numbers cannot tell (`infinite`: a derivative that
+    is not finite, where the op would be blamed for sqrt at 0; a value inside out of
+    range; a step too coarse for the point: CheckResult.unresolved)."""
     suspects = [] if infinite else suspect_ops(value)
     if suspects:
         return f"{result.worst}; ops whose VJP disagrees: {', '.join(suspects)}"
-    reason = infinite or _extreme_inside(value) or result.unresolved
+    reason = infinite or extreme_inside(value, order) or result.unresolved
     return f"{result.worst}; {reason}: move the point" if reason else result.worst
-
-
-_NORMAL = float(np.finfo(np.float64).tiny)
-
-
-def _extreme_inside(value: Tensor) -> str:
-    """The first value of the graph, in evaluation order, that is not finite or is
-    subnormal (an input, or what an op made of normal inputs), as a reason ('' if none):
-    replays through it cannot show the derivative (`1/(1/y)` at 1e-310, `sqrt(x*x +
-    y*y)` at 1e-155)."""
-    for node in topological_order(value):
-        data = np.asarray(node.data)
-        size = np.abs(data)
-        extreme = ~np.isfinite(data) | ((size > 0) & (size < _NORMAL))
-        if extreme.any():
-            found = data.reshape(-1)[int(np.argmax(extreme.reshape(-1)))].item()
-            what = "not finite" if not math.isfinite(abs(found)) else "subnormal"
-            where = f"from {node.op.name}" if node.op is not None else f"in {node.name or 'an input'}"
-            return f"a value inside is {what} at this point ({found!r} {where}), and replays through it cannot show the derivative"
-    return ""
 
 
 def _not_finite_derivative(jacobians: list[np.ndarray], value: Tensor, leaves: list[Tensor]) -> str:
@@ -186,12 +167,10 @@ def _not_finite_derivative(jacobians: list[np.ndarray], value: Tensor, leaves: l
     for jacobian, leaf in zip(jacobians, leaves):
         if _finite(jacobian):
             continue
-        bad = ~np.isfinite(jacobian)
-        if bad.any():
-            row, column = divmod(int(np.argmax(bad.reshape(-1))), jacobian.shape[1])
-            found = jacobian[row, column].item()
-            where = f"d out{position(value.shape, row)} / d {leaf.name or '?'}{position(leaf.shape, column)}"
-            return f"the derivative is not finite at this point ({found!r} at {where}), so there is no number to check it against"
+        row, column = divmod(int(np.argmax(~np.isfinite(jacobian).reshape(-1))), jacobian.shape[1])
+        found = jacobian[row, column].item()
+        where = f"d out{position(value.shape, row)} / d {leaf.name or '?'}{position(leaf.shape, column)}"
+        return f"the derivative is not finite at this point ({found!r} at {where}), so there is no number to check it against"
     return ""
 
 
