@@ -103,8 +103,60 @@ class OpDef:
         return f"<op {self.signature}>"
 
 
-REGISTRY: dict[str, OpDef] = {}
-ALIASES: dict[str, str] = {}
+_all_registered = False
+_FAMILIES = f"{__package__}.ops."  # the modules of the op families (ops/__init__.py)
+
+
+def register_all() -> None:
+    """Register every op. Importing the package registers only the families that bind
+    Tensor's operators (ops/__init__.py); the lookups below call this when a name is
+    missing, so nothing outside this module needs to."""
+    global _all_registered
+    if _all_registered:
+        return
+    _all_registered = True  # first: an op module's import that looks an op up must not come back here
+    import importlib  # (the package's attribute `ops` is TENSOR_MATH, not this subpackage)
+
+    importlib.import_module(f"{__package__}.ops").import_all()
+
+
+class _OpTable(dict):  # type: ignore[type-arg]
+    """A dict that registers every op before it answers what it may not hold yet: a
+    missing name, its size or its contents. (NumPy-free dict subclass: a plain lookup
+    of a registered name costs what it did.)"""
+
+    __slots__ = ()
+
+    def __missing__(self, name: Any) -> Any:
+        if _all_registered:
+            raise KeyError(name)
+        register_all()
+        return self[name]
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        if not _all_registered and not dict.__contains__(self, name):
+            register_all()
+        return dict.get(self, name, default)
+
+    def __contains__(self, name: object) -> bool:
+        if not _all_registered and not dict.__contains__(self, name):
+            register_all()
+        return dict.__contains__(self, name)
+
+    def _whole(method: Callable[..., Any]) -> Callable[..., Any]:  # type: ignore[misc]  # noqa: N805
+        def whole(self: _OpTable, *args: Any) -> Any:
+            register_all()
+            return method(self, *args)
+
+        whole.__name__ = method.__name__
+        return whole
+
+    __iter__, __len__, keys, values, items, copy = map(_whole, (dict.__iter__, dict.__len__, dict.keys, dict.values, dict.items, dict.copy))
+    del _whole
+
+
+REGISTRY: dict[str, OpDef] = _OpTable()
+ALIASES: dict[str, str] = _OpTable()
 
 
 class _Namespace:
@@ -112,6 +164,12 @@ class _Namespace:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+
+    def __getattr__(self, name: str) -> Any:  # only for names not set yet
+        if name.startswith("__") or _all_registered:
+            raise AttributeError(f"no op {name!r}")
+        register_all()
+        return getattr(self, name)
 
 
 ARRAY_MATH: Any = _Namespace("array")
@@ -203,7 +261,9 @@ def defop(
     parameters of an op with any number of inputs that may also be given positionally
     before the inputs (`einsum('ij,jk->ik', a, b)`: subscripts).
     """
-    if name in REGISTRY:
+    if not getattr(forward, "__module__", "").startswith(_FAMILIES):
+        register_all()  # an op from outside the families: a clash with theirs is found here
+    if dict.__contains__(REGISTRY, name):
         raise ValueError(f"op {name!r} is already registered")
     if vjps is not None and (n_in is None) != callable(vjps):
         raise ValueError(f"op {name!r}: give one VJP per input as a tuple, or one VJP taking k= for any number of inputs")

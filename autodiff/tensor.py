@@ -90,6 +90,16 @@ class Tensor:
     retains_grad: bool
     detached: bool
 
+    def __getattr__(self, name: str) -> Any:
+        """Only for a name the class does not have: an op method (`x.exp()`) whose family
+        is not registered yet (ops/__init__.py registers most families on first need)."""
+        from .registry import _all_registered, register_all
+
+        if name.startswith("__") or _all_registered:
+            raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+        register_all()
+        return getattr(self, name)
+
     def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
         self.data = to_array(data)
         self.grad = None

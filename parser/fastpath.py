@@ -90,10 +90,26 @@ class _Tables(Record):
 
 @lru_cache(maxsize=1)
 def _tables() -> _Tables:
-    from .standalone import BasicLexer, PatternStr, Rule, Shift, _create_unless, _regexp_has_newline
-    from .syntax import lark_parser
+    """The tables, once per process: unpickled from prebuilt.py (generate.py builds them
+    there with build_tables, with the caches of a few parses filled), so a one-line
+    command neither loads Lark's parser nor reads its tables; built here when
+    prebuilt.py is missing."""
+    try:
+        from .prebuilt import TABLES
+    except ImportError:  # not generated (yet)
+        from .syntax import lark_parser
 
-    lark = lark_parser()
+        return build_tables(lark_parser())
+    import pickle
+    import zlib
+
+    return pickle.loads(zlib.decompress(TABLES))
+
+
+def build_tables(lark: Any) -> _Tables:
+    """The fast path's tables, read from `lark` (the parser syntax.lark_parser() gives)."""
+    from .standalone import BasicLexer, PatternStr, Rule, Shift, _create_unless, _regexp_has_newline
+
     conf = lark.lexer_conf
     # Lark's order, keywords taken out (they lex as NAME, then are renamed), as BasicLexer's
     # scanner has them (without building that scanner: its regular expression goes unused).
@@ -245,16 +261,11 @@ def _first_of(items: list[Any]) -> tuple[set[int], bool]:
     return first, True
 
 
-def ready() -> bool:
-    """Whether the tables are built (they take a few milliseconds, once per process)."""
-    return _tables.cache_info().currsize > 0
-
-
-def parse(source: str) -> tuple[Tree, list[Range]] | None:
+def parse(source: str, tables: _Tables | None = None) -> tuple[Tree, list[Range]] | None:
     """The tree Lark's parser gives for `source`, and where each statement starts and
     ends; None when the source has a syntax error or anything else this loop does not
-    take (then Lark's parser decides)."""
-    t = _tables()
+    take (then Lark's parser decides). `tables` defaults to this process's."""
+    t = _tables() if tables is None else tables
     units, gotos = t.units, t.gotos
     actions, rules, kept, keywords, multiline, end_state = t.actions, t.rules, t.kept, t.keywords, t.multiline, t.end
     state = t.start

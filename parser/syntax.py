@@ -162,7 +162,7 @@ Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 
 def parse_statements(source: str) -> tuple[Tree, list[Range]]:
     """Parse a whole program; also return where each statement's text starts and ends."""
-    parsed = _parse_fast(source)
+    parsed = fastpath.parse(source)
     if parsed is not None:
         return parsed
     parser = lark_parser()  # a syntax error (or input the fast path leaves to Lark): Lark's words for it
@@ -173,16 +173,6 @@ def parse_statements(source: str) -> tuple[Tree, list[Range]]:
     return tree, parser.options.postlex.statements
 
 
-# The fast path (fastpath.py) builds its tables once per process, in a few milliseconds
-# that a one-line command would notice; a source this long wins them back.
-FAST_PATH_FROM = 2000  # characters
-
-
-def _parse_fast(source: str) -> tuple[Tree, list[Range]] | None:
-    """The fast path's parse when it pays, else None (and Lark's parser decides)."""
-    if len(source) < FAST_PATH_FROM and not fastpath.ready():
-        return None
-    return fastpath.parse(source)
 
 
 class BadStatement(Record):
@@ -206,14 +196,14 @@ def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]
     Each error costs a parse; after MAX_SYNTAX_ERRORS the rest of the source is one bad
     statement.
     """
-    parser = lark_parser()
-    recorder = parser.options.postlex
     text = source
     bad: list[BadStatement] = []
     while True:
-        parsed = _parse_fast(text)
+        parsed = fastpath.parse(text)
         if parsed is not None:
             return *parsed, bad
+        parser = lark_parser()  # loaded only when the fast path gives up (an error, mostly)
+        recorder = parser.options.postlex
         try:
             return parser.parse(text), recorder.statements, bad
         except UnexpectedInput as err:

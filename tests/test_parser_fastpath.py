@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradcalc.parser import LanguageError, compile_program, fastpath, syntax
+from gradcalc.parser import LanguageError, compile_program, fastpath, generate, syntax
 from gradcalc.parser.compiler import BINARY, CALL, CONST, LOAD, METHOD
 from gradcalc.parser.standalone import Token, Tree, UnexpectedInput
 
@@ -65,17 +65,44 @@ def agrees(source: str) -> bool:
     return True
 
 
-@pytest.fixture(autouse=True)
-def fast_path_ready():
-    """Once its tables are built, short sources take the fast path too (syntax.FAST_PATH_FROM)."""
-    fastpath._tables()
-
-
-def test_a_one_line_command_does_not_wait_for_the_tables():
-    code = ("from gradcalc.parser import compile_program, fastpath; compile_program('x * 2'); short = fastpath.ready(); "
-            "compile_program('x + ' * 1000 + 'x'); print(short, fastpath.ready())")
+def test_a_one_line_command_parses_without_loading_larks_parser():
+    """Every parse starts on the fast path, whose tables come pickled (prebuilt.py): a
+    program without a syntax error never unpickles Lark's parser; one with an error does,
+    for Lark's words about it."""
+    code = ("from gradcalc.parser import compile_program, syntax; compile_program('x * 2'); print(syntax.lark_parser.cache_info().currsize); "
+            "compile_program('y = [1, 2]; y.sum()')\ntry: compile_program('x +* 2')\nexcept Exception as e: print(type(e).__name__)\n"
+            "print(syntax.lark_parser.cache_info().currsize)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["False", "True"]
+    assert done.stdout.split() == ["0", "LanguageError", "1"]
+
+
+def _comparable(tables: fastpath._Tables) -> dict[str, object]:
+    """The tables as plain data: Lark's callbacks by their type and what they hold."""
+    def callback(build: object) -> object:
+        if build is None or not hasattr(build, "__dict__"):  # None, or a partial(Tree, name)
+            return repr(build)
+        return type(build).__name__, {key: callback(value) for key, value in vars(build).items()}
+
+    fields = {name: getattr(tables, name) for name in tables.__slots__ if name not in ("units", "gotos", "rules")}
+    fields["tokens"], fields["blank"] = tables.tokens.pattern, tables.blank.pattern
+    fields["rules"] = [(size, name, callback(build), plain) for size, name, build, plain in tables.rules]
+    return fields
+
+
+def test_the_prebuilt_tables_are_the_ones_read_from_the_parser():
+    """prebuilt.py holds the tables pickled (generate.py); they must be what build_tables
+    reads from Lark's parser today, and their filled caches must agree with the table."""
+    prebuilt, built = fastpath._tables(), fastpath.build_tables(syntax.lark_parser())
+    assert prebuilt is not built
+    assert _comparable(prebuilt) == _comparable(built)
+    assert prebuilt.gotos  # filled by generate.WARM_UP's parses
+    for source in generate.WARM_UP:
+        assert fastpath.parse(source, built) == fastpath.parse(source, prebuilt)
+    for cache in ("gotos", "units"):
+        old, new = getattr(prebuilt, cache), getattr(built, cache)
+        shared = old.keys() & new.keys()
+        assert all(old[key] == new[key] for key in shared), cache
+    assert prebuilt.gotos.keys() & built.gotos.keys()
 
 
 # ---- the examples and the docs -----------------------------------------------------------------
