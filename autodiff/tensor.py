@@ -92,7 +92,8 @@ class Tensor:
 
     def __getattr__(self, name: str) -> Any:
         """Only for a name the class does not have: an op method (`x.exp()`) whose family
-        is not registered yet (ops/__init__.py registers most families on first need)."""
+        is not registered yet (ops/__init__.py registers most families on first need).
+        registry.register_all() removes this method once every op is registered."""
         from .registry import _all_registered, register_all
 
         if name.startswith("__") or _all_registered:
