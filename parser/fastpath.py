@@ -8,7 +8,9 @@ reads the same tables and builds the same tree, doing per token only what the re
 needs. It is not a second parser: it only accepts what Lark's parser accepts, and builds
 exactly Lark's tree (tests/test_parser_fastpath.py compares the two).
 
-What it reads from the generated parser (parser/standalone.py, built from grammar.lark):
+What it reads from the generated parser (parser/standalone.py, built from grammar.lark;
+the tables are read once, by generate.py, and pickled in prebuilt.py, so a parse needs
+only larktree.py's trees, tokens and callbacks):
 
 - the terminals, made into one regular expression whose every match is one token with
   the spaces before it (Lark ignores them; comments and line continuations, which Lark ignores
@@ -42,7 +44,7 @@ from functools import lru_cache, partial
 from typing import Any, Callable
 
 from .records import Record
-from .standalone import ChildFilterLALR_NoPlaceholders, ExpandSingleChild, Token, Tree
+from .larktree import ChildFilterLALR_NoPlaceholders, ExpandSingleChild, Token, Tree
 
 Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 

@@ -487,110 +487,12 @@ LarkInput = Union[AnyStr, TextSlice[AnyStr], Any]
 
 
 
-class Meta:
-
-    empty: bool
-    line: int
-    column: int
-    start_pos: int
-    end_line: int
-    end_column: int
-    end_pos: int
-    orig_expansion: 'List[TerminalDef]'
-    match_tree: bool
-
-    def __init__(self):
-        self.empty = True
+from .larktree import ChildFilter, ChildFilterLALR, ChildFilterLALR_NoPlaceholders, ExpandSingleChild, Meta, Token, Tree
 
 
 _Leaf_T = TypeVar("_Leaf_T")
 
 
-class Tree(Generic[_Leaf_T]):
-    #--
-
-    data: str
-    children: 'List[Branch[_Leaf_T]]'
-
-    def __init__(self, data: str, children: 'List[Branch[_Leaf_T]]', meta: Optional[Meta]=None) -> None:
-        self.data = data
-        self.children = children
-        self._meta = meta
-
-    @property
-    def meta(self) -> Meta:
-        if self._meta is None:
-            self._meta = Meta()
-        return self._meta
-
-    def __repr__(self):
-        return 'Tree(%r, %r)' % (self.data, self.children)
-
-    __match_args__ = ("data", "children")
-
-    def _pretty_label(self):
-        return self.data
-
-    def _pretty(self, level, indent_str):
-        yield f'{indent_str*level}{self._pretty_label()}'
-        if len(self.children) == 1 and not isinstance(self.children[0], Tree):
-            yield f'\t{self.children[0]}\n'
-        else:
-            yield '\n'
-            for n in self.children:
-                if isinstance(n, Tree):
-                    yield from n._pretty(level+1, indent_str)
-                else:
-                    yield f'{indent_str*(level+1)}{n}\n'
-
-    def pretty(self, indent_str: str='  ') -> str:
-        #--
-        return ''.join(self._pretty(0, indent_str))
-
-    def __eq__(self, other):
-        try:
-            return self.data == other.data and self.children == other.children
-        except AttributeError:
-            return False
-
-    def __ne__(self, other):
-        return not (self == other)
-
-    def __hash__(self) -> int:
-        return hash((self.data, tuple(self.children)))
-
-    def iter_subtrees(self) -> 'Iterator[Tree[_Leaf_T]]':
-        #--
-        queue = [self]
-        subtrees = dict()
-        for subtree in queue:
-            subtrees[id(subtree)] = subtree
-            queue += [c for c in reversed(subtree.children)
-                      if isinstance(c, Tree) and id(c) not in subtrees]
-
-        del queue
-        return reversed(list(subtrees.values()))
-
-    def iter_subtrees_topdown(self):
-        #--
-        stack = [self]
-        stack_append = stack.append
-        stack_pop = stack.pop
-        while stack:
-            node = stack_pop()
-            if not isinstance(node, Tree):
-                continue
-            yield node
-            for child in reversed(node.children):
-                stack_append(child)
-
-    def find_pred(self, pred: 'Callable[[Tree[_Leaf_T]], bool]') -> 'Iterator[Tree[_Leaf_T]]':
-        #--
-        return filter(pred, self.iter_subtrees())
-
-    def find_data(self, data: str) -> 'Iterator[Tree[_Leaf_T]]':
-        #--
-        return self.find_pred(lambda t: t.data == data)
 
 
 from functools import wraps, update_wrapper
@@ -1162,119 +1064,6 @@ class TerminalDef(Serialize):
 
 _T = TypeVar('_T', bound="Token")
 
-class Token(str):
-    #--
-    __slots__ = ('type', 'start_pos', 'value', 'line', 'column', 'end_line', 'end_column', 'end_pos')
-
-    __match_args__ = ('type', 'value')
-
-    type: str
-    start_pos: Optional[int]
-    value: Any
-    line: Optional[int]
-    column: Optional[int]
-    end_line: Optional[int]
-    end_column: Optional[int]
-    end_pos: Optional[int]
-
-
-    @overload
-    def __new__(
-            cls,
-            type: str,
-            value: Any,
-            start_pos: Optional[int] = None,
-            line: Optional[int] = None,
-            column: Optional[int] = None,
-            end_line: Optional[int] = None,
-            end_column: Optional[int] = None,
-            end_pos: Optional[int] = None
-    ) -> 'Token':
-        ...
-
-    @overload
-    def __new__(
-            cls,
-            type_: str,
-            value: Any,
-            start_pos: Optional[int] = None,
-            line: Optional[int] = None,
-            column: Optional[int] = None,
-            end_line: Optional[int] = None,
-            end_column: Optional[int] = None,
-            end_pos: Optional[int] = None
-    ) -> 'Token':        ...
-
-    def __new__(cls, *args, **kwargs):
-        if "type_" in kwargs:
-            warnings.warn("`type_` is deprecated use `type` instead", DeprecationWarning)
-
-            if "type" in kwargs:
-                raise TypeError("Error: using both 'type' and the deprecated 'type_' as arguments.")
-            kwargs["type"] = kwargs.pop("type_")
-
-        return cls._future_new(*args, **kwargs)
-
-
-    @classmethod
-    def _future_new(cls, type, value, start_pos=None, line=None, column=None, end_line=None, end_column=None, end_pos=None):
-        inst = super(Token, cls).__new__(cls, value)
-
-        inst.type = type
-        inst.start_pos = start_pos
-        inst.value = value
-        inst.line = line
-        inst.column = column
-        inst.end_line = end_line
-        inst.end_column = end_column
-        inst.end_pos = end_pos
-        return inst
-
-    @overload
-    def update(self, type: Optional[str] = None, value: Optional[Any] = None) -> 'Token':
-        ...
-
-    @overload
-    def update(self, type_: Optional[str] = None, value: Optional[Any] = None) -> 'Token':
-        ...
-
-    def update(self, *args, **kwargs):
-        if "type_" in kwargs:
-            warnings.warn("`type_` is deprecated use `type` instead", DeprecationWarning)
-
-            if "type" in kwargs:
-                raise TypeError("Error: using both 'type' and the deprecated 'type_' as arguments.")
-            kwargs["type"] = kwargs.pop("type_")
-
-        return self._future_update(*args, **kwargs)
-
-    def _future_update(self, type: Optional[str] = None, value: Optional[Any] = None) -> 'Token':
-        return Token.new_borrow_pos(
-            type if type is not None else self.type,
-            value if value is not None else self.value,
-            self
-        )
-
-    @classmethod
-    def new_borrow_pos(cls: Type[_T], type_: str, value: Any, borrow_t: 'Token') -> _T:
-        return cls(type_, value, borrow_t.start_pos, borrow_t.line, borrow_t.column, borrow_t.end_line, borrow_t.end_column, borrow_t.end_pos)
-
-    def __reduce__(self):
-        return (self.__class__, (self.type, self.value, self.start_pos, self.line, self.column))
-
-    def __repr__(self):
-        return 'Token(%r, %r)' % (self.type, self.value)
-
-    def __deepcopy__(self, memo):
-        return Token(self.type, self.value, self.start_pos, self.line, self.column)
-
-    def __eq__(self, other):
-        if isinstance(other, Token) and self.type != other.type:
-            return False
-
-        return str.__eq__(self, other)
-
-    __hash__ = str.__hash__
 
 
 class LineCounter:
@@ -1780,15 +1569,6 @@ from functools import partial, wraps
 from itertools import product
 
 
-class ExpandSingleChild:
-    def __init__(self, node_builder):
-        self.node_builder = node_builder
-
-    def __call__(self, children):
-        if len(children) == 1:
-            return children[0]
-        else:
-            return self.node_builder(children)
 
 
 
@@ -1863,70 +1643,10 @@ def make_propagate_positions(option):
     raise ConfigurationError('Invalid option for propagate_positions: %r' % option)
 
 
-class ChildFilter:
-    def __init__(self, to_include, append_none, node_builder):
-        self.node_builder = node_builder
-        self.to_include = to_include
-        self.append_none = append_none
-
-    def __call__(self, children):
-        filtered = []
-
-        for i, to_expand, add_none in self.to_include:
-            if add_none:
-                filtered += [None] * add_none
-            if to_expand:
-                filtered += children[i].children
-            else:
-                filtered.append(children[i])
-
-        if self.append_none:
-            filtered += [None] * self.append_none
-
-        return self.node_builder(filtered)
 
 
-class ChildFilterLALR(ChildFilter):
-    #--
-
-    def __call__(self, children):
-        filtered = []
-        for i, to_expand, add_none in self.to_include:
-            if add_none:
-                filtered += [None] * add_none
-            if to_expand:
-                if filtered:
-                    filtered += children[i].children
-                else:   ##
-
-                    filtered = children[i].children
-            else:
-                filtered.append(children[i])
-
-        if self.append_none:
-            filtered += [None] * self.append_none
-
-        return self.node_builder(filtered)
 
 
-class ChildFilterLALR_NoPlaceholders(ChildFilter):
-    #--
-    def __init__(self, to_include, node_builder):
-        self.node_builder = node_builder
-        self.to_include = to_include
-
-    def __call__(self, children):
-        filtered = []
-        for i, to_expand in self.to_include:
-            if to_expand:
-                if filtered:
-                    filtered += children[i].children
-                else:   ##
-
-                    filtered = children[i].children
-            else:
-                filtered.append(children[i])
-        return self.node_builder(filtered)
 
 
 def _should_expand(sym):
@@ -3329,7 +3049,7 @@ class Lark(Serialize):
 
 import pickle
 DATA = (
-b'eJztnYd3G2XWxu3EjtMbhE4aAZIA6Z0WJ3GRR80qlmUZj0fSqBejAgngpVrEydB2h+2977L9L/zeIiW/OME4sQPfObvkHB6/U+99nufeKRpp3uv90lPoUv/NuvudNTNWrW7XXPn3+pJ92a6ZqWolo8brGnatnK9Ypbr7mrt/1nW6z7tGV33Wza01ujWs0rBaQ4+GXg1rNPRpWKthnYb1GjZo2Khhk4bNGrZo2Kphm4btGh7Q8KCGHRoe0vCwhkc0PKrhMQ2Pa3hCw5MadmrYpWG3hj1121mTz1aqNVsm76w3Tc+QPxAaMI+4Tt/FgM834I+4zsaLAX/E44/2RzwBv2s7m7Jmzc7al81MycrWBVvOumbdNpNXGnbdne8w3LgyY7vOekF0w77caFol11lrqqmm6TrrvHKhi1KFprNB63NTlN5as2S3BRFx7tXhPqVhn4anNTyj4VkN+zUc0HBQw3MantfwgoZDGg5rOKLhqIZjGo5rOKHhpIZTGk5rOKPhrIZzGl7U8JKGlzW8ouFVDec19Gu4oOGihksaBjQMahjSMKzBo2FEg6HBq8Gnwa8hoCGoYVRDSENYQ0RDVMOYhpiGcQ1xDRMaEhomNbymYUqDqWFag6UhqSGlIa3B1pDRkNWQ05DXUNBQ1FDSUNZQ0VDVMKPhdQ01DXUNDQ1NDW9oeFPDZQ1XNLyl4W0N72iY1fA9De9qeE/D+xo+0PChho80zGloafhYw1UN8xquabiuwdHwiYZPNXym4XMNX4iC7a03rFpD1IbTN1OrZmtW2bVuVJAuup6SVaq5uePO+qCarMss1616YaNatCt1WWaicEV5lsWq+Xq14hrdTo+/3zfgGqucHm+wP+Qaq9U+0s1UwzV6nF6faAJh1+h1VtebZddYIxYLj15wjT6nJ+iVc9Y6PfblmZprrBMrVuuNTP6ya6x31vijvgsDYnsbnN6Z6puiExsbnd5mxapdcY1NTu9gvzcsdrvZ6bEaVbHhLc6acCTk8Q+5xlanJxKKipnbnF7ZkPpdY7vTE1K7fcBZ5Rl0jQedVf0R19jhrL4UEPiQszoYiLnGw846c9AbCIQuecZc4xGnLzgQuij7mfGo0xv29oeHXeMxpycckYk+rtqdyFns6Qm5J6/odMaTzupYSKyw01lt+r2usUvsWfGy21kXHvB52ovtcXr2DfgvucZep2dAZfKUs900rVq2WbYrjbopFTNPucY+Z5OYLFLUU066xtNO78BotF9s+xlnq2m2OdOzT7jGs87azlZcQxyrbmzSNQ6IKIcHLhqucVAkPiB4eM7ZmMrZqaJZnWnkpZ7Pq01qj5gzpWZdtHXjBafHrNszrnHI6cs0K6m0nXGNw846scuGrXd0xFlj1eviuOAaR52N5WapkTc7E445vWonriHcZTWzN2accHr7o0OBoGucdHaYJtfS+z7mGqeczaapY1QZHneN087aAa/XEwx7hH3OiDCayXqqlp8RYZxl+Gr5o65xLvdV01mjgm17WP1P/NvVEg4WeEzgKoG/FLhaYEpgj8AZgb0CHxe4RmBYYJ/AhsC1Ag8LXCdwi8D1ArsFbhB4SuBGgfsFbhL4mMDNAs8L3CKwV+BWgf8RuM3objcLMdiOQVP+vV/st7vdM8X8BzjYxsGDHOzg4CEOHubgEQ4e5aCHgz4OHuPgcQ62c/AEB09ysJODXRzs5qCbgz0c7MWgaaySHG0TXG4Ts54SeBqbratFVq+E3Pcqs7TJmzflbho9MppOqsfJyHGmelyF3ksHmHSASQeYdIBJB5h0gEkHmHSASQeYdIBJB5h0gEkHmHSASQeYdIDJfE06wKQDTDrAJC0mHWAqjtaQoxQ5SpGjFDlKkaMUOUqRoxQ5SpGjFDlKkaMUOUqRoxQ5SpGjFDlKkaMUOUqRoxQ5SpGjFDlKKY76aLoT3MEJrnlCLbx2Vu6yy5hruXVjnVyzQ2iEhEZIaIS0RUhbhLRFSFuEtEVIW4S0RUhbhLRFSFuEWUVIW4S0RUhbhMlHSFtEMbFeJr9PUPGGyrvL+EKF0mX8QM7dQFKPcffHuN1jalMb5cKy6TwiZj0t8IRqMnqRKbp2iiRPMZEpMj5FC0/RwlPUYopaTFGLKWoxRS2mqMUUtZhSuWxqG2REGmSzTOwZMTrY5ijS5mi7XHSLnLtDjD5t99QfqkC7jH8g4ygzjjLJKFOJMpUoU4kylShTiTKVKFOJ0lZR2ipKW0Wpa5RqRGmrKG0VpfxR2iqq+NsqSZEHogttL+yRU7fxMCUPG+Ptw9XGFThcPSvw2l0ctjpnJ51kayrw7Wy1kzTtJCWcpIST9OkkfTpJcScp7iTFnaS4kxR3kuJOUtxJijtJcScp7iTFnaS4kxR3kuJOUtxJijupOHqAHNnkyCZHNjmyyZFNjmxyZJMjmxzZ5MgmRzY5ssmRTY5scmSTI5sc2eTIJkc2ObLJkU2ObMXRg+yc57iDc1zznFp4x6wukhdlt3lIn+7p+R8ygw/Vwg/L+U+IpS+B6ytc7opa7pHFik0Wy6p7KDq5xU0t3RvX3KEI77L4msajMkqZex4Hi2l6apo2mqaNpmmjaUo1TUtM02DTNNg0DTZNg03TYNOUb5ryTdNt04r2x1gcFhOxWBwWs7KYlcWsLMZuMXaLsVuM3WLsFpmwGK5Fy1gsDovFYTF5i8VhkXGLxWGRI4vFYSmOHpccSaulVTxdRrVtsQLoGiJdQwx2iFEMMfIhhjTEkIaY0xBzGmKwQwx2SAX7ROdQxmuqTp1800FJ1sG/UBffWA9P3sve5F5+f4cq/Ma97ZR7e1CMnlU26zKeUG7pMj5Q5uoynlSO6zIuQpgRmm2EZhuhZCM02wj1G6F+I9RvhPqNUL8R6jdC/Uao3wj1G1H67dKn913GGQQ3wHgGGM8A4xlgPAOMZ4DxDDCeAcYzoELY3bmCf6GlG/0rcuqelbpHc30lGvFe9q3n62pTGBzgYCsHuzno4aCbg4Mc9HGwiYNVHOzkYA8HWzBoGk/J2J8TmRhtJoOI6xVu6RVu6RW18j658k6x0l4x63mBkwJfEOhVG+kyPsEq+9UqT/OKMUzTh9nWw2zeYTbvMJt3mMSFSU+YzTvMegrTv2FaNkxjhpl7mDYPU7ow1QqTojDrKaySf2ahbY/ewbYHBW5dxL6HBH7Ztm9Pm28fbH1AYEjgYYE/bdv3c4FHBF5p2/ZRgUcFPncH+x8TuEHgcYFX71AOHV07ui8si07+B1TKzy7nEPBNzViGZLES99NdXrrLS3d56S4v3eWlu7x0l5fu8tJdXrrLS3d5aRsvrealh7z0kJcm9NKEXrrLS3d5FdUHFp61nltGc5RnqW+vRHM8KKOSV/zvtPQdAFdOfY7n+IeZ5WFmeVgl9jz7a5rnhWlKnKbEaZ4XpnlemKb4aYqfpvhpip+m+GmKn6b4aYqfpt5pqppmvml6JE1bpGmLNGlJU/y04uiFWa316/I66FDnOmcK9LzB4N5QKx3m9dIs58+q+Uc4/xPO/0TNP8rbVicE9rf0QfrPAk8K3N3WfLi12O2sJd602s3BLTegln07aycHezi49d7WMSa8xPtz3/ktuRuiTdGRU3Tk7STs+lrmu7+Wq723cHWcVVsgRwVyVCBHBXJUIEcFclQgRwVyVCBHBXJUIEcFclQgRwVyVCBHBXJUIEcFclQgRwVyVCBHBcXRibs5j5Ut/ceLtOxlt+qTLPe3yMpbKtpTPLqGKGKIIoYoVYhShShViFKFKFWIUoUoVYhBhShViFKFKFWIUoUoVYhShShViFKFVPKnOxciH2Nzr6tZZ+50jrNSHx1Kd7SWot7Zb/Pk8ts6qZQnsbnW7SeXexXx5zqfwPy1pc9YnJY+3vxNzn1xOReJkoBfrGRxvcQznrM06Fk676xK7OWVur79/kqE/sp3/RH5S4zm1U61Vdqi/1xOPc+jTYxHmxgbVYyNKsajTYxHmxhbWIwtLMYWFmMLi7GFxdjCYmxhMbawGFtYjC0sRofE2MJibGExtrAYjRRjC4spV/V/1zo+SB0vzOqdvyrPWC8u907hfOsu7t1dWm5nSKxcZ7hhzcs0xmUl2MBKtYEfrUQbGFzsVtF5+vU8jXhepTLUOXN+r3XzzHmCdTrBOp1gnU6wTidYpxOs0wnW6QTrdIJ1OsE6nWCdTrBOJyjHBOt0gnU6wbwnWKcTrNMJ1ukE6ZlgnU4orobb13KzsjI8YjDC5pYkaUmSliRpSZKWJGlJkpYkaUmSliRpSZKWJGlJkpYkaUmSliRpSZKWJGlJkpYkaUmSliRpSUWaoTuInnSdm7nOvV3nZq6rNb1k96N66+btWzU4wMFWDnZz0MNBNwcHOejjYBMHqzjYycEeDrZg0DR8jH2Osc8x9jnGPsfY5xj7HGOfY+xzjH2Osc8x9jnGPsfY5xj7nIrdv/Du8dnW1989fkqtEugcJmTrOSXwKYGyJRVb7o1PCTqpvcpgXmUwr6qNBdsfHQ/IMhvltc9ntPFn9Odnas3Qwjtt31tGf/6mvixDfHkp/Tm8nKOFvEP34SJRySzX38tRI8Ko5D2pz+4hOrn3QwJPC3wIUZ4RGF0Ch98YZZTyO5TfUYqP8ez9ZRrrZRrrZbVw7H5cickroUzru78iW3gl9oxKeZz8NVgxDTU/fi+flhrsTQY7kMHDnsEjkEHtDAZi8HBksAcabHsGD1QGlTaotMEjkKFynJA5yguS59vN6ICcmiAzbzK6N9Vak/9Nl+3PqpRfYzG9SIpfJMUvqoWnFvaP9+/QP2TeDy+hj6z0Ofs71PMdFa/JD6ylG34rp07LqWfFaB/Ykse8Z1pff8w7qDZo8a5bgMYP8HwvwLO6AM/qAjyrC7CmAqypAM/qAqypALMMsKYCrKkAayrAmgqwpgIUPEDBA6ypgEo+yfObOM9842QiTibiPPON88w3To7i5ChOjuLkKE6O4uQoTo7i5ChOWuJMPs7k46QyTvbiZC9OjuLkKK44St1Lb/UwRw9z9JBYD3P0MEcPg/cwYQ8z8TATD6nwkAoPc/QwR4/KMf11t1jjraXfJ7jrswL727xhInvYa4tFk+H5suwl/nYP+eciPeRpRV+2fUX5E3mqm2P7/ZgqfEwVPlZr5r8NCmTqP1uKIIWvs8HO+2mDIi8tr9Hd18jeNbJ3TbFX6nwQ24Waepdl9K5arsw2V2Wbq7Iaq2xzVba5KttclW2uyjZXZZursgVU2QKqbHNVtoAqY6+y6qus7Sp5qbJTVElflc2hSvqqbAFVxVGlc2CVHybLD5fNlj7A7pBzq0v9DObf98MhMyv5lIvc69OL7e11/eCvJmeeBpkn1fNkd568z1OeefI+r6iu0Y4Z2jHDvWVoxwztmKEdM7RjhnbM0I4Z2jFDO2ZoxwztmKEdM7RjhnbMMN8MOcqQlgwJy5CWDO2YURzVV+re7OXlG/CGIu+Tj/dVnI37/QDWOlqzeT8OF5Kl0Za+R/HAvZTnG53W0WxvpSanvskrs0EyN0iLDNJWg/TLIP0ySMMN0nCDdNKgEuUyd/0ed/2emn+Fh+hD3NghbuyQWvitxe7LX+DKF7jyBbXy2yz1Cku9wlKvsNQrLPUKS73CUq+w1Css9QpLvcJSr7DUKyz1ClmqUJMKma8w3wp1rFC6CqWrkJYKS72iOHqHHCXIUYIcJchRghwlyFGCHCXIUYIcJchRghwlyFGCHCXIUYIcJchRghwlyFGCHCXIUYIcJchRQnE0y2PSVdJylTu4ym1e5d6uMqir3NtVtYPvyR3IW75vweWdW79PCsxiYxe5sYvc2EW1sXdZX2e48BkufEYt/N79+DbQwh4nT2SSLf0tobX30uPev1+d9+TdR3ND+7dpyLcVmx+sxPFIxvHVUlj5kKWbZ+nm6dE8SzfP0s2zdPMs3TxLN8/SzbN08yzdPEs3z9LNk6k8SzfP0s3Tq3lWVp7FlGeZ5WnpPEs3rxT56Lt+LGCMis1RsXEqNk7FxqnYOBUbp2LjVGycio1TsXEqNk7FxqnYOBUbp2LjVGycio1TsXEqNk7FxqnYOBUbp2LjSrHWrJzSZayWl/Mfr+Q3g2U7+90y5Fz4zeAZFe9VttsjJOQIMz2iFp7n/c5Raj5KzUep7CiVHaWyo1R2lMqOUtlRKjtKZUcp2ShlHqV+o9RvlAYYZb6jzHeUyo6q5K/xxPBz7vpzNf86mTzFLZ/ilk+phR2WUpmlVCatZdJaZimVWUplEl4m4WUSXibhZRJeJuFlEl4m4WVyXCaTZeZbJjllSlGmFGXSUibhZcXRJ+TohXrr5gfoanCAg60c7Oagh4NuDg5y0MfBJg5WcbCTgz0cbMGgaXzavqs3JNvAZyt1PVq6Q/nLW1j1e2gDHYt9QIE/UMF/3vn28q9aNx8Iuv1Lv0v8nu8t36W95Tu7y/4G8C1f4L3lm7n8OnDT+GK5H7//urX4idgf7l6ApvF9NoyTzOck8zmpUvgBiyFHLXJsGDkKk6MwOQqTI/050p8j/TnSnyP9OYqZI+M5+inHhpFjw8gx3xwbRo6mybFqc6Qlx4aRUxy59/N5hqUeduVzD0cWk/1Lyn6UNBxlfkdVSj/8/5LS5sVS+hFTukTJLjGlS0z2ksrvxzyoNmmDppr/Ez5V1LmklHeYAy39lNFg6+bXmDoR9HM//YygX230pwy3xYVbXLilFv4ZFz7NhU9z4dNq4Z+3n1v6SLb9X3DNl7jmS1zzJbXmL5fSoqSQE4sIvdwzfnmlW6awv/q2PmJ6dykN89fsgVn2wCx7YJY9MMsemGUPzLIHZtkDs+yBWfbALHtglj0wyx6YZQ/Msgdm2QOz9ESW5s+yB2ZZUFlaJ8semFU++s1KKib9cLx1+93euz7U/bZdF7asi9+x5r9g2l+oFH7Pqww/lfVTWT/181M/P/XzUz8/9fNTPz/181M/PyP0U0w/VfJTJT9l9lNmP/XzUz+/Sv4PJOdTxvEp4/hULfxHFkSJBVEibSXSVmJBlFgQJRJaIqElEloioSUSWiKhJRJaYiIlclgiUyUyVWK+JVJdItUlEloioSXF0Z86RxD58FbnYaxOQciP6GOtmw9hdR6+kg9JTbduf4iqUxidgln4EFjnIa5OAXY++l/4MNc5gR4UUqcQO4XWeairU1D8nmEPCrXzEFinEBc+1PWcouDP3/azEn2L9YK/sLzH6NMx+nSMbhyjG8foxjG6cYxuHKMbx+jGMbpxjG4coxvH6MYxunGMbhyjG8foxjG6cUxJ8dfOx12/abfXv8upX5ESHynxkRIfKfGREh8p8ZESHynxkRIfKfGREh9z9ZEfHxP3MXEfmfOROR8p8ZESn6LkbyvhTknlH+/g0nu+OPs7W2uRrbVIfYrUp8jWWmRrLVK5IpUrUrkilStSuSKVK1K5IpUrUqwiJSlSkiIFLlLTIjUtUrkilSsq5f6x0o9W/GUxRf753/QLLfsUwf9iXwjSd0H6Lkh3BemuIN0VpLuCdFeQ7grSXUG6K0jbBGm1ID0UpIeCNGGQJgzSXUG6K6iS/7dMvvNzagt/Rm2YZAwzyGEGOcwghxnkMIMcZpDDDHKYQQ4zyGEV5H/YJm7/gb9tHCzx1/6W/Zt+t/xCIH/G7wZH06Rlmsnf/qOAuzi45ZcIuzm45bcD92LQbDob1VsMzBs/5J77yvhT3VlvV9K3TPPUm7njzhb5GoN8JTtYky8TqaTdZu70a/97N8j/3g3yv3eD5G55N0iffvVDXb9EJ20nm1l3Xr4uoZZPNcRfW4q2PWNapZLZfgvIvLO+UbNtM1Wy6nXX7/SmrFTOFpM3qT9M+e6FslUTE9T7PEr2Zdef68793elVL/lxc8ecDY2aValnqrWyGPtzf3lN1K3lrJ2p5au1fOOK66ypiHny9T/rrHIyn22qiT1Ws1F1nV71IiGx+QdmatUZKysqX74EI6+zEAG339YkQk5aqaJMzNletq4kxWIlK2XnqqW0Xau7V53NdjrfMG++zMmfE8fr3JF5Z2O1JhaxRV+xG3LBjfnyTFW0nhmrkZOvGHI21KvNWspWEwQFa+XrKrJ5RaJsPj1eq1Z0m4f+Dw47408='
+b'eJztnYd7G1XWxpXEvaQSIBBCgARCAumdFidxkUfNkmK5MlYZFasZFUgA0y1SBgK7s733wva/8LvF4/zsxMF2Cs8+3y7Ps2/OzJ2Zc97znnPvjGTNR80/8E571P9mnX12y0y8UrUqjvx3R8G6bFXMZLmUVnZ7zaoUc6V4oepMOvtmHXvdOcfwVGedbJuxTsN6DRs0NGlo1tCioVVDm4Z2DR0aOjV0aejWsFHDJg2bNWzRsFXDNg2PaNiu4VENj2l4XMMODU9oeFLDTg1Padil4WkNuzU8U7XsllymVK5YMni7wzS9/YFguNc87NitF4J+f28g6thdF4KBqDdwqSfqDQYcy+7OmBUrY10204V4pirYstvrVctMXKlZVeeay3Dtyozl2B2C6Jp1uVaPFxy7zVRbTdOx231y0AWZhbrdqfNzKynNlXrBmk+I8PNZ7e5zGvZo2KvheQ0vaNin4UUN+zUc0PCShpc1HNRwSMNhDUc0HNVwTMNxDSc0nNRwSsNpDWc0nNXwioZXNbym4XUNb2g4p6FHw3kNFzRc1NCroU9Dv4YBDV4NgxoMDT4Nfg0BDUENIQ1DGsIaIhqiGi5pGNYQ0zCiYVTDmIZxDRMaJjW8qcHUMKUhriGhIakhpcHSkNaQ0ZDVkNMwrSGvoaChqKGkoaxhRsNbGioaqhpqGuoa3tbwjobLGq5oeFfDexre1zCr4QMNH2r4SMPHGj7R8KmGzzTMaWho+FzDVQ3XNFzXcEODreELDV9quKnhKw1fi4JtrtbilZqoDbt1plLOVOJFJ75QQbromgrxQsXJHrM7QmqzLrPsOtULa+W8VarKMhOF2+SLDJ13jHX2hovBqGOstzeEgjHH2GA3+0XBRxyjyW6O+HoiA47RbDdFoj1hx2ix280+XzAYvugddoxWe32POLLN3hALC2y3mwI9/l7H6LA3mAGfY3TaTXt6Axcdo8tuDfWGL8iOYnTb7ZFev/dC0CcairHRXu/tc4xNquWEesLi6M12U8gnr7/FbgorF7fazbIh9TjGNvkvdeAjYmdIurTdbur1RcRxj9qbTXOeFnOmUK+KTmY8ZjeZVWvGMR5XlKXqyZpj7LCb+3rUMU/YG6r1omM8KfaWq7V07rJj7LSbouFLYudTdpN1eabiGLsEV+paT8ueVhR856rlkmPstlsi0bA30O8Yz9jN9VK8csUxnrWbZ8rviBnHeM5uitfK4ux77ObeoUs9gpG9dkvgkv98rzjX83Zbr8/nDUW8ItQX7PZqPVFNVnIzwr99dlu8kqkXrZIwXrTbXUP02/0iW72CsAOCiIHeC4ZjvGR3m6a8jinFYZ5wjJftlni1Knq7Yxy0u4r1Qi1nuhsO2c3JrJXMO8ZhuyNezyzsOGK3puulZMpKO8ZR4U0tXrO0A8fIq7rGEcc4bnep85jlmVpOcnHC3m6avJZOwVHHOGlvNE09WB19zDFO2VuFz25UevNJxzitrqTzoDced4wzdnPPpf5gyDHOZr+p2y3Ks3kNq/8T/7U3hI4FzglcL/C3AjcY6+Z7mzCaaDTTaKHRSqONRjuNDhqdNLpodNPYSGMTjc00ttDYSmMbjUdobIdRl//et+Dh5/Twczr1uRq8Xg/2GO+IXY8KPKGGeIx/CHxM4AEcv08dskEesm5+0yTJnSRrk7zyJLmZpBuTpGOSdChjA41mGutptNBopdFOo4PGRhoeGltobKWxjcYjNLbDqBtN5KhMjsrkqEyOyuSoTI7K5KhMjsrkqEyOyuSoTI7K5KhMjsrkqEyOyuSoTI7K5KhMjsrkqEyOyoqjZsnR4+KsQbFrh0C/wCcE/kpdy2P8SeCT8l8CdwrcpQL3GB8JfEpgUbnuMf4jcJfAxwU+LfDfAncLfE7gMwK/EviswN0CnxNoCtwjsF/gXoEbFIce41PpVQur5yDzc5ApOahCaJWDt4pDz6pQPUZAbm2TW93A6+Snro5ql/tlAD8Su1wCnhf4PRDgErKUiG0CX7sDIUuJeEHgjVUQchsRHSTiKIk4SiKOqpA65eDlXF7OVRl6Di6v2sUueVV51s75rTXU1gCVPUBlDzCYAQYzQM0PUOYDTOMAZT5AmQ9Q5gOKmu6VyFyqYfMKKFutzG+jbOO9FN1avZDRXbuTN5tYKddI8TVm7xqzd43Zu8bsKWMPjLqxWV7AVUQfz9nHc/bxnH08Zx9F0Me899HdPoqgT116y6zuMp80nKqx9bugfQndKg0hFY7H+Il0cdu9duD8/ZTmIyvxRjbZj+/glVwGvrWEsz+vwKsXBf5yhdy9Lb3cvtJyPrKCjMpMnLsf3D0qvZJn+XvDWVh3jHHdMcZ1xxj1PsZ1xxjFP8Z1xxjXHWNcd4xx3THGdccY1x1jXHeMsRbHWItj7MFjXHeMsRbHWH5jLMwx1uIYG/KYKszH5gvzS1mYj7tz8W8azndeoFLcTdLFHZx7jzFZx5ifYyqeJ1ZTxTLUnz3AENz0fMz0fKz8fPJh9EAZ38Qq/LxMPy8rP3eS/EMk/xDJP6QGP7Va8l9+COR/wKA+UH7u4g3JFBvDFBvDFMOdYmOYYuxTbAxTbAxTbAxTbAxTbAxTbAxTbAxTbAxTbAxTbAxTbAxTbAxTDH6KjWGKjWGKjWFKcfT0dzFJy5o/dIdczk/WdWO39MplNMzMhUlvmIyGyWiYCQ6T3jDpDTP1YaY+zNSHmYUwdRCmDsJMSZgpCTMlYaYkzJSEVUqeudeUcA0g1whv3kN5za8BFvydUS4+ez9V820uSdcHbnetbjzH+japEpPpN5lkk0k2mWSTeTWZV5P1bVKAJuvbpBpNqtGkAE0K0KSyTNa3STGZFJNJMZkUk0kxmSpTe3i38RVP85Xav3fps7AfN5Z/FvacOuR5eYgbzXWSe52hXSe519WRLzBhI0zYCBM2wnOOMGEjPOcIEzbChI0wYSNM2AgTNsKEjTBhI0zYCKMaYcJGmLARJmyETI8wYSNM2AgTNqI42reWpwpuKckS+hdK6lvX0C/ez0KWveKVVfQaOQ1k7uTV/vvZAVfb+WTH3HOXDlhRaTrAGeozmcb9NHbQOEBjJ412Gh00dtPoptFJYxeNzTQ8NPbCqBsvSd/lM7WnoNgPqdgP1biX5Th3/yz3z6r9B1nORZZzkeVcpNdFlnORwRVZzkXGU2Q5F1nORZZzkeVcZDkXyXWRXBdZzkXyVmQ5Fxl8keVcZDkXWc5FxdEhclQgRwVyVCBHBXJUIEcFclQgRwVyVCBHBXJUIEcFclQgRwVyVCBHBXJUIEcFclQgRwVyVCBHBcXR4e/yQZEs76ON2+8n3mM47yk/j7AebnL/TUZ4Uw0+ysHvcvC7av8x9zH6VrHrJYG9Df1s5HO59/jDpERSMHMHahb68Yml3vQJfFlgi8CDAneqLucxmr/Fy2/gpVxcXJ/39tfw1l2MHBLYAe+llztUn/UYs3eJ5rDA8vLRGEcEynQclTJu3FrsuNX3gkrPSRnyMbFrL1yS66PRxvLro73q0FN6feQx/iB2HRfoRTGdY6GfY22fUwef5rwSYb+IsKgjrOMI6zjCthJhUUdY1BH6EWHDidCpCGs/wu4TYfeJsBFEKPYIG0GEZRJhI4io4M8w+ACDDzD4AIMPMPgAgw8w+ACDDzD4AIMPMPgAgw8w+ACDDzD4AIMPMPgAgw8w+IAK/uz9fMh6P57KDUmvXpFeyfbUOr/1oIrPYzwt9756N6m/TpZfJ7Gvq4BfexA9Ti5rnviWXvfSXQJ38/gJ8/iJ8vd13vdcZHAXKa6LjPSiOvKNBxGpjOT11ae2bpzjksRilVksH4sRWiwSixFarAuLdWFxSWKxgC0uSSxWs8VqtljAFjm2WJkWlyQWi9FiEi0Wo8VitFiMlspYD2dvm6ex1f7z7hL6SVzuCsddUeMukOtRcj1KrkfJ9Si5HiXXo+R6lFyPkutRcj1KrkfJ9Si5HiXXo+R6lFyPkutRcj3K4EfJ9Si5HiXXo4qji6u545Uqn75DVaz4jrfXXXdtb+j1lk9u7ZNb5QckfwOPcenrOhpNNJpprKfRQqOVRgeNThpdNLppbKSxicZmGh4YdaP/QbWcd9fScgZmZdI9Rrf8+MnLPnqDRNwgRTdIxA0V1OC9PBtZqhDp/C/u5rThKiXc0FPfY3KrjxWdpijSrOg040ozwWnGlWZO08xpmhWdpt7S1FuaektTb2lWdJrMpqmqNLWTZkWnWdFpVnSaFZ1mRadVnvzk6PbCaaOxwiJYXveLqnUtNdlOY1GBLqo81tcCR3FyFCdHcXIUJ0e6QAPkKE+O8uQoT47y5ChPjvLkKE+O8uQoT47y5ChPjvLkKE+O8uQoT47y5ChPjvLkKE+O8uQoT47yiqOg5KhZnHVQ+eMxLqr4PUZSOesx9inaPEYcMXpJn5fOe+m8l8R6yaWXYXlJrJfEehmjlzF6GaOXMXoZo1fFGOJK40ue5kse+aUaPETRTFM004x6mrFNUzTTDHSasU0ztmmKZpqimaZopimaaYpmmrxPk/dpsjtN0UyT0GkyMU1Cp0nLNAmdVhyFZ3Xv3yTnmshapkE5zZ1v6HuJw3eZUe71I+v3GeP7yvnovPMfSOcvaWl4jD829D3XsBwy/DC+Sbna0OQ3L7MNTJ4xfqHgVerxVUrwVRX1CO/7o5R1lNqLUm5Ryi1K9UepvSi1F6UfUdZFlE5FKdEoiyTKIolSr1HmMkq9RqnXKPUaVcGP/jc/XJMP0a7cQeLuQ7alD9f2qJDHZvWC6gWp8nH3GUKiobeW5JAJtsV3SO476hST7oI9PV8bYbn1TX7a+TWP+lodZbJ/xii0GBUUo05i1EmMOolRGjFKI8b+GaOGY+yfMQo6RkHHqOEYNRyjOGPsnzHqMcbgY9RjjHqMUY8xxdEUi3GIHA0xkCH6PkTfh0jlEAMZYiBDJHmIJA+R5CHGO0TGh8j4EIMfYvBDDH6IwQ8x+CEVfPx+3mG4RSKL6MztRVI3EvJqJ4RlzEt/y7yYo3Jv8n74Iq89dZfGveBLSl5NPsJ7Xmw9KfDU/Fnloz3p49e3fFvIYQ9z2MO09Sg6rZU+02xbRWhr/sJo+mF/qPLTu3mTYS8qsc5KLKASKS6xTErku8TKKLEySuxFJZZwib2oxHousZ5LLOESS7jE2iyxF5VYjiWWY4nlWGI5lliOJaWfLGeBL3iaL9T+HG8Q3BsD90ZhuRuEQdI7yOAGGdwgiR8k14MMe5DED5L4QXIwSOcHycEgORgkB4Mqxmn24yB1EmQyg8xfkPkLMt4g4w0y3iDjDVJoQQYfZPBBBh9k8EEGH2TwQQYfZPBBBh9Uwee5jDxLD8/SqbNqcGG5+u66xwa6ou5SXNpA/6po9xjvo5G6oVxgKBcYygUVSmn++9ob5QqpTBIO88jDPPKwOnKGg09x8CkOPqUGvyUHnxLX+ed8c9+PdFTVkMr/p+XpiyrkKik8QgqPkMIjanBtrX8FdvVexFbn5JFjU8ix2nN0PseazjGSHMs4xzLOcfLIsd/kOHnk2HxybD459psc+02OjSTHySPH3pFj78ixd+TYO3LsHTmVmbd5M1DjaWpq/ztsrC9VG7e+wqWMHTQO0NhJo51GB43dNLppdNLYRWMzDQ+NvTDqxuVZLZ5x2R+uUK8NXqDBSzfUke9y8AkOPsHBJ9Tg9zj4NAef5uDTavD7888uUtKnWfeu7nJDdzJbDvmAKbnKlFwll1fJ5VVe9iovq4w9MOrGh6yLBOsiwbpI8JwJ1kWCF0iwLhLMT4J1kWBdJFgXCdZFgnWRYLwJxptgXSSogwTrIkH2EqyLBOsiwbpIKI4+ehD3OEs7rOxkI/JqHzMjSWYkyYwkmZEkM5JkRpLMSJIZSTIjSWYkyYwkmZEkM5JkRpLMSJIZSTIjSWYkyYwkmZEkM5JkRpIqI5887BuT2N3mlk/v9RvIp1euk7rxGVvMSargJBN/UhE1N99iHpUtpsEjj/PI4zzyuDryc8owSxlmKcMsT5OlDLM8Z5YyzFKGWcowSxlmKcMsZZilDLOUYZYyzFKGWcowSxlmKcMsZZilDLOUYVZxdHUtd1MG6TPovEHnDRJrkEuDYRkk1iCxBmM0GKPBGA3GaDBGQ8V4jaJ5jU69RqdeU4Ovc4UwxxXCHFcIc1whzHGFMEc+5sjHHFcIc7z0HJ2a4wphjnzMUQBzXCHMKd9vuJ9e/7Chv+fwA4GnBV6Se+3v6k/iP7tTD/jiTvcY7r2Fe6+x3D2GXOOfbHz39xorvcd4XqXny/v9hxffX0UibkvATdFXv6LYfeyQPrYxHzuXj53Lx07go/J9VL6P+vaxxfpYBj62BR/bgo9l4GNb8LEt+NgWfGwLPrYFn0rH10tv3l9tLHyscNvN+xuM4A06/YY62ff41OpT+vSp2v999qBXeLJXeLJX1GCHE1eKaUmR7xRPkyKrKZ4zRSJTJDLFiSvFjKc4caWY/hTTn2LGU8x4iqlMsW+lmL0UmUoxeylmL8XspRRHPyBHE+RoghxNkKMJcjRBjibI0QQ5miBHE+RoghxNkKMJcjRBjibI0QQ5miBHE+RoghxNkKMJcjRBjiYURz98mB8by4+De9bSiH7kfq8ygqDfZtBvq2h+/N/8VGq1f5HwrAr5JxR5hiLPUOQZijxDkWco8gxFnqHIMxR5hiLPUOQZijxDkWco8gxFnqHIMxR5hiLPMN8ZijxDkWco8ozi6KfsrGfIxBkGf0YN/hnb9Ee85kdq/8/dPwFZDw3IPwGpIEdL/wRkvzr0F5xL/cyVn4T6yaGfHPqZUj8J9ZNQP0P0M9l+xusn735m3s/M+5kEPwnxMwl+JsHPJPhV8L+c/3T/Q3mT9ivJxNKfq9oksIAA+xlgPwPsZ4D9jKmfMfXT83563k/P++l5Pz3vV57/2v08drJx67NO2QUeaeiHWH8ReEbgNpTIm/I862g00WimsZ5GC41WGh00Oml00eimsZHGJhqbaXhg1I3f6OdxHsOZD/hFufW3D+pD8N/dqeX/jrUyTP6Gyd8wKRsmZcOslWFKaZhkDpPMYZI5TDKHSeYwyRwmmcNU3DAVN0zFDVNxw1TcsErA793HpHK+cecpl0rZa76Ynxd+jnnHnW/ceWZpitx5z50f3Xlu6Tzk9q6l8+ZZgTcbt+ZVt/e5852b4qXzlysJN/Vuqt1e6c6fbhIOKAr+MP9R1xuyXfyRk9w4xTDOLI8zl+PM5ThzOc70jTN945zkxqmzcdbpOEU3TtGNU2fj1Nk4BTTOmhunZsapmXFqZpyaGadmxhVhf1rplyqOraJsXW3JJwX1xhpWbn92v5BloWc+wB65qBNupbGGTrhAt26Lf7nfN+eNxj3cnP/1bn9kd56VcJ7iP69C+cZNy3GkY4rpuP2Hkdby60WLfrBohT+mtOh3jZb/ZSX+4lHd+NvDflb+3t1y8/e1eLPc7/bJ3+UbW4V3cuK+sLx3t36/7x+cYl+WnO6nsYPGARo7abTT6KCxm0Y3jU4au2hspuGhsRdG3fin+xzzGZTpW2rXvxhWiDIOUcYhKjdE5YY4p4QYY4gxhhhJiJoOMeAQNR2ipkMMOMRZIMTuFeIsEGJbCnEWCKng/y2D3yh4eRYx9DKGXsbQyxh66XYv/emlC710rpf+9CoX/iNdcFv98t29jcYKV7PLt+1FU8paJo52GotW2osmjkXTwxYaiyabbTQ4iyykS00pdbtLvcXAXPgh9+w3xu+rdodVSi3adrNazx6zN8nXGORKmb6KfJlIKeXUs6cm//dukP+9G+R/7wbJLno3SKt+E0NVv0QnZSXqGeeafF1CJZesiX9tylvWjBkvFMz5t4BcsztqFcsyk4V4teoE7OZkPJm1xOZu9Q9Tvu+hGK+IDerdGAXrshPIrsv+3W5WL/lxskftzlolXqqmy5WisAPZv0yKuo3bbTOVXLmSq11x7JaS2Cdf/9MeLyZymbra2BSv18qO3axeJCROv22mUp6JZ0Tly5c/5HQUwuH5tzUJlxPxZF4GZm8txq8kxLBCPGlly4WUVak6V+2NVipXM2+9zCmQFfdX2cPX7K5yRQyxRF+xanJgV644UxatZyZey8pXDNmd1XK9krTUBkFBm3xpRSanSJTNp8kXr+Sd+sH/A9iOL1Q='
 )
 MEMO = (
 b'eJzFW1ts29YZtu6WYufWpWt3TZRlke3YSnpdk7iO4siJZ1tyZLvpKiksLdEmGUnUKDKOM3XLbq3dcetWcJenvaxPe9peBgwoMGxPe9mGAnsaMKDDOgRFsQ27Pu9QJHUOySOeI9nJAjjm7f++7//Pf/5zIX0v8t1iZqjz7xU9tWD8p4UbbJ3TtfBqYS2ra7Emqyic3NCNW5HbbE017imy8SuyUWM3W3pZ10Iyu6Vr0aRxPalrwwyjbDc5htG1xLJpv6LIuqoNN2VBkgVlW18Y4ke0A6ucXBcabO0Kt6GrCwHAwQe1yFxmcSWr82HjNApY2FqL0/nhss4ntFiyc5rU+RF+VOUPGjj8IXUhaNoOZxcX55dX5le65qGpqSnbOJIEJx7TkEWbWbuaX+7aPZ6aOZ9OT7dLE+BnEvyMT7fB6anpMQstp0WZLaGq8CAAqYXgQogDHsUtdwtZHWEImwyx2fzScqYAXXsEcFycbj8/3Z6ebp+Ybl9sP99F508YsIGFIIDlTyJgERMstJy/0QU6AIBK46XxdukmGSBqAsSZucV8vnBl/oUuTDCdtkMVTqbTnkjFTMtwLrMEnXi0mJl8iZ28y5Stg7OTzzHlcRvosTT+PmAyBb4eH7L+BdxKh02+aG5t6XK20GVsni3eebGcYmaKAIqd3MhMzpXHJtpni+uXzavnzFMpbz30rHGeKlXBWak6Nl6amoEnYzPt0hQ8SxW5bLk4MVmeQZ6wfZHTD5uZJkpxK0orq4X53NVulI4kizeTifJ4sn26ePM0ODhtu3EsbdwqNex7xtFpmynow5SwUo/JLXZpoqnRmcTYhI2dSKdK8kypMTZBI/0A7BhL2dwqBD1ZvJmAORRPg3NDJQ3miIk5MpvPrc7n1jKr8/kcLCalEpALcUuljtqu851e7IAbNeESDDN/NZcvZJmzUGXxeHykjLhePF5SShtlKtcPWr1wJbs0P5tfRDQGLtiIoeQFTx88ZFWr2WvZ2QXoV4XnKrdgkeycemwPW+13JTsH62MV1N5ufQQnHqsjFmP2+loGtntgGqqc9tgctVWChs1AmzPQ5ozH5hGruiyCGglNUtAk5TH5kGVScJiMQZMxj8kxKwY3CjDdQluyAmMATjxWj5pWwXkYuKCwAYul4A3bhy1tWXQwC3PIWBZNcrih7DHLcHlxDQ5jgQno1ITH5HEr3Esg4RGbSWgz6bH5iEWzsorGbhyajHtMPmrRrCxmVq5BmzS08Y4ZH7Mil4HhDlyCBpc8Bh+3asJytjCL1oTAKWh1ymP1CTu184jFFLTwDvuftNNt5fplaFKEJkWPyXE73RwmZWhS9pic6HYERxc/D23Oe2ySxlwrCuZJm0Jn3mVEoylLmzJb141ZU05q2BMnMKeKc3eabKMlSA1jImI+fphhLAOmWVNbRs0a4f+sWiWnpbAKV+caCnoVMQH3ZeYccpO/3znmtIgkVzkZTN60CFsT2Jae02JSUwHcrc4E8dAtjmsybK3GKNItDlzc1WIdedVz+i5/MKcdAsTNGqBnWpIqVzgAMAquKNuM0KgKFa6ljxkeFtQal7dwVXAhbFwAM8SThpx3PSEB2vj3bOctsebx+8jxB6YT/F8XAvzfcvzfjav/2OX/aQjj/5Xj/w2o+f8AOv6/6sKn9sJ0v8sUJDOdGozJQA+R0T/ti46CswAwTAY8TSPXG3Z3YCJkptRgTAZ6lIw+1i861B4jo49ThP39btiHyYATvoAAI07GOINghJkW13QpMid2WmJDqIE1DCOpir4DOt8wLDaG2CEy0SSBiOfFC4GhIQAuXgS/O7AUfXIKgXUXMehElG21hM2G3o2uU/AODjlNhTxSV2uKwLjxA2T8s1T4CVbd9KAHyejnqNBjG2qj0pns2dAhMvQTVND27BNfRrDAT1IBh8HgIUNcUDQ6w50Mhqg6eNif4imEwpEUsINbS9lONu7a2Wim6F3MRVQP58ysnR45+zRZBN8YlD9A5n+Ggl+h5RfvgUPc2NaL/VmaJuhsNA0mIUSW8BkKCdaO02AawmQNzyEaMEWEJh+1YwyDWprzuifQSdpdZ1ElZWyvKnseEeupSFRSrZ20/jpQLzkX0IHPUcI8Gex2vWfffrWvx8Uf2c1tWmsY6/0K/sVBvRV/Dg5pfRXf7vEwtWviL9EuQDF2Tz8UxwZ1oMc0PbW7u7sDfjrjku3J84gn6MDnKei9k8F86s29ZKF2kGE65OZq7cm+smxmMBfEPzk7As4B8T18c0H5lAlz6f+g8T5FTqAaMw9VI+WK7/K+iHLGose6MGV0D0fnmN0ruc/aEJC9hnJdQUdVsy+YexF9z/L2XLaziBTEGpnaV6R6k5WFltTfwmSuN3CqB7Lp2A9wjvV49ocUQQA9VjtQkRpVwYgwWAsShF9FZxFuWmTF2VLrfQXkGgk35Qa2xhz73RtuVgIftl2NmdAcyc15RA5EQRZdYKleVStKXz5+tico3jn+LVwDOqltx0JstUpyaqFf/h/T8QcN/pa6TuJfROcKDhRkyak2WHm7r7Au+cKmcDdM936Ccw8V0A0umKGTnMsNquJnNCo6Ia4Kt0kq8oOqeJtGBRiltGidVSjCsTygEPT1NY0kMIJpIxs1SZIZEB6hSuzZ1weN0K9o5HR2MmSuzgoNY0OdoKWAjqoIEtIdmtIWJ/fVHVZ8QFM+/Rqb+A1uk+TEKpkPW8ewKd6UWiS+NZQPCQ9anKWWsiHc6StsL/jApnC4Vsk0PtfALpZx4QS4JPduOPITJUS2z1hF6m94fdEXtbd//K/3YQUeZ+VN1dgGbKHIriWdHaNonVN4iTiWfY7CIfGPQcd8HOeL+G5w8GWolbbiXwwer15jmemeSL/0wBvCLtRxVlFkYV1ViCWxOKim32JbG8wEWhVZaHpeQ5oA5sL2KRTn996wGnU9YhTROyT1JZpMCIYcmYATLkacz2BEgeouxkPYtkYVlRFFSFdFXmVYHz45G87qylq0odbXyYPHTRILLjms9xrWx4AEBoboh/VpkpfDKObRFsi/BnH8eJnoB2Yj2XrNQecHS2LA7hNbLzzoKNZ7UxDXqnurmcaMI1xha8QZWYUkUcyE9lYKo6B7zOG7h3dHoUqS02M3173bhtERI4+HHJEdW9vc7NoowxjWZk17GtV1Dxc0TE0ZNnqKwjVaErHHbwwkWnzZUdfEdWKZi4N25MhlbnM/5FDHKUEnit8XURj+A3T8wkD8OMKR3oSgLzl2zMR96ku4tvA85U4gbANieuUofaLfGsgf8Q2yMPFN386AkX0QNMP3yO1ee1iSqeN9iE54/aEJx2g8TKex8cA04kQd6S0q5Z3QSwNpw/Ee9ePdcdE2EVr3XAGZdQzbt9BB6ygYtGwLc+R6xqcKUG6Vf55KkPg7Z/97JzTU19sjeRAWnEcUb4FaBC4XlffLGyyqgqC6Wqfn9zEUC3zVH3ZfXph0NtBvcdtbkkxcn99Gg+daEe7Fzy0CbsoDbPr3B6oBkPSUHYVIqyZUiIuCO1RaxWjYkaw4DWLc9xl7H2I07LMP4Sgf2w9AmrXx4KfCKeLuvonAKxtBlYV9le24Pgb4wgOTZu8j+Glxhqm9H1rs9ZkPrZP1FSrWQbIV0zgxH2XGhxrOxvniA5NmLch8tTjD9KX90GIvunxonaz3BmelaI2ErxR3V/ny/mmx11l+5M5AfIVmmHHTsNbqyofGyfJVqsEM/o2qdyNplHYj6WuQyvoyHRkt4SfXlB9sfx2L5v3bA7Ed7m8e9ioC/IEPsOcbYMrZ5Gt++N6/PDCd2O3TiR1IAj9jQnjwy+EeW+4UTu3687m/R8Suqb4fxn0+ROHs6wj5fZTcdAvzoQ1ljn2jF3DKdc08favPRtIQ+FiIspHcnZSygb7pzwWv+TTQT/v071sI5zqtf/1/yfSGPw3Npo74iz5d+zbC+Q6ta67FC6V73/Gngtd83PtNf+6pU/8DPR6bXQ=='

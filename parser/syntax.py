@@ -2,19 +2,24 @@
 
 The LALR parser is Lark's stand-alone parser generated from grammar.lark (see
 generate.py): a fresh process loads its tables without importing Lark or analysing the
-grammar. It is built once per process and reused.
+grammar. It is built once per process and reused. Every parse starts on the fast path
+(fastpath.py), which needs only larktree.py; Lark's runtime (`_lark()`, standalone.py)
+is imported when a source does not parse there, mostly for a syntax error's message.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import fastpath
 from .errors import LanguageError
+from .larktree import Token, Tree
 from .records import Record
-from .standalone import Lark_StandAlone, LexerThread, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+if TYPE_CHECKING:
+    from .standalone import UnexpectedInput
 
 __all__ = [
     "BadStatement", "PendingInput", "Token", "Tree", "describe_expected", "lark_parser", "parse_recovering", "parse_statements",
@@ -68,6 +73,13 @@ class _BracketNewlines:
             statements.append((start, end))
 
 
+def _lark() -> Any:
+    """Lark's runtime, the generated standalone.py (imported once, on first need)."""
+    from . import standalone
+
+    return standalone
+
+
 @lru_cache(maxsize=1)
 def lark_parser() -> Any:
     """The parser, loaded once per process. Its post-lexer (a _BracketNewlines) holds the
@@ -88,7 +100,7 @@ def lark_parser() -> Any:
 
 def build_lark_parser() -> Any:
     """The parser built from the generated tables (Lark's stand-alone loader)."""
-    return Lark_StandAlone(postlex=_BracketNewlines())
+    return _lark().Lark_StandAlone(postlex=_BracketNewlines())
 
 
 @lru_cache(maxsize=1)
@@ -168,7 +180,7 @@ def parse_statements(source: str) -> tuple[Tree, list[Range]]:
     parser = lark_parser()  # a syntax error (or input the fast path leaves to Lark): Lark's words for it
     try:
         tree = parser.parse(source)
-    except UnexpectedInput as err:
+    except _lark().UnexpectedInput as err:
         raise _syntax_error(source, err) from None
     return tree, parser.options.postlex.statements
 
@@ -206,7 +218,7 @@ def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]
         recorder = parser.options.postlex
         try:
             return parser.parse(text), recorder.statements, bad
-        except UnexpectedInput as err:
+        except _lark().UnexpectedInput as err:
             error = _syntax_error(text, err)
             position, is_separator = _error_position(text, err)
             if is_separator and recorder.statements:
@@ -227,7 +239,7 @@ def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]
 
 def _error_position(source: str, err: UnexpectedInput) -> tuple[int, bool]:
     """Where a parse error is (a source offset) and whether it is at a statement separator."""
-    if isinstance(err, UnexpectedCharacters):
+    if isinstance(err, _lark().UnexpectedCharacters):
         return err.pos_in_stream, False
     token = getattr(err, "token", None)
     if token is None or token.type == "$END" or token.start_pos is None:
@@ -304,8 +316,8 @@ class PendingInput:
         body = line.rstrip()
         backslash = body.endswith("\\")
         try:
-            tokens = list(LexerThread.from_text(_line_lexer(), body[:-1] if backslash else body).lex(None))
-        except UnexpectedInput:
+            tokens = list(_lark().LexerThread.from_text(_line_lexer(), body[:-1] if backslash else body).lex(None))
+        except _lark().UnexpectedInput:
             return False  # a bad character: the parse reports it
         last = ""
         for token in tokens:
@@ -319,7 +331,7 @@ class PendingInput:
 
 
 def _syntax_error(source: str, err: UnexpectedInput) -> LanguageError:
-    if isinstance(err, UnexpectedCharacters):
+    if isinstance(err, _lark().UnexpectedCharacters):
         char = source[err.pos_in_stream] if err.pos_in_stream < len(source) else "?"
         message = f"unexpected character {char!r}"
         if char in "'\"":
@@ -327,10 +339,10 @@ def _syntax_error(source: str, err: UnexpectedInput) -> LanguageError:
         elif char == "!":  # `!=` is a comparison; a lone `!` is Python's or C's habit, not ours
             message = "'!' is not supported: there is no factorial, and for 'not x' write x == 0"
         return LanguageError("syntax", message, err.line, err.column, err.line, err.column + 1)
-    if isinstance(err, UnexpectedEOF):
+    if isinstance(err, _lark().UnexpectedEOF):
         line, column = _end_position(source)
         return LanguageError("incomplete", f"unfinished input: expected {describe_expected(set(err.expected))}", line, column)
-    assert isinstance(err, UnexpectedToken)
+    assert isinstance(err, _lark().UnexpectedToken)
     token = err.token
     try:  # what the parser would really accept here (LALR's lookahead sets are wider)
         acceptable = set(err.interactive_parser.accepts())

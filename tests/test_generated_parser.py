@@ -11,6 +11,40 @@ def test_the_generated_module_keeps_every_public_name():
     assert missing == []
 
 
+def test_trees_tokens_and_callbacks_live_in_larktree_and_nothing_else_does():
+    """generate.py moves what parsing a correct source needs out of standalone.py:
+    larktree.py imports only from the standard library, and standalone.py's names for
+    those classes are the same objects."""
+    from gradcalc.parser import larktree
+
+    for name in generate.TREE_NAMES:
+        assert getattr(standalone, name) is getattr(larktree, name), name
+        assert getattr(larktree, name).__module__ == larktree.__name__
+    import ast
+
+    tree = ast.parse(open(larktree.__file__).read())
+    imported = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+    assert imported <= {"__future__", "typing", "sys", "copy", "collections"}, imported
+
+
+def test_the_tree_split_moves_classes_and_copies_what_they_use():
+    source = (
+        "from __future__ import annotations\n# licence\nimport os\nfrom typing import TypeVar, Generic\n"
+        "_T = TypeVar('_T')\n"
+        "class Helper:\n    pass\n"
+        "_T = TypeVar('_T', bound='Tree')\n"
+        "class Tree(Generic[_T]):\n    def f(self):\n        return Helper()\n"
+        "class Other:\n    def g(self):\n        return Tree()\n"
+    )
+    rest, tree_module = generate._split_tree_module(source)
+    assert "class Tree" in tree_module and "class Helper" in tree_module and "class Other" not in tree_module
+    assert "_T = TypeVar('_T', bound='Tree')" in tree_module and "_T = TypeVar('_T')\n" not in tree_module
+    assert "from typing import TypeVar, Generic" in tree_module and "import os" not in tree_module
+    assert "# licence" in tree_module
+    assert "from .larktree import Helper, Tree" in rest and "class Tree" not in rest and "class Other" in rest
+
+
 def test_the_generated_module_imports_neither_regex_nor_logging():
     """Lark's runtime probes for the regex module (6 ms when installed) and sets up a
     logger; the generated module does neither, and evaluates no annotations."""
