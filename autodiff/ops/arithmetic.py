@@ -10,6 +10,12 @@ from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop
 
 ARITH = "arithmetic"
 
+# np.vdot and np.where without NumPy's __array_function__ dispatch, a Python-level call
+# that costs as many instructions as an 8x8 product (the engine's arrays are plain
+# ndarrays, which no override claims); the public functions where NumPy has no such attribute.
+raw_vdot = getattr(np.vdot, "_implementation", np.vdot)
+raw_where = getattr(np.where, "_implementation", np.where)
+
 
 def masked(m: Any, g: Any, out: Any) -> Any:
     """A VJP's result `out` (computed from `g`), made exactly 0 where g is 0 and out is nan.
@@ -25,7 +31,7 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     vdot is cheaper than a reduction on the small arrays where this matters.
     """
     raw = out if m is ARRAY_MATH else m.raw(out)
-    total = raw if type(raw) is np.float64 else np.vdot(raw, raw)  # a 0-d result may be a scalar
+    total = raw if type(raw) is np.float64 else raw_vdot(raw, raw)  # a 0-d result may be a scalar
     if total == total:
         return out
     return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
