@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from ..limits import check_size, matmul_shape
-from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop
+from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop, is_real
 
 ARITH = "arithmetic"
 
@@ -57,10 +57,24 @@ def _neg(x: Any) -> Any:
     return -x
 
 
+_MINUS_INF = np.array(-np.inf)
+
+
 def _pow(a: Any, b: Any) -> Any:
     out = a**b
     # A negative base to a fractional power is nan, -inf included: C99's pow, which NumPy
     # follows for array exponents, gives (-inf) ** 0.5 = inf and (-inf) ** -0.5 = 0.
+    if is_real(a):
+        # Screened without np.any, which cost a power of numbers ten times the power
+        # itself: a number is compared as it is, and an array whose sum of squares is
+        # finite holds no infinity.
+        if a.ndim == 0:
+            if a != _MINUS_INF:
+                return out
+        else:
+            squares = raw_vdot(a, a)
+            if squares == squares and squares != np.inf:
+                return out
     if np.isrealobj(a) and np.isrealobj(b) and np.any(np.asarray(a) == -np.inf):
         fractional = np.isfinite(b) & (b != np.round(b))
         out = np.where((np.asarray(a) == -np.inf) & fractional, np.nan, out)

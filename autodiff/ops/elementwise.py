@@ -48,25 +48,26 @@ def _sigmoid(x: Any) -> Any:
     # 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below: exp never overflows, the tails
     # keep full relative precision (4.25e-18 at -40). For complex inputs (complex step)
     # the branch is chosen on the real part and each branch is the same analytic function.
-    if not np.iscomplexobj(x):
-        if is_real(x) and x.ndim:  # the same operations, in place: big tensors pass here
+    real = is_real(x)
+    if real or not np.iscomplexobj(x):  # (is_real first: the cheap test for the engine's arrays)
+        if real and x.ndim:  # the same operations, in place: big tensors pass here
             e = np.abs(x)
             np.negative(e, out=e)
             np.exp(e, out=e)
             r = e + _ONE
             np.divide(_ONE, r, out=r)
             e *= r
-            return np.where(x >= 0, r, e)
+            return raw_where(x >= 0, r, e)
         e = np.exp(-np.abs(x))
         r = 1.0 / (1.0 + e)
-        return np.where(x >= 0, r, e * r)
+        return raw_where(x >= 0, r, e * r)
     e = np.exp(np.where(_nonnegative_real(x), -x, x))
     return np.where(_nonnegative_real(x), 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _softplus(x: Any) -> Any:
     # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): exact in both tails, never overflows.
-    if not np.iscomplexobj(x):
+    if is_real(x) or not np.iscomplexobj(x):
         return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
     positive = _nonnegative_real(x)
     return np.where(positive, x, 0.0) + np.log1p(np.exp(np.where(positive, -x, x)))
