@@ -17,6 +17,8 @@ where `g` is the gradient of the output and `ans` the output itself.
 """
 from __future__ import annotations
 
+import _thread
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -104,39 +106,71 @@ class OpDef:
 
 
 _all_registered = False
+_registering = False  # set while register_all imports the families (in the thread holding _lock)
+_lock = _thread.RLock()  # (_thread: threading's own import costs start-up time)
 _FAMILIES = f"{__package__}.ops."  # the modules of the op families (ops/__init__.py)
 
 
 def register_all() -> None:
     """Register every op. Importing the package registers only the families that bind
     Tensor's operators (ops/__init__.py); the lookups below call this when a name is
-    missing, so nothing outside this module needs to."""
-    global _all_registered
+    missing, so nothing outside this module needs to.
+
+    Safe from threads (the others wait for the first to finish) and against an
+    interruption (Ctrl-C while importing): the ops of a family whose import did not
+    finish are taken out again, and the next lookup tries once more. A lookup made by a
+    family's own import, while they load, sees the ops registered so far."""
+    global _all_registered, _registering
     if _all_registered:
         return
-    _all_registered = True  # first: an op module's import that looks an op up must not come back here
-    import importlib  # (the package's attribute `ops` is TENSOR_MATH, not this subpackage)
+    with _lock:
+        if _all_registered or _registering:
+            return
+        _registering = True
+        import importlib  # (the package's attribute `ops` is TENSOR_MATH, not this subpackage)
 
-    importlib.import_module(f"{__package__}.ops").import_all()
-    # The hooks that noticed a missing name have done their work, and they cost every
-    # attribute access while they exist: CPython sends all lookups on a class with
-    # __getattr__ through a slower slot and does not specialize them (7% more
-    # instructions on the 8x8 tensor chain, docs/performance.md). So they go.
-    del _Namespace.__getattr__, Tensor.__getattr__
+        ops = importlib.import_module(f"{__package__}.ops")
+        try:
+            ops.import_all()
+        except BaseException:
+            for name, op in list(dict.items(REGISTRY)):
+                if getattr(op.forward, "__module__", None) not in sys.modules:
+                    unregister(name)
+            raise
+        finally:
+            _registering = False
+        # In the families' order, as one import of them all gave it (the eager ones came first).
+        rank = {f"{__package__}.ops.{name}": i for i, name in enumerate(ops.MODULES)}
+        for table in (REGISTRY, ALIASES):
+            entries = sorted(dict.items(table), key=lambda item: rank.get(_module_of(item[1]), len(rank)))
+            dict.clear(table)
+            dict.update(table, entries)
+        _all_registered = True
+        # The hooks that noticed a missing name have done their work, and they cost every
+        # attribute access while they exist: CPython sends all lookups on a class with
+        # __getattr__ through a slower slot and does not specialize them (7% more
+        # instructions on the 8x8 tensor chain, docs/performance.md). So they go.
+        del _Namespace.__getattr__, Tensor.__getattr__, type(Tensor).__getattr__
+
+
+def _module_of(entry: Any) -> str | None:
+    op = REGISTRY.get(entry) if isinstance(entry, str) else entry  # ALIASES hold names
+    return getattr(getattr(op, "forward", None), "__module__", None)
 
 
 class _OpTable(dict):  # type: ignore[type-arg]
     """A dict that registers every op before it answers what it may not hold yet: a
-    missing name, its size or its contents. (NumPy-free dict subclass: a plain lookup
-    of a registered name costs what it did.)"""
+    missing name, its size or its contents. (A dict subclass: a plain lookup of a
+    registered name costs what it did.)"""
 
     __slots__ = ()
 
     def __missing__(self, name: Any) -> Any:
-        if _all_registered:
-            raise KeyError(name)
-        register_all()
-        return self[name]
+        if not _all_registered:
+            register_all()
+            if dict.__contains__(self, name):
+                return dict.__getitem__(self, name)
+        raise KeyError(name)
 
     def get(self, name: Any, default: Any = None) -> Any:
         if not _all_registered and not dict.__contains__(self, name):
@@ -149,14 +183,20 @@ class _OpTable(dict):  # type: ignore[type-arg]
         return dict.__contains__(self, name)
 
     def _whole(method: Callable[..., Any]) -> Callable[..., Any]:  # type: ignore[misc]  # noqa: N805
-        def whole(self: _OpTable, *args: Any) -> Any:
+        def whole(self: _OpTable, *args: Any, **kwargs: Any) -> Any:
             register_all()
-            return method(self, *args)
+            return method(self, *args, **kwargs)
 
         whole.__name__ = method.__name__
         return whole
 
-    __iter__, __len__, keys, values, items, copy = map(_whole, (dict.__iter__, dict.__len__, dict.keys, dict.values, dict.items, dict.copy))
+    # Everything else that reads the whole table, or may meet a name not registered yet.
+    (__iter__, __len__, __reversed__, __repr__, __eq__, __ne__, __or__, __ror__, __ior__, keys, values, items, copy, pop,
+     popitem, setdefault, update) = map(_whole, (
+        dict.__iter__, dict.__len__, dict.__reversed__, dict.__repr__, dict.__eq__, dict.__ne__, dict.__or__, dict.__ror__,
+        dict.__ior__, dict.keys, dict.values, dict.items, dict.copy, dict.pop, dict.popitem, dict.setdefault, dict.update,
+    ))
+    __hash__ = None  # type: ignore[assignment]  # (as dict's: defining __eq__ would otherwise ask for one)
     del _whole
 
 
@@ -171,10 +211,15 @@ class _Namespace:
         self.kind = kind
 
     def __getattr__(self, name: str) -> Any:  # only for names not set yet, until register_all
-        if name.startswith("__") or _all_registered:
-            raise AttributeError(f"'_Namespace' object has no attribute {name!r}")
+        if not name.startswith("__") and not _all_registered:
+            register_all()
+            if name in vars(self):
+                return vars(self)[name]
+        raise AttributeError(f"'_Namespace' object has no attribute {name!r}")
+
+    def __dir__(self) -> list[str]:
         register_all()
-        return getattr(self, name)
+        return list(object.__dir__(self))
 
 
 ARRAY_MATH: Any = _Namespace("array")
@@ -266,7 +311,7 @@ def defop(
     parameters of an op with any number of inputs that may also be given positionally
     before the inputs (`einsum('ij,jk->ik', a, b)`: subscripts).
     """
-    if not getattr(forward, "__module__", "").startswith(_FAMILIES):
+    if not (getattr(forward, "__module__", None) or "").startswith(_FAMILIES):
         register_all()  # an op from outside the families: a clash with theirs is found here
     if dict.__contains__(REGISTRY, name):
         raise ValueError(f"op {name!r} is already registered")

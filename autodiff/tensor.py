@@ -6,6 +6,7 @@ exactly one place.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,7 +64,36 @@ def to_array(value: Any) -> np.ndarray:
     return array.astype(np.float64)
 
 
-class Tensor:
+def _lazy_lookup(target: Any, name: str, getattribute: Callable[[Any, str], Any], what: str) -> Any:
+    """`name` on `target` once every op is registered (ops/__init__.py registers most op
+    families on first need); registry.register_all() removes the hooks that call this."""
+    from .registry import _all_registered, register_all
+
+    if not name.startswith("__") and not _all_registered:
+        register_all()
+        try:
+            return getattribute(target, name)
+        except AttributeError:
+            pass
+    raise AttributeError(f"{what} has no attribute {name!r}")
+
+
+class _TensorType(type):
+    """Tensor's metaclass, for lookups on the class itself (`Tensor.exp`,
+    `getattr(Tensor, "tanh", None)`, `dir(Tensor)`, help, completion in an editor), which
+    never reach an instance's __getattr__: they register every op first too."""
+
+    def __getattr__(cls, name: str) -> Any:
+        return _lazy_lookup(cls, name, type.__getattribute__, f"type object {cls.__name__!r}")
+
+    def __dir__(cls) -> list[str]:
+        from .registry import register_all
+
+        register_all()
+        return list(type.__dir__(cls))
+
+
+class Tensor(metaclass=_TensorType):
     """An n-dimensional array node in a define-by-run graph.
 
     `_prev` (the parents), `op` and `params` describe the op that made the tensor (empty
@@ -92,14 +122,14 @@ class Tensor:
 
     def __getattr__(self, name: str) -> Any:
         """Only for a name the class does not have: an op method (`x.exp()`) whose family
-        is not registered yet (ops/__init__.py registers most families on first need).
-        registry.register_all() removes this method once every op is registered."""
-        from .registry import _all_registered, register_all
+        is not registered yet. registry.register_all() removes this method."""
+        return _lazy_lookup(self, name, object.__getattribute__, "'Tensor' object")
 
-        if name.startswith("__") or _all_registered:
-            raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+    def __dir__(self) -> list[str]:
+        from .registry import register_all
+
         register_all()
-        return getattr(self, name)
+        return list(object.__dir__(self))
 
     def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
         self.data = to_array(data)

@@ -102,3 +102,62 @@ def test_every_method_and_operator_is_bound_once_all_are_loaded():
     for op in REGISTRY.values():
         if op.method:
             assert callable(getattr(Tensor, op.name)), op.name
+
+
+def test_threads_asking_at_once_all_find_their_op():
+    """The first lookup registers; the others wait for it instead of seeing a half-filled
+    registry (seven of eight threads failed while the flag went up before the imports)."""
+    out = fresh(
+        "import threading\nbarrier = threading.Barrier(8)\nfailures = []\n"
+        "def ask(name):\n    barrier.wait()\n    try:\n        getattr(ad.Tensor([1.0, 2.0]), name)()\n"
+        "    except Exception as err:\n        failures.append(repr(err))\n"
+        "names = ['exp', 'softmax', 'tanh', 'sigmoid', 'logsumexp', 'cumsum', 'norm', 'relu']\n"
+        "threads = [threading.Thread(target=ask, args=(n,)) for n in names]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\nprint(failures)"
+    )
+    assert out == "[]"
+
+
+def test_an_interrupted_registration_is_taken_back_and_tried_again():
+    """Ctrl-C while the families import (the REPL's first `softmax(x)`): the ops of the
+    family whose import did not finish are removed, and the next lookup registers all."""
+    out = fresh(
+        "real = registry.defop\ncalls = [0]\n"
+        "def flaky(*args, **kwargs):\n    calls[0] += 1\n    if calls[0] == 60:\n        raise KeyboardInterrupt\n"
+        "    return real(*args, **kwargs)\n"
+        "registry.defop = flaky\n"
+        "try:\n    ad.Tensor(1.0).softmax()\nexcept KeyboardInterrupt:\n    print('interrupted', registry._all_registered)\n"
+        "registry.defop = real\n"
+        "print(ad.Tensor([1.0, 2.0]).softmax().data.sum(), len(ad.REGISTRY) > 100, registry._all_registered)"
+    )
+    assert out.splitlines() == ["interrupted False", "1.0 True True"]
+
+
+def test_class_level_lookups_and_dir_see_every_op():
+    out = fresh(
+        "print(callable(ad.Tensor.exp), getattr(ad.Tensor, 'tanh', None) is not None, 'softmax' in dir(ad.Tensor))\n"
+        "print('softmax' in dir(ad.ops), 'softmax' in dir(ad.Tensor([1.0])))"
+    )
+    assert out.splitlines() == ["True True True", "True True"]
+
+
+@pytest.mark.parametrize("ask, expected", [
+    ("ad.REGISTRY.pop('tanh', 'missing') != 'missing'", "True"),
+    ("ad.REGISTRY.setdefault('tanh', None) is not None", "True"),
+    ("len(list(reversed(ad.REGISTRY))) == len(ad.REGISTRY) > 100", "True"),
+    ("'softmax' in repr(ad.REGISTRY)", "True"),
+    ("(registry.unregister('softmax'), 'softmax' in ad.REGISTRY)[1]", "False"),
+    # the families' order, as when every family was imported at once (the first is activations)
+    ("ad.REGISTRY[next(iter(ad.REGISTRY))].forward.__module__.rsplit('.', 1)[1]", "activations"),
+])
+def test_the_table_answers_every_dict_question_after_registering(ask, expected):
+    assert fresh(f"print({ask})") == expected
+
+
+def test_an_op_whose_forward_has_no_module_registers():
+    out = fresh(
+        "scope = {}\nexec('fwd = lambda x: x * 2.0\\nvjp = lambda m, g, ans, x: g * 2.0', scope)\n"
+        "ad.defop('twice_anon', scope['fwd'], (scope['vjp'],), doc='2x', category='user', method=True)\n"
+        "print(ad.Tensor(3.0).twice_anon().item())"
+    )
+    assert out == "6.0"

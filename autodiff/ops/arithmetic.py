@@ -75,6 +75,8 @@ def _pow(a: Any, b: Any) -> Any:
             squares = raw_vdot(a, a)
             if squares == squares and squares != np.inf:
                 return out
+    elif isinstance(a, (np.ndarray, np.complexfloating)) and a.dtype.kind == "c":  # (complex step)
+        return out
     if np.isrealobj(a) and np.isrealobj(b) and np.any(np.asarray(a) == -np.inf):
         fractional = np.isfinite(b) & (b != np.round(b))
         out = np.where((np.asarray(a) == -np.inf) & fractional, np.nan, out)

@@ -41,7 +41,9 @@ _ZERO, _ONE = np.array(0.0), np.array(1.0)
 
 
 def _nonnegative_real(x: Any) -> Any:
-    return np.real(x) >= 0
+    # .real is the attribute of arrays and NumPy scalars alike; np.real's Python-level
+    # wrapper cost a complex-step replay of sigmoid more than the arithmetic.
+    return (x.real if isinstance(x, (np.ndarray, np.generic)) else np.real(x)) >= 0
 
 
 def _sigmoid(x: Any) -> Any:
@@ -61,8 +63,9 @@ def _sigmoid(x: Any) -> Any:
         e = np.exp(-np.abs(x))
         r = 1.0 / (1.0 + e)
         return raw_where(x >= 0, r, e * r)
-    e = np.exp(np.where(_nonnegative_real(x), -x, x))
-    return np.where(_nonnegative_real(x), 1.0 / (1.0 + e), e / (1.0 + e))
+    positive = _nonnegative_real(x)
+    e = np.exp(raw_where(positive, -x, x))
+    return raw_where(positive, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _softplus(x: Any) -> Any:
@@ -70,7 +73,7 @@ def _softplus(x: Any) -> Any:
     if is_real(x) or not np.iscomplexobj(x):
         return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
     positive = _nonnegative_real(x)
-    return np.where(positive, x, 0.0) + np.log1p(np.exp(np.where(positive, -x, x)))
+    return raw_where(positive, x, 0.0) + np.log1p(np.exp(raw_where(positive, -x, x)))
 
 
 def _relu(x: Any) -> Any:
@@ -101,19 +104,24 @@ def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     # error 1e-8 at 10, 0 instead of 1.7e-17 past 19); this form does not, and costs two
     # passes fewer than 4 e^(-2|x|) / (1 + e^(-2|x|))^2. |x| is held below cosh's
     # overflow, which would warn for a result that is right.
-    if not is_real(m.raw(x)):  # complex step: the analytic form (abs is not analytic)
+    if not is_real(m.raw(x)):  # complex step: the analytic form
         s = 1.0 / m.cosh(x)
         return masked(m, g, g * (s * s))
     if m is ARRAY_MATH and x.ndim:
-        # The same operations in the same order, in place (no temporaries; NumPy gives
-        # scalars, which have no place to write to, for 0-d arrays).
+        # The same values as below, in place (no temporaries; NumPy gives scalars, which
+        # have no place to write to, for 0-d arrays).
         s = np.abs(x)
         np.minimum(s, _COSH_MAX, out=s)
         np.cosh(s, out=s)
         np.divide(_ONE, s, out=s)
         s *= s
         return masked(m, g, g * s)
-    s = 1.0 / m.cosh(m.minimum(m.abs(x), _COSH_MAX))
+    # |x| and the cap as where(), not abs() and minimum(): on a graph (grad of grad) their
+    # one-sided slopes keep every higher derivative right at 0, where the slope 0 of abs
+    # made the third derivative of tanh at 0 come out 0 instead of -2; and they are no
+    # kinks to warn about.
+    u = m.where(m.raw(x) >= 0, x, -x)
+    s = 1.0 / m.cosh(m.where(m.raw(u) > _COSH_MAX, _COSH_MAX, u))
     return masked(m, g, g * (s * s))
 
 
@@ -133,26 +141,8 @@ tan = unary(
     "tan", lambda x: np.tan(x), lambda m, g, ans, x: masked(m, g, g * (1 + ans * ans)), "tangent", low=-1.2, high=1.2,
 )
 tanh = unary("tanh", lambda x: np.tanh(x), _tanh_vjp, "hyperbolic tangent", rule="g * (1 - tanh(x) ** 2)")
-def _sigmoid_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
-    if not is_real(m.raw(x)):  # complex step: the analytic form (abs is not analytic)
-        return masked(m, g, g * ans * m.sigmoid(-x))
-    # sigmoid'(x) = sigmoid(x) sigmoid(-x) = e^-|x| / (1 + e^-|x|)^2: even in x, exp never
-    # overflows, both tails keep full relative precision; and four passes fewer than
-    # computing sigmoid(-x) again. Its own derivative at 0 is abs's (0), which is right.
-    if m is ARRAY_MATH and x.ndim:  # the same operations in place, as _tanh_vjp
-        e = np.abs(x)
-        np.negative(e, out=e)
-        np.exp(e, out=e)
-        square = e + _ONE
-        square *= square
-        e /= square
-        return masked(m, g, g * e)
-    e = m.exp(-m.abs(x))
-    return masked(m, g, g * (e / ((1.0 + e) * (1.0 + e))))
-
-
 sigmoid = unary(
-    "sigmoid", _sigmoid, _sigmoid_vjp,
+    "sigmoid", _sigmoid, lambda m, g, ans, x: masked(m, g, g * ans * m.sigmoid(-x)),
     "logistic 1 / (1 + e ** -x); accurate in both tails",
 )
 softplus = unary(
