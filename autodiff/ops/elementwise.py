@@ -107,10 +107,11 @@ def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     if not is_real(m.raw(x)):  # complex step: the analytic form
         s = 1.0 / m.cosh(x)
         return masked(m, g, g * (s * s))
-    if m is ARRAY_MATH and x.ndim:
-        # The same values as below, in place (no temporaries; NumPy gives scalars, which
-        # have no place to write to, for 0-d arrays).
-        s = np.abs(x)
+    if m is ARRAY_MATH:  # no graph: the same values as below, with NumPy's own calls
+        if not x.ndim:  # (NumPy gives scalars for 0-d arrays, which have no place to write to)
+            s = 1.0 / np.cosh(np.minimum(np.abs(x), _COSH_MAX))
+            return masked(m, g, g * (s * s))
+        s = np.abs(x)  # in place: no temporaries
         np.minimum(s, _COSH_MAX, out=s)
         np.cosh(s, out=s)
         np.divide(_ONE, s, out=s)
