@@ -28,7 +28,7 @@ from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
 from . import limits as _limits  # its _max_elements, read once per op
 from .limits import STEPS, check_outputs, check_size
 from . import tensor as _grad_mode  # its _grad_enabled, read once per op
-from .tensor import Tensor, new_tensor, to_array
+from .tensor import Tensor, _lazy_dir, _lazy_lookup, new_tensor, to_array
 
 VJP = Callable[..., Any]
 
@@ -154,7 +154,7 @@ def register_all() -> None:
 
 
 def _module_of(entry: Any) -> str | None:
-    op = REGISTRY.get(entry) if isinstance(entry, str) else entry  # ALIASES hold names
+    op = dict.get(REGISTRY, entry) if isinstance(entry, str) else entry  # ALIASES hold names
     return getattr(getattr(op, "forward", None), "__module__", None)
 
 
@@ -165,22 +165,18 @@ class _OpTable(dict):  # type: ignore[type-arg]
 
     __slots__ = ()
 
-    def __missing__(self, name: Any) -> Any:
-        if not _all_registered:
-            register_all()
-            if dict.__contains__(self, name):
-                return dict.__getitem__(self, name)
-        raise KeyError(name)
-
-    def get(self, name: Any, default: Any = None) -> Any:
-        if not _all_registered and not dict.__contains__(self, name):
-            register_all()
-        return dict.get(self, name, default)
-
     def __contains__(self, name: object) -> bool:
         if not _all_registered and not dict.__contains__(self, name):
             register_all()
         return dict.__contains__(self, name)
+
+    def __missing__(self, name: Any) -> Any:
+        if self.__contains__(name):  # (registered on the way)
+            return dict.__getitem__(self, name)
+        raise KeyError(name)
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        return dict.__getitem__(self, name) if self.__contains__(name) else default
 
     def _whole(method: Callable[..., Any]) -> Callable[..., Any]:  # type: ignore[misc]  # noqa: N805
         def whole(self: _OpTable, *args: Any, **kwargs: Any) -> Any:
@@ -211,15 +207,10 @@ class _Namespace:
         self.kind = kind
 
     def __getattr__(self, name: str) -> Any:  # only for names not set yet, until register_all
-        if not name.startswith("__") and not _all_registered:
-            register_all()
-            if name in vars(self):
-                return vars(self)[name]
-        raise AttributeError(f"'_Namespace' object has no attribute {name!r}")
+        return _lazy_lookup(self, name, object.__getattribute__, "'_Namespace' object")
 
     def __dir__(self) -> list[str]:
-        register_all()
-        return list(object.__dir__(self))
+        return _lazy_dir(self, object.__dir__)
 
 
 ARRAY_MATH: Any = _Namespace("array")

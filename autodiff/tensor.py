@@ -78,6 +78,14 @@ def _lazy_lookup(target: Any, name: str, getattribute: Callable[[Any, str], Any]
     raise AttributeError(f"{what} has no attribute {name!r}")
 
 
+def _lazy_dir(target: Any, base_dir: Callable[[Any], Any]) -> list[str]:
+    """dir() of `target` (by `base_dir`, its base class's __dir__) with every op registered."""
+    from .registry import register_all
+
+    register_all()
+    return list(base_dir(target))
+
+
 class _TensorType(type):
     """Tensor's metaclass, for lookups on the class itself (`Tensor.exp`,
     `getattr(Tensor, "tanh", None)`, `dir(Tensor)`, help, completion in an editor), which
@@ -87,10 +95,7 @@ class _TensorType(type):
         return _lazy_lookup(cls, name, type.__getattribute__, f"type object {cls.__name__!r}")
 
     def __dir__(cls) -> list[str]:
-        from .registry import register_all
-
-        register_all()
-        return list(type.__dir__(cls))
+        return _lazy_dir(cls, type.__dir__)
 
 
 class Tensor(metaclass=_TensorType):
@@ -126,10 +131,7 @@ class Tensor(metaclass=_TensorType):
         return _lazy_lookup(self, name, object.__getattribute__, "'Tensor' object")
 
     def __dir__(self) -> list[str]:
-        from .registry import register_all
-
-        register_all()
-        return list(object.__dir__(self))
+        return _lazy_dir(self, object.__dir__)
 
     def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
         self.data = to_array(data)

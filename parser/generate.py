@@ -174,6 +174,11 @@ def _defined_names(node: ast.stmt) -> list[str]:
     return []
 
 
+def _first_line(node: ast.stmt) -> int:
+    """Where a top-level statement starts in the source, its decorators included."""
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+
+
 def _used_names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -201,8 +206,7 @@ def _without_unreachable_definitions(source: str) -> str:
     lines = source.splitlines(keepends=True)
     drop = [node for node in module.body if defines[id(node)] and id(node) not in kept]
     for node in sorted(drop, key=lambda n: n.lineno, reverse=True):
-        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        del lines[first - 1:node.end_lineno]
+        del lines[_first_line(node) - 1:node.end_lineno]
     return "".join(lines)
 
 
@@ -256,8 +260,7 @@ def _split_tree_module(source: str) -> tuple[str, str]:
     lines = source.splitlines(keepends=True)
 
     def text(node: ast.stmt) -> str:
-        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        return "".join(lines[first - 1:node.end_lineno])
+        return "".join(lines[_first_line(node) - 1:node.end_lineno])
 
     first_import = min(node.lineno for node in plain_imports)
     licence = "".join(line for line in lines[:first_import - 1] if line.startswith("#") and "do not edit" not in line and "noqa" not in line)
@@ -267,17 +270,12 @@ def _split_tree_module(source: str) -> tuple[str, str]:
     names = sorted({node.name for node in moved})  # type: ignore[attr-defined]
     first = min(moved, key=lambda n: n.lineno)
     for node in sorted(moved, key=lambda n: n.lineno, reverse=True):
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         replacement = [f"from .larktree import {', '.join(names)}\n"] if node is first else []
-        lines[start - 1:node.end_lineno] = replacement
+        lines[_first_line(node) - 1:node.end_lineno] = replacement
     return "".join(lines), tree_module
 
 
-def standalone_source() -> str:
-    return _generated_sources()[0]
-
-
-def _generated_sources() -> tuple[str, str]:
+def generated_sources() -> tuple[str, str]:
     """standalone.py and larktree.py, from grammar.lark and the installed Lark."""
     from lark import Lark
     from lark.tools.standalone import gen_standalone
@@ -359,7 +357,7 @@ def prebuilt_source() -> str:
 
 
 def main() -> None:
-    standalone, tree_module = _generated_sources()
+    standalone, tree_module = generated_sources()
     for name, text in (("larktree.py", tree_module), ("standalone.py", standalone)):
         (HERE / name).write_text(text)
         print(f"wrote {HERE / name}", file=sys.stderr)

@@ -26,7 +26,6 @@ MODULES = tuple(sorted({
 EAGER = ("arithmetic", "comparisons", "integer", "shaping")  # operators, `x[i]` and `x.T`
 
 
-
 def import_all() -> None:
     """Import (and so register) every op family; call registry.register_all() instead,
     which does this once."""
