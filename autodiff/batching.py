@@ -33,6 +33,7 @@ replays per column.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,6 +73,7 @@ JOINT_COLUMNS = 256  # ...of at most this many columns
 DENSE_BUDGET = 1 << 21  # elements of all dense values of a run together (each within the element cap too)
 
 DENSE, SPARSE = 1, 2  # how a node is carried; None: not batched (the same in every slot)
+_LEAF, _UNARY, _BINARY, _GENERAL = "leaf", "unary", "binary", "general"  # a replay's steps (Tape.steps)
 
 
 def check_jacobian_size(rows: int, columns: int) -> None:
@@ -99,52 +101,103 @@ class Sparse:
 
 
 class Tape:
-    """The graph of `output` (its topological order) compiled for replays: each op
-    node's parents as positions in the order, and the parameters it was called with."""
+    """The graph of `output` (its topological order) compiled for replays.
+
+    `steps` is what a replay does at each node, looked up once. What batched replays
+    also need (each op node's parents as positions in the order, the parameters it was
+    called with, whether every op may be batched) is worked out on first use: most
+    checks of a check file only replay."""
 
     def __init__(self, output: Any, order: list[Any]) -> None:
         self.output, self.order = output, order
         self.index = index = {id(node): i for i, node in enumerate(order)}
-        self.parents: list[tuple[int, ...]] = []
-        self.params: list[dict[str, Any]] = []
-        self.picks: list[int | None] = []
-        self.batchable = True  # every op on the graph is one of BATCHED_OPS
-        # What a replay does at each node, looked up once: (None, the leaf) for a leaf,
-        # else (its op's forward, its parents' positions, its params or None, its pick).
+        # (LEAF, None, id(leaf), its data), (UNARY or BINARY, forward, parent positions) for
+        # the common op without parameters, else (GENERAL, forward, parents, (params, pick)).
         self.steps: list[tuple[Any, ...]] = []
+        self._plans: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}  # replaced leaves -> replay._plan
+        keep = self.steps.append
         for node in order:
             op = node.op
             if op is None:
-                self.parents.append(())
-                self.params.append({})
-                self.picks.append(None)
-                self.steps.append((None, node))
+                keep((_LEAF, None, id(node), node.data))
                 continue
+            parents = node._prev
+            if not node.params and len(parents) <= 2:
+                if len(parents) == 2:
+                    keep((_BINARY, op.forward, index[id(parents[0])], index[id(parents[1])]))
+                    continue
+                if len(parents) == 1:
+                    keep((_UNARY, op.forward, index[id(parents[0])], None))
+                    continue
             params, pick = recorded_params(node)
-            parents = tuple([index[id(p)] for p in node._prev])
-            self.parents.append(parents)
-            self.params.append(params)
-            self.picks.append(pick)
-            self.steps.append((op.forward, parents, params or None, pick))
-            self.batchable = self.batchable and op.name in BATCHED_OPS and pick is None
+            keep((_GENERAL, op.forward, tuple([index[id(p)] for p in parents]), (params or None, pick)))
+
+    @functools.cached_property
+    def parents(self) -> list[tuple[int, ...]]:
+        index = self.index
+        return [tuple([index[id(p)] for p in node._prev]) for node in self.order]
+
+    @functools.cached_property
+    def params(self) -> list[dict[str, Any]]:
+        return [recorded_params(node)[0] if node.op is not None else {} for node in self.order]
+
+    @functools.cached_property
+    def batchable(self) -> bool:
+        """Every op on the graph is one of BATCHED_OPS (and no node is one output of several)."""
+        return all(
+            node.op.name in BATCHED_OPS and recorded_params(node)[1] is None for node in self.order if node.op is not None
+        )
 
     def replay(self, values: dict[int, Any]) -> np.ndarray:
         """gradcheck.replay: the graph recomputed with some leaves' data replaced
-        (`values` keyed by id(leaf)); the same forwards on the same arrays."""
+        (`values` keyed by id(leaf)); the same forwards on the same arrays.
+
+        Only the nodes that depend on a replaced leaf run again: every other node would
+        compute its recorded value from its recorded inputs, so it keeps that value (a
+        check of three numbers replays about half of its graph per column)."""
         charge(len(self.order), "gradient check")
-        data: list[Any] = []
-        keep = data.append
-        for step in self.steps:
-            forward = step[0]
-            if forward is None:
-                leaf = step[1]
-                keep(values.get(id(leaf), leaf.data))
-                continue
-            _, parents, params, pick = step
-            args = [data[p] for p in parents]
-            out = forward(*args) if params is None else forward(*args, **params)
-            keep(out if pick is None else out[pick])
+        key = tuple(values)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan(values)
+        data = self.recorded.copy()
+        for i, kind, forward, a, b in plan:
+            if kind is _BINARY:
+                data[i] = forward(data[a], data[b])
+            elif kind is _UNARY:
+                data[i] = forward(data[a])
+            elif kind is _LEAF:
+                data[i] = values[a]
+            else:
+                params, pick = b
+                args = [data[p] for p in a]
+                out = forward(*args) if params is None else forward(*args, **params)
+                data[i] = out if pick is None else out[pick]
         return np.asarray(data[-1])
+
+    @functools.cached_property
+    def recorded(self) -> list[Any]:
+        """Each node's recorded value; a 0-d one as the NumPy scalar holding it, as ops
+        give them (NumPy's arithmetic on scalars costs a third of that on 0-d arrays,
+        with the same IEEE operations)."""
+        return [data[()] if data.ndim == 0 else data for data in (node.data for node in self.order)]
+
+    def _plan(self, values: dict[int, Any]) -> list[tuple[Any, ...]]:
+        """The steps of a replay that replaces the leaves keyed in `values`: those of the
+        nodes that depend on one of them, each with its position in the order."""
+        varies = [False] * len(self.steps)
+        plan = []
+        for i, step in enumerate(self.steps):
+            kind, _, a, _ = step
+            if kind is _LEAF:
+                varies[i] = a in values
+            elif kind is _GENERAL:
+                varies[i] = any(varies[p] for p in a)
+            else:
+                varies[i] = varies[a] or (kind is _BINARY and varies[step[3]])
+            if varies[i]:
+                plan.append((i, *step))
+        return plan
 
     def batched_jacobian(self, leaves: Sequence[Any], method: str, step: float) -> list[np.ndarray] | None:
         """d output / d leaf for each leaf as (output.size, leaf.size) matrices

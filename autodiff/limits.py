@@ -13,8 +13,7 @@ Outside it (the engine used as a library) nothing is counted.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -245,18 +244,21 @@ def max_steps() -> int:
     return STEPS.limit
 
 
-@contextmanager
-def step_budget() -> Iterator[None]:
+class step_budget:  # noqa: N801 - used as a function: `with step_budget():`
     """Count steps against a fresh budget while the block runs (nested blocks share the
-    outer one)."""
-    if STEPS.left != math.inf:
-        yield
-        return
-    STEPS.left = STEPS.limit
-    try:
-        yield
-    finally:
-        STEPS.left = math.inf
+    outer one). A class rather than a @contextmanager generator, which costs twice as
+    much: every statement enters one."""
+
+    __slots__ = ("outer",)
+
+    def __enter__(self) -> None:
+        self.outer = STEPS.left != math.inf
+        if not self.outer:
+            STEPS.left = STEPS.limit
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.outer:
+            STEPS.left = math.inf
 
 
 def charge(steps: int, where: str) -> None:

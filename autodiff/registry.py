@@ -151,6 +151,8 @@ def register_all() -> None:
         # __getattr__ through a slower slot and does not specialize them (7% more
         # instructions on the 8x8 tensor chain, docs/performance.md). So they go.
         del _Namespace.__getattr__, Tensor.__getattr__, type(Tensor).__getattr__
+        for name in _OpTable.HOOKS:  # the tables become plain dicts: a lookup is a C call again
+            delattr(_OpTable, name)
 
 
 def _module_of(entry: Any) -> str | None:
@@ -194,6 +196,9 @@ class _OpTable(dict):  # type: ignore[type-arg]
     ))
     __hash__ = None  # type: ignore[assignment]  # (as dict's: defining __eq__ would otherwise ask for one)
     del _whole
+    # What register_all takes away once every op is registered.
+    HOOKS = ("__contains__", "__missing__", "get", "__iter__", "__len__", "__reversed__", "__repr__", "__eq__", "__ne__",
+             "__or__", "__ror__", "__ior__", "keys", "values", "items", "copy", "pop", "popitem", "setdefault", "update")
 
 
 REGISTRY: dict[str, OpDef] = _OpTable()

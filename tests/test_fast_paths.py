@@ -93,6 +93,20 @@ def test_sigmoid_forward_is_the_formula_it_replaced():
             assert same(_sigmoid(xs), np.where(xs >= 0, r, e * r))
 
 
+@pytest.mark.parametrize("name", ["sigmoid", "softplus"])
+def test_one_complex_number_takes_the_values_of_the_array_path(name):
+    """sigmoid and softplus take their branch in Python for one complex number (complex
+    step in a check of numbers): the same bits as the where()s of an array of them."""
+    forward = REGISTRY[name].forward
+    imaginary = [0.0, -0.0, 1e-20, -1e-20, 1.0, INF, NAN]
+    z = np.array([complex(x, y) for x in X_EDGES for y in imaginary])
+    with np.errstate(all="ignore"):
+        along = forward(z)
+        for k, number in enumerate(z):
+            for one in (number, np.array(number)):  # a NumPy scalar, and a 0-d array
+                assert same(np.asarray(forward(one)), along[k]), (number, type(one))
+
+
 def test_relu_vjp_passes_nothing_down_the_branch_not_taken():
     x = np.array([-1.0, -0.0, 0.0, 2.0, NAN])
     g = np.array([INF, NAN, -INF, -0.0, 1.0])

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from ..registry import ARRAY_MATH, Check
-from .special import elementwise, erfc, near_zero
+from .arithmetic import near_zero
+from .special import elementwise, erfc
 
 SQRT_HALF = math.sqrt(0.5)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)

@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop, is_real
 from ..tensor import Tensor, to_array
-from .arithmetic import masked, raw_where
+from .arithmetic import masked, near_zero, raw_where
 
 ELEM = "elementwise"
 
@@ -23,10 +23,6 @@ def unary(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=True,
         aliases=aliases, kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
     )
-
-
-def _at_zero(x: Any, tol: float = 0.0) -> bool:
-    return bool(np.any(np.abs(x) <= tol))
 
 
 def _gate(m: Any, g: Any, factor: Any) -> Any:
@@ -46,11 +42,27 @@ def _nonnegative_real(x: Any) -> Any:
     return (x.real if isinstance(x, (np.ndarray, np.generic)) else np.real(x)) >= 0
 
 
+def _complex_number(x: Any) -> Any:
+    """x as a NumPy complex scalar when it is one complex number (complex step in a check
+    of numbers), else None: for such an input sigmoid and softplus take their branch in
+    Python, the same operations as their where()s make for that element."""
+    if type(x) is np.complex128:
+        return x
+    if type(x) is np.ndarray and x.ndim == 0 and x.dtype == np.complex128:
+        return x[()]
+    return None
+
+
 def _sigmoid(x: Any) -> Any:
     # 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below: exp never overflows, the tails
     # keep full relative precision (4.25e-18 at -40). For complex inputs (complex step)
     # the branch is chosen on the real part and each branch is the same analytic function.
     real = is_real(x)
+    if not real and (z := _complex_number(x)) is not None:
+        if z.real >= 0:
+            return 1.0 / (1.0 + np.exp(-z))
+        e = np.exp(z)
+        return e / (1.0 + e)
     if real or not np.iscomplexobj(x):  # (is_real first: the cheap test for the engine's arrays)
         if real and x.ndim:  # the same operations, in place: big tensors pass here
             e = np.abs(x)
@@ -70,7 +82,10 @@ def _sigmoid(x: Any) -> Any:
 
 def _softplus(x: Any) -> Any:
     # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): exact in both tails, never overflows.
-    if is_real(x) or not np.iscomplexobj(x):
+    real = is_real(x)
+    if not real and (z := _complex_number(x)) is not None:
+        return z + np.log1p(np.exp(-z)) if z.real >= 0 else 0j + np.log1p(np.exp(z))
+    if real or not np.iscomplexobj(x):
         return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
     positive = _nonnegative_real(x)
     return raw_where(positive, x, 0.0) + np.log1p(np.exp(raw_where(positive, -x, x)))
@@ -151,11 +166,11 @@ softplus = unary(
 )
 relu = unary(
     "relu", _relu, _relu_vjp, "max(x, 0); gradient 0 at 0; nan stays nan",
-    complex_safe=False, kink=_at_zero, kink_gap=1e-3, rule="g * (x > 0)",
+    complex_safe=False, kink=near_zero, kink_gap=1e-3, rule="g * (x > 0)",
 )
 abs_ = unary(
     "abs", lambda x: np.abs(x), lambda m, g, ans, x: _gate(m, g, np.sign(m.raw(x))),
-    "absolute value; gradient 0 at 0", complex_safe=False, kink=_at_zero, kink_gap=1e-3,
+    "absolute value; gradient 0 at 0", complex_safe=False, kink=near_zero, kink_gap=1e-3,
 )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..registry import BINARY_SHAPES, Check, defop
+from .arithmetic import near_zero
 
 ELEM = "elementwise"
 LN2 = math.log(2.0)
@@ -31,11 +32,6 @@ def elementwise(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=method,
         aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
     )
-
-
-def near_zero(x: Any, tol: float = 0.0, **params: Any) -> bool:
-    """Some element is within tol of 0 (where the op is not differentiable)."""
-    return bool(np.any(np.abs(x) <= tol))
 
 
 # ---- the error function ---------------------------------------------------------------
