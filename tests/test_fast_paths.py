@@ -77,6 +77,26 @@ def test_unary_vjps_take_the_same_values_as_the_general_path(name, shape):
         assert same(fast, general), (name, xs, gs, fast, general)
 
 
+def test_the_power_rule_for_numbers_is_the_array_path():
+    """d(a**b)/da for one real base and exponent takes its tests in Python: the same bits
+    as the general path, and the same values as arrays of one element."""
+    bases = [*X_EDGES, 2.0, -2.0, 3.0, -8.0]
+    exponents = [0.0, -0.0, 1.0, 2.0, 3.0, -1.0, -2.0, 0.5, -0.5, 1.5, 2.5, NAN, INF, -INF, 1e300]
+    for a in bases:
+        for b in exponents:
+            for g in (np.array(1.0), np.float64(-2.5), np.array(0.0), np.float64(NAN), np.array(INF)):
+                with np.errstate(all="ignore"):
+                    ans = np.asarray(REGISTRY["pow"].forward(np.array(a), np.array(b)))
+                    number = plain_vjp("pow", g, ans, np.array(a), np.array(b))
+                    along = plain_vjp("pow", np.reshape(g, (1,)), ans.reshape(1), np.array([a]), np.array([b]))
+                    general = general_vjp("pow", g, ans, np.array(a), np.array(b))
+                assert isinstance(number, (np.ndarray, np.generic)), type(number)  # a gradient has a shape
+                assert same(number, general), (a, b, g, number, general)
+                # (NumPy takes a ** 0.5 of a 0-d array with a float exponent as sqrt, so
+                # the sign of a zero may differ from an array's: (-0.0) ** 0.5 is -0.0 there)
+                assert np.array_equal(np.asarray(number).reshape(1), along, equal_nan=True), (a, b, g, number, along)
+
+
 def test_relu_forward_is_the_formula_it_replaced():
     x = np.array(X_EDGES)
     for xs in (x, x.reshape(5, 5), np.array(-0.0), np.array(NAN), np.zeros((0,))):

@@ -34,6 +34,7 @@ def _gate(m: Any, g: Any, factor: Any) -> Any:
 # NumPy compares and combines an array with a 0-d array faster than with a Python number
 # (the same value, so the same result bit for bit).
 _ZERO, _ONE = np.array(0.0), np.array(1.0)
+_ZERO_NUMBER = np.float64(0.0)
 
 
 def _nonnegative_real(x: Any) -> Any:
@@ -74,6 +75,8 @@ def _sigmoid(x: Any) -> Any:
             return raw_where(x >= 0, r, e)
         e = np.exp(-np.abs(x))
         r = 1.0 / (1.0 + e)
+        if real:  # one number (0-d): the branch in Python, not where()
+            return r if x >= 0 else e * r
         return raw_where(x >= 0, r, e * r)
     positive = _nonnegative_real(x)
     e = np.exp(raw_where(positive, -x, x))
@@ -92,8 +95,10 @@ def _softplus(x: Any) -> Any:
 
 
 def _relu(x: Any) -> Any:
-    if is_real(x):
-        return raw_where(x <= _ZERO, _ZERO, x)  # nan <= 0 is false, so nan stays nan; -0.0 becomes 0.0
+    if is_real(x):  # nan <= 0 is false, so nan stays nan; -0.0 becomes 0.0
+        if not x.ndim:  # one number: the branch in Python, not where(); a NumPy scalar, so nothing is shared
+            return _ZERO_NUMBER if x <= _ZERO else x[()]
+        return raw_where(x <= _ZERO, _ZERO, x)
     return np.where(x > 0, x, np.where(np.isnan(x), x, 0.0))
 
 
@@ -106,6 +111,8 @@ def _relu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
         # _gate(g, _relu_slope(x)) in one pass: g where x > 0, and elsewhere relu's own
         # output, which is +0.0 (x <= 0) or nan (x nan), as the slope gives; masked makes
         # it 0 at nan where g is 0 (relu(nan) ** 0 is the constant 1), as the scalar engine does.
+        if not x.ndim and not g.ndim:  # one number: the branch in Python (a NumPy scalar: nothing shared)
+            return masked(m, g, (g if x > _ZERO else ans)[()])
         return masked(m, g, raw_where(x > _ZERO, g, ans))
     return masked(m, g, _gate(m, g, _relu_slope(m.raw(x))))
 
