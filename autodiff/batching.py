@@ -111,26 +111,33 @@ class Tape:
     def __init__(self, output: Any, order: list[Any]) -> None:
         self.output, self.order = output, order
         self.index = index = {id(node): i for i, node in enumerate(order)}
-        # (LEAF, None, id(leaf), its data), (UNARY or BINARY, forward, parent positions) for
-        # the common op without parameters, else (GENERAL, forward, parents, (params, pick)).
+        # At position i: (i, LEAF, None, id(leaf), None), (i, UNARY or BINARY, forward,
+        # parent positions) for the common op without parameters, else (i, GENERAL,
+        # forward, parents, (params, pick)).
         self.steps: list[tuple[Any, ...]] = []
-        self._plans: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}  # replaced leaves -> replay._plan
-        keep = self.steps.append
-        for node in order:
+        # Each node's recorded value; a 0-d one as the NumPy scalar holding it, as ops
+        # give them (NumPy's arithmetic on scalars costs a third of that on 0-d arrays,
+        # with the same IEEE operations).
+        self.recorded: list[Any] = []
+        self._plans: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}  # replaced leaves -> replay's plan (plan())
+        keep, record = self.steps.append, self.recorded.append
+        for i, node in enumerate(order):
+            data = node.data
+            record(data if data.ndim else data[()])
             op = node.op
             if op is None:
-                keep((_LEAF, None, id(node), node.data))
+                keep((i, _LEAF, None, id(node), None))
                 continue
             parents = node._prev
             if not node.params and len(parents) <= 2:
                 if len(parents) == 2:
-                    keep((_BINARY, op.forward, index[id(parents[0])], index[id(parents[1])]))
+                    keep((i, _BINARY, op.forward, index[id(parents[0])], index[id(parents[1])]))
                     continue
                 if len(parents) == 1:
-                    keep((_UNARY, op.forward, index[id(parents[0])], None))
+                    keep((i, _UNARY, op.forward, index[id(parents[0])], None))
                     continue
             params, pick = recorded_params(node)
-            keep((_GENERAL, op.forward, tuple([index[id(p)] for p in parents]), (params or None, pick)))
+            keep((i, _GENERAL, op.forward, tuple([index[id(p)] for p in parents]), (params or None, pick)))
 
     @functools.cached_property
     def parents(self) -> list[tuple[int, ...]]:
@@ -159,7 +166,8 @@ class Tape:
         key = tuple(values)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = self._plan(values)
+            self.plan([key])
+            plan = self._plans[key]
         data = self.recorded.copy()
         for i, kind, forward, a, b in plan:
             if kind is _BINARY:
@@ -175,29 +183,30 @@ class Tape:
                 data[i] = out if pick is None else out[pick]
         return np.asarray(data[-1])
 
-    @functools.cached_property
-    def recorded(self) -> list[Any]:
-        """Each node's recorded value; a 0-d one as the NumPy scalar holding it, as ops
-        give them (NumPy's arithmetic on scalars costs a third of that on 0-d arrays,
-        with the same IEEE operations)."""
-        return [data[()] if data.ndim == 0 else data for data in (node.data for node in self.order)]
-
-    def _plan(self, values: dict[int, Any]) -> list[tuple[Any, ...]]:
-        """The steps of a replay that replaces the leaves keyed in `values`: those of the
-        nodes that depend on one of them, each with its position in the order."""
-        varies = [False] * len(self.steps)
-        plan = []
-        for i, step in enumerate(self.steps):
-            kind, _, a, _ = step
-            if kind is _LEAF:
-                varies[i] = a in values
-            elif kind is _GENERAL:
-                varies[i] = any(varies[p] for p in a)
+    def plan(self, replays: list[tuple[int, ...]]) -> None:
+        """Plan replays that each replace some leaves (by id), in one pass over the graph:
+        a replay runs the steps of the nodes that depend on a leaf it replaces."""
+        varies: list[int] = []  # bit r: the node depends on a leaf replay r replaces
+        bits: dict[int, int] = {}
+        for r, key in enumerate(replays):
+            for leaf in key:
+                bits[leaf] = bits.get(leaf, 0) | 1 << r
+        mark = varies.append
+        for _, kind, _, a, b in self.steps:
+            if kind is _BINARY:
+                mark(varies[a] | varies[b])
+            elif kind is _UNARY:
+                mark(varies[a])
+            elif kind is _LEAF:
+                mark(bits.get(a, 0))
             else:
-                varies[i] = varies[a] or (kind is _BINARY and varies[step[3]])
-            if varies[i]:
-                plan.append((i, *step))
-        return plan
+                mask = 0
+                for p in a:
+                    mask |= varies[p]
+                mark(mask)
+        for r, key in enumerate(replays):
+            bit = 1 << r
+            self._plans[key] = [step for step, mask in zip(self.steps, varies) if mask & bit]
 
     def batched_jacobian(self, leaves: Sequence[Any], method: str, step: float) -> list[np.ndarray] | None:
         """d output / d leaf for each leaf as (output.size, leaf.size) matrices

@@ -37,7 +37,6 @@ class CheckResult:
     passed: bool
     atol: float
     rtol: float
-    worst: str = ""
     kinks: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # Why the numbers cannot tell a wrong VJP from a step too coarse for the point
@@ -46,6 +45,17 @@ class CheckResult:
     unresolved: str = ""
     analytic: list[np.ndarray] = field(default_factory=list)
     numeric: list[np.ndarray] = field(default_factory=list)
+    # The entry that disagrees most (None when all agree exactly), with the output's shape
+    # and each leaf's name and shape: what `worst` names.
+    worst_entry: Worst | None = None
+    output_shape: tuple[int, ...] = ()
+    leaves: Sequence[tuple[str, Sequence[int]]] = ()
+
+    @property
+    def worst(self) -> str:
+        """The worst entry, said in words ('' if every entry agrees exactly): described
+        when asked for, as only a failing check is."""
+        return describe_worst(self.worst_entry, self.output_shape, self.leaves)
 
 
 def path_ops(output: Any, order: list[Any] | None = None) -> list[Any]:
@@ -99,6 +109,9 @@ def replay(output: Tensor, values: dict[int, Any], order: list[Any] | None = Non
     return Tape(output, topological_order(output) if order is None else order).replay(values)
 
 
+_UNIT = np.ones(())
+
+
 def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] | None = None) -> list[np.ndarray]:
     """d output / d leaf for each leaf as (output.size, leaf.size) matrices, one backward
     pass per output element (what `grad` gives, seeded with each unit vector)."""
@@ -112,8 +125,8 @@ def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] 
     keep = set(leaves)
     for row in range(rows):
         charge(len(order), "gradient check")
-        if rows == 1:
-            seed = np.ones(output.shape)
+        if rows == 1:  # (a backward pass never writes into its seed, so one array serves every number)
+            seed = _UNIT if not output.ndim else np.ones(output.shape)
         else:
             seed = np.zeros(rows)
             seed[row] = 1.0
@@ -122,7 +135,8 @@ def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] 
         for jac, leaf in zip(jacs, leaves):
             g = grads.get(leaf)
             if g is not None:  # a leaf the output does not reach keeps its zeros
-                jac[row] = (g.real if type(g) is np.ndarray else np.real(g)).reshape(-1)  # np.real's own test, without its call
+                g = g.real if isinstance(g, (np.ndarray, np.generic)) else np.real(g)  # (np.real's own test, without its call)
+                jac[row] = g if g.ndim <= 1 else g.reshape(-1)
     return jacs
 
 
@@ -291,7 +305,7 @@ def _finish(
         unresolved = near_zero(float(np.real(np.asarray(inputs[worst.k])).reshape(-1)[worst.column]))
     return CheckResult(
         method=method, max_abs_error=max_abs, max_rel_error=max_rel, passed=passed, atol=atol, rtol=rtol,
-        worst=describe_worst(worst, np.shape(output.data), leaves), kinks=kinks(output, order=order),
+        worst_entry=worst, output_shape=np.shape(output.data), leaves=leaves, kinks=kinks(output, order=order),
         analytic=list(analytic), numeric=list(numeric), notes=notes or [], unresolved=unresolved,
     )
 
@@ -453,6 +467,7 @@ def number_columns(tape: Tape, leaves: Sequence[Tensor], method: str) -> list[np
     forms them), without numerical_column's array copies. Most checks of a check file
     are of such inputs, and there this is a good part of a check's time."""
     jacobians = []
+    tape.plan([(id(leaf),) for leaf in leaves])  # every column's replay, planned in one pass
     for leaf in leaves:
         x, key = float(leaf.data), id(leaf)
         # (.imag and .real: the attributes every replay's array has; np.imag and np.real
