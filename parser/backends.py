@@ -13,7 +13,7 @@ import numpy as np
 
 from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order
 from gradcalc.autodiff.limits import check_size
-from gradcalc.autodiff.registry import SPELLINGS, OpDef
+from gradcalc.autodiff.registry import SPELLINGS, OpDef, apply
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
 
 from .errors import LanguageError
@@ -204,6 +204,8 @@ def _cut(result: Any, inputs: Any, always: bool = False) -> Any:
     """Mark a result without gradient as `detached` (a constant that stays a constant
     when named) when it was computed from values with gradients or from detached ones,
     or `always` (ops without gradient that take tensors: x > 0, floor, detach)."""
+    if type(result) is Tensor and result.requires_grad:  # the usual result: on the graph, nothing to mark
+        return result
     for t in result if isinstance(result, tuple) else (result,):
         if isinstance(t, Tensor) and not t.requires_grad and (
             always or any(isinstance(i, Tensor) and (i.requires_grad or i.detached) for i in inputs)
@@ -234,7 +236,7 @@ class TensorBackend:
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
         op_def = REGISTRY[op]
-        return _cut(op_def(a, b), (a, b), not op_def.has_gradient)
+        return _cut(apply(op_def, (a, b), {}), (a, b), not op_def.has_gradient)  # (op_def(a, b) without its frame)
 
     def unary(self, op: str, a: Any) -> Any:
         return _cut(-a, (a,)) if op == "neg" else a
@@ -285,7 +287,7 @@ class TensorBackend:
                     raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
         inputs = args[:n_in]
         if len(args) == n_in and not kwargs:  # the common call, f(x): no parameters to check
-            return _cut(op(*inputs), inputs, not op.has_gradient and n_in > 0)
+            return _cut(apply(op, tuple(inputs), {}), inputs, not op.has_gradient and n_in > 0)
         extra = args[n_in:]
         if extra and op.name in _EXTREMES:
             raise _ambiguous_extreme(op, args[0], extra[0])

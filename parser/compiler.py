@@ -7,6 +7,7 @@ nesting compile like any other input. The instructions run on the stack machine 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from typing import Any
 
@@ -92,6 +93,7 @@ class _Places:
         self.source = source
         self.known: dict[int, Place | None] = {}
         self.line_starts = [0, *(match.end() for match in re.finditer("\n", source))]
+        self.line: tuple[float, float, int] = (0, self.line_starts[1] if len(self.line_starts) > 1 else math.inf, 1)
 
     def of(self, node: Any) -> Place | None:
         if isinstance(node, Token):
@@ -174,10 +176,13 @@ class _Places:
 
     def range_span(self, start: int, end: int) -> Span:
         """The span from offset `start` to offset `end`."""
+        first, after, line = self.line  # the line of the last span: most spans in a row share one
+        if first <= start and end < after:
+            return line, start - first + 1, line, end - first + 1
         line_starts = self.line_starts
-        if len(line_starts) == 1:  # one line: no search
-            return 1, start + 1, 1, end + 1
         line, end_line = bisect.bisect_right(line_starts, start), bisect.bisect_right(line_starts, end)
+        if line == end_line:
+            self.line = line_starts[line - 1], line_starts[line] if line < len(line_starts) else math.inf, line
         return line, start - line_starts[line - 1] + 1, end_line, end - line_starts[end_line - 1] + 1
 
 
@@ -235,10 +240,17 @@ def compile_expression(root: Tree | Token, places: _Places) -> list[Instruction]
     code: list[Instruction] = []
     jumps: list[int] = []  # where the instructions are whose argument is a _Label
     work: list[Task] = [root]
-    place, span = places.compute, places.span
+    place, span, known = places.compute, places.span, places.known
     while work:
         task = work.pop()
         if task.__class__ is not tuple:  # a node (the tasks are tuples, nodes never are)
+            if task.__class__ is Tree and task.data == "name" and task.children[0].__class__ is Token:
+                # _expand's (LOAD, name) and its place, without the two calls: a third of the nodes
+                token = task.children[0]
+                where = (token.line, token.column, token.end_line, token.end_column)
+                known[id(task)] = (where, token.start_pos, token.end_pos)
+                code.append((LOAD, str(token), where))
+                continue
             tasks = _expand(task, places)
             if len(tasks) > 1:
                 work += reversed(tasks)

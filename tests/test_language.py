@@ -861,3 +861,20 @@ def test_unsupported_syntax_through_the_command(expression, words):
     done = gradcalc("eval", expression, "x=2")
     assert done.returncode == 2 and words in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+@given(st.text(alphabet="ab \n", max_size=60), st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=20))
+def test_range_span_is_the_line_and_column_of_each_offset(source, pairs):
+    """range_span remembers the line of its last answer: any order of offsets, any lines,
+    gives what counting the newlines before each offset gives."""
+    from gradcalc.parser.compiler import _Places
+
+    places = _Places(source)
+
+    def line_column(offset: int) -> tuple[int, int]:
+        line = source.count("\n", 0, offset) + 1
+        return line, offset - (source.rfind("\n", 0, offset) + 1) + 1
+
+    for a, b in pairs:
+        start, end = min(a, b, len(source)), min(max(a, b), len(source))
+        assert places.range_span(start, end) == (*line_column(start), *line_column(end))
