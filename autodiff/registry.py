@@ -532,7 +532,8 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     record = wanted and op.vjps is not None and _grad_mode._grad_enabled
     if op.n_ret == 1:
         if type(out) is not np.ndarray or out.dtype not in _NATIVE:  # _as_output, inline: once per op
-            out = to_array(out)
+            # (the 0-d results of NumPy's arithmetic are scalars: to_array's answer without its call)
+            out = np.asarray(out) if type(out) is np.float64 else to_array(out)
         return new_tensor(out, inputs, op, params) if record else new_tensor(out, (), None, None)
     return tuple(
         new_tensor(_as_output(o), inputs if record else (), op if record else None, {**params, OUTPUT: k} if record else None)
