@@ -117,8 +117,7 @@ class Tape:
         self.steps: list[tuple[Any, ...]] = []
         # Each node's recorded value; a 0-d one as the NumPy scalar holding it, as ops
         # give them (NumPy's arithmetic on scalars costs a third of that on 0-d arrays;
-        # the same real operations, and complex products without fused multiply-add:
-        # see gradcheck.number_columns).
+        # the ops' ufuncs make it the same bits: see ops/arithmetic.py).
         self.recorded: list[Any] = []
         self._plans: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}  # replaced leaves -> replay's plan (plan())
         keep, record = self.steps.append, self.recorded.append

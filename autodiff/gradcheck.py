@@ -466,10 +466,9 @@ def number_columns(tape: Tape, leaves: Sequence[Tensor], method: str) -> list[np
     IEEE operations (x + ih as complex(x) + 1j*h, x + h, x - h, as numerical_column
     forms them), without numerical_column's array copies, the numbers carried as NumPy
     scalars. Most checks of a check file are of such inputs, and there this is a good
-    part of a check's time. By central differences the columns are numerical_jacobian's
-    bit for bit; by complex step they agree to rounding: NumPy multiplies complex arrays
-    with fused multiply-adds where the processor has them, and complex scalars without,
-    so the last bits of a product, and of a column that cancels, may differ."""
+    part of a check's time. The columns are numerical_jacobian's bit for bit: the
+    arithmetic ops call NumPy's ufuncs, so a scalar takes the array loops' path (see
+    ops/arithmetic.py)."""
     jacobians = []
     tape.plan([(id(leaf),) for leaf in leaves])  # every column's replay, planned in one pass
     for leaf in leaves:

@@ -374,34 +374,33 @@ NUMBER_EXPRESSIONS = [
 
 
 def assert_number_columns_match(output, leaves, method):
-    """number_columns against replays per column of 0-d arrays: by central differences bit
-    for bit; by complex step to rounding (NumPy multiplies complex scalars without the
-    fused multiply-adds its array loops may use: see gradcheck.number_columns)."""
+    """number_columns against replays per column of 0-d arrays, bit for bit: numbers go
+    through replays as NumPy scalars, and the arithmetic ops call NumPy's ufuncs, so a
+    scalar takes the array loops' path (a complex product by `*` of two scalars rounds
+    without their fused multiply-adds, and differed in its last bits)."""
     with np.errstate(all="ignore"):
         got = gradcheck_module.number_columns(Tape(output, topological_order(output)), leaves, method)
         want = per_column(output, leaves, method)
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
-        if method == "central" or np.array_equal(g, w, equal_nan=True):
-            assert np.array_equal(g, w, equal_nan=True)
-        else:
-            assert np.allclose(g, w, rtol=1e-12, atol=0.0, equal_nan=True), (g, w)
+        assert np.array_equal(g, w, equal_nan=True), (g, w)
 
 
 @pytest.mark.parametrize("expression", NUMBER_EXPRESSIONS)
 @pytest.mark.parametrize("method", METHODS)
-def test_number_columns_are_the_replays_per_column(expression, method):
+def test_number_columns_are_the_replays_per_column_bit_for_bit(expression, method):
     assert_number_columns_match(*graph(NUMBERS, expression), method)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.floats(-3, 3).filter(lambda v: abs(v) > 1e-3), st.floats(-3, 3).filter(lambda v: abs(v) > 1e-3),
-       st.sampled_from(["s * s * s", "tanh(s) * t", "sigmoid(s * t) * s", "softplus(s) * t * t", "s ** t * s", "exp(s) / t * s"]),
-       st.sampled_from(METHODS))
-def test_number_columns_match_at_any_point(s, t, expression, method):
-    """Away from the cancelling points, at random numbers: central differences bit for
-    bit, complex step to rounding."""
+@settings(max_examples=100, deadline=None)
+@given(st.floats(-3, 3), st.floats(-3, 3), st.sampled_from([
+    "s * s * s", "tanh(s) * t", "sigmoid(s * t) * s", "softplus(s) * t * t", "s ** t * s", "exp(s) / t * s", "2 / s * s + t",
+    "(s * s) ** t", "s ** 0.5 * t", "s ** 2 * t",
+]), st.sampled_from(METHODS))
+def test_number_columns_are_bit_for_bit_at_any_point(s, t, expression, method):
+    """At random numbers too (where a complex product of two scalars by `*` had differed
+    in its last bits from the array path, 55 columns in 300)."""
     assert_number_columns_match(*graph(f"s = {s!r}\nt = {t!r}", expression), method)
 
 

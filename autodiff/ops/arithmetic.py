@@ -53,12 +53,17 @@ def _sub(a: Any, b: Any) -> Any:
     return a - b
 
 
+# Products, quotients and powers call NumPy's ufuncs rather than Python's operators: for
+# two NumPy scalars an operator is NumPy's scalar arithmetic, which rounds a complex
+# product without the fused multiply-adds of its array loops (and whose pow may differ
+# from theirs), so a number (a replay in a check carries numbers as scalars) would not
+# always give what the same number in an array gives. Sums and differences are exact.
 def _mul(a: Any, b: Any) -> Any:
-    return a * b
+    return np.multiply(a, b)
 
 
 def _div(a: Any, b: Any) -> Any:
-    return a / b
+    return np.divide(a, b)
 
 
 def _neg(x: Any) -> Any:
@@ -69,7 +74,7 @@ _MINUS_INF = np.array(-np.inf)
 
 
 def _pow(a: Any, b: Any) -> Any:
-    out = a**b
+    out = np.asarray(a) ** b  # (a as an array, as above: `**` of an array, NumPy's shortcuts for x**2, x**0.5 included)
     # A negative base to a fractional power is nan, -inf included: C99's pow, which NumPy
     # follows for array exponents, gives (-inf) ** 0.5 = inf and (-inf) ** -0.5 = 0.
     if is_real(a):
