@@ -180,25 +180,24 @@ class _OpTable(dict):  # type: ignore[type-arg]
     def get(self, name: Any, default: Any = None) -> Any:
         return dict.__getitem__(self, name) if self.__contains__(name) else default
 
-    def _whole(method: Callable[..., Any]) -> Callable[..., Any]:  # type: ignore[misc]  # noqa: N805
-        def whole(self: _OpTable, *args: Any, **kwargs: Any) -> Any:
-            register_all()
-            return method(self, *args, **kwargs)
 
-        whole.__name__ = method.__name__
-        return whole
+def _whole(method: Callable[..., Any]) -> Callable[..., Any]:
+    def whole(self: _OpTable, *args: Any, **kwargs: Any) -> Any:
+        register_all()
+        return method(self, *args, **kwargs)
 
-    # Everything else that reads the whole table, or may meet a name not registered yet.
-    (__iter__, __len__, __reversed__, __repr__, __eq__, __ne__, __or__, __ror__, __ior__, keys, values, items, copy, pop,
-     popitem, setdefault, update) = map(_whole, (
-        dict.__iter__, dict.__len__, dict.__reversed__, dict.__repr__, dict.__eq__, dict.__ne__, dict.__or__, dict.__ror__,
-        dict.__ior__, dict.keys, dict.values, dict.items, dict.copy, dict.pop, dict.popitem, dict.setdefault, dict.update,
-    ))
-    __hash__ = None  # type: ignore[assignment]  # (as dict's: defining __eq__ would otherwise ask for one)
-    del _whole
-    # What register_all takes away once every op is registered.
-    HOOKS = ("__contains__", "__missing__", "get", "__iter__", "__len__", "__reversed__", "__repr__", "__eq__", "__ne__",
-             "__or__", "__ror__", "__ior__", "keys", "values", "items", "copy", "pop", "popitem", "setdefault", "update")
+    whole.__name__ = method.__name__
+    return whole
+
+
+# Everything else that reads the whole table, or may meet a name not registered yet.
+_WHOLE = ("__iter__", "__len__", "__reversed__", "__repr__", "__eq__", "__ne__", "__or__", "__ror__", "__ior__", "keys",
+          "values", "items", "copy", "pop", "popitem", "setdefault", "update")
+for _name in _WHOLE:
+    setattr(_OpTable, _name, _whole(getattr(dict, _name)))
+# What register_all takes away once every op is registered.
+_OpTable.HOOKS = ("__contains__", "__missing__", "get", *_WHOLE)  # type: ignore[attr-defined]
+del _name
 
 
 REGISTRY: dict[str, OpDef] = _OpTable()

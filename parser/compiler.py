@@ -245,11 +245,10 @@ def compile_expression(root: Tree | Token, places: _Places) -> list[Instruction]
         task = work.pop()
         if task.__class__ is not tuple:  # a node (the tasks are tuples, nodes never are)
             if task.__class__ is Tree and task.data == "name" and task.children[0].__class__ is Token:
-                # _expand's (LOAD, name) and its place, without the two calls: a third of the nodes
+                # _expand's (LOAD, name), placed where its token is, without _expand and compute: a third of the nodes
                 token = task.children[0]
-                where = (token.line, token.column, token.end_line, token.end_column)
-                known[id(task)] = (where, token.start_pos, token.end_pos)
-                code.append((LOAD, str(token), where))
+                placed = known[id(task)] = places.of(token)
+                code.append((LOAD, str(token), placed[0]))
                 continue
             tasks = _expand(task, places)
             if len(tasks) > 1:

@@ -153,7 +153,11 @@ def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     return out
 
 
-_ONE = np.array(1.0)
+# Constants the VJPs combine with: a 0-d array (NumPy combines arrays with it faster than
+# with a Python number, to the same bits) and the NumPy scalar 0 (immutable: nothing can
+# write into a result that is it).
+ONE = np.array(1.0)
+ZERO_NUMBER = np.float64(0.0)
 
 
 def _pow_dbase_of_numbers(g: Any, a: Any, b: Any) -> Any:
@@ -161,11 +165,11 @@ def _pow_dbase_of_numbers(g: Any, a: Any, b: Any) -> Any:
     tests as branches in Python, its arithmetic the same NumPy operations on the same
     operands, so the same bits (tests/test_fast_paths.py)."""
     x, y = float(a), float(b)
-    power = a ** (_ONE if x == 0 and y == 0 else b - 1)
+    power = a ** (ONE if x == 0 and y == 0 else b - 1)
     if x < 0 and math.isfinite(y) and not y.is_integer():
         power = np.nan
     out = masked(ARRAY_MATH, g, g * b * power)
-    return np.float64(0.0) if y == 0 and out != out else out
+    return ZERO_NUMBER if y == 0 and out != out else out
 
 
 def _pow_dexponent(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:

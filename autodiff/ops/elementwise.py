@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop, is_real
 from ..tensor import Tensor, to_array
-from .arithmetic import masked, near_zero, raw_where
+from .arithmetic import ONE, ZERO_NUMBER, masked, near_zero, raw_where
 
 ELEM = "elementwise"
 
@@ -33,8 +33,7 @@ def _gate(m: Any, g: Any, factor: Any) -> Any:
 
 # NumPy compares and combines an array with a 0-d array faster than with a Python number
 # (the same value, so the same result bit for bit).
-_ZERO, _ONE = np.array(0.0), np.array(1.0)
-_ZERO_NUMBER = np.float64(0.0)
+_ZERO = np.array(0.0)
 
 
 def _nonnegative_real(x: Any) -> Any:
@@ -69,8 +68,8 @@ def _sigmoid(x: Any) -> Any:
             e = np.abs(x)
             np.negative(e, out=e)
             np.exp(e, out=e)
-            r = e + _ONE
-            np.divide(_ONE, r, out=r)
+            r = e + ONE
+            np.divide(ONE, r, out=r)
             e *= r
             return raw_where(x >= 0, r, e)
         e = np.exp(-np.abs(x))
@@ -97,7 +96,7 @@ def _softplus(x: Any) -> Any:
 def _relu(x: Any) -> Any:
     if is_real(x):  # nan <= 0 is false, so nan stays nan; -0.0 becomes 0.0
         if not x.ndim:  # one number: the branch in Python, not where(); a NumPy scalar, so nothing is shared
-            return _ZERO_NUMBER if x <= _ZERO else x[()]
+            return ZERO_NUMBER if x <= _ZERO else x[()]
         return raw_where(x <= _ZERO, _ZERO, x)
     return np.where(x > 0, x, np.where(np.isnan(x), x, 0.0))
 
@@ -136,7 +135,7 @@ def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
         s = np.abs(x)  # in place: no temporaries
         np.minimum(s, _COSH_MAX, out=s)
         np.cosh(s, out=s)
-        np.divide(_ONE, s, out=s)
+        np.divide(ONE, s, out=s)
         s *= s
         return masked(m, g, g * s)
     # |x| and the cap as where(), not abs() and minimum(): on a graph (grad of grad) their
