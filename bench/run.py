@@ -11,10 +11,13 @@ Lark and Python, each workload tracking one target of the performance issues.
 How it stays fair on a shared, noisy machine:
 - every contender runs in a process of its own (bench/worker.py, or the command itself),
   so no engine's imports or heap slow another;
-- contenders take turns round by round (the order reversed every other round), so a
-  machine that slows down mid-run slows all of them alike;
-- each ratio is paired: a contender's time over the reference's time in the same round,
-  reported as min / median / max over the rounds. Read the ratios, not the times.
+- contenders take turns: whole commands round by round, in-process workloads slice by
+  slice within a round (each contender's process started before any is timed, ten
+  slices of its repeats, the order reversed every other slice and round), so a machine
+  that slows down mid-run slows all of them alike;
+- each ratio is paired: a contender's time over the reference's time in the neighbouring
+  slice (the median over a round's slices) or the same round, reported as min / median /
+  max over the rounds. Read the ratios, not the times.
 Anchors that are not installed are skipped with a note (pip install '.[bench]').
 """
 from __future__ import annotations
@@ -115,25 +118,89 @@ def _command(c: Contender, g: Group) -> dict[str, Any]:
     return {"times": times}
 
 
-def _measure(c: Contender, g: Group, batch: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
-    if c.argv:
-        return _command(c, g)
-    return batch.get((g.title, c.name)) or _worker(_spec(c, g))
+SLICES = 10  # per round, the slices of repeats that in-process contenders take in turn
+
+
+def slice_sizes(repeat: int) -> list[int]:
+    """`repeat` split into at most SLICES slices as even as can be: 200 -> ten of 20."""
+    n = min(repeat, SLICES)
+    return [repeat // n + (i < repeat % n) for i in range(n)]
+
+
+class _Server:
+    """One contender's worker process in serve mode (bench/worker.py --serve)."""
+
+    def __init__(self, c: Contender, g: Group) -> None:
+        self.errors = tempfile.TemporaryFile("w+")  # a file, not a pipe: nothing blocks on a full buffer
+        self.process = subprocess.Popen([sys.executable, str(BENCH / "worker.py"), "--serve", json.dumps(_spec(c, g))],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, text=True)
+
+    def ask(self, line: str | None = None) -> Any:
+        """Send `line` (if any) and read the one-line JSON answer."""
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            if line is not None:
+                stdin.write(line + "\n")
+                stdin.flush()
+            answer = stdout.readline()
+        except BrokenPipeError:
+            answer = ""
+        if not answer:
+            self.process.wait()
+            self.errors.seek(0)
+            return {"error": (self.errors.read().strip().splitlines() or ["worker failed"])[-1]}
+        return json.loads(answer)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.errors.close()
+
+
+def _turns(contenders: list[Contender], g: Group, r: int) -> dict[str, dict[str, Any]]:
+    """One round of in-process contenders, each in its own process, all started before any
+    is timed: they run their repeats slice by slice in turn, the order reversed every other
+    slice (and round), so neighbouring slices of two contenders are milliseconds apart."""
+    servers = {c.name: _Server(c, g) for c in contenders}
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for c in contenders:
+            ready = servers[c.name].ask()
+            results[c.name] = {"slices": []} if ready == "ready" else ready
+        for i, size in enumerate(slice_sizes(g.repeat)):
+            order = [c for c in contenders if "slices" in results[c.name]]
+            for c in order[::-1] if (i + r) % 2 else order:
+                reply = servers[c.name].ask(f"run {size}")
+                if isinstance(reply, list):
+                    results[c.name]["slices"].append(reply)
+                else:
+                    results[c.name] = reply
+        for name, result in results.items():
+            if "slices" in result:
+                results[name] = {**servers[name].ask("end"), "slices": result["slices"]}
+    finally:
+        for server in servers.values():
+            server.close()
+    return results
 
 
 def run_group(g: Group, rounds: int, batch: dict[tuple[str, str], dict[str, Any]] | None = None) -> Section:
-    """Contenders take turns, one process each per round; a contender that fails or is
-    missing is dropped from the group with a note. `batch` holds results measured
-    beforehand (--smoke measures every in-process contender in one worker)."""
+    """Contenders take turns, one process each per round (in-process ones slice by slice,
+    see _turns); a contender that fails or is missing is dropped from the group with a
+    note. `batch` holds results measured beforehand (--smoke measures every in-process
+    contender in one worker)."""
     section = Section(g)
     results: dict[str, list[dict[str, Any]]] = {c.name: [] for c in g.contenders}
     dropped: dict[str, str] = {}
     for r in range(rounds):
-        order = g.contenders if r % 2 == 0 else g.contenders[::-1]
+        order = [c for c in (g.contenders if r % 2 == 0 else g.contenders[::-1]) if c.name not in dropped]
+        in_process = [c for c in order if not c.argv]
+        measured = ({c.name: batch[(g.title, c.name)] for c in in_process} if batch
+                    else _turns(in_process, g, r) if in_process else {})
         for c in order:
-            if c.name in dropped:
-                continue
-            result = _measure(c, g, batch or {})
+            result = _command(c, g) if c.argv else measured[c.name]
             if "skip" in result or "error" in result:
                 dropped[c.name] = result.get("skip") or f"fails: {result['error']}"
                 if "error" in result and result["error"] != "RecursionError":
@@ -144,7 +211,7 @@ def run_group(g: Group, rounds: int, batch: dict[tuple[str, str], dict[str, Any]
     per = g.per
     if g.unit == "node":  # scalar graphs: per node of the graph the engines built
         per = next((res[0]["nodes"] for res in results.values() if res and res[0].get("nodes")), None) or g.per
-    reference = [statistics.median(res["times"]) / per for res in results.get(g.reference, [])]
+    reference = results.get(g.reference, [])
     for c in g.contenders:
         if not results[c.name]:
             section.rows.append(Row(c.name, note=dropped.get(c.name, "")))
@@ -165,10 +232,19 @@ def _check_agreement(g: Group, results: dict[str, list[dict[str, Any]]]) -> None
             raise AssertionError(f"{g.title}: {name} disagrees with {firsts[0][0]} (relative error {err:.3g})")
 
 
-def _row(c: Contender, g: Group, results: list[dict[str, Any]], per: float, reference: list[float]) -> Row:
+def paired_ratio(mine: dict[str, Any], reference: dict[str, Any]) -> float:
+    """A round's ratio: over slices taken in turn, the median of each slice's median time
+    over the reference's in the neighbouring slice; otherwise the ratio of the medians."""
+    a, b = mine.get("slices", []), reference.get("slices", [])
+    if a and len(a) == len(b):
+        return statistics.median(statistics.median(x) / statistics.median(y) for x, y in zip(a, b))
+    return statistics.median(mine["times"]) / statistics.median(reference["times"])
+
+
+def _row(c: Contender, g: Group, results: list[dict[str, Any]], per: float, reference: list[dict[str, Any]]) -> Row:
     row = Row(c.name, [statistics.median(res["times"]) / per for res in results])
-    if len(reference) == len(row.rounds):  # paired: round by round
-        row.ratios = [mine / ref for mine, ref in zip(row.rounds, reference)]
+    if len(reference) == len(results):  # paired: round by round
+        row.ratios = [paired_ratio(mine, ref) for mine, ref in zip(results, reference)]
     if "bytes" in results[0]:
         row.extra = f"peak {statistics.median(res['bytes'] for res in results) / per:,.0f} bytes/{g.unit}"
     if results[0].get("nodes"):
@@ -276,11 +352,16 @@ def groups(smoke: bool, files: dict[str, str]) -> list[Group]:
 # ---- the report ------------------------------------------------------------------------------------
 
 
-LEGEND = """Each contender ran in a process of its own, the contenders taking turns round by round.
-A round's time is the median of that process's timed repeats (after one untimed warm-up,
-except for whole commands and the deep chains, whose memory is measured from cold);
-the time column gives the median and range of the rounds. The ratio column divides each
-round's time by the reference's time in the same round: min / median / max over rounds.
+LEGEND = """Each contender ran in a process of its own, a new one each round. Whole commands took
+turns round by round; in-process workloads took turns within a round, their processes
+started together and their timed repeats run in up to ten slices, one contender's slice
+after another's (the order reversed every other slice). A round's time is the median of
+that process's timed repeats (after one untimed warm-up, except for whole commands and the
+deep chains, whose memory is measured from cold); the time column gives the median and
+range of the rounds. A round's ratio is the median over its slices of a contender's
+median time in the slice over the reference's in the neighbouring slice (for whole
+commands, the time over the reference's in the same round); the ratio column gives the
+min / median / max of the rounds' ratios.
 Below 1 is faster than the reference. Read the ratios: on a loaded machine absolute
 times move between rounds far more than paired ratios do."""
 
