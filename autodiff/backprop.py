@@ -18,29 +18,28 @@ from .tensor import Tensor, set_grad_enabled, to_array
 def topological_order(root: Any) -> list[Any]:
     """Every node reachable from `root`, each once, parents before children.
 
-    An iterative depth-first search over `_prev` (the parents, in both engines): a node
-    is emitted after all of its parents, and a node reached twice (fan-out) is expanded
-    once. Parents are explored first to last, so for an expression evaluated left to
-    right the order is the evaluation order. Nodes hash by identity, so the set holds
-    them directly.
+    An iterative depth-first search over `_prev` (the parents, in both engines): a stack
+    of (node, iterator over its parents); the top node goes on to its next parent not yet
+    seen, and is emitted once it has none left, so after all of its parents. A node
+    reached twice (fan-out) is expanded once. Parents are explored first to last, so for
+    an expression evaluated left to right the order is the evaluation order. Nodes hash
+    by identity, so the set holds them directly.
     """
     order: list[Any] = []
-    seen: set[Any] = set()
-    stack: list[tuple[Any, bool]] = [(root, False)]
+    seen = {root}
+    stack = [(root, iter(root._prev))]
     push, pop, emit, mark = stack.append, stack.pop, order.append, seen.add
     with collector_paused():
         while stack:
-            node, expanded = pop()
-            if expanded:
-                emit(node)
-                continue
-            if node in seen:
-                continue
-            mark(node)
-            push((node, True))
-            for parent in reversed(node._prev):
+            node, parents = stack[-1]
+            for parent in parents:
                 if parent not in seen:
-                    push((parent, False))
+                    mark(parent)
+                    push((parent, iter(parent._prev)))
+                    break
+            else:
+                pop()
+                emit(node)
     return order
 
 
@@ -92,16 +91,17 @@ def backprop(
             if g is None:
                 continue
             op = node.op
-            if op is None or node in keep:
+            if op is None or (keep and node in keep):
                 result[node] = g
                 if op is None:
                     continue
             params, parents, vjps = node.params, node._prev, op.vjps
+            n = len(parents)
             if create_graph:
                 inputs, ans = parents, node
-            elif len(parents) == 1:  # one or two inputs spelled out: a comprehension is a call of its own
+            elif n == 1:  # one or two inputs spelled out: a comprehension is a call of its own
                 inputs, ans = (parents[0].data,), node.data
-            elif len(parents) == 2:
+            elif n == 2:
                 inputs, ans = (parents[0].data, parents[1].data), node.data
             else:
                 inputs, ans = [p.data for p in parents], node.data
@@ -115,8 +115,15 @@ def backprop(
                     vjp = vjps[k]
                     if vjp is None:
                         continue
-                    # Without ** when there are no parameters (the common case): a cheaper call.
-                    gk = vjp(m, g, ans, *inputs, **params) if params else vjp(m, g, ans, *inputs)
+                    # The common calls spelled out: a call with * or ** builds its arguments first.
+                    if params:
+                        gk = vjp(m, g, ans, *inputs, **params)
+                    elif n == 2:
+                        gk = vjp(m, g, ans, inputs[0], inputs[1])
+                    elif n == 1:
+                        gk = vjp(m, g, ans, inputs[0])
+                    else:
+                        gk = vjp(m, g, ans, *inputs)
                 if gk is None:
                     continue
                 shape = parent.data.shape

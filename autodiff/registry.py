@@ -352,7 +352,7 @@ def _operator(op: OpDef, reflected: bool, unary: bool) -> Callable[..., Any]:
 
 def _method(op: OpDef) -> Callable[..., Any]:
     def method(self: Tensor, *args: Any, **params: Any) -> Any:
-        return apply(op, (self, *args), params)
+        return apply(op, (self, *args) if args else (self,), params)  # (`x.exp()` builds no list)
 
     method.__name__ = op.name
     method.__doc__ = f"{op.signature}: {op.doc}"
@@ -481,6 +481,31 @@ def _split_args(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> tup
     return tensor_args, params
 
 
+def _gather(inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[np.ndarray], bool, int]:
+    """apply's inputs in general: each as a Tensor (a number or an array becomes one in its
+    place), their arrays as the forward takes them, whether any requires grad, and the
+    product of their sizes when there are several (0 for one input)."""
+    arrays = []
+    bound = 1
+    wanted = False
+    for t in inputs:
+        if type(t) is not Tensor:
+            # The loop still walks the tuple it started with, so each is converted once, at its turn.
+            t = Tensor(t)
+            i = len(arrays)
+            inputs = (*inputs[:i], t, *inputs[i + 1 :])
+        if t.requires_grad:
+            wanted = True
+        a = t.data
+        if a.dtype is _BOOL:
+            # Booleans (what comparisons give) enter every op as float64 0 and 1, as in
+            # PyTorch's promotion: True + True is 2, and no forward has to handle bool arrays.
+            a = a.astype(np.float64)
+        arrays.append(a)
+        bound *= a.size
+    return inputs, arrays, wanted, bound if len(arrays) > 1 else 0
+
+
 def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     """Run `op` on `args`, recording the graph when any input requires grad.
 
@@ -495,28 +520,19 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     inputs = args
     if params or len(args) != op.n_in or type(args) is not tuple:
         inputs, params = _split_args(op, args, params)
-    arrays = []
-    bound = 1  # the product of the input sizes bounds a broadcast result's size
-    wanted = False  # does any input require grad?
-    for t in inputs:
-        if type(t) is not Tensor:
-            # A number or an array: it becomes a tensor in its place (the loop still walks
-            # the tuple it started with, so each is converted once, at its turn).
-            t = Tensor(t)
-            i = len(arrays)
-            inputs = (*inputs[:i], t, *inputs[i + 1 :])
-        if t.requires_grad:
-            wanted = True
-        a = t.data
-        if a.dtype is _BOOL:
-            # Booleans (what comparisons give) enter every op as float64 0 and 1, as in
-            # PyTorch's promotion: True + True is 2, and no forward has to handle bool arrays.
-            a = a.astype(np.float64)
-        arrays.append(a)
-        bound *= a.size
+    # One or two Tensors that are not boolean (nearly every call) are read without a loop;
+    # `bound`, the product of the input sizes, bounds a broadcast result's size.
+    n = len(inputs)
+    if n == 1 and type(t := inputs[0]) is Tensor and (a := t.data).dtype is not _BOOL:
+        arrays, wanted, bound = (a,), t.requires_grad, 0  # (a result no bigger than an input that exists)
+    elif (n == 2 and type(t := inputs[0]) is Tensor and type(u := inputs[1]) is Tensor
+          and (a := t.data).dtype is not _BOOL and (b := u.data).dtype is not _BOOL):
+        arrays, wanted, bound = (a, b), t.requires_grad or u.requires_grad, a.size * b.size
+    else:
+        inputs, arrays, wanted, bound = _gather(inputs)
     if op.out_shape is not None:
         _refuse_outgrown(op, arrays, params)
-    elif bound > _limits._max_elements and len(arrays) > 1:
+    elif bound > _limits._max_elements:
         _refuse_broadcast(op, arrays)  # the exact shape, only when the cap could be hit
     try:
         # Without ** when there are no parameters (the common case): a cheaper call.
@@ -524,8 +540,7 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     except EngineError:
         raise
     except MemoryError:
-        shapes = " and ".join(str(t.shape) for t in inputs)
-        raise SizeLimitError(f"{op.name}: out of memory computing a result from inputs of shape {shapes} (lower --max-elements)") from None
+        raise _out_of_memory(op, inputs) from None
     except (ValueError, IndexError, TypeError) as err:
         raise _input_error(op, inputs, err) from None
     record = wanted and op.vjps is not None and _grad_mode._grad_enabled
@@ -534,10 +549,22 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
             # (the 0-d results of NumPy's arithmetic are scalars: to_array's answer without its call)
             out = np.asarray(out) if type(out) is np.float64 else to_array(out)
         return new_tensor(out, inputs, op, params) if record else new_tensor(out, (), None, None)
+    return _outputs(op, out, inputs, params, record)
+
+
+# (apply's rare cases are functions of their own: a generator or closure in apply would
+# make its locals cells, which cost every call.)
+def _outputs(op: OpDef, out: Any, inputs: tuple[Tensor, ...], params: dict[str, Any], record: bool) -> tuple[Tensor, ...]:
+    """The nodes of a multi-output op's results, each recording which output it is."""
     return tuple(
         new_tensor(_as_output(o), inputs if record else (), op if record else None, {**params, OUTPUT: k} if record else None)
         for k, o in enumerate(out)
     )
+
+
+def _out_of_memory(op: OpDef, inputs: tuple[Tensor, ...]) -> SizeLimitError:
+    shapes = " and ".join(str(t.shape) for t in inputs)
+    return SizeLimitError(f"{op.name}: out of memory computing a result from inputs of shape {shapes} (lower --max-elements)")
 
 
 # A node made by a multi-output op records which output it is under this key of its

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gradcalc.autodiff import (
     Tensor, Value, first_nonfinite, grad, graph_dot, graph_stats, graph_tree, hessian, jacobian, no_grad, ops,
-    walk_tree,
+    topological_order, walk_tree,
 )
 from gradcalc.autodiff.errors import ShapeError, SizeLimitError
 
@@ -55,6 +55,38 @@ def test_reused_intermediate_is_visited_once():
     z.backward()
     assert z.item() == 36.0
     assert x.grad == 36.0  # d(9x^2)/dx = 18x
+
+
+def _recursive_order(root):
+    """micrograd's build_topo, over our ordered parents: the oracle for topological_order."""
+    order, seen = [], set()
+
+    def visit(node):
+        if node not in seen:
+            seen.add(node)
+            for parent in node._prev:
+                visit(parent)
+            order.append(node)
+
+    visit(root)
+    return order
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), st.sampled_from("+*t")), min_size=1, max_size=40))
+def test_topological_order_is_depth_first_post_order(steps):
+    # Random graphs with fan-out and shared parents: every node once, parents first, and
+    # exactly the order of a recursive depth-first search (the evaluation order).
+    nodes = [Value(0.5), Value(-1.5), Value(2.0)]
+    for i, j, kind in steps:
+        a, b = nodes[i % len(nodes)], nodes[j % len(nodes)]
+        nodes.append(a + b if kind == "+" else a * b if kind == "*" else a.tanh())
+    root = nodes[-1]
+    order = topological_order(root)
+    assert order == _recursive_order(root)
+    position = {node: k for k, node in enumerate(order)}
+    assert len(position) == len(order)
+    assert all(position[p] < position[n] for n in order for p in n._prev)
 
 
 def test_shared_gradient_array_is_not_accumulated_in_place():
