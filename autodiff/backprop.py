@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .limits import check_size
-from .registry import ARRAY_MATH, TENSOR_MATH, unbroadcast
+from .registry import ARRAY_MATH, NAN_GUARD, TENSOR_MATH, raw_vdot, unbroadcast
 from .tensor import Tensor, set_grad_enabled, to_array
 
 
@@ -74,6 +74,45 @@ def backprop(
     `create_graph` is set (so they can be differentiated again). `order` may pass in
     `topological_order(root)` when the caller already has it.
 
+    A plain pass (arrays) runs first without the VJPs' nan guard (`masked` in
+    ops/arithmetic.py), a full pass over each VJP's result that makes it 0 where g is 0
+    and the result nan; that is a tenth of a pass over small tensors. The guard only
+    turns nan into 0, and what the VJPs do with a gradient keeps a nan a nan or drops it
+    whatever its value (a product, a sum, a selection by the forward's values), so an
+    entry the guard would have changed is nan in the unguarded pass wherever it still
+    counts. The few VJPs that turn a nan of g into a number (pow's exact 0 for a**0,
+    logcumsumexp's sums by sign) say so (NAN_GUARD.drop). So when no gradient returned has
+    a nan and no VJP dropped one, the guard would have changed nothing, and the pass
+    stands; otherwise it runs again, guarded. tests/test_backprop_guard.py checks that
+    step for every op at zeros, infinities and nans, and whole passes bit for bit.
+    """
+    if order is None:
+        order = topological_order(root)
+    if create_graph:
+        return _propagate(root, seed, True, keep, order)
+    guard = NAN_GUARD
+    outer = guard.deferred, guard.dropped  # (a pass inside another's VJP leaves the other's state)
+    try:
+        guard.deferred, guard.dropped = True, False
+        grads = _propagate(root, seed, False, keep, order)
+        if guard.dropped or any(map(_has_nan, grads.values())):
+            guard.deferred = False
+            grads = _propagate(root, seed, False, keep, order)
+    finally:
+        guard.deferred, guard.dropped = outer
+    return grads
+
+
+def _has_nan(g: Any) -> bool:
+    # vdot's sum of squares (of moduli, for complex) is nan when an entry is; an overflow
+    # to inf - inf in it would only cost the guarded pass.
+    total = raw_vdot(g, g) if type(g) is np.ndarray and g.ndim else g
+    return total != total
+
+
+def _propagate(root: Tensor, seed: Any, create_graph: bool, keep: set[Any] | None, order: list[Any]) -> dict[Any, Any]:
+    """backprop's pass over `order`, from the last node to the first.
+
     Gradients reaching a node from several children are summed. The first to arrive may
     be shared with another input (`a + b` hands both the same array), so it is never
     modified in place; the sum made on the second arrival is ours (`owned`), and later
@@ -86,7 +125,7 @@ def backprop(
     keep = keep or set()
     pop, get = grads.pop, grads.get
     with set_grad_enabled(create_graph):
-        for node in reversed(order if order is not None else topological_order(root)):
+        for node in reversed(order):
             g = pop(node, None)
             if g is None:
                 continue

@@ -223,6 +223,31 @@ ARRAY_MATH.raw = lambda x: x
 TENSOR_MATH.raw = lambda x: x.data if isinstance(x, Tensor) else np.asarray(x)
 
 
+# np.vdot and np.where without NumPy's __array_function__ dispatch, a Python-level call
+# that costs as many instructions as an 8x8 product (the engine's arrays are plain
+# ndarrays, which no override claims); the public functions where NumPy has no such attribute.
+raw_vdot = getattr(np.vdot, "_implementation", np.vdot)
+raw_where = getattr(np.where, "_implementation", np.where)
+
+
+class _NanGuard(_thread._local):
+    """Whether the VJPs' nan guard (ops/arithmetic.py, `masked`) is left to the end of a
+    plain backward pass (backprop.py says why), and whether a VJP of that pass turned a
+    nan of its gradient into a number; per thread, as each pass is."""
+
+    deferred = False
+    dropped = False
+
+    def drop(self) -> None:
+        """Called by a VJP that turns a nan into a number: on a deferred pass that nan may
+        stand for a value the guard would have kept, so the pass runs again, guarded."""
+        if self.deferred:
+            self.dropped = True
+
+
+NAN_GUARD = _NanGuard()
+
+
 _NO_DEFAULT = object()
 _VAR_POSITIONAL, _KEYWORD_ONLY, _OTHER = "var_positional", "keyword_only", "other"
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # the code flags of *args and **kwargs (inspect.CO_VARARGS, ...)

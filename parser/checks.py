@@ -23,7 +23,7 @@ from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
 import numpy as np
 
 from gradcalc.autodiff.gradcheck import CheckResult, extreme_inside, gradcheck_graph, position, suspect_ops
-from gradcalc.autodiff.ops.arithmetic import raw_vdot
+from gradcalc.autodiff.registry import raw_vdot
 
 from .analysis import variables_in
 from .backends import to_param

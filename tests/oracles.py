@@ -489,6 +489,7 @@ SAME_AS_TORCH: dict[str, list[tuple[Any, ...]]] = {
     "`cross_entropy([[-inf, 1, 2]], [1])`": [("cross_entropy", [[[-inf, 1.0, 2.0]], [1.0]], {})],
     "`cross_entropy([[1e308, -1e308]], [0])`": [("cross_entropy", [[[1e308, -1e308]], [0.0]], {})],
     "any nan input to an op": [],
+    "`det(a)` with a nan entry": [("det", [[[0.0, 1.0], [nan, 2.0]]], {}, 1)],
     "`sum` of an empty tensor": [("sum", [np.zeros(0)], {})],
     "`mean` of an empty tensor": [("mean", [np.zeros(0)], {})],
 }

@@ -7,15 +7,10 @@ from typing import Any
 import numpy as np
 
 from ..limits import check_size, matmul_shape
-from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop, is_real
+from ..registry import ARRAY_MATH, BINARY_SHAPES, NAN_GUARD, Check, defop, is_real, raw_vdot
 
 ARITH = "arithmetic"
 
-# np.vdot and np.where without NumPy's __array_function__ dispatch, a Python-level call
-# that costs as many instructions as an 8x8 product (the engine's arrays are plain
-# ndarrays, which no override claims); the public functions where NumPy has no such attribute.
-raw_vdot = getattr(np.vdot, "_implementation", np.vdot)
-raw_where = getattr(np.where, "_implementation", np.where)
 
 
 def near_zero(x: Any, tol: float = 0.0, **params: Any) -> bool:
@@ -36,8 +31,12 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     check is one pass: the sum of the squares (np.vdot of out with itself) is nan exactly
     when an entry is, as squares are never negative (no inf - inf). Complex entries may
     raise a false alarm (inf * 0 in the imaginary part), which only costs the exact test.
-    vdot is cheaper than a reduction on the small arrays where this matters.
+    vdot is cheaper than a reduction on the small arrays where this matters. On a plain
+    backward pass the guard is deferred (NAN_GUARD): the pass runs without it and is run
+    again with it only if a gradient it returns has a nan (backprop.py).
     """
+    if NAN_GUARD.deferred:
+        return out
     raw = out if m is ARRAY_MATH else m.raw(out)
     total = raw if type(raw) is np.float64 else raw_vdot(raw, raw)  # a 0-d result may be a scalar
     if total == total:
@@ -149,6 +148,7 @@ def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     # at a = nan, or g = inf (x**0 / x at 0). PyTorch and the scalar engine do the same.
     lost = (raw_b == 0) & np.isnan(m.raw(out))
     if lost.any():
+        NAN_GUARD.drop()
         out = m.where(lost, 0.0, out)
     return out
 
@@ -169,7 +169,10 @@ def _pow_dbase_of_numbers(g: Any, a: Any, b: Any) -> Any:
     if x < 0 and math.isfinite(y) and not y.is_integer():
         power = np.nan
     out = masked(ARRAY_MATH, g, g * b * power)
-    return ZERO_NUMBER if y == 0 and out != out else out
+    if y == 0 and out != out:
+        NAN_GUARD.drop()
+        return ZERO_NUMBER
+    return out
 
 
 def _pow_dexponent(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:

@@ -6,9 +6,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
-from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop, is_real
+from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop, is_real, raw_where
 from ..tensor import Tensor, to_array
-from .arithmetic import ONE, ZERO_NUMBER, masked, near_zero, raw_where
+from .arithmetic import ONE, ZERO_NUMBER, masked, near_zero
 
 ELEM = "elementwise"
 

@@ -294,7 +294,11 @@ def _singular(a: Any) -> bool:
 
 def cofactors(a: np.ndarray) -> np.ndarray:
     """d det(a) / da, the transposed adjugate, also for singular matrices: with
-    a = U diag(s) V^T it is det(U) det(V) U diag(prod of the other s_j) V^T."""
+    a = U diag(s) V^T it is det(U) det(V) U diag(prod of the other s_j) V^T. nan for a
+    matrix with an inf or nan entry, where the SVD does not converge."""
+    finite = np.isfinite(a).all(axis=(-2, -1))[..., None, None]
+    if not finite.all():
+        return np.where(finite, cofactors(np.where(finite, a, 0.0)), np.nan)
     u, s, vt = np.linalg.svd(a)
     n = s.shape[-1]
     others = np.prod(np.where(np.eye(n, dtype=bool), 1.0, s[..., None, :]), axis=-1)
@@ -309,8 +313,25 @@ def _det_vjp(m: Any, g: Any, ans: Any, a: Any) -> Any:
     return _per_matrix(m, g * ans) * _inverse_transpose(m, a)
 
 
+def _with_nan(a: Any) -> Any:
+    """Where a matrix of the stack has a nan entry (a mask shaped like det's result), or None.
+    LU pivoting skips a nan (no comparison with it holds), so LAPACK can call such a
+    matrix singular: det([[0, 1], [nan, 2]]) came out 0, where it is nan (as in torch)."""
+    lost = np.isnan(a).any(axis=(-2, -1))
+    return lost if lost.any() else None
+
+
+def _det(a: Any) -> Any:
+    out = np.linalg.det(a)
+    lost = _with_nan(a)
+    return out if lost is None else np.where(lost, np.nan, out)
+
+
 def _slogdet(a: Any) -> Any:
     sign, logabsdet = np.linalg.slogdet(a)
+    lost = _with_nan(a)
+    if lost is not None:
+        sign, logabsdet = np.where(lost, np.nan, sign), np.where(lost, np.nan, logabsdet)
     return sign, logabsdet
 
 
@@ -323,7 +344,7 @@ def _slogdet_vjp(m: Any, g: Any, ans: Any, a: Any, *, output: int) -> Any:
 
 
 det = defop(
-    "det", lambda a: np.linalg.det(a), (_det_vjp,),
+    "det", _det, (_det_vjp,),
     doc="determinant of a square matrix (or of each in a stack)",
     category=LINALG, method=True, complex_safe=True, check=Check(make=_matrices),
     rule="g * ans * inv(a).T (the cofactor matrix where a is singular)",
