@@ -81,15 +81,17 @@ def backprop(
     whatever its value (a product, a sum, a selection by the forward's values), so an
     entry the guard would have changed is nan in the unguarded pass wherever it still
     counts. The few VJPs that turn a nan of g into a number (pow's exact 0 for a**0,
-    logcumsumexp's sums by sign) say so (NAN_GUARD.drop). So when no gradient returned has
+    logcumsumexp's sums by sign) say so (NAN_GUARD.drop), and a graph with an op whose
+    VJPs are not known to do either (OpDef.keeps_nan: one defined outside gradcalc's op
+    families) takes the guarded pass only. So when no gradient returned has
     a nan and no VJP dropped one, the guard would have changed nothing, and the pass
     stands; otherwise it runs again, guarded. tests/test_backprop_guard.py checks that
     step for every op at zeros, infinities and nans, and whole passes bit for bit.
     """
     if order is None:
         order = topological_order(root)
-    if create_graph:
-        return _propagate(root, seed, True, keep, order)
+    if create_graph or not all(node.op is None or node.op.keeps_nan for node in order):
+        return _propagate(root, seed, create_graph, keep, order)  # (an op defined elsewhere may eat a nan)
     guard = NAN_GUARD
     outer = guard.deferred, guard.dropped  # (a pass inside another's VJP leaves the other's state)
     try:

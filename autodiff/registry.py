@@ -71,7 +71,7 @@ class OpDef:
 
     __slots__ = (
         "name", "forward", "vjps", "n_in", "n_ret", "doc", "category", "complex_safe", "method", "public", "kink", "check",
-        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule",
+        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "keeps_nan",
     )
 
     def __init__(
@@ -80,11 +80,13 @@ class OpDef:
         kink: Callable[..., bool] | None, check: Check | None, variadic_param: str | None, param_names: tuple[str, ...],
         signature: str, leading: tuple[str, ...] = (), out_shape: Callable[..., tuple[int, ...]] | None = None,
         rule: str | None = None,  # the derivative rule as text; without it, read from the VJPs (rules.py)
+        keeps_nan: bool = False,  # its VJPs keep a nan of g a nan or say they drop it (backprop.py)
     ) -> None:
         self.name, self.forward, self.vjps, self.n_in, self.n_ret = name, forward, vjps, n_in, n_ret
         self.doc, self.category, self.complex_safe, self.method, self.public = doc, category, complex_safe, method, public
         self.kink, self.check, self.variadic_param = kink, check, variadic_param
         self.param_names, self.signature, self.leading, self.out_shape, self.rule = param_names, signature, leading, out_shape, rule
+        self.keeps_nan = keeps_nan
 
     @property
     def has_gradient(self) -> bool:
@@ -302,6 +304,12 @@ def _describe_signature(
     return tuple(names), f"{name}({', '.join(shown)})"
 
 
+def _our_vjps(vjps: tuple[VJP | None, ...] | VJP | None) -> bool:
+    """Whether every VJP was written in gradcalc's op families."""
+    functions = vjps if isinstance(vjps, tuple) else (vjps,)
+    return all((getattr(f, "__module__", None) or "").startswith(_FAMILIES) for f in functions if f is not None)
+
+
 def defop(
     name: str,
     forward: Callable[..., Any],
@@ -322,6 +330,7 @@ def defop(
     leading: Sequence[str] = (),
     out_shape: Callable[..., tuple[int, ...]] | None = None,
     rule: str | None = None,
+    keeps_nan: bool | None = None,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -329,7 +338,12 @@ def defop(
     tuple (`reshape(x, 2, 3)`: shape=(2, 3)). `operators` binds Tensor dunders (`__radd__`-style names apply the op with the operands
     swapped); `method=True` makes `x.name(...)` work. `leading` names keyword-only
     parameters of an op with any number of inputs that may also be given positionally
-    before the inputs (`einsum('ij,jk->ik', a, b)`: subscripts).
+    before the inputs (`einsum('ij,jk->ik', a, b)`: subscripts). `keeps_nan` says that
+    each VJP, given a g with some entries nan, returns a nan wherever its result differs
+    from the result for any other values there, or calls NAN_GUARD.drop(): then a plain
+    backward pass through the op may leave the nan guard to its end (backprop.py). It
+    defaults to True for the VJPs of gradcalc's own op families, which
+    tests/test_backprop_guard.py checks, and to False for any other.
     """
     if not (getattr(forward, "__module__", None) or "").startswith(_FAMILIES):
         register_all()  # an op from outside the families: a clash with theirs is found here
@@ -344,7 +358,7 @@ def defop(
         name=name, forward=forward, vjps=vjps, n_in=n_in, n_ret=n_ret, doc=doc, category=category,
         complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
         variadic_param=variadic, param_names=param_names, signature=signature, leading=tuple(leading),
-        out_shape=out_shape, rule=rule,
+        out_shape=out_shape, rule=rule, keeps_nan=_our_vjps(vjps) if keeps_nan is None else keeps_nan,
     )
     REGISTRY[name] = op
     for alias in aliases:

@@ -255,6 +255,14 @@ def test_det_and_slogdet_of_a_matrix_with_nan_are_nan(a):
     np.testing.assert_allclose(g[~lost], np.linalg.det(a[~lost])[..., None, None] * np.linalg.inv(a[~lost]).swapaxes(-1, -2))
 
 
+def test_det_gradient_at_a_singular_matrix_with_an_inf_entry_is_nan_and_returns():
+    # The cofactors' SVD of this matrix never returned before (found by a helper's attack).
+    x = Tensor(np.array([[1.0, 2.0, 0.0], [0.5, -1.0, 0.0], [math.inf, 1e-300, 3.0]]), requires_grad=True)
+    with np.errstate(all="ignore"):
+        g = grad(REGISTRY["det"](x), x).data
+    assert np.isnan(g).all()
+
+
 @pytest.mark.parametrize(
     "call",
     [
