@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -59,8 +59,14 @@ def outputs_of(op, params):
     return [lambda *ts, k=k: op(*ts, **params)[k] for k in range(count)]
 
 
+# Draws near an op's kink are rejected by assume(): for atan2 (the negative x axis, 0.2
+# wide, in any of a dozen pairs) about half of them, which tripped Hypothesis's
+# filtering health check on one seed in sixty.
+KINKS_FILTERED = [HealthCheck.filter_too_much]
+
+
 @pytest.mark.parametrize("op", DIFFERENTIABLE, ids=ids)
-@settings(max_examples=12)
+@settings(max_examples=12, suppress_health_check=KINKS_FILTERED)
 @given(data=st.data())
 def test_first_derivatives_match_numerical_ones(op, data):
     inputs, params, diff = draw_case(op, data)
@@ -72,7 +78,7 @@ def test_first_derivatives_match_numerical_ones(op, data):
 
 
 @pytest.mark.parametrize("op", [op for op in DIFFERENTIABLE if op.check and op.check.second_order], ids=ids)
-@settings(max_examples=6)
+@settings(max_examples=6, suppress_health_check=KINKS_FILTERED)
 @given(data=st.data())
 def test_second_derivatives_match_numerical_ones(op, data):
     """grad of grad: the VJPs are differentiable, checked by differencing the gradient."""
