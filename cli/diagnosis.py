@@ -65,6 +65,9 @@ def _kind(data: Any) -> str:
     return "nan" if np.isnan(array).any() and not np.isinf(array).any() else "inf" if not np.isnan(array).any() else "inf or nan"
 
 
+_POINTWISE = ("elementwise", "arithmetic")  # the categories of ops that map elements to elements (but matmul)
+
+
 def _at_first_bad(op: Any, bad: Any, through: Any = None) -> str:
     """`log(-1.0)`, or for tensors `log at element [2]: log(-1.0)`, at the first element
     of `bad` that is not finite (`bad` has the shape of `through`, else of the op's output)."""
@@ -72,7 +75,11 @@ def _at_first_bad(op: Any, bad: Any, through: Any = None) -> str:
     index = tuple(int(i) for i in np.argwhere(~np.isfinite(bad))[0]) if bad.ndim else ()
     where = through if through is not None else op
     shape = np.shape(where.data)
-    args = ", ".join(_input_at(p, index, shape) for p in op.parents)
+    # An input's element at that index is the op's input there only for an op that works
+    # element by element; det's gradient at [0, 0] is not det of x[0, 0].
+    definition = getattr(op, "op", None)  # (a scalar-engine node has none: its inputs are numbers)
+    pointwise = definition is None or (definition.category in _POINTWISE and definition.out_shape is None)
+    args = ", ".join(_input_at(p, index if pointwise else (), shape) for p in op.parents)
     call = f"{op.label}({args})" if op.label.isidentifier() else f"{op.label} of {args}"  # scalar labels: **0.5
     return call if not index else f"{op.label} at element {list(index)}: {call}"
 

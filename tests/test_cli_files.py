@@ -192,6 +192,14 @@ def test_the_nonfinite_note_names_the_op_and_its_input(expr, note):
     assert "const" not in out.split("graph:")[1].split("\n", 1)[1]
 
 
+def test_the_note_on_a_matrix_op_shows_the_matrix_not_one_of_its_elements():
+    # It said `det at element [0, 0]: det(0.0)`, as if det took x[0, 0] alone.
+    out = gradcalc("eval", "det(m)", "m=[[0, 1], [nan, 2]]").stdout
+    assert "note: a nan gradient came from the backward pass of det at element [0, 0]: det(<2x2 tensor>)" in out
+    out = gradcalc("eval", "sum(m @ m)", "m=[[0, 1], [inf, 2]]").stdout
+    assert "note: an inf gradient came from the backward pass of matmul at element [0, 0]: matmul(<2x2 tensor>, <2x2 tensor>)" in out
+
+
 def test_dot_to_stdout_and_unknown_extensions(tmp_path):
     done = gradcalc("eval", "x * 2", "x=3", "--dot", "-")
     assert done.returncode == 0 and "digraph gradcalc" in done.stdout and "value: 6.0" in done.stdout
