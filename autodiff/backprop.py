@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .limits import check_size
-from .registry import ARRAY_MATH, NAN_GUARD, TENSOR_MATH, raw_vdot, unbroadcast
+from .registry import ARRAY_MATH, NAN_GUARD, TENSOR_MATH, has_nan, unbroadcast
 from .tensor import Tensor, set_grad_enabled, to_array
 
 
@@ -97,19 +97,12 @@ def backprop(
     try:
         guard.deferred, guard.dropped = True, False
         grads = _propagate(root, seed, False, keep, order)
-        if guard.dropped or any(map(_has_nan, grads.values())):
+        if guard.dropped or any(map(has_nan, grads.values())):
             guard.deferred = False
             grads = _propagate(root, seed, False, keep, order)
     finally:
         guard.deferred, guard.dropped = outer
     return grads
-
-
-def _has_nan(g: Any) -> bool:
-    # vdot's sum of squares (of moduli, for complex) is nan when an entry is; an overflow
-    # to inf - inf in it would only cost the guarded pass.
-    total = raw_vdot(g, g) if type(g) is np.ndarray and g.ndim else g
-    return total != total
 
 
 def _propagate(root: Tensor, seed: Any, create_graph: bool, keep: set[Any] | None, order: list[Any]) -> dict[Any, Any]:

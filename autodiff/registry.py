@@ -232,6 +232,15 @@ raw_vdot = getattr(np.vdot, "_implementation", np.vdot)
 raw_where = getattr(np.where, "_implementation", np.where)
 
 
+def has_nan(x: Any) -> bool:
+    """Whether an array (or a NumPy scalar) has a nan entry, in one pass: the sum of the
+    squares (np.vdot; of the moduli, for complex) is nan exactly when an entry is, as
+    squares are never negative (no inf - inf); complex entries may raise a false alarm
+    (inf * 0 in an imaginary part)."""
+    total = raw_vdot(x, x) if type(x) is np.ndarray and x.ndim else x
+    return total != total
+
+
 class _NanGuard(_thread._local):
     """Whether the VJPs' nan guard (ops/arithmetic.py, `masked`) is left to the end of a
     plain backward pass (backprop.py says why), and whether a VJP of that pass turned a
@@ -304,10 +313,14 @@ def _describe_signature(
     return tuple(names), f"{name}({', '.join(shown)})"
 
 
+def _in_families(function: Any) -> bool:
+    """Whether `function` was written in one of gradcalc's op families."""
+    return (getattr(function, "__module__", None) or "").startswith(_FAMILIES)
+
+
 def _our_vjps(vjps: tuple[VJP | None, ...] | VJP | None) -> bool:
     """Whether every VJP was written in gradcalc's op families."""
-    functions = vjps if isinstance(vjps, tuple) else (vjps,)
-    return all((getattr(f, "__module__", None) or "").startswith(_FAMILIES) for f in functions if f is not None)
+    return all(_in_families(f) for f in (vjps if isinstance(vjps, tuple) else (vjps,)) if f is not None)
 
 
 def defop(
@@ -345,7 +358,7 @@ def defop(
     defaults to True for the VJPs of gradcalc's own op families, which
     tests/test_backprop_guard.py checks, and to False for any other.
     """
-    if not (getattr(forward, "__module__", None) or "").startswith(_FAMILIES):
+    if not _in_families(forward):
         register_all()  # an op from outside the families: a clash with theirs is found here
     if dict.__contains__(REGISTRY, name):
         raise ValueError(f"op {name!r} is already registered")

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..limits import check_size, matmul_shape
-from ..registry import ARRAY_MATH, BINARY_SHAPES, NAN_GUARD, Check, defop, is_real, raw_vdot
+from ..registry import ARRAY_MATH, BINARY_SHAPES, NAN_GUARD, Check, defop, has_nan, is_real, raw_vdot
 
 ARITH = "arithmetic"
 
@@ -28,18 +28,15 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     by an infinite or undefined local derivative (sqrt'(0), log'(-1)) and leaks nan, as
     PyTorch and JAX do. Only nan entries with g == 0 change, so elsewhere this is the
     plain product, and its own derivatives (grad of grad) are the plain product's. The
-    check is one pass: the sum of the squares (np.vdot of out with itself) is nan exactly
-    when an entry is, as squares are never negative (no inf - inf). Complex entries may
-    raise a false alarm (inf * 0 in the imaginary part), which only costs the exact test.
-    vdot is cheaper than a reduction on the small arrays where this matters. On a plain
+    check is one pass (registry.has_nan, a vdot: cheaper than a reduction on the small
+    arrays where this matters); a false alarm only costs the exact test. On a plain
     backward pass the guard is deferred (NAN_GUARD): the pass runs without it and is run
     again with it only if a gradient it returns has a nan (backprop.py).
     """
     if NAN_GUARD.deferred:
         return out
     raw = out if m is ARRAY_MATH else m.raw(out)
-    total = raw if type(raw) is np.float64 else raw_vdot(raw, raw)  # a 0-d result may be a scalar
-    if total == total:
+    if not has_nan(raw):
         return out
     return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
 
