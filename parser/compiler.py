@@ -82,11 +82,15 @@ _OPEN_BEFORE = {"tensor": "[", "neg": "-", "pos": "+"}
 
 
 class _Places:
-    """Where each node of the tree sits in the source, computed bottom-up from tokens.
+    """Where each node of the tree sits in the source.
 
-    The parser does not record positions on tree nodes (that doubles parsing time), so a
-    node's place runs from its first token to its last, widened to take in a closing
-    bracket or a leading sign the tree does not keep.
+    The fast path's parser gives each node its range (fastpath.parse): from the start of
+    its rule's first symbol to the end of its last, brackets and signs included. A tree
+    from Lark's parser comes without ranges (Lark records positions at twice the cost of
+    parsing, and without a bracketed first operand's "("): then a node's place is
+    computed bottom-up, from its first token to its last, widened to take in a closing
+    bracket or a leading sign the tree does not keep; that misses some brackets (`(a) +
+    (b)` is placed as `a) + (b`). Lark parses only what the fast path gives up on, as `x = if`.
     """
 
     def __init__(self, source: str) -> None:
@@ -100,6 +104,8 @@ class _Places:
             return (node.line, node.column, node.end_line, node.end_column), node.start_pos, node.end_pos
         if node is None:
             return None
+        if node._meta is not None:
+            return self.compute(node)
         known = self.known
         place = known.get(id(node), _UNKNOWN)
         if place is not _UNKNOWN:
@@ -130,6 +136,10 @@ class _Places:
     def compute(self, node: Tree) -> Place | None:
         """The place of `node`, remembered. Its children are placed by now, or placed here
         (with `of`) when this was called before them."""
+        ranged = node._meta  # (start, end) from the fast path's parser
+        if ranged is not None:
+            start, end = ranged
+            return self.range_span(start, end), start, end
         known = self.known
         kind = node.data
         parts = []
@@ -244,12 +254,17 @@ def compile_expression(root: Tree | Token, places: _Places) -> list[Instruction]
     while work:
         task = work.pop()
         if task.__class__ is not tuple:  # a node (the tasks are tuples, nodes never are)
-            if task.__class__ is Tree and task.data == "name" and task.children[0].__class__ is Token:
-                # _expand's (LOAD, name), placed where its token is, without _expand and compute: a third of the nodes
-                token = task.children[0]
-                placed = known[id(task)] = places.of(token)
-                code.append((LOAD, str(token), placed[0]))
-                continue
+            # The two commonest nodes, done here as _expand would, without its call:
+            if task.__class__ is Tree:
+                kind, children = task.data, task.children
+                if kind == "name" and children[0].__class__ is Token:  # (LOAD, name), placed where its token is
+                    token = children[0]
+                    placed = known[id(task)] = places.of(token)
+                    code.append((LOAD, str(token), placed[0]))
+                    continue
+                if kind in BINARY_OPS:
+                    work += ((BINARY, BINARY_OPS[kind], task), children[-1], children[0])
+                    continue
             tasks = _expand(task, places)
             if len(tasks) > 1:
                 work += reversed(tasks)

@@ -28,7 +28,9 @@ only larktree.py's trees, tokens and callbacks):
   makes that Tree from a slice of its value stack; any other callback is called.
 
 The post-lexer of syntax.py (a newline inside brackets or after an operator is a blank,
-elsewhere it ends a statement; where each statement starts and ends) is done in the loop.
+elsewhere it ends a statement; where each statement starts and ends) is done in the loop,
+and so is what Lark's parser does not do without doubling its time: each node is given
+where it starts and ends in the source (see `parse`), for the compiler's error places.
 
 When anything is unexpected (a character no terminal matches, a token the table has no
 action for) it gives up and returns None: the caller parses again with Lark's parser,
@@ -186,9 +188,10 @@ def _alternation(terminals: list[Any]) -> str:
     return "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in terminals)
 
 
-# Terminals tried first when nothing forbids it, commonest first: trying the alternatives
-# in Lark's order (longest pattern first) took twice as long.
-_COMMON = ("NAME", "LPAR", "RPAR", "COMMA", "PLUS", "MINUS", "STAR", "SLASH", "NUMBER", "_NL", "EQUAL", "LSQB", "RSQB", "DOT")
+# Terminals tried first when nothing forbids it, commonest first (by their counts in the
+# examples and docs, and in long expressions): trying the alternatives in Lark's order
+# (longest pattern first) took twice as long.
+_COMMON = ("NAME", "LPAR", "RPAR", "COMMA", "NUMBER", "PLUS", "MINUS", "STAR", "SLASH", "_NL", "EQUAL", "LSQB", "RSQB", "DOT")
 
 
 def _quick_order(terminals: list[Any]) -> list[Any]:
@@ -199,12 +202,16 @@ def _quick_order(terminals: list[Any]) -> list[Any]:
     `.5` before `.`); any other two can swap, since they never both match in one place.
     """
     firsts = [_first_characters(t.pattern.to_regexp()) for t in terminals]
-    rank = {name: i for i, name in enumerate(_COMMON)}
+    rank = [_COMMON.index(t.name) if t.name in _COMMON else len(_COMMON) for t in terminals]
+    # A terminal that must be tried before a common one (AUGOP's `+=` before PLUS) is as
+    # urgent as that one: else every `+` would first fail all the rare terminals.
+    for i in reversed(range(len(terminals))):
+        rank[i] = min([rank[i], *(rank[j] for j in range(i + 1, len(terminals)) if firsts[i] & firsts[j])])
     waiting = list(range(len(terminals)))
     order = []
     while waiting:
         free = [i for n, i in enumerate(waiting) if not any(firsts[i] & firsts[j] for j in waiting[:n])]
-        chosen = min(free, key=lambda i: (rank.get(terminals[i].name, len(rank)), i))
+        chosen = min(free, key=lambda i: (rank[i], i))
         order.append(terminals[chosen])
         waiting.remove(chosen)
     return order
@@ -266,13 +273,23 @@ def _first_of(items: list[Any]) -> tuple[set[int], bool]:
 def parse(source: str, tables: _Tables | None = None) -> tuple[Tree, list[Range]] | None:
     """The tree Lark's parser gives for `source`, and where each statement starts and
     ends; None when the source has a syntax error or anything else this loop does not
-    take (then Lark's parser decides). `tables` defaults to this process's."""
+    take (then Lark's parser decides). `tables` defaults to this process's.
+
+    Each node of the tree carries where it starts and ends in the source, a (start, end)
+    pair of offsets in the slot Lark keeps for its positions (`Tree._meta`: nothing reads
+    a parse tree's positions; Lark's parser, which does not propagate them, leaves None).
+    A node's range runs from the start of its rule's first symbol to the end of its last,
+    so it takes in brackets and signs the tree does not keep: `f(x)`, `-x`, and in
+    `(a + b) * c` the product starts at "(". A rule that only passes its child on (`"("
+    sum ")"`) leaves the child's range as it was: the sum is `a + b`."""
     t = _tables() if tables is None else tables
     units, gotos = t.units, t.gotos
     actions, rules, kept, keywords, multiline, end_state = t.actions, t.rules, t.kept, t.keywords, t.multiline, t.end
     state = t.start
     states = [state]  # Lark's state stack and value stack
     values: list[Any] = []
+    starts: list[int] = []  # where each value starts (beside the value stack)
+    shifted = 0  # where the last token given to the parser ends: where a reduction's range ends
     statements: list[Range] = []
     line, line_start = 1, 0  # the line being read, and the offset where it starts
     depth = 0  # open brackets
@@ -334,6 +351,8 @@ def parse(source: str, tables: _Tables | None = None) -> tuple[Tree, list[Range]
                 state = action
                 states.append(state)
                 values.append(value)
+                starts.append(start)
+                shifted = end
                 break
             size, name, build, plain = rules[~action]
             if build is None:  # `?sum: product`: the value stays, only the state moves on
@@ -346,15 +365,26 @@ def parse(source: str, tables: _Tables | None = None) -> tuple[Tree, list[Range]
                 continue
             if plain is not None:  # Tree(name, the children it keeps), as the callback would
                 data, kept_children = plain
-                tree = Tree(data, values[kept_children])
-                del values[-size:], states[-size:]
+                begin = starts[-size]
+                tree = Tree(data, values[kept_children], (begin, shifted))
+                del values[-size:], states[-size:], starts[-size:]
                 values.append(tree)
+                starts.append(begin)
             elif size:
                 children = values[-size:]
-                del values[-size:], states[-size:]
-                values.append(build(children))
-            else:
+                begin = starts[-size]
+                del values[-size:], states[-size:], starts[-size:]
+                tree = build(children)
+                values.append(tree)
+                starts.append(begin)
+                for child in children:
+                    if child is tree:  # `"(" sum ")"`: the sum keeps its own range
+                        break
+                else:
+                    tree._meta = begin, shifted
+            else:  # an empty rule: it starts where it is, and has no range
                 values.append(build([]))
+                starts.append(shifted)
             below = states[-1]
             key = (below, name, kind)
             state = gotos.get(key)

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradcalc.parser import LanguageError, compile_program, fastpath, generate, syntax
-from gradcalc.parser.compiler import BINARY, CALL, CONST, LOAD, METHOD
+from gradcalc.parser.compiler import BINARY, CALL, CONST, JUMP, JUMP_IF_FALSE, LOAD, METHOD, _Places
 from gradcalc.parser.standalone import Token, Tree, UnexpectedInput
 
 from .test_language import RANDOM_TEXT, TOKEN_SOUP
@@ -50,6 +50,11 @@ def places(tree: Tree) -> list[tuple[object, ...]]:
         elif isinstance(node, Token):
             found.append((node.type, node.value, node.start_pos, node.line, node.column, node.end_line, node.end_column, node.end_pos))
     return found
+
+
+def node_ranges(tree: Tree) -> list[tuple[str, tuple[int, int] | None]]:
+    """The range the fast path gave each node of its tree (fastpath.parse), in the tree's order."""
+    return [(node.data, node._meta) for node in tree.iter_subtrees_topdown()]
 
 
 def agrees(source: str) -> bool:
@@ -97,7 +102,9 @@ def test_the_prebuilt_tables_are_the_ones_read_from_the_parser():
     assert _comparable(prebuilt) == _comparable(built)
     assert prebuilt.gotos  # filled by generate.WARM_UP's parses
     for source in generate.WARM_UP:
-        assert fastpath.parse(source, built) == fastpath.parse(source, prebuilt)
+        ours, theirs = fastpath.parse(source, built), fastpath.parse(source, prebuilt)
+        assert ours == theirs
+        assert node_ranges(ours[0]) == node_ranges(theirs[0])
     for cache in ("gotos", "units"):
         old, new = getattr(prebuilt, cache), getattr(built, cache)
         shared = old.keys() & new.keys()
@@ -229,7 +236,63 @@ def compiled_by_lark(source: str) -> tuple[object, ...]:
 @settings(max_examples=300)
 @given(programs)
 def test_generated_programs_compile_the_same_on_the_fast_path(source):
-    assert compiled(source) == compiled_by_lark(source)
+    """The same trees compile to the same code. Lark's tree comes without the nodes'
+    ranges, so the fast path's is compiled here without them too; that its ranges are
+    right is test_each_node_is_placed_on_exactly_its_own_text's business."""
+    parse = fastpath.parse
+
+    def without_ranges(text: str) -> object:
+        parsed = parse(text)
+        for node in [] if parsed is None else parsed[0].iter_subtrees():
+            node._meta = None
+        return parsed
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fastpath, "parse", without_ranges)
+        assert compiled(source) == compiled_by_lark(source)
+
+
+EXPRESSIONS = {"add", "sub", "mul", "div", "matmul", "pow", "floor_divide", "remainder", "compare", "neg", "pos", "call", "method",
+               "attribute", "index", "tensor", "conditional", "name", "number", "string", "true", "false"}
+
+
+@settings(max_examples=300)
+@given(programs)
+def test_each_node_is_placed_on_exactly_its_own_text(source):
+    """The oracle is the parser itself: the text of an expression node's range, parsed
+    alone, is that node again (no bracket of its own missing, none of its parent's)."""
+    parsed = fastpath.parse(source)
+    if parsed is None:
+        return
+    for node in parsed[0].iter_subtrees_topdown():
+        if node.data in EXPRESSIONS and node.children[:1] != ["..."]:  # (`...` is only a subscript)
+            start, end = node._meta
+            alone = fastpath.parse(source[start:end])
+            assert alone is not None, (source, source[start:end])
+            [statement] = alone[0].children
+            assert statement.data == "expr_stmt" and statement.children == [node], (source, source[start:end])
+
+
+@pytest.mark.parametrize(("source", "quoted"), [
+    ("(a) + (b)", ["a", "b", "(a) + (b)"]),
+    ("x * (a + b)", ["x", "a", "b", "a + b", "x * (a + b)"]),
+    ("(a * b) + (c if d else (e))", ["a", "b", "a * b", "d", "c", "e", "(a * b) + (c if d else (e))"]),
+    ("-(a).sum(axis = (0))", ["a", "0", "(a).sum(axis = (0))", "-(a).sum(axis = (0))"]),
+    ("f(\n  (x),\n  [1, (2)],\n)", ["x", "1", "2", "[1, (2)]", "f(\n  (x),\n  [1, (2)],\n)"]),
+])
+def test_instructions_quote_their_own_text(source, quoted):
+    """What an error under an instruction underlines: its own text, brackets and all
+    (`(a) + (b)` was quoted as `a) + (b`)."""
+    [statement] = compile_program(source).statements
+    lines = source.split("\n")
+
+    def text(span: tuple[int, int, int, int]) -> str:
+        line, column, end_line, end_column = span
+        if line == end_line:
+            return lines[line - 1][column - 1 : end_column - 1]
+        return "\n".join([lines[line - 1][column - 1 :], *lines[line : end_line - 1], lines[end_line - 1][: end_column - 1]])
+
+    assert [text(span) for op, _, span in statement.code if op not in (JUMP, JUMP_IF_FALSE)] == quoted
 
 
 def test_most_generated_programs_take_the_fast_path():
@@ -366,10 +429,11 @@ def test_first_characters_of_a_pattern():
 
 
 @pytest.mark.parametrize("source, expected", [
-    # `(a*b)`'s "(" is no token: the method call's place reaches back to it, and on to its ")"
+    # `(a*b)`'s "(" is no token: the method call's place reaches back to it, and on to its ")";
+    # the call takes in both of its closing brackets (it was placed without the last one)
     ("(a*b).relu() + f(x, (y))", [
         (LOAD, (1, 2, 1, 3)), (LOAD, (1, 4, 1, 5)), (BINARY, (1, 2, 1, 5)), (METHOD, (1, 1, 1, 13)),
-        (LOAD, (1, 18, 1, 19)), (LOAD, (1, 22, 1, 23)), (CALL, (1, 16, 1, 24)), (BINARY, (1, 1, 1, 24)),
+        (LOAD, (1, 18, 1, 19)), (LOAD, (1, 22, 1, 23)), (CALL, (1, 16, 1, 25)), (BINARY, (1, 1, 1, 25)),
     ]),
     ("a\n(b +\n c).sum(axis=0)", [
         (LOAD, (2, 2, 2, 3)), (LOAD, (3, 2, 3, 3)), (BINARY, (2, 2, 3, 3)), (CONST, (3, 14, 3, 15)), (METHOD, (2, 1, 3, 16)),
