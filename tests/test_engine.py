@@ -256,6 +256,7 @@ EXTREMES = [0.0, -0.0, 1e-300, -1e-300, 40.0, -40.0, 700.0, -700.0, 1000.0, -100
 @example(expr=("div_safe", ("pow", "c", 2), "b"), point=(0.0, 40.0, 1e308))
 # relu(nan) ** 0 is the constant 1: relu's VJP passed nan back for g = 0 (the scalar engine 0)
 @example(expr=("pow", ("relu", "a"), 0), point=(math.nan, 0.0, 0.0))
+@example(expr=("pow", ("abs", "b"), 0), point=(0.0, math.nan, 0.0))  # and abs's did too (found by this test)
 def test_scalar_and_tensor_engines_agree_at_extreme_and_nonfinite_points(expr, point):
     assert_engines_agree(expr, point, grad_abs=1e-300, nan_ok=True)
 

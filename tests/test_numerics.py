@@ -397,6 +397,9 @@ def test_scalar_and_tensor_engines_agree_at_edges(fn, x):
     (("sigmoid(x)", "--engine", "scalar", "x=-1000"), 0.0, {"x": 0.0}),
     (("softplus(x)", "--engine", "scalar", "x=1000"), 1000.0, {"x": 1.0}),
     (("abs(x) + relu(x)", "--engine", "scalar", "x=nan"), "nan", {"x": "nan"}),
+    # a constant passes nothing back, not even through a nan slope (the tensor engine gave nan through abs)
+    (("abs(x) ** 0 + relu(y) ** 0", "x=nan", "y=nan"), 2.0, {"x": 0.0, "y": 0.0}),
+    (("abs(x) ** 0 + relu(y) ** 0", "--engine", "scalar", "x=nan", "y=nan"), 2.0, {"x": 0.0, "y": 0.0}),
 ])
 def test_reported_cases_through_the_command(args, value, grads):
     out = eval_json(*args)

@@ -27,8 +27,9 @@ def unary(
 
 def _gate(m: Any, g: Any, factor: Any) -> Any:
     """g * factor for a piecewise-constant derivative factor (0, 1/2, 1, -1 or nan): exactly
-    0 where the factor is 0, even where g is inf or nan (a branch not taken passes nothing)."""
-    return m.where(factor == 0, 0.0, g * factor)
+    0 where the factor is 0, even where g is inf or nan (a branch not taken passes nothing),
+    and where g is 0, even where the factor is nan (`abs(nan) ** 0` is the constant 1)."""
+    return masked(m, g, m.where(factor == 0, 0.0, g * factor))
 
 
 # NumPy compares and combines an array with a 0-d array faster than with a Python number
@@ -113,7 +114,7 @@ def _relu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
         if not x.ndim and not g.ndim:  # one number: the branch in Python (a NumPy scalar: nothing shared)
             return masked(m, g, (g if x > _ZERO else ans)[()])
         return masked(m, g, raw_where(x > _ZERO, g, ans))
-    return masked(m, g, _gate(m, g, _relu_slope(m.raw(x))))
+    return _gate(m, g, _relu_slope(m.raw(x)))
 
 
 # Past this, cosh overflows; sech^2 is below 1e-616 there, so 0 either way.
