@@ -17,7 +17,7 @@ from .actions import default_action, eval_action, run_action
 from .checking import check_action
 from .common import MAX_INPUT_BYTES, Engine, usage_error
 from .options import (
-    DigitsOption, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, SaveOption,
+    DigitsOption, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, SaveOption, as_typed,
 )
 from .plot import register_plot
 
@@ -107,7 +107,7 @@ def eval_command(
     Example: gradcalc eval '(a*b + exp(c)).relu()/a' a=2 b=-3 c=10 --tree
     """
     raise typer.Exit(eval_action(
-        expr, bindings, tree=tree, dot=dot, steps=steps, engine=engine.value, wrt=wrt, as_json=as_json, digits=digits, full=full,
+        as_typed(expr), bindings, tree=tree, dot=dot, steps=steps, engine=engine.value, wrt=wrt, as_json=as_json, digits=digits, full=full,
         max_elements=max_elements, max_steps=max_steps, max_input=max_input, save=save,
     ))
 
@@ -208,7 +208,8 @@ register_plot(app)
 
 def protect_expression(argv: list[str]) -> list[str]:
     """`gradcalc eval '-a*b' a=2` (or `'--a'`) must not read the expression as an option:
-    a leading space (which the language ignores) keeps it an argument. A token with one
+    a leading space (which the language ignores; options.as_typed takes it off again)
+    keeps it an argument. A token with one
     dash is never an option of eval or plot (but -h); one with two is the expression when
     it is not one of the command's options and no expression came before it."""
     command = next((c for c in ("eval", "plot") if c in argv), None)

@@ -20,3 +20,10 @@ MaxElementsOption = Annotated[Optional[int], typer.Option("--max-elements", min=
 MaxStepsOption = Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Most ops one statement may execute (default 10,000,000).")]
 MaxInputOption = Annotated[int, typer.Option("--max-input-bytes", min=1, help="Largest script read, in bytes.")]
 SaveOption = Annotated[Optional[Path], typer.Option("--save", metavar="FILE", help="Write the value and each gradient (value, grad_NAME) to FILE: .npz or .json.")]
+
+
+def as_typed(expr: str) -> str:
+    """The expression as it was typed: main.protect_expression puts a space before one
+    that starts with a dash, so that it is not read as an option; error places count
+    columns in the text as typed."""
+    return expr[1:] if expr.startswith(" -") else expr

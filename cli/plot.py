@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from .options import MaxElementsOption, MaxStepsOption
+from .options import MaxElementsOption, MaxStepsOption, as_typed
 
 if TYPE_CHECKING:
     from gradcalc.parser import Session
@@ -293,7 +293,7 @@ def register_plot(app: typer.Typer) -> None:
                 raise _error("--csv and --json: choose one")
             if out is not None and out.suffix.lower() not in FIGURE_SUFFIXES:
                 raise _error(f"--out {out}: the file must end in {', '.join(FIGURE_SUFFIXES)}")
-            request = make_request(expr, arguments or [], order, points)
+            request = make_request(as_typed(expr), arguments or [], order, points)
             base = Session(engine="tensor")
             bound: set[str] = set()
             for binding in request.bindings:

@@ -151,6 +151,18 @@ def test_error_shows_the_line_and_a_caret_under_the_span():
     assert caret_line.count("^") == len("a + b")
 
 
+@pytest.mark.parametrize("expression", ["-x + a", "--x + a"])
+def test_an_expression_that_starts_with_a_dash_is_placed_as_typed(expression):
+    """The command line keeps it from reading as an option with a space in front; the
+    error's column and its echo are of the text as typed (they counted the space)."""
+    done = gradcalc("eval", expression, "x=[1, 2, 3]", "a=[1, 2]")
+    assert done.returncode == 2
+    assert f"1 | {expression}\n    {'^' * len(expression)}\n" in done.stderr
+    assert "[line 1, column 1]" in done.stderr
+    error = json.loads(gradcalc("eval", expression, "x=[1, 2, 3]", "a=[1, 2]", "--json").stdout)["error"]
+    assert (error["line"], error["column"]) == (1, 1)
+
+
 def test_usage_errors_exit_2():
     assert gradcalc("eval").returncode == 2
     assert gradcalc("eval", "x", "--engine", "quantum").returncode == 2
