@@ -90,7 +90,7 @@ class _Places:
     parsing, and without a bracketed first operand's "("): then a node's place is
     computed bottom-up, from its first token to its last, widened to take in a closing
     bracket or a leading sign the tree does not keep; that misses some brackets (`(a) +
-    (b)` is placed as `a) + (b`). Lark parses only what the fast path gives up on, as `x = if`.
+    (b)` is placed as `a) + (b`). Lark parses only what the fast path gives up on.
     """
 
     def __init__(self, source: str) -> None:

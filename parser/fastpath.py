@@ -37,7 +37,9 @@ action for) it gives up and returns None: the caller parses again with Lark's pa
 which reports the error exactly as it always did. So every error message comes from one
 place. Lark's lexer is contextual (it tries only the terminals the parser can take next);
 this one is not, and the two only differ where the context-free token is not one the
-parser can take next (`x = if` lexes `if` as a name): there the fast path gives up too.
+parser can take next. A keyword the parser cannot take where it can take a name is a
+name, as in Lark (`x.if`, `x = if`: the compiler then refuses the name); anywhere else
+the fast path gives up (`1 iffy else 2`, which Lark's lexer reads as `1 if fy else 2`).
 """
 from __future__ import annotations
 
@@ -312,8 +314,10 @@ def parse(source: str, tables: _Tables | None = None) -> tuple[Tree, list[Range]
             start, end = match.span(kind)
             at = start  # where a statement starts, if this token starts one
             if kind in post_lexed:  # as syntax.py's post-lexer: brackets, newlines, separators
-                if kind in keywords:
-                    kind = keywords[kind].get(source[start:end], kind)
+                if kind in keywords:  # a keyword, unless the parser takes only a name here (`x.if`)
+                    keyword = keywords[kind].get(source[start:end])
+                    if keyword is not None and (keyword in actions[state] or kind not in actions[state]):
+                        kind = keyword
                 elif kind in OPENERS:
                     depth += 1
                 elif kind in CLOSERS:
