@@ -193,8 +193,13 @@ def renderer(style: Style) -> PlainRenderer:
 
 
 def print_error(err: LanguageError, source: str | None, origin: str = "") -> None:
-    """The message, the offending line and a caret under the span, on stderr."""
-    if origin:
+    """The message, the offending line and a caret under the span, on stderr. A place in
+    the body of a function defined by another source (an earlier input of a REPL, a
+    loaded file) is shown in that source, as `in f, line 1, column 12`."""
+    if err.source is not None and err.source != source:
+        source, origin = err.source, ""
+        where = f"in {err.function}, line {err.line}, column {err.column}"
+    elif origin:
         where = origin + (f":{err.line}:{err.column}" if err.line is not None else "")
     else:
         where = f"line {err.line}, column {err.column}" if err.line is not None else ""

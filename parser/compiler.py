@@ -32,10 +32,13 @@ SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow":
 
 
 class UserFunction(Record):
-    __slots__ = ("name", "params", "code", "text")
+    """A `def`: its code, its statement's text, and the source it was compiled from (the
+    places in its code count lines and columns there)."""
 
-    def __init__(self, name: str, params: tuple[str, ...], code: list[Instruction], text: str) -> None:
-        self.name, self.params, self.code, self.text = name, params, code, text
+    __slots__ = ("name", "params", "code", "text", "source")
+
+    def __init__(self, name: str, params: tuple[str, ...], code: list[Instruction], text: str, source: str = "") -> None:
+        self.name, self.params, self.code, self.text, self.source = name, params, code, text, source
 
 
 class Statement(Record):
@@ -387,7 +390,7 @@ def _compile_statement(node: Tree, source: str, places: _Places, where: Range) -
         names = tuple(str(p) for p in params if p is not None)
         if len(set(names)) != len(names):
             raise LanguageError("syntax", f"a parameter name is repeated in def {name!s}").at(span)
-        function = UserFunction(str(name), names, compiled(body), text)
+        function = UserFunction(str(name), names, compiled(body), text, source)
         return Statement("def", [], span, text, targets=(str(name),), function=function)
     if kind == "check":
         expression, *rest = children

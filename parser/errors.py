@@ -19,6 +19,10 @@ class LanguageError(Exception):
         self.column = column
         self.end_line = end_line
         self.end_column = end_column
+        # When the place is in the body of a user function: its name, and the source its
+        # `def` was compiled from (in a REPL, an earlier input, not the one that failed).
+        self.function: str | None = None
+        self.source: str | None = None
 
     def __repr__(self) -> str:
         return f"LanguageError({self.kind!r}, {self.message!r}, line={self.line}, column={self.column})"
@@ -31,10 +35,13 @@ class LanguageError(Exception):
         """True when the input stopped early (an open bracket, a trailing operator)."""
         return self.kind == "incomplete"
 
-    def at(self, span: Span | None) -> LanguageError:
-        """This error placed at `span` unless it already has a place."""
+    def at(self, span: Span | None, function: tuple[str, str] | None = None) -> LanguageError:
+        """This error placed at `span` unless it already has a place; `function` is the
+        name and source of the user function whose body `span` is in, if any."""
         if span is not None and self.line is None:
             self.line, self.column, self.end_line, self.end_column = span
+            if function is not None:
+                self.function, self.source = function
         return self
 
     def located(self) -> str:
@@ -42,4 +49,5 @@ class LanguageError(Exception):
         return f"{where}{self.message}"
 
     def as_dict(self) -> dict[str, object]:
-        return {"kind": self.kind, "message": self.message, "line": self.line, "column": self.column}
+        place = {"kind": self.kind, "message": self.message, "line": self.line, "column": self.column}
+        return place if self.function is None else {**place, "function": self.function}

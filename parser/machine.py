@@ -175,13 +175,14 @@ class Session:
         """Run one statement's instructions and return the value left on the stack."""
         backend = self.backend
         stack: list[Any] = []
-        frames: list[tuple[list[Instruction], int, dict[str, Any] | None]] = []
+        frames: list[tuple[list[Instruction], int, dict[str, Any] | None, tuple[str, str] | None]] = []
+        inside: tuple[str, str] | None = None  # the user function running: its name and source
         pc = 0
         while True:
             if pc >= len(code):
                 if not frames:
                     break
-                code, pc, local = frames.pop()  # return from a user function
+                code, pc, local, inside = frames.pop()  # return from a user function
                 continue
             op, arg, span = code[pc]
             pc += 1
@@ -219,8 +220,9 @@ class Session:
                         raise LanguageError("argument", f"{function.text.split('=')[0].strip()} takes {len(function.params)} argument{'s' * (len(function.params) != 1)}, got {len(args) + len(kwargs)}")
                     if len(frames) >= self.max_call_depth:
                         raise LanguageError("recursion", f"calls nested deeper than {self.max_call_depth} (in {name}); is a recursion missing its base case?")
-                    frames.append((code, pc, local))
+                    frames.append((code, pc, local, inside))
                     code, pc, local = function.code, 0, dict(zip(function.params, args))
+                    inside = function.name, function.source
                 elif op == JUMP_IF_FALSE:
                     if not backend.truth(self._operand(stack.pop(), "if")):
                         pc = arg
@@ -243,15 +245,15 @@ class Session:
                 elif op == NONE:
                     stack.append(None)
             except LanguageError as err:
-                raise err.at(span) from None
+                raise err.at(span, inside) from None
             except StepLimitError as err:  # placed at the statement: all of it ran too long
                 raise LanguageError("steps", str(err)) from None
             except SizeLimitError as err:
-                raise LanguageError("size", str(err)).at(span) from None
+                raise LanguageError("size", str(err)).at(span, inside) from None
             except ShapeError as err:
-                raise LanguageError("shape", str(err)).at(span) from None
+                raise LanguageError("shape", str(err)).at(span, inside) from None
             except (EngineError, TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
-                raise LanguageError("argument", str(err)).at(span) from None
+                raise LanguageError("argument", str(err)).at(span, inside) from None
         return stack.pop()
 
     def _load(self, name: str, local: dict[str, Any] | None) -> Any:

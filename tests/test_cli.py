@@ -163,6 +163,13 @@ def test_an_expression_that_starts_with_a_dash_is_placed_as_typed(expression):
     assert (error["line"], error["column"]) == (1, 1)
 
 
+def test_an_error_in_a_function_body_names_the_function_in_json():
+    done = gradcalc("eval", "def f(u) = u + [1, 2]; f([1, 2, 3])", "--json")
+    assert json.loads(done.stdout)["error"] == {
+        "kind": "shape", "message": "shapes do not fit for +: (3,) + (2,)", "line": 1, "column": 12, "function": "f"}
+    assert "[line 1, column 12]\n1 | def f(u) = u + [1, 2]; f([1, 2, 3])\n               ^^^^^^^^^^\n" in done.stderr
+
+
 def test_usage_errors_exit_2():
     assert gradcalc("eval").returncode == 2
     assert gradcalc("eval", "x", "--engine", "quantum").returncode == 2

@@ -49,6 +49,17 @@ def test_an_error_keeps_every_variable(capsys):
     assert "b" not in repl.session.variables and repl.session.variables["a"].item() == 2.0
 
 
+def test_an_error_in_a_function_defined_earlier_is_shown_in_its_definition(capsys, tmp_path):
+    """The place of an error in a function's body counts lines in the input (or file) that
+    defined it; it was shown under the text of the input that called it."""
+    script = tmp_path / "lib.gc"
+    script.write_text("# helpers\ndef g(u) = u @ a\n")
+    drive(f"a = [1, 2]\ndef f(u) = (u) + (a)\n1 + f([1, 2, 3])\n:load {script}\ng([1, 2, 3])\n")
+    err = capsys.readouterr().err
+    assert "shapes do not fit for +: (3,) + (2,)  [in f, line 1, column 12]\n1 | def f(u) = (u) + (a)\n               ^^^^^^^^^\n" in err
+    assert "[in g, line 2, column 12]\n2 | def g(u) = u @ a\n               ^^^^^\n" in err
+
+
 def test_commands(capsys, tmp_path):
     script = tmp_path / "s.gc"
     script.write_text("w = 4\ndef sq(t) = t * t\n")
