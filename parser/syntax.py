@@ -39,6 +39,7 @@ class _BracketNewlines:
     """
 
     always_accept = ("_NL",)
+    source = ""  # the text being parsed, while _lark_parse runs (a class default: the parser is unpickled)
 
     def __init__(self) -> None:
         self.statements: list[tuple[int, int]] = []
@@ -51,8 +52,16 @@ class _BracketNewlines:
         start = end = -1
         previous = ""
         self.start = -1
+        source, keywords = self.source, _keywords()
         for token in stream:
             kind = token.type
+            if kind in keywords and token.end_pos < len(source) and _WORD.match(source, token.end_pos):
+                # Lark's lexer is contextual: where only a keyword fits, it reads `iffy` as
+                # `if fy` (`1 iffy else 2` would be `1 if fy else 2`). A word is read whole,
+                # as the fast path reads it: here a name, which the parser then refuses.
+                word = _WORD.match(source, token.start_pos)
+                token = token.update("NAME", word.group())
+                kind = "NAME"
             if kind in _OPENERS:
                 depth += 1
             elif kind in _CLOSERS:
@@ -71,6 +80,15 @@ class _BracketNewlines:
             yield token
         if start >= 0:
             statements.append((start, end))
+
+
+_WORD = re.compile(r"\w+")
+
+
+@lru_cache(maxsize=1)
+def _keywords() -> frozenset[str]:
+    """The keywords' terminals (IF, ELSE, ...): the ones Lark's lexer renames NAME to."""
+    return frozenset(keyword for renames in fastpath._tables().keywords.values() for keyword in renames.values())
 
 
 def _lark() -> Any:
@@ -177,12 +195,21 @@ def parse_statements(source: str) -> tuple[Tree, list[Range]]:
     parsed = fastpath.parse(source)
     if parsed is not None:
         return parsed
-    parser = lark_parser()  # a syntax error (or input the fast path leaves to Lark): Lark's words for it
-    try:
-        tree = parser.parse(source)
+    try:  # a syntax error (or input the fast path leaves to Lark): Lark's words for it
+        tree = _lark_parse(source)
     except _lark().UnexpectedInput as err:
         raise _syntax_error(source, err) from None
-    return tree, parser.options.postlex.statements
+    return tree, lark_parser().options.postlex.statements
+
+
+def _lark_parse(source: str) -> Tree:
+    """Lark's parse of `source`, its post-lexer shown the text (to read words whole)."""
+    recorder = lark_parser().options.postlex
+    recorder.source = source
+    try:
+        return lark_parser().parse(source)
+    finally:
+        recorder.source = ""  # a parse that does not set it (generate.py's, a test's) reads tokens as Lark does
 
 
 
@@ -214,10 +241,9 @@ def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]
         parsed = fastpath.parse(text)
         if parsed is not None:
             return *parsed, bad
-        parser = lark_parser()  # loaded only when the fast path gives up (an error, mostly)
-        recorder = parser.options.postlex
+        recorder = lark_parser().options.postlex  # loaded only when the fast path gives up (an error, mostly)
         try:
-            return parser.parse(text), recorder.statements, bad
+            return _lark_parse(text), recorder.statements, bad
         except _lark().UnexpectedInput as err:
             error = _syntax_error(text, err)
             position, is_separator = _error_position(text, err)

@@ -349,8 +349,21 @@ def test_a_keyword_where_only_a_name_can_be_is_a_name_as_in_lark(source):
 
 
 def test_where_lark_lexes_by_context_otherwise_the_fast_path_gives_up():
-    assert fastpath.parse("1 iffy else 2") is None  # Lark: `1 if fy else 2`
+    assert fastpath.parse("1 iffy else 2") is None  # Lark's own lexer: `1 if fy else 2`
     agrees("1 iffy else 2")
+
+
+@pytest.mark.parametrize("source, word, column", [
+    ("1 iffy else 2", "iffy", 3), ("x ifa else b", "ifa", 3), ("y = x ifa else b", "ifa", 7), ("z = (1 if x elsey)", "elsey", 13),
+])
+def test_a_keyword_run_into_a_word_is_not_split_off_it(source, word, column):
+    """Lark's contextual lexer, where only a keyword fits, split `ifa` into `if a`: `x ifa
+    else b` ran as `x if a else b`. Words are read whole, as the fast path reads them."""
+    with pytest.raises(LanguageError) as caught:
+        compile_program(source)
+    assert f"found '{word}'" in caught.value.message and caught.value.column == column
+    [error, good] = compile_program(f"{source}\nx + 1", recover=True).statements
+    assert error.kind == "error" and f"found '{word}'" in error.error.message and good.kind == "expr"
 
 
 # ---- errors: reported exactly as before -----------------------------------------------------------
