@@ -1,6 +1,11 @@
 """The language's one error type: a kind, a message and the place in the source."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .compiler import UserFunction
+
 Span = tuple[int, int, int, int]  # line, column, end line, end column (1-based; end exclusive)
 
 
@@ -35,13 +40,13 @@ class LanguageError(Exception):
         """True when the input stopped early (an open bracket, a trailing operator)."""
         return self.kind == "incomplete"
 
-    def at(self, span: Span | None, function: tuple[str, str] | None = None) -> LanguageError:
+    def at(self, span: Span | None, function: UserFunction | None = None) -> LanguageError:
         """This error placed at `span` unless it already has a place; `function` is the
-        name and source of the user function whose body `span` is in, if any."""
+        user function whose body `span` is in, if any."""
         if span is not None and self.line is None:
             self.line, self.column, self.end_line, self.end_column = span
             if function is not None:
-                self.function, self.source = function
+                self.function, self.source = function.name, function.source
         return self
 
     def located(self) -> str:

@@ -367,28 +367,20 @@ def parse(source: str, tables: _Tables | None = None) -> tuple[Tree, list[Range]
                     after = units[key] = _after_units(actions, rules, states[-2], state, kind)
                 state = states[-1] = after
                 continue
-            if plain is not None:  # Tree(name, the children it keeps), as the callback would
-                data, kept_children = plain
+            if not size:  # an empty rule: it starts where it is, and has no range
+                begin, tree = shifted, build([])
+            else:
                 begin = starts[-size]
-                tree = Tree(data, values[kept_children], (begin, shifted))
-                del values[-size:], states[-size:], starts[-size:]
-                values.append(tree)
-                starts.append(begin)
-            elif size:
-                children = values[-size:]
-                begin = starts[-size]
-                del values[-size:], states[-size:], starts[-size:]
-                tree = build(children)
-                values.append(tree)
-                starts.append(begin)
-                for child in children:
-                    if child is tree:  # `"(" sum ")"`: the sum keeps its own range
-                        break
+                if plain is not None:  # Tree(name, the children it keeps), as the callback would
+                    tree = Tree(plain[0], values[plain[1]], (begin, shifted))
                 else:
-                    tree._meta = begin, shifted
-            else:  # an empty rule: it starts where it is, and has no range
-                values.append(build([]))
-                starts.append(shifted)
+                    children = values[-size:]
+                    tree = build(children)
+                    if not any(child is tree for child in children):  # (`"(" sum ")"`: the sum keeps its own range)
+                        tree._meta = begin, shifted
+                del values[-size:], states[-size:], starts[-size:]
+            values.append(tree)
+            starts.append(begin)
             below = states[-1]
             key = (below, name, kind)
             state = gotos.get(key)

@@ -175,8 +175,8 @@ class Session:
         """Run one statement's instructions and return the value left on the stack."""
         backend = self.backend
         stack: list[Any] = []
-        frames: list[tuple[list[Instruction], int, dict[str, Any] | None, tuple[str, str] | None]] = []
-        inside: tuple[str, str] | None = None  # the user function running: its name and source
+        frames: list[tuple[list[Instruction], int, dict[str, Any] | None, UserFunction | None]] = []
+        inside: UserFunction | None = None  # the user function running (its code's places are in its source)
         pc = 0
         while True:
             if pc >= len(code):
@@ -221,8 +221,7 @@ class Session:
                     if len(frames) >= self.max_call_depth:
                         raise LanguageError("recursion", f"calls nested deeper than {self.max_call_depth} (in {name}); is a recursion missing its base case?")
                     frames.append((code, pc, local, inside))
-                    code, pc, local = function.code, 0, dict(zip(function.params, args))
-                    inside = function.name, function.source
+                    code, pc, local, inside = function.code, 0, dict(zip(function.params, args)), function
                 elif op == JUMP_IF_FALSE:
                     if not backend.truth(self._operand(stack.pop(), "if")):
                         pc = arg

@@ -204,10 +204,11 @@ def parse_statements(source: str) -> tuple[Tree, list[Range]]:
 
 def _lark_parse(source: str) -> Tree:
     """Lark's parse of `source`, its post-lexer shown the text (to read words whole)."""
-    recorder = lark_parser().options.postlex
+    parser = lark_parser()
+    recorder = parser.options.postlex
     recorder.source = source
     try:
-        return lark_parser().parse(source)
+        return parser.parse(source)
     finally:
         recorder.source = ""  # a parse that does not set it (generate.py's, a test's) reads tokens as Lark does
 
