@@ -1,0 +1,93 @@
+"""Instruction counts of the workloads users feel, under valgrind's callgrind.
+
+Instruction counts do not move with the machine's load, so two checkouts can be compared
+on a shared, noisy host. Each checkout is measured with its own virtual environment
+(`DIR/.venv`) and its own bench/workloads.py:
+
+    python bench/instructions.py                      # this checkout
+    python bench/instructions.py . /work/base         # this checkout against another
+
+A whole-command workload counts the whole process. An in-process workload counts the
+difference between a process that runs it 2k times and one that runs it k times, divided
+by k, so its set-up and Python's start-up cancel out. The last column, when two
+checkouts are given, is the first's count over the second's.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+COLLECTED = re.compile(r"Collected : (\d+)")
+
+# name -> (kind, code): "command" runs `gradcalc ARGS` or `python ARGS`; "loop" is a
+# Python snippet run with REPEAT bound, with bench/ on sys.path as W's folder.
+WORKLOADS: dict[str, tuple[str, list[str] | str]] = {
+    "import numpy (python -c)": ("python", ["-c", "import numpy"]),
+    "one-shot: gradcalc eval 'x*2' x=3": ("gradcalc", ["eval", "x*2", "x=3"]),
+    "gradcalc check: 1,000 checks (whole command)": ("gradcalc", ["check", "{checks}"]),
+    "8x8 chain, 71 ops (per run)": (
+        "loop", "d = W.tensor_inputs(8)\nfor _ in range(REPEAT): W.chain_gradcalc(d, 10)"),
+    "3,000-input check (per run)": (
+        "loop", "run = W.wide_check_gradcalc(3000)\nfor _ in range(REPEAT): run()"),
+    "parse + compile 100 kB program (per run)": (
+        "loop", "f = W.parse_gradcalc(W.long_program(100_000))\nfor _ in range(REPEAT): f()"),
+}
+LOOP_REPEATS = {"8x8 chain, 71 ops (per run)": 20, "3,000-input check (per run)": 4,
+                "parse + compile 100 kB program (per run)": 2}
+
+
+def callgrind(argv: list[str], env: dict[str, str]) -> int:
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        capture_output=True, text=True, env=env, check=False)
+    found = COLLECTED.search(done.stderr)
+    if done.returncode != 0 or not found:
+        raise SystemExit(f"callgrind failed for {argv}:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def measure(checkout: Path, name: str, files: dict[str, str]) -> int:
+    python = checkout / ".venv" / "bin" / "python"
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+           "NO_COLOR": "1"}
+    kind, code = WORKLOADS[name]
+    if kind == "python":
+        return callgrind([str(python), *code], env)
+    if kind == "gradcalc":
+        return callgrind([str(checkout / ".venv" / "bin" / "gradcalc"), *(a.format(**files) for a in code)], env)
+    k = LOOP_REPEATS[name]
+    prelude = f"import sys; sys.path.insert(0, {str(checkout / 'bench')!r}); import workloads as W\n"
+    counts = [callgrind([str(python), "-c", prelude + f"REPEAT = {r}\n" + str(code)], env) for r in (k, 2 * k)]
+    return (counts[1] - counts[0]) // k
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkouts", nargs="*", default=["."], help="checkout folders, each with its .venv")
+    parser.add_argument("--only", default="", help="measure only workloads whose name contains this text")
+    args = parser.parse_args()
+    checkouts = [Path(c).resolve() for c in args.checkouts]
+    sys.path.insert(0, str(Path(__file__).parent))
+    import workloads as W
+
+    with tempfile.TemporaryDirectory() as tmp:
+        checks = Path(tmp) / "checks.gc"
+        checks.write_text(W.checks_file(1000))
+        files = {"checks": str(checks)}
+        for name in WORKLOADS:
+            if args.only not in name:
+                continue
+            counts = [measure(c, name, files) for c in checkouts]
+            row = f"{name:48s}" + "".join(f"{n:>16,d}" for n in counts)
+            if len(counts) > 1:
+                row += f"{counts[0] / counts[1]:>8.3f}"
+            print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
