@@ -243,14 +243,17 @@ _LABEL = -1  # the work stack's task that marks a jump target (opcodes are >= 0)
 Task = Any
 
 
-def compile_expression(root: Tree | Token, places: _Places) -> list[Instruction]:
-    """Instructions that leave the value of `root` on the stack.
+def compile_expression(root: Tree | Token, places: _Places, prefix: tuple[Instruction, ...] = ()) -> list[Instruction]:
+    """Instructions that leave the value of `root` on the stack, after `prefix`'s.
+
+    Jump targets are absolute, so code that runs before the expression's (an augmented
+    assignment's LOAD) must be given here, where the labels count it, not put in front later.
 
     Tasks on the work stack: a node expands into tasks for its children and its own
     instruction; (opcode, argument, node) emits an instruction placed where `node` is
     (its children are done by then); (_LABEL, label, None) marks a jump target.
     """
-    code: list[Instruction] = []
+    code: list[Instruction] = list(prefix)
     jumps: list[int] = []  # where the instructions are whose argument is a _Label
     work: list[Task] = [root]
     place, span, known = places.compute, places.span, places.known
@@ -368,10 +371,10 @@ def _expand(node: Tree | Token, places: _Places) -> list[Task]:
 def _compile_statement(node: Tree, source: str, places: _Places, where: Range) -> Statement:
     kind, children = node.data, node.children
 
-    def compiled(expression: Any) -> list[Instruction]:
-        return compile_expression(expression, places)
+    def compiled(expression: Any, prefix: tuple[Instruction, ...] = ()) -> list[Instruction]:
+        return compile_expression(expression, places, prefix)
 
-    code = compiled(children[-1]) if kind in ("expr_stmt", "assign", "multi_assign", "aug_assign") else []
+    code = compiled(children[-1]) if kind in ("expr_stmt", "assign", "multi_assign") else []
     start, end = where
     span = places.range_span(start, end)
     text = source[start:end]
@@ -382,8 +385,8 @@ def _compile_statement(node: Tree, source: str, places: _Places, where: Range) -
     if kind == "multi_assign":
         return Statement("assign", code, span, text, targets=tuple(str(n) for n in children[:-1]))
     if kind == "aug_assign":
-        name, op, _ = children
-        code = [(LOAD, str(name), places.span(name)), *code, (BINARY, AUGMENTED[str(op)], span)]
+        name, op, value = children
+        code = [*compiled(value, ((LOAD, str(name), places.span(name)),)), (BINARY, AUGMENTED[str(op)], span)]
         return Statement("assign", code, span, text, targets=(str(name),))
     if kind == "funcdef":
         name, *params, body = children
