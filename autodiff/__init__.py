@@ -10,10 +10,9 @@ from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
 from .graph import GraphStats, TreeNode, first_nonfinite, graph_dot, graph_stats, graph_tree, walk_tree
 from .limits import max_elements, set_max_elements
 from .registry import ALIASES, REGISTRY, Check, OpDef, defop, lookup
+from .registry import TENSOR_MATH as ops  # ops.exp(x), ops.sum(x, axis=0), ...
 from .scalar import Value
 from .tensor import Tensor, as_tensor, is_grad_enabled, no_grad, set_grad_enabled
-
-from .registry import TENSOR_MATH as ops  # ops.exp(x), ops.sum(x, axis=0), ...
 
 __all__ = [
     "ALIASES", "REGISTRY", "ArgumentError", "Check", "collector_paused", "EngineError", "GraphStats", "OpDef", "ShapeError",

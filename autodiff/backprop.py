@@ -204,7 +204,7 @@ def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, crea
     and can be differentiated again (grad of grad, Hessians).
     """
     single = isinstance(xs, Tensor)
-    targets = [xs] if single else list(xs)
+    targets = [xs] if isinstance(xs, Tensor) else list(xs)
     if not y.requires_grad:
         zeros = [Tensor(np.zeros_like(x.data)) for x in targets]
         return zeros[0] if single else zeros

@@ -191,8 +191,8 @@ def graph_dot(root: Any, digits: int | None = 6, edge_labels: dict[tuple[int, in
         lines.append(f'  n{i} [label="{{{label}}}"{style}];')
     for node in order:
         for k, parent in enumerate(node.parents):
-            label = (edge_labels or {}).get((id(node), k))
-            attributes = f' [label="{_dot_field(label)}"]' if label else ""
+            edge = (edge_labels or {}).get((id(node), k))
+            attributes = f' [label="{_dot_field(edge)}"]' if edge else ""
             lines.append(f"  n{index[id(parent)]} -> n{index[id(node)]}{attributes};")
     lines.append("}")
     return "\n".join(lines) + "\n"

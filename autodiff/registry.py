@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
 from . import limits as _limits  # its _max_elements, read once per op
-from .limits import STEPS, check_outputs, check_size
 from . import tensor as _grad_mode  # its _grad_enabled, read once per op
+from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
+from .limits import STEPS, check_outputs, check_size
 from .tensor import Tensor, _lazy_dir, _lazy_lookup, new_tensor, to_array
 
 VJP = Callable[..., Any]
@@ -143,9 +143,11 @@ def register_all() -> None:
             _registering = False
         # In the families' order, as one import of them all gave it (the eager ones came first).
         rank = {f"{__package__}.ops.{name}": i for i, name in enumerate(ops.MODULES)}
+        table: dict[str, Any]
         for table in (REGISTRY, ALIASES):
-            entries = sorted(dict.items(table), key=lambda item: rank.get(_module_of(item[1]), len(rank)))
-            dict.clear(table)
+            # (dict's own methods: the table's would register every op again)
+            entries = sorted(dict.items(table), key=lambda item: rank.get(_module_of(item[1]) or "", len(rank)))  # type: ignore[misc]
+            dict.clear(table)  # type: ignore[misc]
             dict.update(table, entries)
         _all_registered = True
         # The hooks that noticed a missing name have done their work, and they cost every
@@ -153,7 +155,7 @@ def register_all() -> None:
         # __getattr__ through a slower slot and does not specialize them (7% more
         # instructions on the 8x8 tensor chain, docs/performance.md). So they go.
         del _Namespace.__getattr__, Tensor.__getattr__, type(Tensor).__getattr__
-        for name in _OpTable.HOOKS:  # the tables become plain dicts: a lookup is a C call again
+        for name in _OpTable.HOOKS:  # type: ignore[attr-defined]  # the tables become plain dicts: a lookup is a C call again
             delattr(_OpTable, name)
 
 
@@ -275,7 +277,7 @@ def _parameters(forward: Callable[..., Any]) -> list[tuple[str, str, Any]]:
     if type(forward).__name__ != "function" or code is None or hasattr(forward, "__wrapped__") or hasattr(forward, "__signature__"):
         import inspect
 
-        kinds = {inspect.Parameter.VAR_POSITIONAL: _VAR_POSITIONAL, inspect.Parameter.KEYWORD_ONLY: _KEYWORD_ONLY}
+        kinds: dict[Any, str] = {inspect.Parameter.VAR_POSITIONAL: _VAR_POSITIONAL, inspect.Parameter.KEYWORD_ONLY: _KEYWORD_ONLY}
         return [
             (p.name, kinds.get(p.kind, _OTHER), _NO_DEFAULT if p.default is p.empty else p.default)
             for p in inspect.signature(forward).parameters.values()
@@ -537,7 +539,7 @@ def _gather(inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[np.ndarray],
     """apply's inputs in general: each as a Tensor (a number or an array becomes one in its
     place), their arrays as the forward takes them, whether any requires grad, and the
     product of their sizes when there are several (0 for one input)."""
-    arrays = []
+    arrays: list[np.ndarray] = []
     bound = 1
     wanted = False
     for t in inputs:
@@ -574,6 +576,7 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         inputs, params = _split_args(op, args, params)
     # One or two Tensors that are not boolean (nearly every call) are read without a loop;
     # `bound`, the product of the input sizes, bounds a broadcast result's size.
+    arrays: Sequence[np.ndarray]
     n = len(inputs)
     if n == 1 and type(t := inputs[0]) is Tensor and (a := t.data).dtype is not _BOOL:
         arrays, wanted, bound = (a,), t.requires_grad, 0  # (a result no bigger than an input that exists)

@@ -25,7 +25,7 @@ import inspect
 import linecache
 import textwrap
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 NO_RULE = "(no rule text)"
@@ -80,14 +80,15 @@ def input_names(op: Any) -> list[str]:
     return [f"input {k}" for k in range(op.n_in or 1)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def vjp_rule(vjp: Callable[..., Any]) -> str:
     """The readable expression a VJP computes, or NO_RULE when its source is unavailable.
     A name a `def` VJP assigns and uses more than once stays a name, said after `where`."""
     try:
         readable = _Readable(vjp.__globals__)
+        where: list[tuple[str, ast.expr]] = []
         if vjp.__name__ == "<lambda>":
-            expr, where = _lambda_body(vjp), []
+            expr = _lambda_body(vjp)
         else:
             expr, where = _def_result(vjp, readable)
         if expr is None:
@@ -106,7 +107,7 @@ def _lambda_body(fn: Callable[..., Any]) -> ast.expr | None:
         return _only_lambda_on_line(code)
     import dis
 
-    spans = [
+    spans: list[Any] = [  # dis.Positions whose fields are all set
         ins.positions for ins in dis.get_instructions(code)
         if ins.positions is not None and ins.positions.lineno is not None and ins.positions.end_col_offset
     ]
@@ -138,7 +139,7 @@ def _def_result(fn: Callable[..., Any], readable: _Readable) -> tuple[ast.expr |
     func = tree.body[0]
     if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None, []
-    returns = [s for s in func.body if isinstance(s, ast.Return) and s.value is not None]
+    returns = [s.value for s in func.body if isinstance(s, ast.Return) and s.value is not None]
     if not returns:
         return None, []
     # Only assignments at the top of the body count: one inside an `if` adjusts a
@@ -155,7 +156,7 @@ def _def_result(fn: Callable[..., Any], readable: _Readable) -> tuple[ast.expr |
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
                 assigned[statement.targets[0].id] = readable.visit(statement.value)
     once = {name: value for name, value in assigned.items() if counts.get(name) == 1 and name not in _uses(value, {name: value})}
-    expr = readable.visit(returns[-1].value)  # first, so that names only a guard used drop out
+    expr = readable.visit(returns[-1])  # first, so that names only a guard used drop out
     where: list[tuple[str, ast.expr]] = []
     pending = [expr]
     while pending:  # unfold names used once; keep the others, and unfold inside their values
@@ -170,9 +171,9 @@ def _def_result(fn: Callable[..., Any], readable: _Readable) -> tuple[ast.expr |
                 where = [(n, replaced if v is node else v) for n, v in where]
             pending.append(replaced)
             continue
-        for name in once:
-            if uses.get(name, 0) > 1 and name not in dict(where):
-                where.append((name, _copy(once[name])))
+        for kept in once:
+            if uses.get(kept, 0) > 1 and kept not in dict(where):
+                where.append((kept, _copy(once[kept])))
                 pending.append(where[-1][1])
     return expr, sorted(where, key=lambda item: list(once).index(item[0]))
 
@@ -247,7 +248,7 @@ class _Readable(ast.NodeTransformer):
         except (OSError, TypeError, SyntaxError):
             return None
         statements = [s for s in getattr(body, "body", []) if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        if len(statements) != 1 or not isinstance(statements[0], ast.Return) or statements[0].value is None:
+        if not isinstance(body, ast.FunctionDef) or len(statements) != 1 or not isinstance(statements[0], ast.Return) or statements[0].value is None:
             return None
         params = [a.arg for a in body.args.args]
         if len(call.args) != len(params):

@@ -15,9 +15,8 @@ to trace it (a cost that is about half of micrograd's run time).
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from collections.abc import Callable
-from typing import Any
+from functools import lru_cache
 
 from .backprop import topological_order
 
@@ -66,8 +65,8 @@ class Value:
 
     # ---- the primitives --------------------------------------------------------
     def __add__(self, other: Value | Number) -> Value:
-        if other.__class__ is not Value:
-            other = Value(other, (), "", None, False)
+        if other.__class__ is not Value:  # (faster than isinstance, which mypy would follow)
+            other = Value(other, (), "", None, False)  # type: ignore[arg-type]
         out = Value(self.data + other.data, (self, other), "+", None, self.requires_grad or other.requires_grad)
 
         def _backward(g: float) -> None:
@@ -78,8 +77,8 @@ class Value:
         return out
 
     def __mul__(self, other: Value | Number) -> Value:
-        if other.__class__ is not Value:
-            other = Value(other, (), "", None, False)
+        if other.__class__ is not Value:  # (faster than isinstance, which mypy would follow)
+            other = Value(other, (), "", None, False)  # type: ignore[arg-type]
         out = Value(self.data * other.data, (self, other), "*", None, self.requires_grad or other.requires_grad)
 
         def _backward(g: float) -> None:
@@ -93,8 +92,8 @@ class Value:
         # A primitive, not the course's self * other**-1 (see the module docstring). The
         # rules are the tensor engine's div: g / b, and -g * (a / b) / b, which stays
         # finite where b**-2 overflows (x/x at 1e-300: 1e300 - 1e300 = 0).
-        if other.__class__ is not Value:
-            other = Value(other, (), "", None, False)
+        if other.__class__ is not Value:  # (faster than isinstance, which mypy would follow)
+            other = Value(other, (), "", None, False)  # type: ignore[arg-type]
         q = _divide(self.data, other.data)
         out = Value(q, (self, other), "/", None, self.requires_grad or other.requires_grad)
 

@@ -433,7 +433,7 @@ def commit() -> str:
 
 def load() -> str:
     try:
-        return "load average %.1f / %.1f / %.1f (1 / 5 / 15 min)" % os.getloadavg()
+        return "load average {:.1f} / {:.1f} / {:.1f} (1 / 5 / 15 min)".format(*os.getloadavg())
     except OSError:
         return "load average unknown"
 

@@ -6,7 +6,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .common import (
-    MAX_INPUT_BYTES, OutputFileError, prepare_engine, read_sources, refuse_overwriting, shorten, usage_error, write_file,
+    MAX_INPUT_BYTES,
+    OutputFileError,
+    prepare_engine,
+    read_sources,
+    refuse_overwriting,
+    shorten,
+    usage_error,
+    write_file,
 )
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gradcalc.parser import Program, Statement
@@ -35,7 +35,7 @@ class Part:
 
 
 @functools.lru_cache(maxsize=16)
-def compile_file(origin: str, source: str, recover: bool = True) -> tuple[Optional[Program], Optional[CheckOutcome]]:
+def compile_file(origin: str, source: str, recover: bool = True) -> tuple[Program | None, CheckOutcome | None]:
     """The file's program, or the error outcome of a file that does not compile. With
     `recover` (as `gradcalc check` runs), a statement that does not parse is an error in
     its place. Cached: planning and each part of a file (in one process) parse it once."""

@@ -46,8 +46,8 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
 
     from gradcalc.parser import LanguageError, Session
 
-    from .common import fail
     from .bindings import BindingError, bind  # the one meaning of NAME=VALUE, as eval has it
+    from .common import fail
 
     session = Session(engine=engine)
     bound: set[str] = set()
@@ -85,7 +85,8 @@ def save_result(path: Path, analysis: Analysis) -> None:
         import io
 
         buffer = io.BytesIO()
-        np.savez(buffer, **{key: np.asarray(value, dtype=np.float64) for key, value in arrays.items()})
+        columns: dict[str, Any] = {key: np.asarray(value, dtype=np.float64) for key, value in arrays.items()}
+        np.savez(buffer, **columns)
         write_file(path, buffer.getvalue())
     else:
         from .jsonout import dumps, plain

@@ -35,7 +35,7 @@ def plain_call(argv: list[str]) -> Callable[[], int] | None:
     command, rest = argv[0], argv[1:]
     if command not in PLAIN_FLAGS:
         return None
-    flags: dict[str, bool] = {}
+    flags: dict[str, Any] = {}
     positional: list[str] = []
     for token in rest:
         if token in PLAIN_FLAGS[command]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -17,7 +17,15 @@ from .actions import default_action, eval_action, run_action
 from .checking import check_action
 from .common import MAX_INPUT_BYTES, Engine, usage_error
 from .options import (
-    DigitsOption, EngineOption, FullOption, JsonOption, MaxElementsOption, MaxInputOption, MaxStepsOption, SaveOption, as_typed,
+    DigitsOption,
+    EngineOption,
+    FullOption,
+    JsonOption,
+    MaxElementsOption,
+    MaxInputOption,
+    MaxStepsOption,
+    SaveOption,
+    as_typed,
 )
 from .plot import register_plot
 
@@ -87,13 +95,15 @@ def _pass_options_down(ctx: typer.Context, name: str) -> None:
 
 @app.command("eval")
 def eval_command(
-    expr: Annotated[str, typer.Argument(metavar="EXPR", help="The expression; several statements may be separated by ';'. '-' reads it from stdin.", show_default=False)],
-    bindings: Annotated[Optional[list[str]], typer.Argument(metavar="[NAME=VALUE]...", help="Variables; each VALUE is an expression.", show_default=False)] = None,
+    expr: Annotated[str, typer.Argument(
+        metavar="EXPR", help="The expression; several statements may be separated by ';'. '-' reads it from stdin.", show_default=False)],
+    bindings: Annotated[list[str] | None, typer.Argument(metavar="[NAME=VALUE]...", help="Variables; each VALUE is an expression.", show_default=False)] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Draw the computation graph as a tree.")] = False,
-    dot: Annotated[Optional[str], typer.Option("--dot", metavar="FILE", help="Write the graph as Graphviz DOT (.dot, .gv, '-' for stdout); .svg, .png, .pdf... draw a picture.")] = None,
+    dot: Annotated[str | None, typer.Option(
+        "--dot", metavar="FILE", help="Write the graph as Graphviz DOT (.dot, .gv, '-' for stdout); .svg, .png, .pdf... draw a picture.")] = None,
     steps: Annotated[bool, typer.Option("--steps", help="Show the backward pass step by step (with --dot: gradients on the edges).")] = False,
     engine: EngineOption = Engine.tensor,
-    wrt: Annotated[Optional[str], typer.Option("--wrt", metavar="a,b", help="Only these variables' gradients.")] = None,
+    wrt: Annotated[str | None, typer.Option("--wrt", metavar="a,b", help="Only these variables' gradients.")] = None,
     as_json: JsonOption = False,
     digits: DigitsOption = None,
     full: FullOption = False,
@@ -117,7 +127,8 @@ def eval_command(
 
 @app.command("run")
 def run_command(
-    files: Annotated[list[Path], typer.Argument(metavar="FILE... [NAME=VALUE]...", help="Scripts to run ('-' reads stdin), and variables for them (W=@weights.npy).", show_default=False)],
+    files: Annotated[list[Path], typer.Argument(
+        metavar="FILE... [NAME=VALUE]...", help="Scripts to run ('-' reads stdin), and variables for them (W=@weights.npy).", show_default=False)],
     engine: EngineOption = Engine.tensor,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per expression statement, one per line.")] = False,
     tree: Annotated[bool, typer.Option("--tree", help="Draw each result's graph.")] = False,
@@ -143,10 +154,11 @@ def run_command(
 
 @app.command("check")
 def check_command(
-    files: Annotated[list[Path], typer.Argument(metavar="FILE... [NAME=VALUE]...", help="Gradcheck files ('-' reads stdin), and variables for them (W=@weights.npy).", show_default=False)],
+    files: Annotated[list[Path], typer.Argument(
+        metavar="FILE... [NAME=VALUE]...", help="Gradcheck files ('-' reads stdin), and variables for them (W=@weights.npy).", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print all results as one JSON document.")] = False,
-    junit: Annotated[Optional[Path], typer.Option("--junit-xml", metavar="PATH", help="Also write JUnit XML for CI.")] = None,
-    tol: Annotated[Optional[float], typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
+    junit: Annotated[Path | None, typer.Option("--junit-xml", metavar="PATH", help="Also write JUnit XML for CI.")] = None,
+    tol: Annotated[float | None, typer.Option("--tol", min=0, help="atol and rtol for every check without its own.")] = None,
     method: Annotated[str, typer.Option("--method", help="auto, complex or central.")] = "auto",
     max_elements: MaxElementsOption = None,
     max_steps: MaxStepsOption = None,
@@ -182,7 +194,7 @@ def ops_command(
     rows = op_rows()
     if markdown:
         print("| function | category | gradient | description |\n|---|---|---|---|")
-        for name, signature, category, has_grad, doc in rows:
+        for _name, signature, category, has_grad, doc in rows:
             print(f"| `{signature}` | {category} | {'yes' if has_grad else 'no'} | {doc} |")
         return
     from . import render
@@ -194,12 +206,12 @@ def ops_command(
         table = Table(show_edge=False, pad_edge=False)
         for column in ("signature", "category", "grad", "description"):
             table.add_column(column)
-        for name, signature, category, has_grad, doc in rows:
+        for _name, signature, category, has_grad, doc in rows:
             table.add_row(signature, category, "yes" if has_grad else "-", doc)
         Console().print(table)
         return
     width = max(len(r[1]) for r in rows)
-    for name, signature, category, has_grad, doc in rows:
+    for _name, signature, _category, has_grad, doc in rows:
         print(f"{signature:<{width}}  {doc}{'' if has_grad else '  (no gradient)'}")
 
 

@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -264,10 +264,13 @@ def register_plot(app: typer.Typer) -> None:
     @app.command("plot")
     def plot_command(
         expr: Annotated[str, typer.Argument(metavar="EXPR", help="The function; several statements may be separated by ';'.", show_default=False)],
-        arguments: Annotated[Optional[list[str]], typer.Argument(metavar="NAME=A:B [NAME=VALUE]...", help="A range for one variable (two for a heat map); values for the others.", show_default=False)] = None,
-        order: Annotated[Optional[str], typer.Option("--order", metavar="0,1,2", help="Which to plot: 0 f, 1 df/dx, 2 d2f/dx2 (default all three).")] = None,
-        points: Annotated[Optional[int], typer.Option("--points", min=2, max=1_000_000, help="Points along the range (default 401; 41 per axis for two variables).")] = None,
-        out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help="Write a figure: .svg, .png or .pdf (needs matplotlib, the 'plot' extra).")] = None,
+        arguments: Annotated[list[str] | None, typer.Argument(
+            metavar="NAME=A:B [NAME=VALUE]...", help="A range for one variable (two for a heat map); values for the others.", show_default=False)] = None,
+        order: Annotated[str | None, typer.Option("--order", metavar="0,1,2", help="Which to plot: 0 f, 1 df/dx, 2 d2f/dx2 (default all three).")] = None,
+        points: Annotated[int | None, typer.Option(
+            "--points", min=2, max=1_000_000, help="Points along the range (default 401; 41 per axis for two variables).")] = None,
+        out: Annotated[Path | None, typer.Option(
+            "--out", metavar="FILE", help="Write a figure: .svg, .png or .pdf (needs matplotlib, the 'plot' extra).")] = None,
         as_csv: Annotated[bool, typer.Option("--csv", help="Print the numbers as CSV (what a pipe gets by default).")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON arrays.")] = False,
         draw: Annotated[bool, typer.Option("--draw", help="Draw on stdout even when it is not a terminal (sized by COLUMNS and LINES).")] = False,
@@ -284,8 +287,8 @@ def register_plot(app: typer.Typer) -> None:
         from gradcalc.parser import LanguageError, Session
 
         from . import render
-        from .common import fail, prepare_engine
         from .bindings import BindingError, bind
+        from .common import fail, prepare_engine
 
         prepare_engine(max_elements, max_steps)
         try:

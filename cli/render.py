@@ -66,7 +66,7 @@ def _brief(value: Any, digits: int | None) -> str:
 
 def tree_lines(output: Any, digits: int | None) -> list[tuple[int, str]]:
     """(depth, text) per line; a node drawn before is a reference `see #n`."""
-    lines = []
+    lines: list[tuple[int, str]] = []
     for depth, item in walk_tree(graph_tree(output)):
         if len(lines) >= TREE_LIMIT:
             lines.append((0, f"... cut at {TREE_LIMIT} lines"))

@@ -249,7 +249,8 @@ def _describe(value: Any, style: render.Style) -> str:
     return f"tensor of shape {'x'.join(map(str, data.shape))}"
 
 
-_TOKEN = re.compile(r"(?P<comment>#.*)|(?P<number>0[xXbBoO][0-9a-fA-F_]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<op>\*\*|//=?|[-+*/%@^<>=!]=?|[()\[\],.;:])|(?P<space>\s+)|(?P<other>.)")
+_TOKEN = re.compile(r"(?P<comment>#.*)|(?P<number>0[xXbBoO][0-9a-fA-F_]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)|"
+                    r"(?P<name>[A-Za-z_]\w*)|(?P<op>\*\*|//=?|[-+*/%@^<>=!]=?|[()\[\],.;:])|(?P<space>\s+)|(?P<other>.)")
 _KEYWORDS = {"if", "else", "def", "check", "wrt", "true", "false"}
 
 
@@ -290,7 +291,8 @@ def make_prompt_session(repl: Repl, **kwargs: Any) -> Any:
                     yield Completion(candidate, start_position=-len(word))
 
     history = _history(history_path())
-    style = Style.from_dict({"number": "ansicyan", "function": "ansigreen", "keyword": "ansimagenta bold", "comment": "ansibrightblack", "operator": "ansiyellow"})
+    style = Style.from_dict({"number": "ansicyan", "function": "ansigreen", "keyword": "ansimagenta bold",
+                              "comment": "ansibrightblack", "operator": "ansiyellow"})
     return PromptSession(history=history, completer=Words(), lexer=_lexer(repl.words), style=style, complete_while_typing=False, **kwargs)
 
 

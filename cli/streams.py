@@ -59,7 +59,7 @@ def output_failed(err: OSError) -> int:
     went away (`| head`), one line on stderr for anything else (a full disk)."""
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.__stdout__.fileno())  # the buffered rest goes nowhere at exit
+        os.dup2(devnull, sys.__stdout__.fileno())  # type: ignore[union-attr]  # (None: AttributeError, as before) the buffered rest goes nowhere at exit
     if err.errno == errno.EPIPE:
         return BROKEN_PIPE_STATUS
     print(f"error: cannot write to stdout: {err.strerror or err}", file=sys.stderr)

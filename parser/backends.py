@@ -146,7 +146,7 @@ def _sequence(value: Any) -> list[Any]:
         return list(value.parents)  # the literal's own items: no extra nodes in the graph
     if not value.requires_grad:
         return [_cut(Tensor(row), (value,)) for row in value.data]
-    return [value[i] for i in range(len(value.data))]
+    return [value[i] for i in range(len(value.data))]  # type: ignore[index]  # (indexing is an op, registered at import)
 
 
 def _index_part(part: Any) -> Any:
@@ -155,7 +155,8 @@ def _index_part(part: Any) -> Any:
     if isinstance(part, str):
         raise LanguageError("argument", f"an index must be a whole number, a slice, a list of whole numbers or a mask, not the string {part!r}")
     if isinstance(part, tuple):
-        raise LanguageError("argument", f"an index must be a whole number, a slice, a list of whole numbers or a mask, not {len(part)} results; pick one with [k]")
+        raise LanguageError("argument", "an index must be a whole number, a slice, a list of whole numbers or a mask, "
+                                        f"not {len(part)} results; pick one with [k]")
     data = np.asarray(part.data)
     if data.dtype == np.bool_:
         return data  # a mask selects, as in NumPy (x[x > 0])
@@ -218,6 +219,7 @@ class TensorBackend:
     """The default engine: n-dimensional NumPy tensors, every registry op."""
 
     name = "tensor"
+    switch = ""  # (the scalar engine's messages say how to switch to this one)
 
     def constant(self, value: float) -> Tensor:
         return Tensor(value)
@@ -446,4 +448,4 @@ class ScalarBackend:
         raise LanguageError("argument", f"the scalar engine has no tensors; use {self.switch}")
 
 
-BACKENDS = {"tensor": TensorBackend, "scalar": ScalarBackend}
+BACKENDS: dict[str, type[TensorBackend | ScalarBackend]] = {"tensor": TensorBackend, "scalar": ScalarBackend}

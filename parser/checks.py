@@ -19,9 +19,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
 import numpy as np
 
+from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
 from gradcalc.autodiff.gradcheck import CheckResult, extreme_inside, gradcheck_graph, position, suspect_ops
 from gradcalc.autodiff.registry import raw_vdot
 

@@ -21,7 +21,7 @@ from .syntax import Range, Token, Tree, parse_recovering, parse_statements
 CONST, STRING, NONE, LOAD, BINARY, UNARY, CALL, METHOD, ATTR, INDEX, SLICE, TENSOR = range(12)
 JUMP_IF_FALSE, JUMP = 12, 13
 
-Instruction = tuple[int, Any, Span]
+Instruction = tuple[int, Any, Span | None]  # (no span: an instruction the source has no place for)
 
 BINARY_OPS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "matmul": "matmul", "pow": "pow",
               "floor_divide": "floor_divide", "remainder": "remainder"}
@@ -100,11 +100,11 @@ class _Places:
         self.source = source
         self.known: dict[int, Place | None] = {}
         self.line_starts = [0, *(match.end() for match in re.finditer("\n", source))]
-        self.line: tuple[float, float, int] = (0, self.line_starts[1] if len(self.line_starts) > 1 else math.inf, 1)
+        self.line: tuple[Any, float, int] = (0, self.line_starts[1] if len(self.line_starts) > 1 else math.inf, 1)
 
     def of(self, node: Any) -> Place | None:
-        if isinstance(node, Token):
-            return (node.line, node.column, node.end_line, node.end_column), node.start_pos, node.end_pos
+        if isinstance(node, Token):  # (Lark types a token's place Optional; the lexer always sets it)
+            return (node.line, node.column, node.end_line, node.end_column), node.start_pos, node.end_pos  # type: ignore[return-value]
         if node is None:
             return None
         if node._meta is not None:
@@ -112,7 +112,7 @@ class _Places:
         known = self.known
         place = known.get(id(node), _UNKNOWN)
         if place is not _UNKNOWN:
-            return place
+            return place  # type: ignore[return-value]  # (not _UNKNOWN: a Place or None)
         for child in node.children:
             if isinstance(child, Tree) and id(child) not in known:
                 break
@@ -139,13 +139,13 @@ class _Places:
     def compute(self, node: Tree) -> Place | None:
         """The place of `node`, remembered. Its children are placed by now, or placed here
         (with `of`) when this was called before them."""
-        ranged = node._meta  # (start, end) from the fast path's parser
+        ranged: Any = node._meta  # (start, end) from the fast path's parser
         if ranged is not None:
             start, end = ranged
             return self.range_span(start, end), start, end
         known = self.known
         kind = node.data
-        parts = []
+        parts: list[Any] = []
         for child in node.children:  # self.of(child), without a call per child
             if child.__class__ is Token:  # (any other leaf is placed by `of`)
                 parts.append(((child.line, child.column, child.end_line, child.end_column), child.start_pos, child.end_pos))
@@ -266,7 +266,7 @@ def compile_expression(root: Tree | Token, places: _Places, prefix: tuple[Instru
                 if kind == "name" and children[0].__class__ is Token:  # (LOAD, name), placed where its token is
                     token = children[0]
                     placed = known[id(task)] = places.of(token)
-                    code.append((LOAD, str(token), placed[0]))
+                    code.append((LOAD, str(token), placed[0]))  # type: ignore[index]  # a token always has a place
                     continue
                 if kind in BINARY_OPS:
                     work += ((BINARY, BINARY_OPS[kind], task), children[-1], children[0])

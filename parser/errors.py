@@ -54,5 +54,5 @@ class LanguageError(Exception):
         return f"{where}{self.message}"
 
     def as_dict(self) -> dict[str, object]:
-        place = {"kind": self.kind, "message": self.message, "line": self.line, "column": self.column}
+        place: dict[str, object] = {"kind": self.kind, "message": self.message, "line": self.line, "column": self.column}
         return place if self.function is None else {**place, "function": self.function}

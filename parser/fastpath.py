@@ -44,11 +44,12 @@ the fast path gives up (`1 iffy else 2`, which Lark's lexer reads as `1 if fy el
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache, partial
-from typing import Any, Callable
+from typing import Any
 
-from .records import Record
 from .larktree import ChildFilterLALR_NoPlaceholders, ExpandSingleChild, Token, Tree
+from .records import Record
 
 Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 
@@ -161,7 +162,8 @@ def build_tables(lark: Any) -> _Tables:
     )
     return _Tables(
         tokens=re.compile(f"{blank}(?:{alternatives})", conf.g_regex_flags), blank=re.compile(blank, conf.g_regex_flags),
-        multiline=multiline, keywords=keywords, kept=kept, post_lexed=frozenset(keywords) | OPENERS | CLOSERS | SEPARATORS | multiline, actions=actions, rules=rules,
+        multiline=multiline, keywords=keywords, kept=kept,
+        post_lexed=frozenset(keywords) | OPENERS | CLOSERS | SEPARATORS | multiline, actions=actions, rules=rules,
         start=table.start_states["program"], end=table.end_states["program"],
     )
 
@@ -177,9 +179,9 @@ def _plain_node(callback: Callable[[list[Any]], Any], size: int) -> tuple[str, s
             return None
         picks = [i for i, _ in callback.to_include]
         callback = callback.node_builder
-    plain = isinstance(callback, partial) and callback.func is Tree and len(callback.args) == 1 and not callback.keywords
     steps = {b - a for a, b in zip(picks, picks[1:])}
-    if not plain or not picks or len(steps) > 1:
+    plain = isinstance(callback, partial) and callback.func is Tree and len(callback.args) == 1 and not callback.keywords
+    if not isinstance(callback, partial) or not plain or not picks or len(steps) > 1:
         return None
     stop = picks[-1] - size + 1
     return callback.args[0], slice(picks[0] - size, stop or None, steps.pop() if steps else 1)
@@ -287,7 +289,8 @@ def parse(source: str, tables: _Tables | None = None) -> tuple[Tree, list[Range]
     t = _tables() if tables is None else tables
     units, gotos = t.units, t.gotos
     actions, rules, kept, keywords, multiline, end_state = t.actions, t.rules, t.kept, t.keywords, t.multiline, t.end
-    state = t.start
+    state: Any = t.start  # (an int: where gotos.get gives None, the loop finds it)
+    key: tuple[Any, ...]
     states = [state]  # Lark's state stack and value stack
     values: list[Any] = []
     starts: list[int] = []  # where each value starts (beside the value stack)
@@ -300,11 +303,11 @@ def parse(source: str, tables: _Tables | None = None) -> tuple[Tree, list[Range]
     end = 0
     post_lexed = t.post_lexed
     new_token = str.__new__  # Token() first checks for a deprecated keyword: as much again
-    next_match = t.tokens.scanner(source).match  # each match starts where the last one ended
+    next_match = t.tokens.scanner(source).match  # type: ignore[attr-defined]  # (undocumented, but in CPython's re for decades) each match starts where the last one ended
     while True:
         match = next_match()
         if match is None:  # the end, or a character no terminal matches
-            if t.blank.match(source, end).end() != len(source):
+            if t.blank.match(source, end).end() != len(source):  # type: ignore[union-attr]  # (blank matches the empty string)
                 return None
             if first >= 0:
                 statements.append((first, last))
@@ -372,7 +375,7 @@ def parse(source: str, tables: _Tables | None = None) -> tuple[Tree, list[Range]
             else:
                 begin = starts[-size]
                 if plain is not None:  # Tree(name, the children it keeps), as the callback would
-                    tree = Tree(plain[0], values[plain[1]], (begin, shifted))
+                    tree = Tree(plain[0], values[plain[1]], (begin, shifted))  # type: ignore[arg-type]  # a range where Lark keeps a Meta
                 else:
                     children = values[-size:]
                     tree = build(children)

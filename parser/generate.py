@@ -36,6 +36,7 @@ import sys
 import types
 import zlib
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 HEADER = (
@@ -320,7 +321,7 @@ def fingerprint() -> str:
 class _ModulePickler(pickle.Pickler):
     """Lark's lexer keeps the `re` module itself; a module pickles as its import."""
 
-    def reducer_override(self, obj: object) -> object:
+    def reducer_override(self, obj: object) -> Any:
         if isinstance(obj, types.ModuleType):
             return __import__, (obj.__name__,)
         return NotImplemented

@@ -10,13 +10,30 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, collector_paused, lookup
-
 from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
 from .backends import BACKENDS, CONSTANTS, ScalarBackend, TensorBackend, TensorList
 from .compiler import (
-    ATTR, BINARY, CALL, CONST, INDEX, JUMP, JUMP_IF_FALSE, LOAD, METHOD, NONE, SLICE, STRING, SYMBOLS, TENSOR, UNARY,
-    Instruction, Program, Statement, UserFunction, compile_program,
+    ATTR,
+    BINARY,
+    CALL,
+    CONST,
+    INDEX,
+    JUMP,
+    JUMP_IF_FALSE,
+    LOAD,
+    METHOD,
+    NONE,
+    SLICE,
+    STRING,
+    SYMBOLS,
+    TENSOR,
+    UNARY,
+    Instruction,
+    Program,
+    Statement,
+    UserFunction,
+    compile_program,
 )
 from .errors import LanguageError, Span
 
@@ -217,7 +234,9 @@ class Session:
                         stack.append(self._call(name, args, kwargs))
                         continue
                     if kwargs or len(args) != len(function.params):
-                        raise LanguageError("argument", f"{function.text.split('=')[0].strip()} takes {len(function.params)} argument{'s' * (len(function.params) != 1)}, got {len(args) + len(kwargs)}")
+                        count = len(function.params)
+                        raise LanguageError("argument", f"{function.text.split('=')[0].strip()} takes {count} argument{'s' * (count != 1)}, "
+                                                        f"got {len(args) + len(kwargs)}")
                     if len(frames) >= self.max_call_depth:
                         raise LanguageError("recursion", f"calls nested deeper than {self.max_call_depth} (in {name}); is a recursion missing its base case?")
                     frames.append((code, pc, local, inside))

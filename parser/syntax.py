@@ -53,6 +53,7 @@ class _BracketNewlines:
         previous = ""
         self.start = -1
         source, keywords = self.source, _keywords()
+        token: Any  # (Lark types a token's place Optional; its lexer always sets it)
         for token in stream:
             kind = token.type
             if kind in keywords and token.end_pos < len(source) and _WORD.match(source, token.end_pos):
@@ -60,7 +61,7 @@ class _BracketNewlines:
                 # `if fy` (`1 iffy else 2` would be `1 if fy else 2`). A word is read whole,
                 # as the fast path reads it: here a name, which the parser then refuses.
                 word = _WORD.match(source, token.start_pos)
-                token = token.update("NAME", word.group())
+                token = token.update("NAME", word.group())  # type: ignore[union-attr]  # (a keyword's token starts a word)
                 kind = "NAME"
             if kind in _OPENERS:
                 depth += 1

@@ -20,7 +20,7 @@ import gradcalc.autodiff.batching as batching
 import gradcalc.autodiff.gradcheck as gradcheck_module
 from gradcalc.autodiff import REGISTRY, Tensor, topological_order
 from gradcalc.autodiff.batching import BATCHED_OPS, ELEMENTWISE, Tape
-from gradcalc.autodiff.gradcheck import COMPLEX_STEP, CENTRAL_STEP, gradcheck_graph, numerical_jacobian, replay
+from gradcalc.autodiff.gradcheck import CENTRAL_STEP, COMPLEX_STEP, gradcheck_graph, numerical_jacobian, replay
 from gradcalc.parser import Session, compile_program
 from gradcalc.parser.checks import make_check_handler
 from gradcalc.parser.errors import LanguageError

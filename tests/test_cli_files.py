@@ -8,10 +8,8 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
@@ -117,7 +115,7 @@ def test_closed_stdout_and_stdin_are_one_line_errors():
                                    preexec_fn=lambda: os.close(1), timeout=60)
     assert closed_stdout.returncode == 2 and closed_stdout.stderr.decode().count("\n") == 1
     assert b"stdout is closed" in closed_stdout.stderr
-    closed_stdin = subprocess.run([*GRADCALC, "run", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"},
+    closed_stdin = subprocess.run([*GRADCALC, "run", "-"], capture_output=True, env={**os.environ, "NO_COLOR": "1"},
                                   preexec_fn=lambda: os.close(0), timeout=60)
     assert closed_stdin.returncode == 2 and closed_stdin.stderr.decode().count("\n") == 1
     assert b"stdin" in closed_stdin.stderr and b"closed" in closed_stdin.stderr

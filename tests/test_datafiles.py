@@ -254,7 +254,8 @@ def test_load_in_a_script_reads_beside_the_script(tmp_path):
     (folder / "data").mkdir(parents=True)
     np.save(folder / "data" / "w.npy", np.array([1.0, -2.0, 3.0]))
     np.savez(folder / "data" / "d.npz", b=np.array([0.5, 0.5, 0.5]))
-    (folder / "s.gc").write_text('w = load("data/w.npy")\nb = load("data/d.npz", "b")\nc = load("data/d.npz:b")\nsum(w * w) + sum(b) + sum(c)\ncheck tanh(w * b).sum()\n')
+    (folder / "s.gc").write_text('w = load("data/w.npy")\nb = load("data/d.npz", "b")\nc = load("data/d.npz:b")\n'
+                                     'sum(w * w) + sum(b) + sum(c)\ncheck tanh(w * b).sum()\n')
     done = gradcalc("run", str(folder / "s.gc"), "--json", cwd=tmp_path)  # run from elsewhere
     assert done.returncode == 0, done.stderr
     result, check = (json.loads(line) for line in done.stdout.splitlines())

@@ -11,8 +11,19 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gradcalc.autodiff import (
-    Tensor, Value, first_nonfinite, grad, graph_dot, graph_stats, graph_tree, hessian, jacobian, no_grad, ops,
-    topological_order, walk_tree,
+    Tensor,
+    Value,
+    first_nonfinite,
+    grad,
+    graph_dot,
+    graph_stats,
+    graph_tree,
+    hessian,
+    jacobian,
+    no_grad,
+    ops,
+    topological_order,
+    walk_tree,
 )
 from gradcalc.autodiff.errors import ShapeError, SizeLimitError
 

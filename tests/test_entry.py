@@ -17,7 +17,7 @@ import typer
 from gradcalc.cli import actions, checking
 from gradcalc.cli.entry import PLAIN_FLAGS, plain_call
 from gradcalc.cli.main import app
-from tests.test_cli import GRADCALC, ROOT, gradcalc
+from tests.test_cli import ROOT, gradcalc
 
 ACTIONS = {"eval": actions.eval_action, "run": actions.run_action, "check": checking.check_action}
 

@@ -104,7 +104,8 @@ def test_indexed_shape_agrees_with_numpy(data):
         if kind == "int":
             parts.append(data.draw(st.integers(-n, n - 1)))
         elif kind == "slice":
-            parts.append(slice(data.draw(st.none() | st.integers(-n, n)), data.draw(st.none() | st.integers(-n, n)), data.draw(st.sampled_from([None, 1, 2, -1]))))
+            parts.append(slice(data.draw(st.none() | st.integers(-n, n)), data.draw(st.none() | st.integers(-n, n)),
+                               data.draw(st.sampled_from([None, 1, 2, -1]))))
         elif kind == "array":
             dims = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2)))
             parts.append(np.asarray(data.draw(st.lists(st.integers(-n, n - 1), min_size=int(np.prod(dims)), max_size=int(np.prod(dims))))).reshape(dims))

@@ -23,8 +23,15 @@ from hypothesis import strategies as st
 from gradcalc.autodiff import Tensor
 from gradcalc.autodiff.errors import SizeLimitError
 from gradcalc.autodiff.limits import (
-    DEFAULT_MAX_STEPS, StepLimitError, indexed_shape, joined_shape, matmul_shape, max_steps, set_max_elements,
-    set_max_steps, step_budget,
+    DEFAULT_MAX_STEPS,
+    StepLimitError,
+    indexed_shape,
+    joined_shape,
+    matmul_shape,
+    max_steps,
+    set_max_elements,
+    set_max_steps,
+    step_budget,
 )
 from gradcalc.parser import LanguageError, Session, compile_program
 
@@ -324,7 +331,8 @@ SNIPPETS = [
 ]
 
 
-@given(st.lists(st.sampled_from(SNIPPETS), min_size=1, max_size=8), st.lists(st.sampled_from(["\n", ";", " ; ", "\n\n", "  # c\n", "\n  "]), min_size=8, max_size=8))
+@given(st.lists(st.sampled_from(SNIPPETS), min_size=1, max_size=8),
+       st.lists(st.sampled_from(["\n", ";", " ; ", "\n\n", "  # c\n", "\n  "]), min_size=8, max_size=8))
 def test_every_statement_is_quoted_exactly_as_written(snippets, separators):
     source = "".join(s + sep for s, sep in zip(snippets, separators))
     assert [s.text for s in compile_program(source).statements] == snippets
@@ -334,7 +342,8 @@ def test_every_statement_is_quoted_exactly_as_written(snippets, separators):
 BAD_SNIPPETS = ["y = (1 +* 2)", "1 2", "x = $", "f(,)", "def (a) = 1", "x = )"]
 
 
-@given(st.lists(st.sampled_from(SNIPPETS) | st.sampled_from(BAD_SNIPPETS), min_size=1, max_size=8), st.lists(st.sampled_from(["\n", " ; ", "\n\n"]), min_size=8, max_size=8))
+@given(st.lists(st.sampled_from(SNIPPETS) | st.sampled_from(BAD_SNIPPETS), min_size=1, max_size=8),
+       st.lists(st.sampled_from(["\n", " ; ", "\n\n"]), min_size=8, max_size=8))
 def test_a_bad_statement_is_set_aside_in_its_place_and_the_good_ones_compile(snippets, separators):
     source = "".join(s + sep for s, sep in zip(snippets, separators))
     statements = compile_program(source, recover=True).statements

@@ -142,7 +142,8 @@ def test_github_format_annotates_failures_and_errors_on_their_lines(tmp_path):
     where = str(path).replace(":", "%3A").replace(",", "%2C")
     assert lines[0].startswith(f"::error file={where},line=2,title=gradcheck failed::relu(x) wrt x: max abs error 0.5")
     assert "atol 1e-05, rtol 0.001, central" in lines[0]
-    assert lines[1] == f"::warning file={where},line=2,title=gradcheck warning::relu(x): evaluated at a kink of relu: the derivative there is a convention, not a limit"
+    assert lines[1] == (f"::warning file={where},line=2,title=gradcheck warning::relu(x): evaluated at a kink of relu: "
+                        "the derivative there is a convention, not a limit")
     assert lines[2].startswith("PASS ") and lines[2].endswith("exp(x)  wrt x  complex  abs 0  rel 0")
     # (a suggestion of a close name may follow)
     assert lines[3].startswith(f"::error file={where},line=4,title=gradcheck error::nosuch(x): line 4, column 7: unknown function 'nosuch'")

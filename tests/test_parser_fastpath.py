@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradcalc.parser import LanguageError, compile_program, fastpath, generate, syntax
-from gradcalc.parser.compiler import BINARY, CALL, CONST, JUMP, JUMP_IF_FALSE, LOAD, METHOD, _Places
+from gradcalc.parser.compiler import BINARY, CALL, CONST, JUMP, JUMP_IF_FALSE, LOAD, METHOD
 from gradcalc.parser.standalone import Token, Tree, UnexpectedInput
 
 from .test_language import RANDOM_TEXT, TOKEN_SOUP
@@ -105,10 +105,10 @@ def test_the_prebuilt_tables_are_the_ones_read_from_the_parser():
         ours, theirs = fastpath.parse(source, built), fastpath.parse(source, prebuilt)
         assert ours == theirs
         assert node_ranges(ours[0]) == node_ranges(theirs[0])
-    for cache in ("gotos", "units"):
-        old, new = getattr(prebuilt, cache), getattr(built, cache)
+    for table in ("gotos", "units"):
+        old, new = getattr(prebuilt, table), getattr(built, table)
         shared = old.keys() & new.keys()
-        assert all(old[key] == new[key] for key in shared), cache
+        assert all(old[key] == new[key] for key in shared), table
     assert prebuilt.gotos.keys() & built.gotos.keys()
 
 

@@ -28,7 +28,7 @@ def in_process(*args):
     is paid once), for cases the subprocess tests already cover end to end."""
     from typer.testing import CliRunner
 
-    from gradcalc.cli.main import protect_expression, app
+    from gradcalc.cli.main import app, protect_expression
 
     result = CliRunner().invoke(app, protect_expression(["plot", *args]), env={"NO_COLOR": "1"})
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception

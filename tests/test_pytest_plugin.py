@@ -6,13 +6,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 import xml.etree.ElementTree as ET
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 

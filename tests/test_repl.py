@@ -64,7 +64,8 @@ def test_commands(capsys, tmp_path):
     script = tmp_path / "s.gc"
     script.write_text("w = 4\ndef sq(t) = t * t\n")
     dot = tmp_path / "g.dot"
-    repl = drive(f"x = 1.5\n:vars\nsin(x) * x\n:tree\n:dot {dot}\n:load {script}\nsq(w)\n:engine scalar\nx = 2\nx * x\n:reset\n:vars\n:help\n:nope\n:quit\nx = 99\n")
+    repl = drive(f"x = 1.5\n:vars\nsin(x) * x\n:tree\n:dot {dot}\n:load {script}\n"
+                 "sq(w)\n:engine scalar\nx = 2\nx * x\n:reset\n:vars\n:help\n:nope\n:quit\nx = 99\n")
     captured = capsys.readouterr()
     out = captured.out
     assert "x = 1.5" in out

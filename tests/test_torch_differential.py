@@ -202,10 +202,10 @@ def evaluate(expr: Any, env: dict[str, Any], call: Any) -> Any:
     return call(kind, inside, spec.params)
 
 
-def ours_away_from_kinks(name: str, x: Any, params: dict[str, Any] = {}) -> Any:
+def ours_away_from_kinks(name: str, x: Any, params: dict[str, Any] | None = None) -> Any:
     """REGISTRY[name](x), for points where x is not on the op's kink (elu at 0 has two
     second derivatives, and torch picks the other one)."""
-    op = REGISTRY[name]
+    op, params = REGISTRY[name], params or {}
     assume(away_from_kinks(op, [x.data], params))
     return op(x, **params)
 

@@ -17,7 +17,10 @@ CMP = "no gradient"
 
 def _compare(name: str, fn: Any, symbol: str, dunder: str) -> Any:
     # `2 < x` needs no reflected binding: Python tries x.__gt__(2) by itself.
-    return defop(name, fn, None, n_in=2, doc=f"true where a {symbol} b, else false (booleans; arithmetic takes them as 1 and 0)", category=CMP, operators=(dunder,))
+    return defop(
+        name, fn, None, n_in=2, doc=f"true where a {symbol} b, else false (booleans; arithmetic takes them as 1 and 0)",
+        category=CMP, operators=(dunder,),
+    )
 
 
 lt = _compare("lt", lambda a, b: a < b, "<", "__lt__")

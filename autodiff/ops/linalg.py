@@ -81,7 +81,7 @@ def _einsum_vjp(m: Any, g: Any, ans: Any, *operands: Any, subscripts: str, k: in
 
 
 def _einsum_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
-    cases = [
+    cases: list[tuple[str, list[tuple[int, ...]]]] = [
         ("ij,jk->ik", [(2, 3), (3, 4)]), ("ii->", [(3, 3)]), ("ii->i", [(3, 3)]), ("ij->j", [(2, 3)]),
         ("i,i", [(4,), (4,)]), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 2)]), ("ij,j,k->ik", [(2, 3), (3,), (2,)]),
     ]

@@ -52,7 +52,7 @@ def _softmax(x: Any, axis: Axis = -1) -> Any:
     return np.where(top == np.inf, _at_infinity(x, axis), out) if np.any(top == np.inf) else out
 
 
-def _log_softmax(x: Any, axis: int = -1) -> Any:
+def _log_softmax(x: Any, axis: Axis = -1) -> Any:
     # (x - max) - log(sum(exp(x - max))): x - logsumexp(x) would lose x's low digits
     # next to a huge logsumexp and make inf - inf at +inf logits.
     axis = checked_axis("log_softmax", axis, np.ndim(x))
