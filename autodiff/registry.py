@@ -71,7 +71,7 @@ class OpDef:
 
     __slots__ = (
         "name", "forward", "vjps", "n_in", "n_ret", "doc", "category", "complex_safe", "method", "public", "kink", "check",
-        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "keeps_nan",
+        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "keeps_nan", "jvp",
     )
 
     def __init__(
@@ -81,12 +81,14 @@ class OpDef:
         signature: str, leading: tuple[str, ...] = (), out_shape: Callable[..., tuple[int, ...]] | None = None,
         rule: str | None = None,  # the derivative rule as text; without it, read from the VJPs (rules.py)
         keeps_nan: bool = False,  # its VJPs keep a nan of g a nan or say they drop it (backprop.py)
+        jvp: Callable[..., Any] | None = None,  # the forward-mode rule (forward.py)
     ) -> None:
         self.name, self.forward, self.vjps, self.n_in, self.n_ret = name, forward, vjps, n_in, n_ret
         self.doc, self.category, self.complex_safe, self.method, self.public = doc, category, complex_safe, method, public
         self.kink, self.check, self.variadic_param = kink, check, variadic_param
         self.param_names, self.signature, self.leading, self.out_shape, self.rule = param_names, signature, leading, out_shape, rule
         self.keeps_nan = keeps_nan
+        self.jvp = jvp
 
     @property
     def has_gradient(self) -> bool:
@@ -346,6 +348,7 @@ def defop(
     out_shape: Callable[..., tuple[int, ...]] | None = None,
     rule: str | None = None,
     keeps_nan: bool | None = None,
+    jvp: Any = None,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -358,7 +361,9 @@ def defop(
     from the result for any other values there, or calls NAN_GUARD.drop(): then a plain
     backward pass through the op may leave the nan guard to its end (backprop.py). It
     defaults to True for the VJPs of gradcalc's own op families, which
-    tests/test_backprop_guard.py checks, and to False for any other.
+    tests/test_backprop_guard.py checks, and to False for any other. `jvp` is the op's
+    forward-mode rule beside its VJPs: a function `jvp(m, tangents, ans, *inputs, **params)`
+    or one of forward.py's structural rules (DIAGONAL, LINEAR, ...), bound to the op here.
     """
     if not _in_families(forward):
         register_all()  # an op from outside the families: a clash with theirs is found here
@@ -375,6 +380,7 @@ def defop(
         variadic_param=variadic, param_names=param_names, signature=signature, leading=tuple(leading),
         out_shape=out_shape, rule=rule, keeps_nan=_our_vjps(vjps) if keeps_nan is None else keeps_nan,
     )
+    op.jvp = jvp.bind(op) if hasattr(jvp, "bind") else jvp
     REGISTRY[name] = op
     for alias in aliases:
         ALIASES[alias] = name

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..forward import DIAGONAL, LINEAR, MULTILINEAR
 from ..limits import check_size, matmul_shape
 from ..registry import ARRAY_MATH, BINARY_SHAPES, NAN_GUARD, Check, defop, has_nan, is_real, raw_vdot
 
@@ -99,26 +100,26 @@ def _matmul(a: Any, b: Any) -> Any:
 add = defop(
     "add", _add, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: g),
     doc="a + b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
-    operators=("__add__", "__radd__"), check=Check(shapes=BINARY_SHAPES),
+    operators=("__add__", "__radd__"), check=Check(shapes=BINARY_SHAPES), jvp=DIAGONAL,
 )
 sub = defop(
     "sub", _sub, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: -g),
     doc="a - b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
-    operators=("__sub__", "__rsub__"), check=Check(shapes=BINARY_SHAPES),
+    operators=("__sub__", "__rsub__"), check=Check(shapes=BINARY_SHAPES), jvp=DIAGONAL,
 )
 mul = defop(
     "mul", _mul, (lambda m, g, ans, a, b: masked(m, g, g * b), lambda m, g, ans, a, b: masked(m, g, g * a)),
     doc="a * b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
-    operators=("__mul__", "__rmul__"), check=Check(shapes=BINARY_SHAPES),
+    operators=("__mul__", "__rmul__"), check=Check(shapes=BINARY_SHAPES), jvp=DIAGONAL,
 )
 div = defop(
     "div", _div, (lambda m, g, ans, a, b: masked(m, g, g / b), lambda m, g, ans, a, b: masked(m, g, -g * ans / b)),
     doc="a / b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
-    operators=("__truediv__", "__rtruediv__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0),
+    operators=("__truediv__", "__rtruediv__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0), jvp=DIAGONAL,
 )
 neg = defop(
     "neg", _neg, (lambda m, g, ans, x: -g,),
-    doc="-x", category=ARITH, complex_safe=True, method=True, operators=("__neg__",), check=Check(),
+    doc="-x", category=ARITH, complex_safe=True, method=True, operators=("__neg__",), check=Check(), jvp=LINEAR,
 )
 
 
@@ -184,7 +185,7 @@ def _pow_dexponent(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
 pow_ = defop(
     "pow", _pow, (_pow_dbase, _pow_dexponent),
     doc="a ** b (also a ^ b); the exponent may be a tensor", category=ARITH, n_in=2, complex_safe=True, method=True,
-    operators=("__pow__", "__rpow__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0),
+    operators=("__pow__", "__rpow__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0), jvp=DIAGONAL,
     # The VJPs special-case a == 0 so every order stays finite; this is the rule they apply.
     rule="a: g * b * a ** (b - 1);  b: g * ans * log(a)",
 )
@@ -245,7 +246,7 @@ def _matmul_db(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
 matmul = defop(
     "matmul", _matmul, (_matmul_da, _matmul_db),
     doc="matrix product a @ b (1-d operands act as vectors; leading axes broadcast)", category=ARITH,
-    n_in=2, complex_safe=True, method=True, operators=("__matmul__", "__rmatmul__"),
+    n_in=2, complex_safe=True, method=True, operators=("__matmul__", "__rmatmul__"), jvp=MULTILINEAR,
     out_shape=lambda a, b: matmul_shape(a.shape, b.shape),
     # The VJPs lift 1-d operands to matrices first; this is the rule they apply.
     rule="a: g @ swap_last(b);  b: swap_last(a) @ g",

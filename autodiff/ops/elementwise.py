@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
+from ..forward import DIAGONAL
 from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop, is_real, raw_where
 from ..tensor import Tensor, to_array
 from .arithmetic import ONE, ZERO_NUMBER, masked, near_zero
@@ -21,7 +22,7 @@ def unary(
     """Register a one-input elementwise op that is also a method (`x.exp()`)."""
     return defop(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=True,
-        aliases=aliases, kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
+        aliases=aliases, kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule, jvp=DIAGONAL,
     )
 
 
@@ -204,7 +205,7 @@ maximum = defop(
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) < m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) < m.raw(a), m.raw(a), m.raw(b)))),
     doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
-    rule="a: g * (a > b);  b: g * (b > a);  half each at a tie",
+    rule="a: g * (a > b);  b: g * (b > a);  half each at a tie", jvp=DIAGONAL,
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3),
 )
 minimum = defop(
@@ -212,7 +213,7 @@ minimum = defop(
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) > m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) > m.raw(a), m.raw(a), m.raw(b)))),
     doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
-    rule="a: g * (a < b);  b: g * (b < a);  half each at a tie",
+    rule="a: g * (a < b);  b: g * (b < a);  half each at a tie", jvp=DIAGONAL,
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3),
 )
 
@@ -268,7 +269,7 @@ clip = defop(
     doc="x limited to [low, high]; bounds given positionally are tensors that get gradients "
     "(any broadcastable shape), keyword bounds are constants",
     category=ELEM, method=True, kink=_clip_kink, check=Check(make=_clip_check, kink_gap=1e-3),
-    rule="x: g * (low <= x <= high);  low: g * (x < low);  high: g * (x > high)",
+    rule="x: g * (low <= x <= high);  low: g * (x < low);  high: g * (x > high)", jvp=DIAGONAL,
 )
 
 
@@ -286,4 +287,5 @@ where = defop(
         make=lambda rng: ([rng.integers(0, 2, (3, 4)).astype(float), rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (4,))], {}),
         diff=(1, 2),
     ),
+    jvp=DIAGONAL,
 )

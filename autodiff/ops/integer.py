@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..forward import DIAGONAL
 from ..registry import Check, defop
 
 INT = "integer arithmetic"
@@ -38,5 +39,5 @@ remainder = defop(
     doc="Python's a % b = a - b * floor(a / b), with the sign of b; gradient 1 for a and -floor(a / b) for b",
     category=INT, n_in=2, aliases=("mod",), operators=("__mod__", "__rmod__"),
     kink=_near_whole_quotient,
-    check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)), ((), (2, 3))), low=0.5, high=3.0, kink_gap=1e-3),
+    check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)), ((), (2, 3))), low=0.5, high=3.0, kink_gap=1e-3), jvp=DIAGONAL,
 )

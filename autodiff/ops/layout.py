@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..forward import LINEAR
 from ..registry import Check, defop
 
 SHAPE = "shape"
@@ -29,11 +30,13 @@ squeeze = defop(
     "squeeze", _squeeze, (_back_to_input_shape,),
     doc="x without its size-1 axes (only those given by axis, if given)", category=SHAPE, method=True,
     complex_safe=True, check=Check(shapes=(((3, 1, 2),), ((1, 4),))),
+    jvp=LINEAR,
 )
 unsqueeze = defop(
     "unsqueeze", _unsqueeze, (_back_to_input_shape,),
     doc="x with a new size-1 axis at position axis", category=SHAPE, method=True, aliases=("expand_dims",),
     complex_safe=True, check=Check(shapes=(((3,),), ((2, 3),)), params={"axis": 1}),
+    jvp=LINEAR,
 )
 
 
@@ -53,11 +56,13 @@ flip = defop(
     "flip", _flip, (lambda m, g, ans, x, axis=None: m.flip(g, axis=axis),),
     doc="x with the order of elements reversed along axis (all axes by default)", category=SHAPE,
     method=True, complex_safe=True, check=Check(shapes=(((5,),), ((3, 4),)), params={"axis": -1}),
+    jvp=LINEAR,
 )
 roll = defop(
     "roll", _roll, (lambda m, g, ans, x, shift, axis=None: m.roll(g, shift=_negated(shift), axis=axis),),
     doc="x shifted cyclically by shift places along axis (of the flattened tensor by default)",
     category=SHAPE, method=True, complex_safe=True, check=Check(shapes=(((5,),), ((3, 4),)), params={"shift": 2}),
+    jvp=LINEAR,
 )
 
 # ---- tile and repeat ------------------------------------------------------------------------
@@ -92,6 +97,7 @@ tile = defop(
     method=True, variadic="reps", complex_safe=True,
     check=Check(shapes=(((3,),), ((2, 3),)), params={"reps": (2, 2)}), out_shape=_tiled_shape,
     rule="g summed over the copies",
+    jvp=LINEAR,
 )
 
 
@@ -128,6 +134,7 @@ repeat = defop(
     category=SHAPE, complex_safe=True,
     check=Check(shapes=(((3,),), ((2, 3),)), params={"repeats": 2, "axis": 0}), out_shape=_repeated_shape,
     rule="g summed over each element's repeats",
+    jvp=LINEAR,
 )
 
 # ---- sort ------------------------------------------------------------------------------------
@@ -154,6 +161,13 @@ def _sort_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int = -1, descending: bool
     return m.unindex(g, index=_sort_index(m.raw(x), axis, descending), shape=x.shape)
 
 
+def _sort_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int = -1, descending: bool = False) -> Any:
+    # Each output element is the input element sorted into its place: so is its tangent.
+    if x.ndim == 0:
+        return tangents[0]
+    return m.getitem(tangents[0], index=_sort_index(m.raw(x), axis, descending))
+
+
 def _has_tie(x: Any, axis: int = -1, descending: bool = False, tol: float = 0.0) -> bool:
     if np.ndim(x) == 0:
         return False
@@ -167,6 +181,7 @@ sort = defop(
     category=SHAPE, method=True, kink=_has_tie,
     check=Check(shapes=(((5,),), ((3, 4),)), params={"axis": -1}, kink_gap=1e-3),
     rule="g moved back through the sorting permutation",
+    jvp=_sort_jvp,
 )
 
 # ---- pad ---------------------------------------------------------------------------------------
@@ -200,10 +215,15 @@ def _pad_vjp(m: Any, g: Any, ans: Any, x: Any, widths: Any, value: float = 0.0) 
     return m.getitem(g, index=tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, pairs)))
 
 
+def _pad_jvp(m: Any, tangents: Any, ans: Any, x: Any, widths: Any, value: float = 0.0) -> Any:
+    return m.pad(tangents[0], widths=widths, value=0.0)  # the padding is a constant
+
+
 pad = defop(
     "pad", _pad, (_pad_vjp,),
     doc="x surrounded by value: widths is one number, a (before, after) pair, or before/after per axis in axis order",
     category=SHAPE, complex_safe=True,
     check=Check(shapes=(((3,),), ((2, 3),)), params={"widths": (1, 2), "value": 0.5}), out_shape=_padded_shape,
     rule="g without the padding",
+    jvp=_pad_jvp,
 )

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..forward import LINEAR, MULTILINEAR, OVER_AXIS, OVER_MATRIX
 from ..registry import Check, defop
 from .arithmetic import _swap_last as matrix_transpose
 from .reductions import Axis, expand_reduced, kept_shape, normalize_axes
@@ -94,6 +95,7 @@ einsum = defop(
     doc="Einstein summation, letters naming axes: einsum(a, b, subscripts='ij,jk->ik') ('...' not supported)",
     category=LINALG, complex_safe=True, check=Check(make=_einsum_case), out_shape=einsum_shape,
     rule="operand k: einsum of g with the other operands, into operand k's subscripts",
+    jvp=MULTILINEAR,
 )
 
 # ---- dot, inner, outer, kron: contractions with einsum's gradient ------------------------------
@@ -150,18 +152,21 @@ dot = defop(
     "dot", **_contraction(_dot_subscripts), n_in=2, method=True,
     doc="sum(a * b) of two 1-d vectors", category=LINALG, complex_safe=True, check=Check(shapes=_VECTORS),
     rule="a: g * b;  b: g * a",
+    jvp=MULTILINEAR,
 )
 inner = defop(
     "inner", **_contraction(_inner_subscripts), n_in=2, method=True,
     doc="sum over the last axes of a and b (NumPy's inner)", category=LINALG, complex_safe=True,
     check=Check(shapes=(((4,), (4,)), ((2, 3), (4, 3)), ((), (3,)))),
     rule="a: g contracted with b;  b: g contracted with a (einsum's rule)",
+    jvp=MULTILINEAR,
 )
 outer = defop(
     "outer", **_contraction(_outer_subscripts), n_in=2, method=True,
     doc="a[i] * b[j] as a matrix, for 1-d a and b", category=LINALG, complex_safe=True,
     check=Check(shapes=(((3,), (4,)),)),
     rule="a: g @ b;  b: g.T @ a",
+    jvp=MULTILINEAR,
 )
 
 
@@ -197,6 +202,7 @@ kron = defop(
     doc="Kronecker product: every element of a times the whole of b, as blocks", category=LINALG,
     complex_safe=True, check=Check(shapes=(((2, 3), (2, 2)), ((3,), (2,)), ((2,), (2, 3)))), out_shape=_kron_shape,
     rule="a: each block of g contracted with b;  b: the blocks of g weighted by a and summed",
+    jvp=MULTILINEAR,
 )
 
 # ---- trace, diag, triu, tril ---------------------------------------------------------------------
@@ -244,22 +250,26 @@ trace = defop(
     doc="sum of the diagonal of a matrix", category=LINALG, method=True, complex_safe=True,
     check=Check(shapes=(((3, 3),), ((2, 4),))),
     rule="g * eye",
+    jvp=LINEAR,
 )
 diag = defop(
     "diag", _diag, (_diag_vjp,),
     doc="the k-th diagonal of a matrix, or a matrix with vector x on its k-th diagonal", category=LINALG,
     method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((3,),)), params={"k": 1}), out_shape=_diag_shape,
     rule="g read from (or put back on) the k-th diagonal",
+    jvp=LINEAR,
 )
 triu = defop(
     "triu", lambda x, k=0: np.triu(x, int(k)), (lambda m, g, ans, x, k=0: m.triu(g, k=k),),
     doc="x with the elements below the k-th diagonal set to 0", category=LINALG, method=True,
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 3),))),
+    jvp=LINEAR,
 )
 tril = defop(
     "tril", lambda x, k=0: np.tril(x, int(k)), (lambda m, g, ans, x, k=0: m.tril(g, k=k),),
     doc="x with the elements above the k-th diagonal set to 0", category=LINALG, method=True,
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 3),)), params={"k": -1}),
+    jvp=LINEAR,
 )
 
 # ---- det, slogdet, inv, solve ------------------------------------------------------------------
@@ -343,23 +353,44 @@ def _slogdet_vjp(m: Any, g: Any, ans: Any, a: Any, *, output: int) -> Any:
     return _per_matrix(m, g) * _inverse_transpose(m, a)
 
 
+def _slogdet_jvp(m: Any, tangents: Any, ans: Any, a: Any, *, output: int) -> Any:
+    # d log|det a| = trace(a^-1 da), the sum of da * a^-T; the sign has none.
+    if output == 0:
+        return None
+    return m.sum(tangents[0] * _slogdet_vjp(m, np.ones(a.shape[:-2]), ans, a, output=1), axis=(-2, -1))
+
+
+def _inv_jvp(m: Any, tangents: Any, ans: Any, a: Any) -> Any:
+    return -(ans @ tangents[0] @ ans)
+
+
+def _solve_jvp(m: Any, tangents: Any, ans: Any, a: Any, b: Any) -> Any:
+    # a x = b gives a dx = db - da x.
+    ta, tb = tangents
+    rhs = tb if ta is None else (-(ta @ ans) if tb is None else tb - ta @ ans)
+    return m.solve(a, rhs)
+
+
 det = defop(
     "det", _det, (_det_vjp,),
     doc="determinant of a square matrix (or of each in a stack)",
     category=LINALG, method=True, complex_safe=True, check=Check(make=_matrices),
     rule="g * ans * inv(a).T (the cofactor matrix where a is singular)",
+    jvp=OVER_MATRIX,
 )
 slogdet = defop(
     "slogdet", _slogdet, (_slogdet_vjp,), n_ret=2,
     doc="sign and log|det| of a square matrix, as two outputs: s, l = slogdet(a)", category=LINALG,
     method=True, check=Check(make=_matrices),
     rule="log|det|: g * inv(a).T;  sign: no gradient",
+    jvp=_slogdet_jvp,
 )
 inv = defop(
     "inv", lambda a: np.linalg.inv(a),
     (lambda m, g, ans, a: -(matrix_transpose(m, ans) @ g @ matrix_transpose(m, ans)),),
     doc="inverse of a square matrix (or of each in a stack)", category=LINALG, method=True, aliases=("inverse",),
     complex_safe=True, check=Check(make=_matrices),
+    jvp=_inv_jvp,
 )
 
 
@@ -391,6 +422,7 @@ solve = defop(
     doc="x with a @ x = b, for a square matrix a and a vector or matrix b", category=LINALG,
     complex_safe=True, check=Check(make=_solve_case),
     rule="a: -solve(a.T, g) @ ans.T;  b: solve(a.T, g)",
+    jvp=_solve_jvp,
 )
 
 # ---- vector norms -------------------------------------------------------------------------------
@@ -452,4 +484,5 @@ norm = defop(
     doc="vector norm over axis (all elements by default): ord 1, 2 (= 'fro') or inf; gradient 0 at 0",
     category="reduction", method=True, kink=_norm_kink, check=Check(make=_norm_case, kink_gap=1e-3),
     rule="ord 1: g * sign(x); ord 2: g * x / ans (0 where ans = 0); ord inf: g * sign(x) at the largest |x|, ties sharing",
+    jvp=OVER_AXIS,
 )

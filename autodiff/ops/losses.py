@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ShapeError
+from ..forward import OVER_AXIS, TO_ITEMS
 from ..registry import Check, defop
 from .reductions import Axis, checked_axis, expand_reduced, kept_shape
 
@@ -77,20 +78,34 @@ def _log_softmax_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int = -1) -> Any:
     return g - m.exp(ans) * m.sum(g, axis=axis, keepdims=True)
 
 
+def _softmax_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int = -1) -> Any:
+    # J v = s * (v - <s, v>) along axis (J is symmetric).
+    t = tangents[0]
+    return ans * (t - m.sum(ans * t, axis=axis, keepdims=True))
+
+
+def _log_softmax_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int = -1) -> Any:
+    t = tangents[0]
+    return t - m.sum(m.exp(ans) * t, axis=axis, keepdims=True)
+
+
 logsumexp = defop(
     "logsumexp", _logsumexp, (_logsumexp_vjp,),
     doc="log(sum(exp(x))) over axis, shifted by the max so it never overflows", category=NN,
     method=True, complex_safe=True, check=Check(shapes=(((4,),), ((3, 4),)), params={"axis": -1}),
+    jvp=OVER_AXIS,
 )
 softmax = defop(
     "softmax", _softmax, (_softmax_vjp,),
     doc="exp(x) / sum(exp(x)) along axis, max-shifted", category=NN, method=True, complex_safe=True,
     check=Check(shapes=(((4,),), ((3, 4),))),
+    jvp=_softmax_jvp,
 )
 log_softmax = defop(
     "log_softmax", _log_softmax, (_log_softmax_vjp,),
     doc="x - logsumexp(x) along axis, stable for large logits", category=NN, method=True,
     complex_safe=True, check=Check(shapes=(((4,),), ((3, 4),))),
+    jvp=_log_softmax_jvp,
 )
 
 # ---- losses ------------------------------------------------------------------------------
@@ -152,6 +167,7 @@ cross_entropy = defop(
     doc="cross-entropy of logits (classes on the last axis) against class indices or probabilities; "
     "label_smoothing mixes in the uniform distribution; reduction 'mean' (over the batch), 'sum' or 'none'",
     category=NN, complex_safe=True, check=Check(make=_ce_check, diff=(0,)),
+    jvp=TO_ITEMS,
 )
 
 
@@ -170,6 +186,7 @@ mse = defop(
      lambda m, g, ans, a, b, reduction="mean": (b - a) * (2.0 * item_gradient(m, g, reduction, _size(a.shape, b.shape)))),
     doc="squared error (pred - target) ** 2, reduced by reduction: 'mean', 'sum' or 'none'", category=NN, n_in=2,
     complex_safe=True, check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)))),
+    jvp=TO_ITEMS,
 )
 
 # ---- reductions of a loss, and the losses after cross_entropy and mse ------------------------
@@ -238,7 +255,7 @@ def _elementwise_loss(
     forward.__signature__ = _signature_with(per_item)  # type: ignore[attr-defined]
     return defop(
         name, forward, (vjp(d_pred), vjp(d_target)), doc=doc, category=NN, n_in=2, aliases=aliases,
-        kink=kink, check=check, rule=rule,
+        kink=kink, check=check, rule=rule, jvp=TO_ITEMS,
     )
 
 
@@ -320,6 +337,7 @@ nll_loss = defop(
     "cross_entropy(x, t) is nll_loss(log_softmax(x), t))",
     category=NN, check=Check(make=_nll_check, diff=(0,)),
     rule="logp: -g * onehot(target);  target: -g * logp (for probability targets)",
+    jvp=TO_ITEMS,
 )
 
 

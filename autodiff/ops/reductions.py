@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
+from ..forward import LINEAR, OVER_AXIS
 from ..limits import check_size
 from ..registry import ARRAY_MATH, Check, defop
 from .arithmetic import masked
@@ -140,12 +141,14 @@ sum_ = defop(
     "sum", _sum, (lambda m, g, ans, x, axis=None, keepdims=False: expand_reduced(m, g, x.shape, axis),),
     doc="sum over axis (all axes by default)", category=RED, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, params={"axis": 0}),
+    jvp=LINEAR,
 )
 mean = defop(
     "mean", _mean,
     (lambda m, g, ans, x, axis=None, keepdims=False: expand_reduced(m, g, x.shape, axis) / _count(x.shape, axis),),
     doc="mean over axis (all axes by default)", category=RED, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, params={"axis": -1, "keepdims": True}),
+    jvp=LINEAR,
 )
 def _prod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     # d prod / d x_k is the product of the other elements: ans / x_k when no element is 0,
@@ -195,14 +198,17 @@ prod = defop(
     "prod", _prod, (_prod_vjp,),
     doc="product over axis (all axes by default); exact gradient with zeros",
     category=RED, method=True, complex_safe=True, check=Check(shapes=_SHAPES, low=0.5, high=1.5),
+    jvp=OVER_AXIS,
 )
 max_ = defop(
     "max", _max, (_extreme_vjp,),
     doc="largest element over axis; ties share the gradient", category=RED, method=True,
     kink=lambda x, **p: _has_tie(x, **p, pick=np.max), check=Check(shapes=(((3, 4),), ((2, 3, 2),)), params={"axis": 1}, kink_gap=1e-3),
+    jvp=OVER_AXIS,
 )
 min_ = defop(
     "min", _min, (_extreme_vjp,),
     doc="smallest element over axis; ties share the gradient", category=RED, method=True,
     kink=lambda x, **p: _has_tie(x, **p, pick=np.min), check=Check(shapes=_SHAPES, kink_gap=1e-3),
+    jvp=OVER_AXIS,
 )

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..forward import LINEAR
 from ..registry import NAN_GUARD, Check, defop
 
 SCAN = "reduction"
@@ -53,22 +54,33 @@ def _cumsum_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> An
     return m.reshape(reverse_cumsum(m, g, _scan_axis(axis)), shape=x.shape)
 
 
+def _scanned_last(m: Any, x: Any, axis: int | None) -> tuple[Any, tuple[int, ...]]:
+    """x with its scanned axis moved last (flattened first when axis is None), and the
+    axis order that did it."""
+    xs = m.reshape(x, shape=(-1,)) if axis is None else x
+    last = _scan_axis(axis) % xs.ndim
+    order = tuple(d for d in range(xs.ndim) if d != last) + (last,)
+    return m.transpose(xs, axes=order), order
+
+
+def _products_of_others(m: Any, xt: Any) -> Any:
+    """[..., j, i] = prod_{k <= i, k != j} x_k = dy_i/dx_j of cumprod wherever i >= j,
+    formed without dividing: row j is x with x_j replaced by 1, then its running product."""
+    n = xt.shape[-1]
+    rows = m.broadcast_to(m.reshape(xt, shape=xt.shape[:-1] + (1, n)), shape=xt.shape[:-1] + (n, n))
+    return m.cumprod(m.where(np.eye(n, dtype=bool), 1.0, rows), axis=-1)
+
+
 def _cumprod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
     # dy_i/dx_j = y_i / x_j for i >= j when no element is 0; with zeros, the products of
     # the other elements are formed without dividing (exact, as for prod).
     if np.all(m.raw(x) != 0):
         return m.reshape(reverse_cumsum(m, g * ans, _scan_axis(axis)), shape=x.shape) / x
-    xs = m.reshape(x, shape=(-1,)) if axis is None else x
-    last = _scan_axis(axis) % xs.ndim
-    order = tuple(d for d in range(xs.ndim) if d != last) + (last,)
-    xt, gt = m.transpose(xs, axes=order), m.transpose(g, axes=order)
+    xt, order = _scanned_last(m, x, axis)
+    gt = m.transpose(g, axes=order)
     n = xt.shape[-1]
-    # rows[..., j, k] = x_k; with x_j replaced by 1 its running product along k is
-    # prod_{k <= i, k != j} x_k = dy_i/dx_j wherever i >= j.
-    rows = m.broadcast_to(m.reshape(xt, shape=xt.shape[:-1] + (1, n)), shape=xt.shape[:-1] + (n, n))
-    others = m.cumprod(m.where(np.eye(n, dtype=bool), 1.0, rows), axis=-1)
     weights = m.reshape(gt, shape=gt.shape[:-1] + (1, n)) * np.triu(np.ones((n, n)))
-    gx = m.sum(others * weights, axis=-1)
+    gx = m.sum(_products_of_others(m, xt) * weights, axis=-1)
     return m.reshape(m.transpose(gx, axes=tuple(np.argsort(order))), shape=x.shape)
 
 
@@ -89,11 +101,40 @@ def _logcumsumexp_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None)
     return m.reshape(parts[0] - parts[1], shape=x.shape)
 
 
+def _cumprod_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
+    # dy_i = sum_{j <= i} t_j prod_{k <= i, k != j} x_k: y_i * cumsum(t / x)_i without zeros;
+    # with them, the products of the other elements, as the VJP forms them.
+    t = m.reshape(tangents[0], shape=(-1,)) if axis is None else tangents[0]
+    if np.all(m.raw(x) != 0):
+        return ans * m.cumsum(t / (m.reshape(x, shape=(-1,)) if axis is None else x), axis=_scan_axis(axis))
+    xt, order = _scanned_last(m, x, axis)
+    tt = m.transpose(t, axes=order)
+    n = xt.shape[-1]
+    weights = m.reshape(tt, shape=tt.shape[:-1] + (n, 1)) * np.triu(np.ones((n, n)))
+    dy = m.sum(_products_of_others(m, xt) * weights, axis=-2)
+    return m.transpose(dy, axes=tuple(int(i) for i in np.argsort(order)))
+
+
+def _logcumsumexp_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
+    # dy_i = sum_{j <= i} exp(x_j - y_i) t_j: each weight is at most 1 (y_i >= x_j), so
+    # nothing overflows; the pairs j > i are masked before the exp.
+    xt, order = _scanned_last(m, x, axis)
+    tt, _ = _scanned_last(m, tangents[0], axis)
+    yt = m.transpose(ans, axes=order)
+    n = xt.shape[-1]
+    lower = np.tril(np.ones((n, n), dtype=bool))  # [..., i, j]: j <= i
+    gap = m.reshape(xt, shape=xt.shape[:-1] + (1, n)) - m.reshape(yt, shape=yt.shape[:-1] + (n, 1))
+    weights = m.exp(m.where(lower, gap, LOWEST))
+    dy = m.sum(weights * m.reshape(tt, shape=tt.shape[:-1] + (1, n)), axis=-1)
+    return m.transpose(dy, axes=tuple(int(i) for i in np.argsort(order)))
+
+
 cumsum = defop(
     "cumsum", _cumsum, (_cumsum_vjp,),
     doc="running sum along axis (of the flattened tensor when axis is None)", category=SCAN,
     method=True, complex_safe=True, check=Check(shapes=_SHAPES, params={"axis": -1}),
     rule="g summed from each position to the end along axis (a reversed cumsum)",
+    jvp=LINEAR,
 )
 cumprod = defop(
     "cumprod", _cumprod, (_cumprod_vjp,),
@@ -101,10 +142,12 @@ cumprod = defop(
     category=SCAN, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, low=0.5, high=1.5, params={"axis": 0}),
     rule="reversed cumsum of g * ans, / x (the products of the other elements where x has zeros)",
+    jvp=_cumprod_jvp,
 )
 logcumsumexp = defop(
     "logcumsumexp", _logcumsumexp, (_logcumsumexp_vjp,),
     doc="running log(sum(exp(x))) along axis (flattened when axis is None), without overflow",
     category=SCAN, method=True, check=Check(shapes=_SHAPES, low=-5.0, high=5.0),
     rule="dx_j = sum over i >= j of g_i * exp(x_j - ans_i)",
+    jvp=_logcumsumexp_jvp,
 )

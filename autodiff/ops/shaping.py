@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
+from ..forward import LINEAR
 from ..limits import check_size, indexed_shape, joined_shape
 from ..registry import Check, defop, unbroadcast
 from ..tensor import Tensor
@@ -41,17 +42,20 @@ reshape = defop(
     doc="the same elements in a new shape (one dimension may be -1)", category=SHAPE, method=True,
     variadic="shape", out_shape=lambda x, shape: np.reshape(x, shape).shape,  # a view: nothing allocated
     complex_safe=True, check=Check(shapes=(((3, 4),),), params={"shape": (2, 6)}),
+    jvp=LINEAR,
 )
 flatten = defop(
     "flatten", _flatten, (lambda m, g, ans, x: m.reshape(g, shape=x.shape),),
     doc="the elements as a 1-d tensor", category=SHAPE, method=True, complex_safe=True,
     check=Check(shapes=(((3, 4),), ((2, 3, 2),))),
+    jvp=LINEAR,
 )
 transpose = defop(
     "transpose", _transpose,
     (lambda m, g, ans, x, axes=(): m.transpose(g, axes=_inverse_axes(axes, x.ndim)),),
     doc="axes reversed, or permuted as given (x.T reverses)", category=SHAPE, method=True, variadic="axes",
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),))),
+    jvp=LINEAR,
 )
 Tensor.T = property(lambda self: transpose(self), doc="the tensor with its axes reversed")  # type: ignore[attr-defined]
 
@@ -64,6 +68,7 @@ swapaxes = defop(
     "swapaxes", _swapaxes, (lambda m, g, ans, x, axis1, axis2: m.swapaxes(g, axis1=axis1, axis2=axis2),),
     doc="x with two axes exchanged (PyTorch's transpose(x, 0, 1)); x.mT swaps the last two", category=SHAPE,
     method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),)), params={"axis1": 0, "axis2": -1}),
+    jvp=LINEAR,
 )
 Tensor.mT = property(  # type: ignore[attr-defined]
     lambda self: swapaxes(self, axis1=-1, axis2=-2), doc="the last two axes exchanged (a stack of matrices transposed)",
@@ -73,6 +78,7 @@ broadcast_to = defop(
     doc="x repeated along new or size-1 axes to the given shape", category=SHAPE, complex_safe=True,
     variadic="shape", method=True,
     check=Check(shapes=(((4,),), ((3, 1),)), params={"shape": (3, 4)}),
+    jvp=LINEAR,
 )
 
 # ---- indexing ---------------------------------------------------------------------------
@@ -103,11 +109,13 @@ getitem = defop(
     doc="x[index]: integers, slices, integer tensors, boolean masks, None and ...", category=SHAPE, complex_safe=True,
     operators=("__getitem__",), out_shape=lambda x, index: indexed_shape(x.shape, index),
     check=Check(shapes=(((3, 4),),), params={"index": (slice(0, 2), 1)}),
+    jvp=LINEAR,
 )
 unindex = defop(
     "unindex", _unindex, (lambda m, g, ans, gx, index, shape: m.getitem(g, index=index),),
     doc="zeros of shape with g added at index (the VJP of getitem)", category=SHAPE, complex_safe=True,
     public=False, check=Check(shapes=(((2,),),), params={"index": (slice(0, 2), 1), "shape": (3, 4)}),
+    jvp=LINEAR,
 )
 
 # ---- joining and splitting ----------------------------------------------------------------
@@ -142,6 +150,7 @@ concatenate = defop(
     doc="the inputs joined along an existing axis; concatenate([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
+    jvp=LINEAR,
 )
 stack = defop(
     "stack", _stack, _stack_vjp, n_in=None,
@@ -149,6 +158,7 @@ stack = defop(
     doc="the inputs joined along a new axis; stack([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
+    jvp=LINEAR,
 )
 
 
@@ -201,4 +211,5 @@ split = defop(
     doc="x cut along axis into equal sections, or at a list of indices: split(x, [2, 4]) (several outputs)",
     category=SHAPE, complex_safe=True,
     check=Check(shapes=(((4, 3),),), params={"sections": 2}),
+    jvp=LINEAR,
 )

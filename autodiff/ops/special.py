@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..forward import DIAGONAL
 from ..registry import BINARY_SHAPES, Check, defop
 from .arithmetic import near_zero
 
@@ -30,7 +31,7 @@ def elementwise(
     `rule` is the derivative as text for `eval --steps` where the VJP's own text is not it."""
     return defop(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=method,
-        aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap), rule=rule,
+        aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap), rule=rule, jvp=DIAGONAL,
     )
 
 
@@ -150,12 +151,12 @@ atan2 = defop(
     (lambda m, g, ans, y, x: g * x / (x * x + y * y), lambda m, g, ans, y, x: -g * y / (x * x + y * y)),
     doc="angle of the point (x, y) in (-pi, pi]: atan2(y, x)", category=ELEM, n_in=2, method=True,
     aliases=("arctan2",), kink=_on_negative_x_axis,
-    check=Check(shapes=BINARY_SHAPES, kink_gap=0.2),
+    check=Check(shapes=BINARY_SHAPES, kink_gap=0.2), jvp=DIAGONAL,
 )
 hypot = defop(
     "hypot", _hypot,
     (lambda m, g, ans, a, b: g * a / ans, lambda m, g, ans, a, b: g * b / ans),
     doc="sqrt(a**2 + b**2) without overflow", category=ELEM, n_in=2, method=True,
     kink=lambda a, b, tol=0.0: bool(np.any((np.abs(a) <= tol) & (np.abs(b) <= tol))),
-    check=Check(shapes=BINARY_SHAPES, kink_gap=0.2),
+    check=Check(shapes=BINARY_SHAPES, kink_gap=0.2), jvp=DIAGONAL,
 )

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..forward import OVER_AXIS
 from ..registry import Check, defop
 from .reductions import Axis, expand_reduced, normalize_axes
 
@@ -58,10 +59,12 @@ var = defop(
     doc="variance over axis, dividing by N - ddof (ddof=0 as NumPy; ddof=1 for PyTorch's default)",
     category=RED, method=True, complex_safe=True, check=Check(shapes=_SHAPES, params={"axis": -1, "ddof": 1}),
     rule="g * 2 * (x - mean(x)) / (N - ddof)",
+    jvp=OVER_AXIS,
 )
 std = defop(
     "std", _std, (_std_vjp,),
     doc="standard deviation sqrt(var(x, axis, keepdims, ddof)) (ddof=1 for PyTorch's default)",
     category=RED, method=True, complex_safe=True, kink=_no_spread, check=Check(shapes=_SHAPES, kink_gap=0.05),
     rule="g * (x - mean(x)) / ((N - ddof) * ans)",
+    jvp=OVER_AXIS,
 )

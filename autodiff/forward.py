@@ -1,0 +1,292 @@
+"""Forward mode: JVP rules and the forward (tangent) pass.
+
+Each differentiable op carries, beside its VJPs, a JVP rule (`defop(..., jvp=...)`):
+
+    jvp(m, tangents, ans, *inputs, **params) -> the tangent of the output
+
+`tangents` holds one tangent per input, None for an input whose tangent is zero. As a
+VJP, a rule is written once against `m`: ARRAY_MATH on a plain pass, TENSOR_MATH with
+`create_graph`, which records the tangent's own graph, so that forward over reverse
+(hvp), reverse over forward and forward over forward work to any order.
+
+Most ops need no formula of their own, because their Jacobian has a shape that the VJP
+already spells out; `defop` binds these to the op:
+
+- DIAGONAL (elementwise ops): J is diagonal, so J v is J^T v: the VJP applied to the
+  tangent broadcast to the output's shape, summed over the inputs.
+- LINEAR (reshape, sum, getitem, ...): J v is the op applied to the tangent.
+- MULTILINEAR (matmul, einsum, ...): the product rule, the op with one input at a time
+  replaced by its tangent.
+- through_partials(reduce) (reductions, losses, det): each input element feeds one
+  output element, so J v sums tangent * partials into it, the partials being the VJP of
+  ones (d out_j / d x_i for the one j that x_i feeds).
+
+The forward pass walks a recorded graph from its inputs to its outputs once per tangent
+(reverse mode walks it back once per cotangent), which is what makes jacfwd cheap for
+few inputs and jacrev for few outputs (docs/transforms.md measures it).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .backprop import collector_paused, topological_order
+from .errors import ArgumentError
+from .limits import check_size
+from .registry import ARRAY_MATH, OUTPUT, TENSOR_MATH, OpDef
+from .tensor import Tensor, set_grad_enabled, to_array
+
+JVP = Callable[..., Any]
+
+
+class Structural:
+    """A JVP read off the structure of an op's Jacobian; `defop` binds it to the op."""
+
+    __slots__ = ("kind", "make", "text")
+
+    def __init__(self, kind: str, make: Callable[[OpDef], JVP], text: str) -> None:
+        self.kind, self.make, self.text = kind, make, text
+
+    def bind(self, op: OpDef) -> JVP:
+        rule = self.make(op)
+        rule.structure = self  # type: ignore[attr-defined]  # (the text `eval --steps --mode forward` shows)
+        return rule
+
+    def __repr__(self) -> str:
+        return f"<jvp {self.kind}>"
+
+
+def _full(m: Any, t: Any, shape: tuple[int, ...]) -> Any:
+    return t if t.shape == shape else m.broadcast_to(t, shape=shape)
+
+
+def _vjp_call(op: OpDef, k: int, m: Any, g: Any, ans: Any, inputs: Sequence[Any], params: dict[str, Any]) -> Any:
+    vjp = op.vjp_for(k)
+    if vjp is None:
+        return None
+    if op.n_in is None:
+        return vjp(m, g, ans, *inputs, k=k, **params)
+    return vjp(m, g, ans, *inputs, **params)
+
+
+def _add(total: Any, term: Any) -> Any:
+    if term is None:
+        return total
+    return term if total is None else total + term
+
+
+def _diagonal(op: OpDef) -> JVP:
+    def jvp(m: Any, tangents: Sequence[Any], ans: Any, *inputs: Any, **params: Any) -> Any:
+        total = None
+        for k, t in enumerate(tangents):
+            if t is not None:
+                total = _add(total, _vjp_call(op, k, m, _full(m, t, ans.shape), ans, inputs, params))
+        return total
+
+    return jvp
+
+
+def _linear(op: OpDef) -> JVP:
+    def jvp(m: Any, tangents: Sequence[Any], ans: Any, *inputs: Any, **params: Any) -> Any:
+        fn = getattr(m, op.name)
+        if op.n_in == 1:
+            output = params.pop(OUTPUT, None)
+            out = fn(tangents[0], **params)
+            return out if output is None else out[output]
+        # (concatenate, stack: every input is an operand; a zero tangent is zeros)
+        return fn(*(np.zeros(x.shape) if t is None else t for t, x in zip(tangents, inputs)), **params)
+
+    return jvp
+
+
+def _multilinear(op: OpDef) -> JVP:
+    def jvp(m: Any, tangents: Sequence[Any], ans: Any, *inputs: Any, **params: Any) -> Any:
+        fn = getattr(m, op.name)
+        total = None
+        for k, t in enumerate(tangents):
+            if t is not None:
+                total = _add(total, fn(*inputs[:k], t, *inputs[k + 1 :], **params))
+        return total
+
+    return jvp
+
+
+DIAGONAL = Structural("diagonal", _diagonal, "t * (the derivative of each element), as the VJP")
+LINEAR = Structural("linear", _linear, "the op applied to the tangent")
+MULTILINEAR = Structural("multilinear", _multilinear, "the sum over inputs of the op with that input replaced by its tangent")
+
+
+def through_partials(reduce: Callable[..., Any], text: str = "sum of t * d ans / d x into each output element") -> Structural:
+    """The JVP of an op whose every input element feeds one output element:
+    `reduce(m, z, ans, x_shape, **params)` sums z (shaped as the VJP's result) into the
+    output's shape."""
+
+    def make(op: OpDef) -> JVP:
+        def jvp(m: Any, tangents: Sequence[Any], ans: Any, *inputs: Any, **params: Any) -> Any:
+            ones = np.ones(ans.shape)
+            g = Tensor(ones) if m is TENSOR_MATH else ones
+            total = None
+            for k, t in enumerate(tangents):
+                if t is None:
+                    continue
+                partials = _vjp_call(op, k, m, g, ans, inputs, params)
+                if partials is not None:
+                    z = t * partials
+                    total = _add(total, reduce(m, z, ans, **params))
+            return total
+
+        return jvp
+
+    return Structural("partials", make, text)
+
+
+def _over_axis(m: Any, z: Any, ans: Any, axis: Any = None, keepdims: bool = False, **params: Any) -> Any:
+    return m.reshape(m.sum(z, axis=axis, keepdims=keepdims), shape=ans.shape)
+
+
+def _over_last(n: int) -> Callable[..., Any]:
+    def reduce(m: Any, z: Any, ans: Any, **params: Any) -> Any:
+        return m.reshape(m.sum(z, axis=tuple(range(z.ndim - n, z.ndim))), shape=ans.shape)
+
+    return reduce
+
+
+def _to_items(m: Any, z: Any, ans: Any, **params: Any) -> Any:
+    # A loss: one value per item (or one in all), the items leading z's axes.
+    if z.shape == ans.shape:
+        return z
+    return m.reshape(m.sum(z, axis=tuple(range(ans.ndim, z.ndim)) if ans.ndim else None), shape=ans.shape)
+
+
+OVER_AXIS = through_partials(_over_axis, "sum over axis of t * d ans / d x")
+OVER_MATRIX = through_partials(_over_last(2), "sum over each matrix of t * d ans / d a")
+TO_ITEMS = through_partials(_to_items, "sum over each item of t * d loss / d input")
+
+
+# ---- the forward pass ------------------------------------------------------------------
+
+
+class NoJVPError(ArgumentError):
+    """Forward mode met an op without a JVP rule (one defined outside gradcalc)."""
+
+
+def _inputs_of(node: Tensor, create_graph: bool) -> tuple[Any, ...]:
+    return tuple(node._prev) if create_graph else tuple(p.data for p in node._prev)
+
+
+def node_tangent(node: Tensor, tangents: dict[Any, Any], create_graph: bool) -> Any:
+    """The tangent of one op node from those of its parents (None: zero)."""
+    ts = tuple(tangents.get(p) for p in node._prev)
+    if all(t is None for t in ts):
+        return None
+    op = node.op
+    assert op is not None  # (push_forward passes op nodes only)
+    if op.jvp is None:
+        raise NoJVPError(f"{op.name} has no JVP rule, so forward mode cannot pass through it (reverse mode can)")
+    m = TENSOR_MATH if create_graph else ARRAY_MATH
+    ans = node if create_graph else node.data
+    out = op.jvp(m, ts, ans, *_inputs_of(node, create_graph), **(node.params or {}))
+    if out is not None and out.shape != node.shape:  # (a rule may give a broadcastable tangent)
+        out = m.broadcast_to(out, shape=node.shape)
+    return out
+
+
+def push_forward(
+    outputs: Sequence[Tensor], seeds: dict[Any, Any], create_graph: bool = False, order: list[Any] | None = None,
+) -> dict[Any, Any]:
+    """Tangents of every node reachable from `outputs`, given the tangents of some of
+    their inputs (`seeds`: node -> tangent), in one pass from the inputs to the outputs.
+    Nodes whose tangent is zero are absent."""
+    if order is None:
+        order = _order_of(outputs)
+    tangents: dict[Any, Any] = {}
+    for node, t in seeds.items():
+        tangents[node] = t
+    with set_grad_enabled(create_graph), collector_paused():
+        for node in order:
+            if node in seeds or node.op is None:
+                continue
+            t = node_tangent(node, tangents, create_graph)
+            if t is not None:
+                tangents[node] = t
+    return tangents
+
+
+def _order_of(outputs: Sequence[Tensor]) -> list[Any]:
+    if len(outputs) == 1:
+        return topological_order(outputs[0])
+    seen: set[Any] = set()
+    order = []
+    for out in outputs:
+        for node in topological_order(out):
+            if node not in seen:
+                seen.add(node)
+                order.append(node)
+    return order
+
+
+def _seed(x: Tensor, v: Any, create_graph: bool) -> Any:
+    if isinstance(v, Tensor):
+        t = v if create_graph else v.data
+    else:
+        t = to_array(v)
+        t = Tensor(t) if create_graph else t
+    if t.shape != x.shape:
+        if np.shape(t) == () or np.broadcast_shapes(np.shape(t), x.shape) == x.shape:
+            t = TENSOR_MATH.broadcast_to(t, shape=x.shape) if create_graph else np.broadcast_to(t, x.shape)
+        else:
+            raise ArgumentError(f"jvp: a tangent of shape {np.shape(t)} for an input of shape {x.shape}")
+    return t
+
+
+def tangent_of(y: Tensor, xs: Tensor | Sequence[Tensor], vs: Any, create_graph: bool = False) -> Tensor:
+    """The directional derivative of y along vs at xs (J v): forward mode over y's graph."""
+    single = isinstance(xs, Tensor)
+    targets: list[Tensor] = [xs] if isinstance(xs, Tensor) else list(xs)
+    directions = [vs] if single else list(vs)
+    if len(directions) != len(targets):
+        raise ArgumentError(f"jvp: {len(targets)} inputs but {len(directions)} tangents")
+    seeds = {x: _seed(x, v, create_graph) for x, v in zip(targets, directions)}
+    if not y.requires_grad and y not in seeds:
+        return Tensor(np.zeros(y.shape))
+    t = push_forward([y], seeds, create_graph).get(y)
+    if t is None:
+        return Tensor(np.zeros(y.shape))
+    return t if isinstance(t, Tensor) else Tensor(np.array(t))
+
+
+def jvp(
+    f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], create_graph: bool = False,
+) -> tuple[Any, Any]:
+    """(f(*primals), J_f v) as JAX's jax.jvp: `f` is called once on the primals, made
+    tensors that require grad, and the tangents are pushed through its graph forward."""
+    if len(primals) != len(tangents):
+        raise ArgumentError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
+    xs = [p if isinstance(p, Tensor) and p.requires_grad else Tensor(to_array(p), requires_grad=True) for p in primals]
+    out = f(*xs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    ts = [tangent_of(o, xs, tangents, create_graph) for o in outs]
+    if isinstance(out, (tuple, list)):
+        return type(out)(outs), type(out)(ts)
+    return out, ts[0]
+
+
+def jacobian_forward(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
+    """d y / d x of shape y.shape + x.shape, one forward pass per element of x (jacfwd)."""
+    check_size(y.shape + x.shape, "jacfwd")
+    order = topological_order(y)
+    columns = []
+    for i in range(x.size):
+        e = np.zeros(x.size)
+        e[i] = 1.0
+        seed = e.reshape(x.shape)
+        t = push_forward([y], {x: Tensor(seed) if create_graph else seed}, create_graph, order).get(y)
+        columns.append(Tensor(np.zeros(y.shape)) if t is None else t if isinstance(t, Tensor) else Tensor(np.array(t)))
+    if create_graph:
+        from .ops.shaping import reshape, stack
+
+        return reshape(stack(*columns, axis=-1), y.shape + x.shape) if columns else Tensor(np.zeros(y.shape + x.shape))
+    data = np.stack([c.data for c in columns], axis=-1) if columns else np.zeros(y.shape + (0,))
+    return Tensor(data.reshape(y.shape + x.shape))
