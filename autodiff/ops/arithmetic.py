@@ -135,8 +135,10 @@ def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     exponent = b - 1 if not zero_zero.any() else m.where(zero_zero, 1.0, b - 1)
     power = a**exponent
     # A negative base with a fractional exponent has no derivative (NumPy's (-inf) ** -0.5
-    # is 0, which would say 0).
-    if np.isrealobj(raw_a) and np.isrealobj(raw_b):
+    # is 0, which would say 0). On a graph the power is this op itself, whose forward
+    # already says nan there; a nan written in as a constant would differentiate to 0, so
+    # only a plain pass, whose `**` is NumPy's, needs it.
+    if m is ARRAY_MATH and np.isrealobj(raw_a) and np.isrealobj(raw_b):
         no_real = (raw_a < 0) & np.isfinite(raw_b) & (raw_b != np.round(raw_b))
         power = m.where(no_real, np.nan, power) if no_real.any() else power
     # (g * b) first, as the scalar engine does: b * a**(b-1) alone overflows for a near

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..forward import LINEAR, MULTILINEAR, OVER_AXIS, OVER_MATRIX
-from ..registry import Check, defop
+from ..registry import ARRAY_MATH, Check, defop
 from .arithmetic import _swap_last as matrix_transpose
 from .reductions import Axis, expand_reduced, kept_shape, normalize_axes
 
@@ -316,10 +316,24 @@ def cofactors(a: np.ndarray) -> np.ndarray:
     return signs[..., None, None] * (u * others[..., None, :]) @ vt
 
 
+def _cofactors_on_graph(m: Any, a: Any) -> Any:
+    """cofactors(a) as a graph, for grad of grad at a singular matrix, where inv(a) does not
+    exist: C_ij = (-1)**(i+j) det(a without row i and column j), each minor a product
+    with constant selection matrices, so det's own VJP differentiates it (again through
+    minors where a minor is singular). n**2 determinants: only a singular matrix pays."""
+    n = a.shape[-1]
+    if n == 1:
+        return np.ones(a.shape)  # d a00 / d a00; the 0 x 0 minor's determinant is 1
+    drop = [np.delete(np.eye(n), i, axis=0) for i in range(n)]
+    minors = [(-1.0) ** (i + j) * m.det(m.matmul(m.matmul(drop[i], a), drop[j].T)) for i in range(n) for j in range(n)]
+    return m.reshape(m.stack(*minors, axis=-1), shape=a.shape)
+
+
 def _det_vjp(m: Any, g: Any, ans: Any, a: Any) -> Any:
     if _singular(m.raw(a)):
-        # First order only: the cofactors are taken as constants at a singular matrix.
-        return _per_matrix(m, g) * cofactors(m.raw(a))
+        # inv(a) does not exist: the cofactors, from the SVD on a plain pass, as a graph
+        # of minors when the gradient is to be differentiated again.
+        return _per_matrix(m, g) * (cofactors(a) if m is ARRAY_MATH else _cofactors_on_graph(m, a))
     return _per_matrix(m, g * ans) * _inverse_transpose(m, a)
 
 
@@ -447,7 +461,20 @@ def _norm(x: Any, ord: Any = 2, axis: Axis = None, keepdims: bool = False) -> An
         return np.sum(size, axis=axis, keepdims=keepdims)
     if p == math.inf:
         return np.max(size, axis=axis, keepdims=keepdims)
-    return np.sqrt(np.sum(size * size, axis=axis, keepdims=keepdims))
+    # Scaled by the largest |x|, as hypot is: the squares of 1e-200 underflow to 0 and
+    # those of 1e200 overflow, while the norm is a normal number in both.
+    scale = _norm_scale(size, axis)
+    scaled = size / scale
+    out = np.sqrt(np.sum(scaled * scaled, axis=axis, keepdims=True)) * scale
+    return out if keepdims else np.reshape(out, np.shape(np.sum(size, axis=axis)))
+
+
+def _norm_scale(size: Any, axis: Axis) -> Any:
+    """The largest |x| of each slice (kept dims), or 1 where it is 0, inf, nan or empty."""
+    if size.size == 0:
+        return np.ones(kept_shape(size.shape, axis))
+    top = np.max(size, axis=axis, keepdims=True)
+    return np.where((top > 0) & (top < np.inf), top, 1.0)
 
 
 def _norm_vjp(m: Any, g: Any, ans: Any, x: Any, ord: Any = 2, axis: Axis = None, keepdims: bool = False) -> Any:
@@ -459,8 +486,11 @@ def _norm_vjp(m: Any, g: Any, ans: Any, x: Any, ord: Any = 2, axis: Axis = None,
     if p == math.inf:
         hits = np.abs(m.raw(x)) == np.reshape(m.raw(ans), kept_shape(x.shape, axis))
         return gx * np.sign(m.raw(x)) * (hits / np.sum(hits, axis=normalize_axes(axis, x.ndim), keepdims=True))
-    safe = m.where(m.raw(ans) == 0, 1.0, ans)
-    return gx * x / expand_reduced(m, safe, x.shape, axis)
+    # x / ans, from x scaled as the forward scales it: a subnormal x over its norm loses
+    # digits, and a norm that overflowed to inf has a unit vector all the same.
+    y = x / _norm_scale(np.abs(m.raw(x)), axis)
+    length = m.norm(y, axis=axis, keepdims=True)
+    return gx * y / m.where(m.raw(length) == 0, 1.0, length)
 
 
 def _norm_kink(x: Any, ord: Any = 2, axis: Axis = None, keepdims: bool = False, tol: float = 0.0) -> bool:

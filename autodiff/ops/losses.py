@@ -313,7 +313,9 @@ binary_cross_entropy_with_logits = _elementwise_loss(
 
 def _nll(logp: Any, target: Any, reduction: str = "mean") -> Any:
     probs, _ = _targets(logp, target)
-    return reduce_loss(-np.sum(probs * logp, axis=-1), reduction)
+    # Only the terms with a non-zero target count, as in cross_entropy: a class that is not
+    # the target may have log-probability -inf (0 * -inf would be nan).
+    return reduce_loss(-np.sum(np.where(probs != 0, probs * logp, 0.0), axis=-1), reduction)
 
 
 def _nll_dlogp(m: Any, g: Any, ans: Any, logp: Any, target: Any, reduction: str = "mean") -> Any:

@@ -58,13 +58,18 @@ def square_rounding_error(x: Any) -> Any:
     return ((high * high - x * x) + 2.0 * high * low) + low * low
 
 
+_GAUSSIAN_EDGE = 40.0  # exp(-40**2) is 0 in float64
+
+
 def _gaussian(m: Any, x: Any) -> Any:
     """d erf(x) / dx = 2 / sqrt(pi) * exp(-x**2). For |x| near 26, where erfc still
     matters, rounding x**2 alone would cost 60 ulps in exp; the rounding error of the
     square (a constant as far as derivatives go) puts them back."""
-    error = square_rounding_error(m.raw(x))
-    correction = np.exp(-np.where(np.isfinite(error), error, 0.0))  # x = +-inf: exp(-inf) is 0 anyway
-    return TWO_OVER_SQRT_PI * m.exp(-(x * x)) * correction
+    raw = m.raw(x)
+    # Only where exp(-x**2) is a number at all (|x| < 27.3): past that the error of a square
+    # of 1e140 is itself 1e264, and exp(-error) would be inf next to exp(-x**2) = 0.
+    error = np.where(np.abs(raw) < _GAUSSIAN_EDGE, square_rounding_error(np.where(np.abs(raw) < _GAUSSIAN_EDGE, raw, 0.0)), 0.0)
+    return TWO_OVER_SQRT_PI * m.exp(-(x * x)) * np.exp(-error)
 
 
 erf = elementwise(
