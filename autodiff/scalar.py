@@ -63,6 +63,11 @@ class Value:
     def __repr__(self) -> str:
         return f"Value(data={self.data!r}, grad={self.grad!r})"
 
+    def _repr_html_(self) -> str:
+        from .display import node_html
+
+        return node_html("Value", self.data, self.grad, self._op or None, self.name)
+
     # ---- the primitives --------------------------------------------------------
     def __add__(self, other: Value | Number) -> Value:
         if other.__class__ is not Value:  # (faster than isinstance, which mypy would follow)

@@ -202,6 +202,11 @@ class Tensor(metaclass=_TensorType):
         name = f", name={self.name!r}" if self.name else ""
         return f"Tensor({self.data}, grad={grad}{name})"
 
+    def _repr_html_(self) -> str:
+        from .display import node_html
+
+        return node_html("Tensor", self.data, self.grad, getattr(self.op, "name", None), self.name)
+
     # ---- autodiff ----------------------------------------------------------------
     def backward(self, grad: Any = None, retain_grads: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's `.grad`.

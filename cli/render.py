@@ -193,9 +193,20 @@ def renderer(style: Style) -> PlainRenderer:
 
 
 def print_error(err: LanguageError, source: str | None, origin: str = "") -> None:
-    """The message, the offending line and a caret under the span, on stderr. A place in
-    the body of a function defined by another source (an earlier input of a REPL, a
-    loaded file) is shown in that source, as `in f, line 1, column 12`."""
+    """The message, the offending line and a caret under the span, on stderr."""
+    message = "\n".join(error_lines(err, source, origin))
+    if use_rich(sys.stderr):
+        from rich.console import Console
+
+        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {_escape(message.removeprefix('error: '))}")
+    else:
+        print(message, file=sys.stderr)
+
+
+def error_lines(err: LanguageError, source: str | None, origin: str = "") -> list[str]:
+    """`error: MESSAGE  [place]`, then the offending line and a caret under the span. A
+    place in the body of a function defined by another source (an earlier input of a
+    REPL, a loaded file) is shown in that source, as `in f, line 1, column 12`."""
     if err.source is not None and err.source != source:
         source, origin = err.source, ""
         where = f"in {err.function}, line {err.line}, column {err.column}"
@@ -215,13 +226,7 @@ def print_error(err: LanguageError, source: str | None, origin: str = "") -> Non
             gutter = f"{err.line} | "
             lines.append(f"{gutter}{text}")
             lines.append(" " * len(gutter) + " " * start + "^" * width)
-    message = "\n".join(lines)
-    if use_rich(sys.stderr):
-        from rich.console import Console
-
-        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {_escape(message.removeprefix('error: '))}")
-    else:
-        print(message, file=sys.stderr)
+    return lines
 
 
 ECHO_LIMIT = 160  # characters of a source line echoed under an error

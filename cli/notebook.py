@@ -1,0 +1,356 @@
+"""gradcalc in Jupyter: `%load_ext gradcalc`, then `%gradcalc` and `%%gradcalc`.
+
+One gradcalc session lives per notebook kernel, so variables and functions defined in one
+cell are there in the next. A name the session does not know is looked up in the
+notebook's Python namespace (a number, a boolean, a list of numbers or a NumPy array),
+afresh in every cell, so that `x = np.linspace(...)` in Python is `x` in gradcalc. Each
+expression statement displays as HTML (value, gradient table, graph statistics, the graph
+as SVG, `--steps` as a table); the cell returns the last result to Python, where
+`--out NAME` also binds it.
+
+Nothing here is imported outside a notebook: IPython loads this module when the user
+asks for the extension.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import shlex
+import shutil
+import subprocess
+from typing import Any
+
+import numpy as np
+
+from gradcalc.autodiff.graph import format_array, graph_dot, node_title
+from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
+from gradcalc.parser.analysis import Analysis
+
+from .render import error_lines, graph_line, tree_lines
+
+GRAPH_NODE_LIMIT = 200  # a bigger graph is summarised by its statistics, not drawn
+
+
+class NotebookVariables(dict):  # type: ignore[type-arg]
+    """The session's variables, falling back on the notebook's namespace.
+
+    A name gradcalc has not bound is borrowed from Python when it holds numbers; the
+    borrowed names are forgotten at the start of every cell (`refresh`), so a later
+    Python assignment is seen, while a name assigned in gradcalc stays gradcalc's."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        super().__init__()
+        self.namespace = namespace
+        self.borrowed: set[str] = set()
+        self.session: Session | None = None
+
+    def refresh(self) -> None:
+        for name in self.borrowed:
+            dict.pop(self, name, None)
+        self.borrowed.clear()
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.borrowed.discard(name)  # assigned in gradcalc: gradcalc's from now on
+        super().__setitem__(name, value)
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or (isinstance(name, str) and self._borrow(name))
+
+    def __getitem__(self, name: str) -> Any:
+        if not dict.__contains__(self, name):
+            self._borrow(name)
+        return dict.__getitem__(self, name)
+
+    def _borrow(self, name: str) -> bool:
+        value = self.namespace.get(name)
+        if self.session is None or name.startswith("_") or not _numeric(value):
+            return False
+        backend = self.session.backend
+        dict.__setitem__(self, name, backend.variable(backend.constant(np.asarray(value, dtype=float)), name))
+        self.borrowed.add(name)
+        return True
+
+
+def _numeric(value: Any) -> bool:
+    if isinstance(value, bool | int | float | np.number | np.bool_):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "biuf"
+    if isinstance(value, list | tuple) and value:
+        try:
+            return np.asarray(value).dtype.kind in "biuf"
+        except ValueError:  # ragged
+            return False
+    return False
+
+
+class Result:
+    """One expression's result as Python sees it: `value` and `grads` as NumPy arrays,
+    `graph` the statistics as a dict. Displays as HTML in a notebook."""
+
+    def __init__(self, text: str, analysis: Analysis, digits: int | None, graph: bool, steps: bool) -> None:
+        self.text = text
+        self.analysis = analysis
+        self.value = np.asarray(analysis.value)
+        self.grads = {name: np.asarray(g) for name, g in analysis.grads.items()}
+        s = analysis.stats
+        self.graph = {"nodes": s.nodes, "edges": s.edges, "leaves": s.leaves, "ops": s.op_nodes, "depth": s.depth,
+                      "fan_out": [node_title(n) for n in s.fan_out]}
+        self._digits, self._show_graph, self._show_steps = digits, graph, steps
+
+    def __repr__(self) -> str:
+        grads = ", ".join(f"{name}={format_array(g, self._digits)}" for name, g in self.grads.items())
+        return f"Result(value={format_array(self.value, self._digits)}, grads={{{grads}}})"
+
+    def _repr_html_(self) -> str:
+        return result_html(self.text, self.analysis, self._digits, self._show_graph, self._show_steps)
+
+
+class CheckResult:
+    """A `check` statement's verdict; `passed` is True or False."""
+
+    def __init__(self, outcome: Any) -> None:
+        from .checking import check_line
+
+        self.outcome = outcome
+        self.passed = bool(outcome.passed)
+        self.line = check_line(outcome)
+
+    def __repr__(self) -> str:
+        return self.line
+
+    def _repr_html_(self) -> str:
+        colour = "#1a7f37" if self.passed else "#cf222e"
+        return f'<pre class="gradcalc-check" style="color:{colour}">{html.escape(self.line)}</pre>'
+
+
+# ---- HTML -------------------------------------------------------------------------------------
+
+
+def _number(value: Any, digits: int | None) -> str:
+    return html.escape(format_array(value, digits, rows=np.ndim(value) == 2))
+
+
+def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, steps: bool = False) -> str:
+    shape = "" if a.shape == () else f' <span class="gradcalc-shape">(shape {"x".join(map(str, a.shape))})</span>'
+    parts = [f'<div class="gradcalc-result"><div><code>{html.escape(text)}</code></div>',
+             f'<div class="gradcalc-value"><b>value</b> <pre style="display:inline">{_number(a.value, digits)}</pre>{shape}</div>']
+    if a.grads:
+        title = "gradient of sum(output)" if a.grad_of else "gradient"
+        rows = "".join(f"<tr><td><code>{html.escape(name)}</code></td><td><pre>{_number(g, digits)}</pre></td></tr>"
+                       for name, g in a.grads.items())
+        parts.append(f'<table class="gradcalc-grads"><caption style="text-align:left">{title}</caption>'
+                     f"<tr><th>variable</th><th>d output / d variable</th></tr>{rows}</table>")
+    parts.append(f'<div class="gradcalc-graph-stats">graph: {html.escape(graph_line(a))}</div>')
+    parts += [f'<div class="gradcalc-note">note: {html.escape(note)}</div>' for note in a.notes]
+    if graph:
+        parts.append(graph_svg(a.output, a.stats.nodes, digits))
+    if steps:
+        parts.append(steps_html(a.output, digits))
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def error_html(err: LanguageError, source: str) -> str:
+    return f'<pre class="gradcalc-error" style="color:#cf222e">{html.escape(chr(10).join(error_lines(err, source)))}</pre>'
+
+
+def steps_html(output: Any, digits: int | None) -> str:
+    """The backward pass as a table: one row per line `--steps` prints."""
+    from gradcalc.autodiff.steps import backward_steps
+
+    from .steps import step_lines
+
+    rows = "".join(f'<tr class="gradcalc-step-{kind}"><td>{html.escape(text)}</td></tr>'
+                   for kind, text in step_lines(backward_steps(output), digits))
+    return f'<table class="gradcalc-steps"><caption style="text-align:left">backward pass</caption>{rows}</table>'
+
+
+def graph_svg(output: Any, nodes: int, digits: int | None) -> str:
+    """The graph drawn by Graphviz when it is installed, else as a plain SVG tree."""
+    if nodes > GRAPH_NODE_LIMIT:
+        return f'<div class="gradcalc-note">graph of {nodes} nodes: not drawn (more than {GRAPH_NODE_LIMIT})</div>'
+    dot = shutil.which("dot")
+    if dot is not None:
+        done = subprocess.run([dot, "-Tsvg"], input=graph_dot(output, digits or 6), capture_output=True, text=True,
+                              timeout=30, check=False)
+        if done.returncode == 0 and "<svg" in done.stdout:
+            return done.stdout[done.stdout.index("<svg"):]
+    return tree_svg(output, digits)
+
+
+def tree_svg(output: Any, digits: int | None, row: int = 18, indent: int = 18) -> str:
+    """The `--tree` view as SVG: one text line per node, a connector from each to its
+    parent line, so the picture needs nothing installed."""
+    lines = tree_lines(output, digits)
+    width = max((depth * indent + 8 * len(text) for depth, text in lines), default=100) + 40
+    height = row * len(lines) + 10
+    items, last_at_depth = [], {}
+    for i, (depth, text) in enumerate(lines):
+        y = row * (i + 1)
+        x = 10 + depth * indent
+        if depth > 0 and depth - 1 in last_at_depth:
+            parent_y = last_at_depth[depth - 1]
+            items.append(f'<path d="M{x - indent + 4},{parent_y + 4} V{y - 4} H{x - 2}" fill="none" stroke="#888"/>')
+        last_at_depth[depth] = y
+        items.append(f'<text x="{x}" y="{y}">{html.escape(text)}</text>')
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="gradcalc-tree" width="{width}" height="{height}" '
+            f'font-family="monospace" font-size="13">{"".join(items)}</svg>')
+
+
+class _Html:
+    def __init__(self, markup: str) -> None:
+        self.markup = markup
+
+    def _repr_html_(self) -> str:
+        return self.markup
+
+
+# ---- the magics ---------------------------------------------------------------------------------
+
+
+def _options(prog: str = "%%gradcalc") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
+    if prog == "%gradcalc":
+        parser.add_argument("words", nargs="+", help="EXPR, then NAME=VALUE bindings")
+    parser.add_argument("--out", metavar="NAME", help="also bind the last result to NAME in Python")
+    parser.add_argument("--digits", type=int, help="round numbers for display")
+    parser.add_argument("--steps", action="store_true", help="show the backward pass")
+    parser.add_argument("--no-graph", dest="graph", action="store_false", help="do not draw the graph")
+    parser.add_argument("--wrt", help="report only these names' gradients (a,b)")
+    parser.add_argument("--engine", choices=("tensor", "scalar"), help="switch the session's engine")
+    parser.add_argument("--reset", action="store_true", help="forget every variable and function first")
+    return parser
+
+
+def _usage_error(err: BaseException) -> _Html:
+    return _Html(f'<pre class="gradcalc-error">{html.escape(str(err))}\n{html.escape(USAGE)}</pre>')
+
+
+USAGE = """%gradcalc EXPR [NAME=VALUE ...] [options]   one expression (a line magic)
+%gradcalc plot EXPR x=A:B [--order 0,1,2]       a plot of EXPR and its derivatives
+%%gradcalc [options]                             the cell is a gradcalc program
+options: --out NAME  --digits N  --steps  --no-graph  --wrt a,b  --engine tensor|scalar  --reset"""
+
+
+class Notebook:
+    """The kernel's gradcalc session and what the magics do with it."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        from gradcalc.parser.checks import make_check_handler
+
+        self.namespace = namespace
+        self.make_check_handler = make_check_handler
+        self.reset("tensor")
+
+    def reset(self, engine: str) -> None:
+        self.variables = NotebookVariables(self.namespace)
+        self.session = Session(engine=engine, variables=self.variables, on_check=self.make_check_handler(),
+                               on_warning=self._warn, switch_engine="--engine {engine}")
+        self.variables.session = self.session
+
+    def _warn(self, message: str) -> None:
+        from IPython.display import HTML, display
+
+        display(HTML(f'<div class="gradcalc-warning" style="color:#9a6700">warning: {html.escape(message)}</div>'))
+
+    def line(self, line: str) -> Any:
+        words = shlex.split(line)
+        if not words or words[0] in ("-h", "--help", "help"):
+            return _Html(f"<pre>{html.escape(USAGE)}</pre>")
+        if words[0] == "plot":
+            return self.plot(words[1:])
+        try:
+            options = _options("%gradcalc").parse_intermixed_args(words)
+        except (argparse.ArgumentError, SystemExit) as err:
+            return _usage_error(err)
+        expr, *bindings = options.words  # bindings run first, in order, like assignments
+        return self.run("\n".join([*bindings, expr]), options)
+
+    def cell(self, line: str, source: str) -> Any:
+        try:
+            options = _options().parse_args(shlex.split(line))
+        except (argparse.ArgumentError, SystemExit) as err:
+            return _usage_error(err)
+        return self.run(source, options)
+
+    def run(self, source: str, options: argparse.Namespace) -> Any:
+        """Run `source` statement by statement; display every result but the last, which
+        is returned (so it becomes `_`); an error shows with its caret, and the statements
+        before it keep their effect."""
+        from IPython.display import display
+
+        if options.reset or (options.engine and options.engine != self.session.engine):
+            self.reset(options.engine or self.session.engine)
+        self.variables.refresh()
+        wrt = [w.strip() for w in options.wrt.split(",") if w.strip()] if options.wrt else None
+        shown: list[Any] = []
+        try:
+            program = compile_program(source)
+            for statement in program.statements:
+                result = self.session.run_statement(statement)
+                if isinstance(result, ExpressionResult):
+                    shown.append(self._result(result, statement, wrt, options))
+                elif isinstance(result, CheckStatementResult):
+                    shown.append(CheckResult(result.outcome))
+        except LanguageError as err:
+            for item in shown:
+                display(item)
+            display(_Html(error_html(err, source)))
+            return None
+        for item in shown[:-1]:
+            display(item)
+        last = shown[-1] if shown else None
+        if options.out and last is not None:
+            self.namespace[options.out] = last
+        return last
+
+    def _result(self, result: ExpressionResult, statement: Any, wrt: list[str] | None, options: Any) -> Result:
+        from .diagnosis import analyse
+
+        analysis = analyse(self.session, result.value, wrt, statement.code)
+        return Result(result.text, analysis, options.digits, options.graph, options.steps)
+
+    def plot(self, words: list[str]) -> Any:
+        """`%gradcalc plot EXPR x=A:B [--order 0,1,2] [--points N]`: the figure as inline SVG."""
+        import tempfile
+        from pathlib import Path
+
+        from .figures import write_figure
+        from .plot import _title, make_request, sample
+
+        parser = argparse.ArgumentParser(prog="%gradcalc plot", add_help=False, exit_on_error=False)
+        parser.add_argument("expr")
+        parser.add_argument("ranges", nargs="+")
+        parser.add_argument("--order")
+        parser.add_argument("--points", type=int)
+        try:
+            options = parser.parse_args(words)
+        except (argparse.ArgumentError, SystemExit) as err:
+            return _usage_error(err)
+        self.variables.refresh()
+        try:
+            request = make_request(options.expr, options.ranges, options.order, options.points)
+            data = sample(request, self.session)
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "plot.svg"
+                write_figure(data, _title(request), path)
+                svg = path.read_text()
+        except LanguageError as err:
+            return _Html(error_html(err, options.expr))
+        return _Html(svg[svg.index("<svg"):])
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext gradcalc`: registers the `%gradcalc` and `%%gradcalc` magics."""
+    from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+    notebook = Notebook(ipython.user_ns)
+
+    @magics_class
+    class GradcalcMagics(Magics):  # type: ignore[misc]
+        @line_cell_magic
+        def gradcalc(self, line: str, cell: str | None = None) -> Any:
+            return notebook.line(line) if cell is None else notebook.cell(line, cell)
+
+    ipython.register_magics(GradcalcMagics)
