@@ -219,3 +219,7 @@ def write_dot(output: Any, target: str, edge_labels: dict[tuple[int, int], str] 
         if done.returncode != 0:
             raise OutputFileError(f"Graphviz failed to draw {target}: {done.stderr.decode(errors='replace').strip()}")
         write_file(Path(target), done.stdout)
+    if target != "-":
+        from .render import wrote
+
+        wrote(target)

@@ -5,6 +5,7 @@ module only when something is drawn.
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ INSTALL_MATPLOTLIB = "pip install 'gradcalc[plot]'"
 ORDER_COLOURS = {0: 33, 1: 208, 2: 34}
 KINK_COLOUR = 201
 ZERO_COLOUR = 244
+PANEL_ROWS = 10  # at least, per derivative order: a shorter window scrolls rather than squashes
+BACKGROUND = re.compile("\x1b\\[48;5;\\d+m")
 FILE_COLOURS = {0: "#1f77b4", 1: "#ff7f0e", 2: "#2ca02c"}
 
 
@@ -90,33 +93,51 @@ def _new_figure(width: int, height: int, colour: bool) -> Any:
 
 
 def curve_text(curve: Curve, title: str, width: int, height: int, colour: bool) -> str:
-    """A braille plot of `height` rows (the legend line included) and `width` columns."""
-    import plotext as plt
-
+    """A braille plot of `height` rows in all (legend included) and `width` columns: one
+    panel per derivative order, stacked over the same x range, each with its own y range
+    (f' of tan is thousands where f is ones: on one axis f would look flat)."""
     shown = _shown(curve)
-    low, high = visible_range(list(shown.values()))
-    fig = _new_figure(width, height - 1, colour)
-    fig.title(title)
-    for order, values in shown.items():
-        values = np.where((values < low) | (values > high), np.nan, values)  # beyond the window: a gap, not a spike
-        marker = plt.marker("braille", plt.pixel(foreground=ORDER_COLOURS[order]))
-        for xs, ys in _finite_runs(curve.x, values):
-            fig.draw(fig.signal(xs.tolist(), ys.tolist(), marker=marker).lines())
-    if low < 0 < high:
-        fig.line(0, pixel=plt.pixel(foreground=ZERO_COLOUR))
+    orders = list(shown)
+    rows = max((height - 1) // max(len(orders), 1), PANEL_ROWS)
+    names = dict(zip(orders, column_names(curve.name, tuple(orders))))
     marked = _kink_points(curve, shown)
-    if marked:
-        fig.draw(fig.signal(*map(list, zip(*marked)), marker=plt.marker("x", plt.pixel(foreground=KINK_COLOUR))))
-    fig.ruler("y").lim(low, high)
-    fig.ruler("x").lim(float(curve.x[0]), float(curve.x[-1]))
-    fig.label(curve.name, axis="x")
-    picture = fig.build().string(colorless=not colour).rstrip("\n")
-    names = column_names(curve.name, tuple(shown))
-    legend = "   ".join(_ansi(f"── {name}", ORDER_COLOURS[k], colour) for k, name in zip(shown, names))
+    panels = []
+    for i, order in enumerate(orders):
+        last = i == len(orders) - 1
+        panels.append(_panel_text(curve, shown[order], order, marked if i == 0 else [], title if i == 0 else "",
+                                  names[order], width, rows, colour, x_label=last))
+    legend = "   ".join(_ansi(f"── {names[k]}", ORDER_COLOURS[k], colour) for k in orders)
     if marked:
         legend += "   " + _ansi("x kink", KINK_COLOUR, colour)
     legend += f"   ({len(curve.x)} points, {'one vectorised pass' if curve.vectorised else 'point by point'})"
-    return picture + "\n" + legend
+    return "\n".join(panels) + "\n" + legend
+
+
+def _panel_text(curve: Curve, values: Any, order: int, marked: list[tuple[float, float]], title: str, name: str,
+                width: int, height: int, colour: bool, x_label: bool) -> str:
+    import plotext as plt
+
+    low, high = visible_range([values])
+    values = np.where((values < low) | (values > high), np.nan, values)  # beyond the window: a gap, not a spike
+    fig = _new_figure(width, height, colour)
+    if title:
+        fig.title(title)
+    x0, x1 = float(curve.x[0]), float(curve.x[-1])
+    if low < 0 < high:
+        fig.line(0, pixel=plt.pixel(foreground=ZERO_COLOUR))
+    marker = plt.marker("braille", plt.pixel(foreground=ORDER_COLOURS[order]))
+    for xs, ys in _finite_runs(curve.x, values):
+        fig.draw(fig.signal(xs.tolist(), ys.tolist(), marker=marker).lines())
+    if marked:
+        fig.draw(fig.signal(*map(list, zip(*marked)), marker=plt.marker("x", plt.pixel(foreground=KINK_COLOUR))))
+    fig.ruler("y").lim(low, high)
+    fig.ruler("x").lim(x0, x1)
+    fig.label(name, axis="y")
+    if x_label:
+        fig.label(curve.name, axis="x")
+    # plotext gives a line() a white background of its own, a bright bar on a dark
+    # terminal: the plot sets foreground colours only, which read on dark and light alike.
+    return BACKGROUND.sub("", fig.build().string(colorless=not colour).rstrip("\n"))
 
 
 def _kink_points(curve: Curve, shown: dict[int, Any]) -> list[tuple[float, float]]:
@@ -203,43 +224,49 @@ def _viridis(t: float) -> tuple[int, int, int]:
 
 
 def write_figure(data: Curve | Surface, title: str, path: Path) -> None:
-    """A figure through matplotlib (without pyplot: no global state, no GUI backend)."""
+    """A figure through matplotlib (without pyplot: no global state, no GUI backend). A
+    curve gets one panel per derivative order, sharing x, each with its own y axis."""
     try:
         import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
         raise LanguageError("argument", f"--out needs matplotlib, an optional extra: {INSTALL_MATPLOTLIB}") from None
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, editable
-    figure = Figure(figsize=(7, 4.5), layout="constrained")
-    axes = figure.add_subplot()
     if isinstance(data, Curve):
-        _draw_curve(axes, data)
+        panels = len(data.values)
+        figure = Figure(figsize=(7, 1.2 + 2.4 * panels), layout="constrained")
+        axes = figure.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
+        _draw_curve(list(axes), data)
+        axes[0].set_title(title)
     else:
+        figure = Figure(figsize=(7, 4.5), layout="constrained")
+        axes = figure.add_subplot()
         _draw_surface(figure, axes, data)
-    axes.set_title(title)
+        axes.set_title(title)
     try:
         figure.savefig(path, metadata={"Date": None} if path.suffix.lower() == ".svg" else None)
     except OSError as err:
         raise LanguageError("argument", f"cannot write {path}: {err.strerror}") from None
 
 
-def _draw_curve(axes: Any, curve: Curve) -> None:
+def _draw_curve(panels: list[Any], curve: Curve) -> None:
+    """One order on each of `panels`, each clipped to its own visible range."""
     shown = _shown(curve)
-    low, high = visible_range(list(shown.values()))
-    for (order, values), name in zip(shown.items(), column_names(curve.name, tuple(shown))):
+    marked = _kink_points(curve, shown)
+    for axes, (order, values), name in zip(panels, shown.items(), column_names(curve.name, tuple(shown))):
+        low, high = visible_range([values])
         values = np.where((values < low) | (values > high), np.nan, values)
         axes.plot(curve.x, values, color=FILE_COLOURS[order], label=name, gid=f"curve-{name}", linewidth=1.6)
-    axes.axhline(0, color="0.6", linewidth=0.8, gid="zero-line")
-    marked = _kink_points(curve, shown)
-    if marked:
-        xs, ys = zip(*marked)
-        axes.plot(xs, ys, linestyle="none", marker="x", color="#d62728", markersize=8, label="kink", gid="kinks")
-    axes.set_xlim(curve.x[0], curve.x[-1])
-    axes.set_ylim(low, high)
-    axes.set_xlabel(curve.name)
-    axes.set_ylabel("value")
-    axes.grid(True, alpha=0.3)
-    axes.legend()
+        axes.axhline(0, color="0.6", linewidth=0.8, gid=f"zero-line-{name}")
+        if marked and axes is panels[0]:
+            xs, ys = zip(*marked)
+            axes.plot(xs, ys, linestyle="none", marker="x", color="#d62728", markersize=8, label="kink", gid="kinks")
+        axes.set_xlim(curve.x[0], curve.x[-1])
+        axes.set_ylim(low, high)
+        axes.set_ylabel(name)
+        axes.grid(True, alpha=0.3)
+        axes.legend(loc="upper right")
+    panels[-1].set_xlabel(curve.name)
 
 
 def _draw_surface(figure: Any, axes: Any, surface: Surface) -> None:

@@ -238,7 +238,10 @@ def show(request: PlotRequest, data: Curve | Surface, *, out: Path | None, as_cs
     if out is not None:
         from .figures import write_figure
 
+        from .render import wrote
+
         write_figure(data, _title(request), out)
+        wrote(out)
     if as_json:
         from .jsonout import dumps
 
@@ -366,7 +369,7 @@ def plot_in_repl(repl: Any, arg: str) -> None:
             from .figures import write_figure
 
             write_figure(data, _title(request), Path(options["--out"]))
-            repl.out.write(f"wrote {options['--out']}")
+            render.wrote(options["--out"])
             return
         _emit(repl.out, terminal_text(request, data, repl.out.style.rich))
     except ValueError:

@@ -252,6 +252,12 @@ def warn(text: str) -> None:
     _stderr_line("warning", "yellow", text)
 
 
+def wrote(path: object) -> None:
+    """Say which file an output option wrote, on stderr (stdout may carry data)."""
+    if sys.stderr is not None:
+        print(f"wrote {path}", file=sys.stderr)
+
+
 def error(text: str) -> None:
     """A fatal problem outside the language (a file, an option); the caller exits 2."""
     _stderr_line("error", "bold red", text)

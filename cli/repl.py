@@ -223,9 +223,6 @@ class Repl:
                 write_dot(self.last.output, target)
             except OutputFileError as err:
                 render.error(str(err))
-                return
-            if target != "-":
-                self.out.write(f"wrote {target}")
 
     def _load(self, path: str) -> None:
         if not path:

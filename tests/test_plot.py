@@ -108,19 +108,49 @@ def test_non_finite_points_are_gaps():
 
 
 def test_terminal_plot_at_a_fixed_size():
-    done = gradcalc("plot", "x**2 - 1", "x=-2:2", "--draw", env={"COLUMNS": "60", "LINES": "20"})
+    """One panel per order, each the window's rows (less the prompt's two and the legend)
+    over the orders, at least PANEL_ROWS, at the window's width."""
+    from gradcalc.cli.figures import PANEL_ROWS
+
+    done = gradcalc("plot", "x**2 - 1", "x=-2:2", "--draw", env={"COLUMNS": "60", "LINES": "40"})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.rstrip("\n").split("\n")
-    assert len(lines) == 18  # the window's rows less two, the legend included
     picture, legend = lines[:-1], lines[-1]
+    assert len(picture) == 3 * max((38 - 1) // 3, PANEL_ROWS)
     assert all(len(line) == 60 for line in picture)
     assert picture[0].strip() == "x**2 - 1"
     assert "\x1b" not in done.stdout  # no colour in a pipe
     assert sum(len(BRAILLE.findall(line)) for line in picture) > 100
     assert legend.startswith("── f   ── df/dx   ── d2f/dx2   (401 points, one vectorised pass)")
-    assert picture[-1].strip() == "x" and "-2.0" in picture[-2] and "2.0" in picture[-2]  # x ticks and label
-    zero = [line for line in picture if re.match(r"\s*0\.0[┼┤]", line)]
-    assert zero and zero[0].count("─") > 20  # the zero line crosses the plot
+    assert sum(line.lstrip().startswith("┌") for line in picture) == 3  # three panels
+    assert picture[-1].split() == ["d2f/dx2", "x"] and "-2.0" in picture[-2] and "2.0" in picture[-2]
+    # f = x^2 - 1 on [-2, 2] spans [-1, 3]; f' = 2x spans [-4, 4]; f'' = 2 is flat: each
+    # panel's y labels cover its own order's range
+    panels = "\n".join(picture).split("┌")[1:]
+    ranges = [[float(v) for v in re.findall(r"^\s*(-?[\d.]+)┤", panel, re.M)] for panel in panels]
+    assert max(ranges[0]) < 3.5 and min(ranges[0]) > -1.5
+    assert max(ranges[1]) > 3.5 and min(ranges[1]) < -3.5
+    assert ranges[2] and all(0.5 <= v <= 3.5 for v in ranges[2])  # 2, padded
+    def crossed(panel: str) -> bool:  # a line inside the box, not its border
+        return any(row.count("─") > 20 and not row.lstrip().startswith(("┌", "└")) for row in panel.split("\n")[1:])
+
+    assert [crossed(panel) for panel in panels] == [True, True, False]  # the zero line where 0 is in range
+
+
+def test_terminal_colours_read_on_dark_and_light_terminals():
+    """Foreground colours only (a background would be a white bar on a dark terminal),
+    and none at all without colour."""
+    from gradcalc.cli.figures import curve_text
+    from gradcalc.cli.sampling import Curve
+
+    x = np.linspace(-1, 1, 50)
+    curve = Curve("x", x, {0: x**2 - 0.5, 1: 2 * x})
+    coloured = curve_text(curve, "f", 60, 30, colour=True)
+    codes = set(re.findall(r"\x1b\[([0-9;]*)m", coloured))
+    assert codes and all(code == "0" or code.startswith("38;5;") for code in codes), codes
+    assert "\x1b" not in curve_text(curve, "f", 60, 30, colour=False)
+    done = gradcalc("plot", "x**2 - 0.5", "x=-1:1", "--draw", env={"COLUMNS": "60", "LINES": "30", "NO_COLOR": "1"})
+    assert "\x1b" not in done.stdout
 
 
 def test_terminal_colours_one_per_order():
@@ -133,22 +163,56 @@ def test_terminal_colours_one_per_order():
         assert f"38;5;{colour}m" in text
 
 
-def test_svg_has_one_curve_per_order_and_axis_labels(tmp_path):
+def svg_panels(svg: str) -> list[str]:
+    """The SVG of each axes (panel) of a matplotlib figure, top to bottom."""
+    starts = [m.start() for m in re.finditer(r'<g id="axes_\d+">', svg)]
+    return [svg[a:b] for a, b in zip(starts, [*starts[1:], len(svg)])]
+
+
+def y_ticks(panel: str) -> list[float]:
+    labels = re.findall(r'<g id="ytick_\d+">.*?<text[^>]*>([^<]*)</text>', panel, re.S)
+    return [float(t.replace("\u2212", "-")) for t in labels]
+
+
+def test_svg_has_one_panel_per_order_with_axis_labels(tmp_path):
     pytest.importorskip("matplotlib")
+    from gradcalc.cli.figures import FILE_COLOURS
+
     path = tmp_path / "f.svg"
     done = gradcalc("plot", "relu(x) + x**3", "x=-1:1", "--out", str(path))
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""  # a file asked for, nothing on stdout
+    assert done.stderr == f"wrote {path}\n"
     svg = path.read_text()
-    curves = re.findall(r'<g id="curve-([^"]+)">\s*<path', svg)
-    assert curves == ["f", "df/dx", "d2f/dx2"]
+    panels = svg_panels(svg)
+    assert [re.findall(r'<g id="curve-([^"]+)">\s*<path', p) for p in panels] == [["f"], ["df/dx"], ["d2f/dx2"]]
+    for order, panel in enumerate(panels):  # each curve in its order's colour
+        [style] = re.findall(r'<g id="curve-[^"]+">\s*<path[^>]*style="([^"]*)"', panel)
+        assert f"stroke: {FILE_COLOURS[order]}" in style
     texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
-    for label in ("x", "value", "f", "df/dx", "d2f/dx2", "kink", "relu(x) + x**3"):
+    for label in ("x", "f", "df/dx", "d2f/dx2", "kink", "relu(x) + x**3"):
         assert label in texts
-    assert '<g id="kinks">' in svg and '<g id="zero-line">' in svg
+    assert '<g id="kinks">' in panels[0] and '<g id="zero-line-f">' in panels[0]
     two = tmp_path / "g.svg"
     in_process("x**2", "x=-1:1", "--order", "0,1", "--out", str(two))
     assert re.findall(r'<g id="curve-([^"]+)">', two.read_text()) == ["f", "df/dx"]
+
+
+def test_each_order_has_its_own_scale_in_a_file(tmp_path):
+    """tan on [-3, 3]: f within tens, f'' in the tens of thousands; one axis for both made
+    tan look flat. 1/x on [-2, 2] is odd, so its panel is symmetric about 0."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "tan.svg"
+    assert gradcalc("plot", "tan(x)", "x=-3:3", "--out", str(path)).returncode == 0
+    f, df, d2f = (y_ticks(p) for p in svg_panels(path.read_text()))
+    assert max(map(abs, f)) <= 100 and max(f) > 10
+    assert max(df) > 1000 and min(df) >= -1000
+    assert max(map(abs, d2f)) > 10_000
+    path = tmp_path / "inv.svg"
+    assert gradcalc("plot", "1/x", "x=-2:2", "--order", "0,1", "--out", str(path)).returncode == 0
+    f, df = (y_ticks(p) for p in svg_panels(path.read_text()))
+    assert min(f) == -max(f)
+    assert max(df) <= 100 and min(df) < -100  # -1/x^2: negative everywhere
 
 
 def test_png_and_pdf(tmp_path):
