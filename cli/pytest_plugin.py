@@ -62,6 +62,36 @@ def _wanted(config: pytest.Config, path: Path) -> bool:
     return any(path == root or root in path.parents for root in _chosen_roots(config))
 
 
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """When nothing ran but the folder holds check files that the opt-in rule left out,
+    say how to run them (pytest's own "no tests ran" does not know they are there)."""
+    if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
+        return
+    mode = config.getoption("gradcalc_collect") or config.getini("gradcalc_collect")
+    if mode == "off":
+        return
+    found = _check_files(config.invocation_params.dir)
+    if found:
+        shown = ", ".join(str(p) for p in found[:3]) + (", ..." if len(found) > 3 else "")
+        terminalreporter.write_line(
+            f"gradcalc: {len(found)}{'+' if len(found) == HINT_LIMIT else ''} check file(s) not collected ({shown}): "
+            "a bare pytest collects .gc files only under the paths it is given or its testpaths; "
+            "run `pytest .` (or name their folder), list the folder in testpaths, or pass --gc=all", yellow=True)
+
+
+HINT_LIMIT = 20  # check files counted for the hint: enough to say "there are some"
+
+
+def _check_files(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for path in folder.rglob("*.gc"):
+        if not any(part.startswith(".") for part in path.relative_to(folder).parts):
+            found.append(path.relative_to(folder))
+            if len(found) == HINT_LIMIT:
+                break
+    return sorted(found)
+
+
 def _chosen_roots(config: pytest.Config) -> list[Path]:
     """The paths the user named (or testpaths named): not the invocation folder that
     pytest falls back to when neither names any."""

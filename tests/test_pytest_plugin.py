@@ -184,3 +184,27 @@ def test_the_plugin_and_the_command_import_nothing_heavy_until_used():
              "print(sorted(m for m in ('numpy', 'gradcalc.parser', 'gradcalc.cli.parallel', 'gradcalc.parser.datafiles') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_bare_pytest_among_check_files_says_how_to_run_them(tmp_path):
+    """Collection is opt-in by place, so a bare `pytest` in a folder of .gc files runs
+    nothing (exit 5, as pytest has it) and says how to switch the plugin on; each way it
+    names then collects the files."""
+    (tmp_path / "a.gc").write_text("x = 2\ncheck x ** 2\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.gc").write_text("y = 3\ncheck y * y\n")
+    bare = pytest_run("-q", "-p", "no:cacheprovider", cwd=tmp_path)
+    assert bare.returncode == 5
+    hint = [line for line in bare.stdout.splitlines() if line.startswith("gradcalc:")]
+    assert hint == [
+        "gradcalc: 2 check file(s) not collected (a.gc, sub/b.gc): a bare pytest collects .gc files only under "
+        "the paths it is given or its testpaths; run `pytest .` (or name their folder), list the folder in "
+        "testpaths, or pass --gc=all"]
+    for way in (["."], ["--gc=all"]):
+        done = pytest_run("-q", "-p", "no:cacheprovider", *way, cwd=tmp_path)
+        assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["sub"]\n')
+    done = pytest_run("-q", "-p", "no:cacheprovider", cwd=tmp_path)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
+    off = pytest_run("-q", "-p", "no:cacheprovider", "--gc=off", cwd=tmp_path / "sub")
+    assert off.returncode == 5 and "gradcalc:" not in off.stdout
