@@ -43,11 +43,17 @@ def fan_out_text(nodes: list[Any]) -> str:
     return ", ".join(title if k == 1 else f"{title} x{k}" for title, k in counts.items()) or "none"
 
 
+def count(n: int, one: str, many: str) -> str:
+    """`1 leaf`, `2 leaves`, `0 ops`."""
+    return f"{n} {one if n == 1 else many}"
+
+
 def graph_line(a: Analysis) -> str:
     s = a.stats
     fan = fan_out_text(s.fan_out)
-    return (f"{s.nodes} nodes, {s.edges} edges, {s.leaves} leaves ({s.constants} constant), "
-            f"{s.op_nodes} ops, depth {s.depth}, fan-out: {fan}")
+    return (f"{count(s.nodes, 'node', 'nodes')}, {count(s.edges, 'edge', 'edges')}, "
+            f"{count(s.leaves, 'leaf', 'leaves')} ({s.constants} constant), {count(s.op_nodes, 'op', 'ops')}, "
+            f"depth {s.depth}, fan-out: {fan}")
 
 
 def node_line(node: Any, digits: int | None) -> str:

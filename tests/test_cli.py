@@ -263,3 +263,17 @@ def test_ops_groups_categories_and_lists_autodiff_last():
     assert groups[0] == "arithmetic" and groups[-1] == "autodiff", groups
     assert groups.index("linear algebra") < groups.index("autodiff")
     assert rows[-3:] == ["autodiff"] * 3  # grad, hessian, jacobian
+
+
+def test_counts_of_one_read_in_the_singular():
+    """x alone: one node, no edge, one leaf, no op; x*2: 3 nodes, 2 edges, 2 leaves, 1 op."""
+    assert "graph: 1 node, 0 edges, 1 leaf (0 constant), 0 ops, depth 0" in gradcalc("eval", "x", "x=2").stdout
+    assert "graph: 3 nodes, 2 edges, 2 leaves (1 constant), 1 op, depth 1" in gradcalc("eval", "x*2", "x=2").stdout
+
+
+def test_output_files_say_what_they_wrote(tmp_path):
+    done = gradcalc("eval", "x*2", "x=3", "--dot", str(tmp_path / "g.dot"))
+    assert done.returncode == 0 and done.stderr == f"wrote {tmp_path / 'g.dot'}\n"
+    assert "digraph" in (tmp_path / "g.dot").read_text()
+    done = gradcalc("eval", "x*2", "x=3", "--dot", "-")
+    assert done.stderr == "" and done.stdout.startswith("value: 6.0") and "digraph" in done.stdout
