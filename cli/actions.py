@@ -16,16 +16,17 @@ from .common import MAX_INPUT_BYTES, OutputFileError, dot_format, fail, prepare_
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from gradcalc.parser import HelpResult
     from gradcalc.parser.analysis import Analysis
 
 
-def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[str] | None) -> Analysis:
+def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[str] | None) -> Analysis | HelpResult:
     """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression.
 
     Gradients are reported for every bound name (0 for one the output does not use) and
     for every other named value in the output's graph (see analyze), unless `wrt` names
     them. An error in a binding is a BindingError."""
-    from gradcalc.parser import ExpressionResult, LanguageError, Session, compile_program
+    from gradcalc.parser import ExpressionResult, HelpResult, LanguageError, Session, compile_program
 
     from . import render
     from .diagnosis import analyse
@@ -38,7 +39,9 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     program = compile_program(expr)
     if not program.statements:
         raise LanguageError("argument", "nothing to evaluate: the expression is empty")
-    results = [r for r in session.run(program) if isinstance(r, ExpressionResult)]
+    results = [r for r in session.run(program) if isinstance(r, ExpressionResult | HelpResult)]
+    if results and isinstance(results[-1], HelpResult):
+        return results[-1]
     if not results:
         raise LanguageError("argument", "nothing to show: the last statement assigns; end with an expression")
     code = next((s.code for s in program.statements if s.span == results[-1].span), None)
@@ -52,6 +55,7 @@ def eval_action(
 ) -> int:
     """`gradcalc eval`: the value, the gradient per variable and the graph's statistics."""
     from gradcalc.parser import LanguageError
+    from gradcalc.parser.analysis import Analysis
 
     from . import render
 
@@ -70,6 +74,14 @@ def eval_action(
         fail(err.error, err.source, as_json)
     except LanguageError as err:
         fail(err, expr, as_json)
+    if not isinstance(analysis, Analysis):  # help(NAME): its text is the result
+        if as_json:
+            from .jsonout import dumps
+
+            print(dumps({"help": analysis.lines}))
+        else:
+            render.renderer(style(digits, full)).lines(analysis.lines)
+        return 0
     if steps:  # the report, the backward pass, and the DOT file with gradients on its edges
         from .steps import eval_with_steps
 
@@ -131,7 +143,7 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
                 bindings: list[str] | None = None, save: Path | None = None) -> int:
     """Run scripts statement by statement, printing each expression statement's result.
     Returns the exit code: 2 after an error, 1 if a check failed, else 0."""
-    from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
+    from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, compile_program
     from gradcalc.parser.checks import make_check_handler
 
     from . import render
@@ -157,6 +169,11 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
                     else:
                         out.heading(f"{origin}:{result.span[0]}  {shorten(result.text)}")
                         out.analysis(analysis, tree=tree)
+                elif isinstance(result, HelpResult):
+                    if as_json:
+                        print(dumps({"file": origin, "line": result.span[0], "help": result.lines}))
+                    else:
+                        out.lines(result.lines)
                 elif isinstance(result, CheckStatementResult):
                     outcome = result.outcome
                     outcome.file = origin

@@ -183,12 +183,27 @@ def check_command(
 
 @app.command("ops")
 def ops_command(
+    name: Annotated[Optional[str], typer.Argument(help="One function: its signature, derivative rule and an example.")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (docs/language.md uses it).")] = False,
 ) -> None:
-    """List every function of the language with its signature and a one-line description.
+    """List every function of the language with its signature and a one-line description,
+    or tell all about one.
 
-    Example: gradcalc ops | grep soft
+    Examples: gradcalc ops | grep soft;  gradcalc ops softmax
     """
+    if name is not None:
+        from gradcalc.parser import LanguageError
+        from gradcalc.parser.help import describe
+
+        try:
+            lines = describe(name)
+        except LanguageError as err:
+            from . import render
+
+            render.error(err.message)
+            raise typer.Exit(2) from None
+        print("\n".join(lines))
+        return
     from .oplist import op_rows
 
     rows = op_rows()

@@ -95,6 +95,10 @@ class PlainRenderer:
     def heading(self, text: str) -> None:
         self.write(f"== {text}")
 
+    def lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.write(line)
+
     def analysis(self, a: Analysis, tree: bool = False) -> None:
         shape = "" if a.shape == () else f"  (shape {_shape(a.shape)})"
         self.write(f"value: {self.style.number(a.value)}{shape}")

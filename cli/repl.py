@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, Statement, compile_program
+from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, Statement, compile_program
 from gradcalc.parser.analysis import Analysis
 from gradcalc.parser.backends import ATTRIBUTES
 from gradcalc.parser.checks import make_check_handler
@@ -27,7 +27,7 @@ from .diagnosis import analyse
 from .streams import Interrupted
 
 COMMANDS = {
-    ":help": "this help",
+    ":help [NAME]": "this help; with a name, that function's signature, rule and example",
     ":vars": "variables (shapes of tensors) and user functions",
     ":tree": "the graph of the last result as a tree",
     ":dot FILE": "write the last result's graph as DOT (.svg/.png/.pdf draws it; - prints it)",
@@ -44,7 +44,7 @@ assign with x = 3 (a variable is a leaf you can differentiate by); define functi
 def f(x, y) = x*y; check a gradient with check EXPR [wrt x]. `_` (or `ans`) is the last result.
 An unfinished line (an open bracket, a trailing operator or `\\`) continues on the next one.
 Ctrl-C stops a long computation and leaves every variable as it was.
-Functions: `gradcalc ops` lists them all."""
+Functions: help(tanh) or :help tanh tells about one; `gradcalc ops` lists them all."""
 LAST_RESULT = ("_", "ans")  # names that hold the last result
 _TRAILING_OPERATOR = re.compile(r"([-+*/@^<>=!,]|\b(?:if|else))\s*$")
 
@@ -104,6 +104,18 @@ class Repl:
         word = re.search(r"[A-Za-z_]\w*$", before_cursor)
         return (word.group() if word else ""), sorted({*self.session.names(), *self.session.backend.method_names()})
 
+    def signature(self, name: str) -> str:
+        """What the completion menu shows beside a name: a function's signature."""
+        from gradcalc.parser.backends import AUTODIFF_FUNCTIONS, public_ops
+
+        if name in self.session.functions:
+            f = self.session.functions[name]
+            return f"{name}({', '.join(f.params)})"
+        op = public_ops().get(name)
+        if op is not None:
+            return op.signature
+        return AUTODIFF_FUNCTIONS[name].partition(": ")[0] if name in AUTODIFF_FUNCTIONS else ""
+
     def handle(self, text: str) -> bool:
         """Run one complete input. Returns False when the user asked to leave."""
         stripped = text.strip()
@@ -153,6 +165,8 @@ class Repl:
                 self.session.variables[name] = result.value
         elif isinstance(result, CheckStatementResult):
             self.out.write(check_line(result.outcome))
+        elif isinstance(result, HelpResult):
+            self.out.lines(result.lines)
 
     def _wrt_in_use(self) -> list[str] | None:
         if self.wrt is None:
@@ -164,7 +178,14 @@ class Repl:
         arg = arg.strip()
         if name in (":quit", ":q", ":exit"):
             return False
-        if name == ":help":
+        if name == ":help" and arg:
+            from gradcalc.parser.help import describe
+
+            try:
+                self.out.lines(describe(arg, self.session))
+            except LanguageError as err:
+                render.print_error(err, None)
+        elif name == ":help":
             self.out.write(HELP)
             for command, text in COMMANDS.items():
                 self.out.write(f"  {command:<14} {text}")
@@ -285,7 +306,7 @@ def make_prompt_session(repl: Repl, **kwargs: Any) -> Any:
             word, candidates = repl.completions(document.text_before_cursor)
             for candidate in candidates:
                 if candidate.startswith(word) and candidate != word:
-                    yield Completion(candidate, start_position=-len(word))
+                    yield Completion(candidate, start_position=-len(word), display_meta=repl.signature(candidate))
 
     history = _history(history_path())
     style = Style.from_dict({"number": "ansicyan", "function": "ansigreen", "keyword": "ansimagenta bold",

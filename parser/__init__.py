@@ -6,9 +6,9 @@
 """
 from .compiler import Program, Statement, UserFunction, compile_program
 from .errors import LanguageError
-from .machine import CheckStatementResult, ExpressionResult, Session
+from .machine import CheckStatementResult, ExpressionResult, HelpResult, Session
 
 __all__ = [
-    "CheckStatementResult", "ExpressionResult", "LanguageError", "Program", "Session", "Statement", "UserFunction",
+    "CheckStatementResult", "ExpressionResult", "HelpResult", "LanguageError", "Program", "Session", "Statement", "UserFunction",
     "compile_program",
 ]

@@ -55,6 +55,14 @@ class ExpressionResult(NamedTuple):
     span: Span
 
 
+class HelpResult(NamedTuple):
+    """`help(name)`: lines of text about a function, a constant or a variable."""
+
+    lines: list[str]
+    text: str
+    span: Span
+
+
 class CheckStatementResult(NamedTuple):
     """What a `check` statement found (see checks.py)."""
 
@@ -149,6 +157,16 @@ class Session:
             if self.on_check is None:
                 raise LanguageError("argument", "check statements run with `gradcalc check` or `gradcalc run`").at(statement.span)
             return CheckStatementResult(statement.text, statement.span, self.on_check(self, statement, self.evaluate(statement.code)))
+        topic = _help_topic(statement.code) if statement.kind == "expr" else None
+        if topic is not None:
+            from .help import describe, overview
+
+            name, span = topic
+            try:
+                lines = describe(name, self) if name else overview()
+            except LanguageError as err:
+                raise err.at(span) from None
+            return HelpResult(lines, statement.text, statement.span)
         value = self.evaluate(statement.code)
         if statement.kind == "assign":
             self._store(statement, value)
@@ -348,6 +366,19 @@ def _whole(value: Any) -> int:
     if not number.is_integer():
         raise LanguageError("argument", f"slice bounds must be whole numbers, got {number!r}")
     return int(number)
+
+
+def _help_topic(code: list[Any]) -> tuple[str, Span] | None:
+    """The name asked about by a statement `help(NAME)` ("" for `help()`) and its place,
+    else None: the name is not evaluated (a function is not a value to compute)."""
+    last = code[-1]
+    if last[0] != CALL or last[1][0] != "help" or last[1][2]:
+        return None
+    if len(code) == 1 and last[1][1] == 0:
+        return "", last[2]
+    if len(code) == 2 and last[1][1] == 1 and code[0][0] == LOAD:
+        return str(code[0][1]), code[0][2]
+    raise LanguageError("argument", "help takes one name, as in help(sin) (or none: help())").at(last[2])
 
 
 def _suggest(name: str, candidates: list[str]) -> str:

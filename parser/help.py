@@ -1,0 +1,198 @@
+"""Help for one name of the language: `help(sin)`, `:help sin`, `gradcalc ops sin`.
+
+Everything is read from what the program runs: the op registry gives the signature, the
+description and the derivative rule (the text `--steps` prints); the example is
+evaluated when help is asked for, so its numbers are the program's own. The inputs of an
+example come from the op's gradient-check recipe (the shapes and range its every-op test
+draws from), rounded to short literals.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gradcalc.autodiff import ALIASES, REGISTRY
+from gradcalc.autodiff.rules import op_rule
+
+from .backends import AUTODIFF_FUNCTIONS, CONSTANTS, public_ops
+from .errors import LanguageError
+
+if TYPE_CHECKING:
+    from .compiler import UserFunction
+    from .machine import Session
+
+# Example values inside an op's check range: varied signs and sizes, few digits.
+_PATTERN = (0.5, -1.25, 2.0, -0.75, 1.5, 0.25, -2.0, 1.0, -0.5, 0.75, -1.5, 1.25)
+_EXAMPLE_ELEMENTS = 6  # the smallest listed input shapes are used, up to this many elements
+
+
+def describe(name: str, session: Session | None = None) -> list[str]:
+    """Help as lines of text. Raises LanguageError for a name with no help."""
+    functions = session.functions if session is not None else {}
+    if name in functions:
+        return _user_function(functions[name])
+    if name in AUTODIFF_FUNCTIONS:
+        signature, _, text = AUTODIFF_FUNCTIONS[name].partition(": ")
+        return [f"{signature}: {text}", "category: autodiff (acts on the graph of its first argument)"]
+    op = public_ops().get(name)
+    if op is not None:
+        return op_help(op, name)
+    if name in CONSTANTS:
+        return [f"{name}: the constant {CONSTANTS[name]!r}"]
+    if session is not None and name in session.variables:
+        value = session.variables[name]
+        return [f"{name}: a variable, shape {tuple(np.shape(value.data))}"]
+    from .machine import _suggest
+
+    known = [*public_ops(), *AUTODIFF_FUNCTIONS, *functions, *CONSTANTS]
+    raise LanguageError("name", f"no help for {name!r}: not a function, constant or variable{_suggest(name, known)}")
+
+
+def overview() -> list[str]:
+    """`help()`: how to ask, and the functions by category."""
+    by_category: dict[str, list[str]] = {}
+    for op in REGISTRY.values():
+        if op.public:
+            by_category.setdefault(op.category, []).append(op.name)
+    by_category["autodiff"] = list(AUTODIFF_FUNCTIONS)
+    lines = ["help(NAME) tells what a function computes, its derivative rule and an example:", "  help(tanh)", ""]
+    lines += [f"{category}: {', '.join(sorted(names))}" for category, names in by_category.items()]
+    return lines
+
+
+def op_help(op: Any, name: str | None = None) -> list[str]:
+    aliases = sorted(alias for alias, target in ALIASES.items() if target == op.name)
+    lines = [f"{op.signature}: {op.doc}"]
+    if name is not None and name != op.name:
+        lines.append(f"({name} is another name for {op.name})")
+    about = [f"category: {op.category}"]
+    if aliases:
+        about.append(f"also called: {', '.join(aliases)}")
+    if op.method:
+        about.append(f"also a method: {_method_form(op)}")
+    lines.append("; ".join(about))
+    lines.append(f"derivative (as --steps shows it): {op_rule(op)}" if op.has_gradient
+                 else "derivative: none (no gradient flows through it)")
+    return [*lines, "example:", *example_of(op)]
+
+
+def _method_form(op: Any) -> str:
+    inside = op.signature[op.signature.index("(") + 1:-1]
+    first, _, rest = inside.partition(", ")
+    return f"{first}.{op.name}({rest})"
+
+
+def _user_function(f: UserFunction) -> list[str]:
+    return [f"{f.name}({', '.join(f.params)}): a function you defined", f"  {f.text.strip()}"]
+
+
+def example_of(op: Any) -> list[str]:
+    """The example program, then its value and each input's gradient, evaluated now."""
+    from .machine import Session
+
+    text = example_expression(op)
+    session = Session()
+    try:
+        [result] = session.run_source(text)
+        if isinstance(result.value, tuple):  # several results (split, slogdet): the first
+            lead, _, call = text.rpartition("\n")
+            text = f"{lead}\n{call}[0]" if lead else f"{call}[0]"
+            [result] = session.run_source(text.rpartition("\n")[2])
+    except LanguageError as err:  # an example the program refuses is a bug in its recipe
+        raise LanguageError("argument", f"the example of {op.name} fails: {text}: {err.message}") from None
+    from .analysis import analyze
+
+    analysis = analyze(result.value, None, session.variables)
+    lines = [f"  >>> {line}" for line in text.split("\n")]
+    lines.append(f"  value {_literal(np.asarray(analysis.value), digits=None)}")
+    lines += [f"  d/d{var} {_literal(np.asarray(g), digits=None)}" for var, g in analysis.grads.items()]
+    return lines
+
+
+# Arguments of the constructors' examples, by parameter name.
+_CONSTRUCTOR_ARGS = {"shape": "(2, 3)", "value": "1.5", "start": "0", "stop": "1", "step": "0.25", "num": "5", "n": "3",
+                     "seed": "seed=0"}
+
+
+def example_expression(op: Any) -> str:
+    """A short program: one assignment per input (named after the op's parameters), then
+    the call with the recipe's parameters."""
+    check = op.check
+    if op.n_in == 0:  # a constructor: its arguments by name
+        args = [_CONSTRUCTOR_ARGS[p] for p in op.param_names if p in _CONSTRUCTOR_ARGS]
+        if op.signature.startswith(f"{op.name}(*shape"):
+            args[0] = "2, 3"
+        return f"{op.name}({', '.join(args)})"
+    if check is None:  # an op without gradient: one small vector per input (a number for item)
+        shape = () if op.name == "item" else (3,)
+        inputs, params = [np.roll(_pattern(shape, -2.0, 2.0), k) for k in range(op.n_in or 2)], {}
+    elif check.make is not None:
+        inputs, params = check.make(np.random.default_rng(0))
+        inputs = [np.round(x, 2) if np.asarray(x).dtype.kind == "f" else x for x in inputs]
+    else:
+        shapes = min(check.shapes, key=lambda s: sum(int(np.prod(x)) for x in s))
+        inputs = [_pattern(shape, check.low, check.high) for shape in shapes]
+        params = dict(check.params)
+    names = _input_names(op, len(inputs))
+    assigns = [f"{n} = {_literal(np.asarray(x))}" for n, x in zip(names, inputs)]
+    if "index" in params:  # indexing is written as such: x[0:2, 1]
+        return "\n".join([*assigns, f"{names[0]}[{_index(params['index'])}]"])
+    args = [*names, *(f"{k}={_param(v)}" for k, v in params.items())]
+    return "\n".join([*assigns, f"{op.name}({', '.join(args)})"])
+
+
+def _index(index: Any) -> str:
+    parts = index if isinstance(index, tuple) else (index,)
+
+    def one(i: Any) -> str:
+        if isinstance(i, slice):
+            return ":".join("" if v is None else str(v) for v in (i.start, i.stop)) + ("" if i.step is None else f":{i.step}")
+        return str(i)
+
+    return ", ".join(one(i) for i in parts)
+
+
+def _input_names(op: Any, n: int) -> list[str]:
+    inside = op.signature[op.signature.index("(") + 1:-1]
+    words = [w.strip().lstrip("*").split("=")[0] for w in inside.split(",")]
+    words = [w for w in words if w and w not in op.param_names and w not in op.leading]
+    if len(words) >= n and len(set(words[:n])) == n:
+        return words[:n]
+    return [f"x{i + 1}" for i in range(n)]
+
+
+def _pattern(shape: tuple[int, ...], low: float, high: float) -> np.ndarray:
+    size = int(np.prod(shape))
+    mid, half = (low + high) / 2, (high - low) / 2
+    values = [mid + half * v / 2.0 for v in _PATTERN[:size]] if size <= len(_PATTERN) else np.linspace(low, high, size + 2)[1:-1]
+    return np.round(np.asarray(values, dtype=float), 3).reshape(shape)
+
+
+def _literal(x: np.ndarray, digits: int | None = 4) -> str:
+    if x.dtype.kind in "iub":
+        return str(x.tolist()).replace("True", "true").replace("False", "false")
+
+    def number(v: float) -> str:
+        r = float(np.round(v, digits)) if digits is not None and np.isfinite(v) else float(v)
+        text = repr(r)
+        return text[:-2] if text.endswith(".0") and digits == 4 else text
+
+    if x.ndim == 0:
+        return number(float(x))
+    return "[" + ", ".join(_literal(row, digits) if row.ndim else number(float(row)) for row in x) + "]"
+
+
+def _param(v: Any) -> str:
+    if isinstance(v, str):
+        return repr(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (tuple, list)):
+        return "(" + ", ".join(_param(i) for i in v) + ("," if len(v) == 1 else "") + ")"
+    if isinstance(v, np.ndarray):
+        return _literal(v)
+    return repr(v)
+
+
+__all__ = ["REGISTRY", "describe", "example_of", "op_help"]

@@ -1,0 +1,113 @@
+"""Help for every function, in its three forms: `help(f)` in the language, `:help f` in the
+REPL and `gradcalc ops f`, each read from the registry; and the REPL's completion menu
+showing signatures."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gradcalc.autodiff.rules import op_rule
+from gradcalc.cli import render
+from gradcalc.cli.repl import Repl, make_prompt_session
+from gradcalc.parser import HelpResult, LanguageError, Session
+from gradcalc.parser.backends import AUTODIFF_FUNCTIONS, public_ops
+from gradcalc.parser.help import _literal, describe
+
+BIN = Path(sys.executable).with_name("gradcalc")
+OPS = sorted(name for name, op in public_ops().items() if name == op.name)
+
+
+def gradcalc(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_every_op_has_help_with_signature_rule_and_a_working_example(name):
+    op = public_ops()[name]
+    lines = describe(name)
+    assert lines[0] == f"{op.signature}: {op.doc}"
+    rule = next(line for line in lines if line.startswith("derivative"))
+    assert (op_rule(op) in rule) if op.has_gradient else rule == "derivative: none (no gradient flows through it)"
+    start = lines.index("example:")
+    program = [line.removeprefix("  >>> ") for line in lines[start + 1:] if line.startswith("  >>> ")]
+    shown = [line.strip() for line in lines[start + 1:] if not line.startswith("  >>> ")]
+    assert program and shown[0].startswith("value ")
+    # The example is the program's own: run again, it gives the value shown.
+    session = Session()
+    *_, result = session.run_source("\n".join(program))
+    assert shown[0] == f"value {_literal(np.asarray(result.value.data), digits=None)}"
+
+
+def test_the_three_forms_say_the_same(tmp_path):
+    """tanh through the language, the REPL and `gradcalc ops`, against its closed forms
+    (mpmath): tanh(0.5) and sech(0.5)^2."""
+    mpmath = pytest.importorskip("mpmath")
+    lines = describe("tanh")
+    value = float(next(line for line in lines if line.startswith("  value ")).split()[1])
+    slope = float(next(line for line in lines if line.startswith("  d/dx ")).split()[1])
+    with mpmath.workdps(40):
+        assert value == pytest.approx(float(mpmath.tanh(mpmath.mpf(0.5))), rel=1e-15)
+        assert slope == pytest.approx(float(mpmath.sech(mpmath.mpf(0.5)) ** 2), rel=1e-15)
+    ops = gradcalc("ops", "tanh")
+    assert ops.returncode == 0 and ops.stdout.splitlines() == lines
+    evaluated = gradcalc("eval", "help(tanh)")
+    assert evaluated.returncode == 0 and evaluated.stdout.splitlines() == lines
+    assert json.loads(gradcalc("eval", "help(tanh)", "--json").stdout) == {"help": lines}
+    script = tmp_path / "s.gc"
+    script.write_text("def f(u) = u ** 2 + 1\nhelp(f)\n")
+    ran = gradcalc("run", str(script))
+    assert ran.stdout.splitlines() == ["f(u): a function you defined", "  def f(u) = u ** 2 + 1"]
+
+
+def test_repl_help_with_a_name(capsys):
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    repl.handle(":help softmax")
+    assert capsys.readouterr().out.splitlines() == describe("softmax")
+    repl.handle("help(sigmoid)")
+    assert capsys.readouterr().out.splitlines() == describe("sigmoid")
+    repl.handle(":help")
+    general = capsys.readouterr().out
+    assert ":help [NAME]" in general and ":quit" in general
+
+
+def test_help_of_what_is_not_a_function_is_a_placed_error():
+    with pytest.raises(LanguageError) as caught:
+        Session().run_source("help(sofmax)")
+    assert "did you mean softmax" in caught.value.message and caught.value.column == 6
+    with pytest.raises(LanguageError) as caught:
+        Session().run_source("help(1 + 2)")
+    assert "help takes one name" in caught.value.message
+    done = gradcalc("ops", "sofmax")
+    assert done.returncode == 2 and "did you mean softmax" in done.stderr and "Traceback" not in done.stderr
+    [result] = Session().run_source("help()")
+    assert isinstance(result, HelpResult) and any(line.startswith("elementwise: ") for line in result.lines)
+
+
+def test_help_for_autodiff_functions_constants_and_variables():
+    for name, text in AUTODIFF_FUNCTIONS.items():
+        assert describe(name)[0] == text
+    assert describe("pi") == [f"pi: the constant {math.pi!r}"]
+    session = Session()
+    session.run_source("w = [1, 2, 3]")
+    assert describe("w", session) == ["w: a variable, shape (3,)"]
+
+
+def test_the_completion_menu_shows_signatures():
+    from prompt_toolkit.document import Document
+    from prompt_toolkit.output import DummyOutput
+
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    repl.handle("def double(u) = 2 * u")
+    session = make_prompt_session(repl, output=DummyOutput())
+    metas = {c.text: c.display_meta_text for c in session.completer.get_completions(Document("soft"), None)}
+    assert metas["softmax"] == public_ops()["softmax"].signature
+    metas = {c.text: c.display_meta_text for c in session.completer.get_completions(Document("dou"), None)}
+    assert metas == {"double": "double(u)"}
