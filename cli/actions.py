@@ -40,12 +40,13 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     if not program.statements:
         raise LanguageError("argument", "nothing to evaluate: the expression is empty")
     results = [r for r in session.run(program) if isinstance(r, ExpressionResult | HelpResult)]
-    if results and isinstance(results[-1], HelpResult):
-        return results[-1]
     if not results:
         raise LanguageError("argument", "nothing to show: the last statement assigns; end with an expression")
-    code = next((s.code for s in program.statements if s.span == results[-1].span), None)
-    return analyse(session, results[-1].value, wrt, code, always=names)
+    last = results[-1]
+    if isinstance(last, HelpResult):
+        return last
+    code = next((s.code for s in program.statements if s.span == last.span), None)
+    return analyse(session, last.value, wrt, code, always=names)
 
 
 def eval_action(

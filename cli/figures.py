@@ -235,9 +235,9 @@ def write_figure(data: Curve | Surface, title: str, path: Path) -> None:
     if isinstance(data, Curve):
         panels = len(data.values)
         figure = Figure(figsize=(7, 1.2 + 2.4 * panels), layout="constrained")
-        axes = figure.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
-        _draw_curve(list(axes), data)
-        axes[0].set_title(title)
+        column = list(figure.subplots(panels, 1, sharex=True, squeeze=False)[:, 0])
+        _draw_curve(column, data)
+        column[0].set_title(title)
     else:
         figure = Figure(figsize=(7, 4.5), layout="constrained")
         axes = figure.add_subplot()

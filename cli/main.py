@@ -183,7 +183,7 @@ def check_command(
 
 @app.command("ops")
 def ops_command(
-    name: Annotated[Optional[str], typer.Argument(help="One function: its signature, derivative rule and an example.")] = None,
+    name: Annotated[str | None, typer.Argument(help="One function: its signature, derivative rule and an example.")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table (docs/language.md uses it).")] = False,
 ) -> None:
     """List every function of the language with its signature and a one-line description,

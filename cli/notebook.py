@@ -66,7 +66,7 @@ class NotebookVariables(dict):  # type: ignore[type-arg]
         if self.session is None or name.startswith("_") or not _numeric(value):
             return False
         backend = self.session.backend
-        dict.__setitem__(self, name, backend.variable(backend.constant(np.asarray(value, dtype=float)), name))
+        dict.__setitem__(self, name, backend.variable(backend.from_array(np.asarray(value, dtype=float)), name))
         self.borrowed.add(name)
         return True
 
@@ -185,7 +185,8 @@ def tree_svg(output: Any, digits: int | None, row: int = 18, indent: int = 18) -
     lines = tree_lines(output, digits)
     width = max((depth * indent + 8 * len(text) for depth, text in lines), default=100) + 40
     height = row * len(lines) + 10
-    items, last_at_depth = [], {}
+    items: list[str] = []
+    last_at_depth: dict[int, int] = {}
     for i, (depth, text) in enumerate(lines):
         y = row * (i + 1)
         x = 10 + depth * indent

@@ -237,7 +237,6 @@ def _title(request: PlotRequest) -> str:
 def show(request: PlotRequest, data: Curve | Surface, *, out: Path | None, as_csv: bool, as_json: bool, draw: bool, colour: bool) -> None:
     if out is not None:
         from .figures import write_figure
-
         from .render import wrote
 
         write_figure(data, _title(request), out)
