@@ -33,6 +33,7 @@ COMMANDS = {
     ":dot FILE": "write the last result's graph as DOT (.svg/.png/.pdf draws it; - prints it)",
     ":wrt a,b": "report gradients for these variables only (:wrt alone: all again)",
     ":engine NAME": "switch engine: tensor or scalar (variables are reset)",
+    ":digits N": "round numbers to N significant digits for display (:digits alone: full precision)",
     ":reset": "forget every variable and function",
     ":load FILE": "run a script into this session",
     ":plot F x=A:B": "plot F and its derivatives over a range (see gradcalc plot --help)",
@@ -168,6 +169,15 @@ class Repl:
         elif isinstance(result, HelpResult):
             self.out.lines(result.lines)
 
+    def _digits(self, arg: str) -> None:
+        """`:digits N` rounds what is shown, as `--digits N` does; the values keep every bit."""
+        if arg and not (arg.isdigit() and 1 <= int(arg) <= 17):
+            render.warn(f":digits takes a whole number from 1 to 17 (or nothing, for full precision), not {arg!r}")
+            return
+        digits = int(arg) if arg else None
+        self.out.style = self.out.style._replace(digits=digits)
+        self.out.write(f"digits: {digits if digits is not None else 'full precision'}")
+
     def _wrt_in_use(self) -> list[str] | None:
         if self.wrt is None:
             return None
@@ -201,6 +211,8 @@ class Repl:
         elif name == ":wrt":
             self.wrt = [w.strip() for w in arg.split(",") if w.strip()] or None
             self.out.write(f"gradients for: {', '.join(self.wrt) if self.wrt else 'every variable'}")
+        elif name == ":digits":
+            self._digits(arg)
         elif name == ":engine":
             if arg not in ("tensor", "scalar"):
                 render.warn("usage: :engine tensor  or  :engine scalar")

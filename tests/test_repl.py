@@ -357,3 +357,15 @@ def test_read_input_uses_the_parsers_pending_input(monkeypatch):
     assert len(parsed) == 2
     assert read_input(Lines(["x = 3 +", "4"]), repl) == "x = 3 + 4"
     assert read_input(Lines([":vars", "x"]), repl) == ":vars"
+
+
+def test_digits_rounds_the_display_and_keeps_the_values(capsys):
+    """:digits 3 shows e^2 = 7.389056... as 7.39; :digits alone gives full precision back;
+    the value itself never changed (x * 1 is still exact)."""
+    import math
+
+    drive("x = 2\n:digits 3\nexp(x)\n:digits\nexp(x)\n:digits 0\n:digits 18\n")
+    captured = capsys.readouterr()
+    assert "value: 7.39\n" in captured.out
+    assert f"value: {math.exp(2)!r}\n" in captured.out
+    assert captured.err.count(":digits takes a whole number from 1 to 17") == 2
