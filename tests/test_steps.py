@@ -246,3 +246,27 @@ def test_rules_read_through_guards_and_short_helpers(tmp_path, monkeypatch):
     from vjp_probe import vjp
 
     assert vjp_rule(vjp) == "g * e * (b > 0) * a ** (b - 1) / e  where e = exp(-abs(a))"
+
+
+def test_rules_speak_the_users_words():
+    """A rule as --steps prints it calls only functions the user can call (the language's
+    own); the engine's helpers (expand_reduced, unindex, swap_last...) have no meaning to
+    a reader. Words that read as math (Phi, phi, for gelu's normal CDF and density) are
+    named in the rule itself."""
+    import re
+
+    from gradcalc.autodiff import REGISTRY
+    from gradcalc.autodiff.rules import op_rule
+    from gradcalc.parser.backends import public_ops
+
+    callable_words = set(public_ops())
+    offending = {}
+    for op in REGISTRY.values():
+        if not op.public or not op.has_gradient:
+            continue
+        rule = op_rule(op)
+        calls = set(re.findall(r"([A-Za-z_]\w*)\(", rule)) - callable_words
+        explained = {word for word in calls if re.search(rf"\b{word}\b[^(]", rule)}  # named in words too
+        if calls - explained:
+            offending[op.name] = sorted(calls - explained)
+    assert offending == {}

@@ -251,6 +251,6 @@ matmul = defop(
     n_in=2, complex_safe=True, method=True, operators=("__matmul__", "__rmatmul__"), jvp=MULTILINEAR,
     out_shape=lambda a, b: matmul_shape(a.shape, b.shape),
     # The VJPs lift 1-d operands to matrices first; this is the rule they apply.
-    rule="a: g @ swap_last(b);  b: swap_last(a) @ g",
+    rule='a: g @ b.T;  b: a.T @ g (.T swaps the last two axes; a vector acts as a row or column)',
     check=Check(shapes=(((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (3,)), ((2, 2, 3), (3, 2)))),
 )

@@ -63,6 +63,7 @@ roll = defop(
     doc="x shifted cyclically by shift places along axis (of the flattened tensor by default)",
     category=SHAPE, method=True, complex_safe=True, check=Check(shapes=(((5,),), ((3, 4),)), params={"shift": 2}),
     jvp=LINEAR,
+    rule='roll(g, -shift, axis)',
 )
 
 # ---- tile and repeat ------------------------------------------------------------------------

@@ -405,6 +405,7 @@ inv = defop(
     doc="inverse of a square matrix (or of each in a stack)", category=LINALG, method=True, aliases=("inverse",),
     complex_safe=True, check=Check(make=_matrices),
     jvp=_inv_jvp,
+    rule='-(ans.T @ g @ ans.T), ans = inv(a) (.T swaps the last two axes)',
 )
 
 

@@ -94,6 +94,7 @@ logsumexp = defop(
     doc="log(sum(exp(x))) over axis, shifted by the max so it never overflows", category=NN,
     method=True, complex_safe=True, check=Check(shapes=(((4,),), ((3, 4),)), params={"axis": -1}),
     jvp=OVER_AXIS,
+    rule='g * softmax(x, axis), g repeated along the reduced axes',
 )
 softmax = defop(
     "softmax", _softmax, (_softmax_vjp,),
@@ -168,6 +169,7 @@ cross_entropy = defop(
     "label_smoothing mixes in the uniform distribution; reduction 'mean' (over the batch), 'sum' or 'none'",
     category=NN, complex_safe=True, check=Check(make=_ce_check, diff=(0,)),
     jvp=TO_ITEMS,
+    rule="logits: g * (softmax(logits) - t) per row, t the target distribution (one-hot for classes, with label_smoothing mixed in), / rows for 'mean';  target: -g * log_softmax(logits)",
 )
 
 
@@ -187,6 +189,7 @@ mse = defop(
     doc="squared error (pred - target) ** 2, reduced by reduction: 'mean', 'sum' or 'none'", category=NN, n_in=2,
     complex_safe=True, check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)))),
     jvp=TO_ITEMS,
+    rule="a: g * 2 * (a - b), / n for 'mean' (n elements);  b: g * 2 * (b - a), / n for 'mean'",
 )
 
 # ---- reductions of a loss, and the losses after cross_entropy and mse ------------------------
@@ -338,7 +341,7 @@ nll_loss = defop(
     doc="negative log-likelihood -logp[target] of log-probabilities (classes on the last axis; "
     "cross_entropy(x, t) is nll_loss(log_softmax(x), t))",
     category=NN, check=Check(make=_nll_check, diff=(0,)),
-    rule="logp: -g * onehot(target);  target: -g * logp (for probability targets)",
+    rule="logp: -g at each row's target entry, 0 elsewhere (/ rows for 'mean');  target: -g * logp (for probability targets)",
     jvp=TO_ITEMS,
 )
 

@@ -142,6 +142,7 @@ sum_ = defop(
     doc="sum over axis (all axes by default)", category=RED, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, params={"axis": 0}),
     jvp=LINEAR,
+    rule='g repeated along the summed axes (every element gets g)',
 )
 mean = defop(
     "mean", _mean,
@@ -149,6 +150,7 @@ mean = defop(
     doc="mean over axis (all axes by default)", category=RED, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, params={"axis": -1, "keepdims": True}),
     jvp=LINEAR,
+    rule='g / n repeated along the averaged axes (n elements averaged)',
 )
 def _prod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     # d prod / d x_k is the product of the other elements: ans / x_k when no element is 0,
@@ -199,16 +201,19 @@ prod = defop(
     doc="product over axis (all axes by default); exact gradient with zeros",
     category=RED, method=True, complex_safe=True, check=Check(shapes=_SHAPES, low=0.5, high=1.5),
     jvp=OVER_AXIS,
+    rule='g * (the product of the other elements), repeated along the axes (exact at zeros: no division)',
 )
 max_ = defop(
     "max", _max, (_extreme_vjp,),
     doc="largest element over axis; ties share the gradient", category=RED, method=True,
     kink=lambda x, **p: _has_tie(x, **p, pick=np.max), check=Check(shapes=(((3, 4),), ((2, 3, 2),)), params={"axis": 1}, kink_gap=1e-3),
     jvp=OVER_AXIS,
+    rule='g shared equally among the elements equal to the max, 0 elsewhere',
 )
 min_ = defop(
     "min", _min, (_extreme_vjp,),
     doc="smallest element over axis; ties share the gradient", category=RED, method=True,
     kink=lambda x, **p: _has_tie(x, **p, pick=np.min), check=Check(shapes=_SHAPES, kink_gap=1e-3),
     jvp=OVER_AXIS,
+    rule='g shared equally among the elements equal to the min, 0 elsewhere',
 )

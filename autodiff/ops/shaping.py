@@ -56,6 +56,7 @@ transpose = defop(
     doc="axes reversed, or permuted as given (x.T reverses)", category=SHAPE, method=True, variadic="axes",
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),))),
     jvp=LINEAR,
+    rule='transpose(g) by the inverse permutation of axes',
 )
 Tensor.T = property(lambda self: transpose(self), doc="the tensor with its axes reversed")  # type: ignore[attr-defined]
 
@@ -79,6 +80,7 @@ broadcast_to = defop(
     variadic="shape", method=True,
     check=Check(shapes=(((4,),), ((3, 1),)), params={"shape": (3, 4)}),
     jvp=LINEAR,
+    rule="g summed over the broadcast axes, back to x's shape",
 )
 
 # ---- indexing ---------------------------------------------------------------------------
@@ -110,6 +112,7 @@ getitem = defop(
     operators=("__getitem__",), out_shape=lambda x, index: indexed_shape(x.shape, index),
     check=Check(shapes=(((3, 4),),), params={"index": (slice(0, 2), 1)}),
     jvp=LINEAR,
+    rule="g put at x[index] in zeros of x's shape (a repeated index adds up)",
 )
 unindex = defop(
     "unindex", _unindex, (lambda m, g, ans, gx, index, shape: m.getitem(g, index=index),),
@@ -151,6 +154,7 @@ concatenate = defop(
     category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
     jvp=LINEAR,
+    rule='each input gets the slice of g along axis where it was placed',
 )
 stack = defop(
     "stack", _stack, _stack_vjp, n_in=None,
@@ -159,6 +163,7 @@ stack = defop(
     category=SHAPE, complex_safe=True,
     check=Check(make=_join_check),
     jvp=LINEAR,
+    rule='each input gets g at its own index along axis',
 )
 
 
@@ -212,4 +217,5 @@ split = defop(
     category=SHAPE, complex_safe=True,
     check=Check(shapes=(((4, 3),),), params={"sections": 2}),
     jvp=LINEAR,
+    rule="g of each section put at its place in zeros of x's shape",
 )
