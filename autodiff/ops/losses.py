@@ -169,7 +169,8 @@ cross_entropy = defop(
     "label_smoothing mixes in the uniform distribution; reduction 'mean' (over the batch), 'sum' or 'none'",
     category=NN, complex_safe=True, check=Check(make=_ce_check, diff=(0,)),
     jvp=TO_ITEMS,
-    rule="logits: g * (softmax(logits) - t) per row, t the target distribution (one-hot for classes, with label_smoothing mixed in), / rows for 'mean';  target: -g * log_softmax(logits)",
+    rule=("logits: g * (softmax(logits) - t) per row, t the target distribution (one-hot for classes, with "
+          "label_smoothing mixed in), / rows for 'mean';  target: -g * log_softmax(logits)"),
 )
 
 
