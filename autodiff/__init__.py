@@ -4,7 +4,7 @@
     x = Tensor([1.0, 2.0], requires_grad=True)
     (x * x).sum().backward()      # x.grad == [2., 4.]
 """
-from . import ops as _ops  # noqa: F401  (registers the op families Tensor's operators need; the rest on first need)
+from . import ops as _ops  # noqa: F401  (registers every op)
 from .backprop import backward, collector_paused, grad, hessian, jacobian, topological_order
 from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
 from .forward import jacobian_forward, jvp, push_forward, tangent_of

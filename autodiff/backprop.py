@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from .limits import check_size
-from .registry import ARRAY_MATH, NAN_GUARD, TENSOR_MATH, has_nan, unbroadcast
+from .registry import ARRAY_MATH, NAN_GUARD, TENSOR_MATH, has_nan
 from .tensor import Tensor, set_grad_enabled, to_array
+from .wiring import unbroadcast
 
 
 def topological_order(root: Any) -> list[Any]:

@@ -41,7 +41,7 @@ import numpy as np
 
 from .limits import charge, check_size, max_elements
 from .ops.reductions import normalize_axes
-from .registry import recorded_params
+from .wiring import recorded_params
 
 # Ops whose forward acts element by element with NumPy broadcasting (params included)
 # and gives each element what a lone replay gives it, whatever the leading axes: each

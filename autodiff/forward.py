@@ -35,8 +35,9 @@ import numpy as np
 from .backprop import collector_paused, topological_order
 from .errors import ArgumentError
 from .limits import check_size
-from .registry import ARRAY_MATH, OUTPUT, TENSOR_MATH, OpDef
+from .registry import ARRAY_MATH, TENSOR_MATH, OpDef
 from .tensor import Tensor, set_grad_enabled, to_array
+from .wiring import OUTPUT
 
 JVP = Callable[..., Any]
 
@@ -235,7 +236,7 @@ def _seed(x: Tensor, v: Any, create_graph: bool) -> Any:
         t = Tensor(t) if create_graph else t
     if t.shape != x.shape:
         if np.shape(t) == () or np.broadcast_shapes(np.shape(t), x.shape) == x.shape:
-            t = TENSOR_MATH.broadcast_to(t, shape=x.shape) if create_graph else np.broadcast_to(t, x.shape)
+            t = TENSOR_MATH.broadcast_to(t, shape=x.shape) if create_graph else np.broadcast_to(np.asarray(t), x.shape)
         else:
             raise ArgumentError(f"jvp: a tangent of shape {np.shape(t)} for an input of shape {x.shape}")
     return t

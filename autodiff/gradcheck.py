@@ -18,8 +18,8 @@ import numpy as np
 from .backprop import backprop, topological_order
 from .batching import Tape, check_jacobian_size
 from .limits import charge
-from .registry import recorded_params
 from .tensor import Tensor
+from .wiring import recorded_params
 
 COMPLEX_STEP = 1e-20
 CENTRAL_STEP = 1e-6

@@ -1,7 +1,7 @@
 """Limits that keep one command from eating the machine: an element cap and a step budget.
 
 The element cap: a calculator must refuse `zeros(10**5, 10**5)` before allocating it.
-Every op's result is checked before its forward runs (`registry.apply`, with the op's
+Every op's result is checked before its forward runs (`wiring.apply`, with the op's
 `out_shape` hook when its result can be larger than its broadcast inputs), and so are the
 Jacobians that `jacobian`, `hessian` and gradient checks build.
 

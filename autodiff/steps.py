@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from .backprop import topological_order
-from .registry import ARRAY_MATH, REGISTRY, OpDef, unbroadcast
+from .registry import ARRAY_MATH, REGISTRY, OpDef
 from .rules import input_rule, op_rule
 from .scalar import Value
 from .tensor import Tensor
+from .wiring import unbroadcast
 
 
 @dataclass

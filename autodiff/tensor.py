@@ -6,7 +6,6 @@ exactly one place.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -64,41 +63,7 @@ def to_array(value: Any) -> np.ndarray:
     return array.astype(np.float64)
 
 
-def _lazy_lookup(target: Any, name: str, getattribute: Callable[[Any, str], Any], what: str) -> Any:
-    """`name` on `target` once every op is registered (ops/__init__.py registers most op
-    families on first need); registry.register_all() removes the hooks that call this."""
-    from .registry import _all_registered, register_all
-
-    if not name.startswith("__") and not _all_registered:
-        register_all()
-        try:
-            return getattribute(target, name)
-        except AttributeError:
-            pass
-    raise AttributeError(f"{what} has no attribute {name!r}")
-
-
-def _lazy_dir(target: Any, base_dir: Callable[[Any], Any]) -> list[str]:
-    """dir() of `target` (by `base_dir`, its base class's __dir__) with every op registered."""
-    from .registry import register_all
-
-    register_all()
-    return list(base_dir(target))
-
-
-class _TensorType(type):
-    """Tensor's metaclass, for lookups on the class itself (`Tensor.exp`,
-    `getattr(Tensor, "tanh", None)`, `dir(Tensor)`, help, completion in an editor), which
-    never reach an instance's __getattr__: they register every op first too."""
-
-    def __getattr__(cls, name: str) -> Any:
-        return _lazy_lookup(cls, name, type.__getattribute__, f"type object {cls.__name__!r}")
-
-    def __dir__(cls) -> list[str]:
-        return _lazy_dir(cls, type.__dir__)
-
-
-class Tensor(metaclass=_TensorType):
+class Tensor:
     """An n-dimensional array node in a define-by-run graph.
 
     `_prev` (the parents), `op` and `params` describe the op that made the tensor (empty
@@ -124,14 +89,10 @@ class Tensor(metaclass=_TensorType):
     name: str | None
     retains_grad: bool
     detached: bool
-
-    def __getattr__(self, name: str) -> Any:
-        """Only for a name the class does not have: an op method (`x.exp()`) whose family
-        is not registered yet. registry.register_all() removes this method."""
-        return _lazy_lookup(self, name, object.__getattribute__, "'Tensor' object")
-
-    def __dir__(self) -> list[str]:
-        return _lazy_dir(self, object.__dir__)
+    # Properties the op table binds when their ops are defined (ops/shaping.py), declared
+    # here for type checkers; the op methods (`x.exp()`) are bound the same way.
+    T: Tensor
+    mT: Tensor
 
     def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
         self.data = to_array(data)
@@ -235,7 +196,7 @@ _new_object = object.__new__
 
 
 def new_tensor(data: np.ndarray, parents: tuple[Tensor, ...], op: OpDef | None, params: dict[str, Any] | None) -> Tensor:
-    """The wiring's constructor (registry.apply): no conversion, no checks, as it runs
+    """The wiring's constructor (wiring.apply): no conversion, no checks, as it runs
     once per op. `data` must already be what `to_array` gives."""
     t = _new_object(Tensor)
     t.data = data

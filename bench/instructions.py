@@ -7,7 +7,12 @@ on a shared, noisy host. Each checkout is measured with its own virtual environm
     python bench/instructions.py                      # this checkout
     python bench/instructions.py . /work/base         # this checkout against another
 
-A whole-command workload counts the whole process. An in-process workload counts the
+Every workload is run once beforehand so that its modules' bytecode is cached (in a
+folder of its own per checkout, PYTHONPYCACHEPREFIX: a read-only checkout is measured the
+same way), as it is for a user of an installed gradcalc; without that a whole command
+would count compiling every module it imports. A whole-command workload counts the
+whole process.
+An in-process workload counts the
 difference between a process that runs it 2k times and one that runs it k times, divided
 by k, so its set-up and Python's start-up cancel out. The last column, when two
 checkouts are given, is the first's count over the second's.
@@ -41,7 +46,9 @@ LOOP_REPEATS = {"8x8 chain, 71 ops (per run)": 20, "3,000-input check (per run)"
                 "parse + compile 100 kB program (per run)": 2}
 
 
-def callgrind(argv: list[str], env: dict[str, str]) -> int:
+def callgrind(argv: list[str], env: dict[str, str], warm: bool = False) -> int:
+    if warm:  # compiles and caches the bytecode the counted run then reads
+        subprocess.run(argv, capture_output=True, env=env, check=False)
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
         capture_output=True, text=True, env=env, check=False)
@@ -54,15 +61,17 @@ def callgrind(argv: list[str], env: dict[str, str]) -> int:
 def measure(checkout: Path, name: str, files: dict[str, str]) -> int:
     python = checkout / ".venv" / "bin" / "python"
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
-           "NO_COLOR": "1"}
+           "NO_COLOR": "1", "PYTHONPYCACHEPREFIX": str(Path(files["cache"]) / str(checkout).strip("/").replace("/", "_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     kind, code = WORKLOADS[name]
     if kind == "python":
-        return callgrind([str(python), *code], env)
+        return callgrind([str(python), *code], env, warm=True)
     if kind == "gradcalc":
-        return callgrind([str(checkout / ".venv" / "bin" / "gradcalc"), *(a.format(**files) for a in code)], env)
+        argv = [str(checkout / ".venv" / "bin" / "gradcalc"), *(a.format(**files) for a in code)]
+        return callgrind(argv, env, warm=True)
     k = LOOP_REPEATS[name]
     prelude = f"import sys; sys.path.insert(0, {str(checkout / 'bench')!r}); import workloads as W\n"
-    counts = [callgrind([str(python), "-c", prelude + f"REPEAT = {r}\n" + str(code)], env) for r in (k, 2 * k)]
+    counts = [callgrind([str(python), "-c", prelude + f"REPEAT = {r}\n" + str(code)], env, warm=r == k) for r in (k, 2 * k)]
     return (counts[1] - counts[0]) // k
 
 
@@ -78,7 +87,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         checks = Path(tmp) / "checks.gc"
         checks.write_text(W.checks_file(1000))
-        files = {"checks": str(checks)}
+        files = {"checks": str(checks), "cache": str(Path(tmp) / "bytecode")}
         for name in WORKLOADS:
             if args.only not in name:
                 continue

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gradcalc.autodiff import Tensor, grad, topological_order
-from gradcalc.autodiff.registry import recorded_params
+from gradcalc.autodiff.wiring import recorded_params
 from gradcalc.parser import ExpressionResult, LanguageError, Program, Session
 
 # Ops that act element by element (with broadcasting), by registry category.

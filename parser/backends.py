@@ -12,9 +12,11 @@ from typing import Any
 import numpy as np
 
 from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order
+from gradcalc.autodiff.binding import SPELLINGS
 from gradcalc.autodiff.limits import check_size
-from gradcalc.autodiff.registry import SPELLINGS, OpDef, apply
+from gradcalc.autodiff.registry import OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
+from gradcalc.autodiff.wiring import apply
 
 from .errors import LanguageError
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad
+from gradcalc.autodiff.binding import describe_signature
 from gradcalc.autodiff.gradcheck import gradcheck
-from gradcalc.autodiff.registry import _describe_signature
 
 DIFFERENTIABLE = [op for op in REGISTRY.values() if op.has_gradient]
 NO_GRADIENT = [op for op in REGISTRY.values() if not op.has_gradient]
@@ -109,7 +109,7 @@ def test_ops_without_gradient_never_require_grad(op):
 
 
 def _signature_by_inspect(name, forward, n_in, variadic, leading=()):
-    """What registry._describe_signature gave when it asked inspect (before it read code objects)."""
+    """What binding.describe_signature gave when it asked inspect (before it read code objects)."""
     import inspect
 
     names, shown = [], list(leading)
@@ -145,4 +145,4 @@ def test_signatures_read_from_code_objects_are_inspect_s(op):
 @pytest.mark.parametrize("n_in", [None, 0, 1, 2])
 @pytest.mark.parametrize("variadic", [None, "c", "d"])
 def test_signature_description_agrees_with_inspect_on_every_kind_of_parameter(forward, n_in, variadic):
-    assert _describe_signature("f", forward, n_in, variadic) == _signature_by_inspect("f", forward, n_in, variadic)
+    assert describe_signature("f", forward, n_in, variadic) == _signature_by_inspect("f", forward, n_in, variadic)

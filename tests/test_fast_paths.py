@@ -19,7 +19,8 @@ from gradcalc.autodiff.errors import SizeLimitError
 from gradcalc.autodiff.limits import STEPS, check_size, matmul_shape, set_max_elements, step_budget
 from gradcalc.autodiff.ops.arithmetic import masked
 from gradcalc.autodiff.ops.elementwise import _relu, _sigmoid
-from gradcalc.autodiff.registry import ARRAY_MATH, REGISTRY, TENSOR_MATH, unbroadcast
+from gradcalc.autodiff.registry import ARRAY_MATH, REGISTRY, TENSOR_MATH
+from gradcalc.autodiff.wiring import unbroadcast
 
 INF, NAN = np.inf, np.nan
 X_EDGES = [NAN, INF, -INF, 0.0, -0.0, 5e-324, -5e-324, 1e-310, 1e-300, -1e-300, 0.5, -0.5, 1.0, -1.0,

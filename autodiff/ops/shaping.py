@@ -8,8 +8,9 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError
 from ..forward import LINEAR
 from ..limits import check_size, indexed_shape, joined_shape
-from ..registry import Check, defop, unbroadcast
+from ..registry import Check, defop
 from ..tensor import Tensor
+from ..wiring import unbroadcast
 
 SHAPE = "shape"
 
@@ -58,7 +59,7 @@ transpose = defop(
     jvp=LINEAR,
     rule='transpose(g) by the inverse permutation of axes',
 )
-Tensor.T = property(lambda self: transpose(self), doc="the tensor with its axes reversed")  # type: ignore[attr-defined]
+Tensor.T = property(lambda self: transpose(self), doc="the tensor with its axes reversed")  # type: ignore[assignment]  # declared in Tensor
 
 
 def _swapaxes(x: Any, axis1: int, axis2: int) -> Any:
@@ -71,7 +72,7 @@ swapaxes = defop(
     method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),)), params={"axis1": 0, "axis2": -1}),
     jvp=LINEAR,
 )
-Tensor.mT = property(  # type: ignore[attr-defined]
+Tensor.mT = property(  # type: ignore[assignment]  # declared in Tensor
     lambda self: swapaxes(self, axis1=-1, axis2=-2), doc="the last two axes exchanged (a stack of matrices transposed)",
 )
 broadcast_to = defop(

@@ -1,0 +1,199 @@
+"""The wiring every op goes through (Lucid's `func_op`): `apply` turns numbers into
+tensors, refuses a result over the element cap before computing it, counts the step,
+runs the forward, restates NumPy's errors in the op's words, and records the graph when
+an input requires grad; `unbroadcast` sums a gradient back to its input's shape. An
+op's author writes only its forward and VJPs (registry.defop).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import limits as _limits  # its _max_elements, read once per op
+from . import tensor as _grad_mode  # its _grad_enabled, read once per op
+from .binding import split_args
+from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
+from .limits import STEPS, check_outputs, check_size
+from .tensor import Tensor, new_tensor, to_array
+
+if TYPE_CHECKING:
+    from .registry import OpDef
+
+
+# NumPy reports a shape problem as a ValueError with one of these words (or an IndexError,
+# which covers bad indices and axes); anything else is a bad argument.
+_SHAPE_WORDS = ("shape", "broadcast", "align", "dimension", "size", "split")
+
+
+def _input_error(op: OpDef, inputs: Sequence[Tensor], err: Exception) -> Exception:
+    """NumPy's error for a failed forward, restated with the op and the input shapes."""
+    text = str(err)
+    if isinstance(err, IndexError) or (isinstance(err, ValueError) and any(w in text for w in _SHAPE_WORDS)):
+        shapes = " and ".join(str(t.shape) for t in inputs)
+        return ShapeError(f"{op.name}: {text} (input shape{'s' * (len(inputs) > 1)} {shapes})")
+    return ArgumentError(f"{op.signature}: {text}")
+
+
+def _refuse_outgrown(op: OpDef, arrays: Sequence[np.ndarray], params: dict[str, Any]) -> None:
+    """Raise SizeLimitError before computing if the result of an op with an `out_shape`
+    hook would be over the cap."""
+    try:
+        shape = op.out_shape(*arrays, **params) if params else op.out_shape(*arrays)  # type: ignore[misc]
+    except (ValueError, IndexError, TypeError):
+        return  # a malformed call: the forward reports it in its own words
+    if op.n_ret == 1:
+        check_size(shape, op.name)
+    else:
+        check_outputs(shape[0], shape[1:], op.name)
+
+
+def _refuse_broadcast(op: OpDef, arrays: Sequence[np.ndarray]) -> None:
+    """Raise SizeLimitError before computing if the broadcast result of an op without an
+    `out_shape` hook would be over the cap."""
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        return  # the forward reports the mismatch with both shapes
+    check_size(shape, op.name)
+
+
+def checked_forward(op: OpDef) -> Callable[..., Any]:
+    def forward(*arrays: Any, **params: Any) -> Any:
+        _refuse_outgrown(op, arrays, params)
+        return op.forward(*arrays, **params)
+
+    return forward
+
+
+def _gather(inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[np.ndarray], bool, int]:
+    """apply's inputs in general: each as a Tensor (a number or an array becomes one in its
+    place), their arrays as the forward takes them, whether any requires grad, and the
+    product of their sizes when there are several (0 for one input)."""
+    arrays: list[np.ndarray] = []
+    bound = 1
+    wanted = False
+    for t in inputs:
+        if type(t) is not Tensor:
+            # The loop still walks the tuple it started with, so each is converted once, at its turn.
+            t = Tensor(t)
+            i = len(arrays)
+            inputs = (*inputs[:i], t, *inputs[i + 1 :])
+        if t.requires_grad:
+            wanted = True
+        a = t.data
+        if a.dtype is _BOOL:
+            # Booleans (what comparisons give) enter every op as float64 0 and 1, as in
+            # PyTorch's promotion: True + True is 2, and no forward has to handle bool arrays.
+            a = a.astype(np.float64)
+        arrays.append(a)
+        bound *= a.size
+    return inputs, arrays, wanted, bound if len(arrays) > 1 else 0
+
+
+def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
+    """Run `op` on `args`, recording the graph when any input requires grad.
+
+    Every op of the tensor engine passes here, so here it is checked against the element
+    cap (before it runs) and counted against the step budget (see limits.py). On small
+    tensors this wiring costs more than NumPy's arithmetic, so the common call (Tensors
+    in, as many as the op takes, no parameters) goes straight through."""
+    steps = STEPS
+    steps.left -= 1
+    if steps.left < 0:
+        raise steps.exceeded(op.name)
+    inputs = args
+    if params or len(args) != op.n_in or type(args) is not tuple:
+        inputs, params = split_args(op, args, params)
+    # One or two Tensors that are not boolean (nearly every call) are read without a loop;
+    # `bound`, the product of the input sizes, bounds a broadcast result's size.
+    arrays: Sequence[np.ndarray]
+    n = len(inputs)
+    if n == 1 and type(t := inputs[0]) is Tensor and (a := t.data).dtype is not _BOOL:
+        arrays, wanted, bound = (a,), t.requires_grad, 0  # (a result no bigger than an input that exists)
+    elif (n == 2 and type(t := inputs[0]) is Tensor and type(u := inputs[1]) is Tensor
+          and (a := t.data).dtype is not _BOOL and (b := u.data).dtype is not _BOOL):
+        arrays, wanted, bound = (a, b), t.requires_grad or u.requires_grad, a.size * b.size
+    else:
+        inputs, arrays, wanted, bound = _gather(inputs)
+    if op.out_shape is not None:
+        _refuse_outgrown(op, arrays, params)
+    elif bound > _limits._max_elements:
+        _refuse_broadcast(op, arrays)  # the exact shape, only when the cap could be hit
+    try:
+        # Without ** when there are no parameters (the common case): a cheaper call.
+        out = op.forward(*arrays, **params) if params else op.forward(*arrays)
+    except EngineError:
+        raise
+    except MemoryError:
+        raise _out_of_memory(op, inputs) from None
+    except (ValueError, IndexError, TypeError) as err:
+        raise _input_error(op, inputs, err) from None
+    record = wanted and op.vjps is not None and _grad_mode._grad_enabled
+    if op.n_ret == 1:
+        if type(out) is not np.ndarray or out.dtype not in _NATIVE:  # _as_output, inline: once per op
+            # (the 0-d results of NumPy's arithmetic are scalars: to_array's answer without its call)
+            out = np.asarray(out) if type(out) is np.float64 else to_array(out)
+        return new_tensor(out, inputs, op, params) if record else new_tensor(out, (), None, None)
+    return _outputs(op, out, inputs, params, record)
+
+
+# (apply's rare cases are functions of their own: a generator or closure in apply would
+# make its locals cells, which cost every call.)
+def _outputs(op: OpDef, out: Any, inputs: tuple[Tensor, ...], params: dict[str, Any], record: bool) -> tuple[Tensor, ...]:
+    """The nodes of a multi-output op's results, each recording which output it is."""
+    return tuple(
+        new_tensor(_as_output(o), inputs if record else (), op if record else None, {**params, OUTPUT: k} if record else None)
+        for k, o in enumerate(out)
+    )
+
+
+def _out_of_memory(op: OpDef, inputs: tuple[Tensor, ...]) -> SizeLimitError:
+    shapes = " and ".join(str(t.shape) for t in inputs)
+    return SizeLimitError(f"{op.name}: out of memory computing a result from inputs of shape {shapes} (lower --max-elements)")
+
+
+# A node made by a multi-output op records which output it is under this key of its
+# params; the op's VJP receives it as a keyword.
+OUTPUT = "output"
+
+
+def recorded_params(node: Tensor) -> tuple[dict[str, Any], int | None]:
+    """The parameters a node's op was called with, and which of its outputs the node is
+    (None for a single-output op)."""
+    params = dict(node.params or {})
+    return params, params.pop(OUTPUT, None)
+
+
+_NATIVE = (np.dtype(np.float64), np.dtype(np.complex128))
+_BOOL = np.dtype(np.bool_)
+_FLOAT = _NATIVE[0]
+
+
+def _as_output(out: Any) -> np.ndarray:
+    # NumPy returns scalars (np.float64) for 0-d results; the engine keeps arrays.
+    if type(out) is np.ndarray and out.dtype in _NATIVE:
+        return out
+    return to_array(out)
+
+
+def unbroadcast(m: Any, g: Any, shape: tuple[int, ...]) -> Any:
+    """Sum `g` down to `shape`: over the leading axes broadcasting added, then (keeping
+    dims) over every axis where the input had size 1. Correct for every NumPy broadcast."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    if lead < 0:  # a VJP that returned a broadcastable gradient rather than a full one
+        return m.broadcast_to(g, shape=shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+    )
+    if m.kind == "array" and type(g) is np.ndarray:
+        # What m.sum and m.reshape do on a plain pass (np.sum is np.add.reduce for an
+        # array; reshape's check of the cap is on `shape`), without the trips through the ops.
+        check_size(shape, "reshape")
+        return (np.add.reduce(g, axis=axes, keepdims=True) if axes else g).reshape(shape)
+    if axes:
+        g = m.sum(g, axis=axes, keepdims=True)
+    return m.reshape(g, shape=shape)
