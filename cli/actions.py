@@ -1,9 +1,9 @@
 """What `gradcalc eval` and `gradcalc run` do, as plain functions.
 
-cli/main.py declares the commands to typer and calls these; cli/entry.py calls them
-directly for a plain invocation, without importing typer. Each returns the exit status
-(or exits 2 through common.fail / common.usage_error). Keyword defaults are the
-commands' defaults; tests/test_entry.py checks they match the typer declarations.
+cli/options.py declares the commands' arguments and options (with their defaults, so
+these functions have none); typer (cli/main.py) or the plain path (cli/entry.py) calls
+them with every one. Each returns the exit status (or exits 2 through common.fail /
+common.usage_error).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .bindings import BindingError, bind
-from .common import MAX_INPUT_BYTES, OutputFileError, dot_format, fail, prepare_engine, read_sources, shorten, usage_error, write_dot
+from .common import OutputFileError, dot_format, fail, prepare_engine, read_sources, shorten, usage_error, write_dot
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -50,9 +50,8 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
 
 
 def eval_action(
-    expr: str, bindings: list[str] | None = None, *, tree: bool = False, dot: str | None = None, steps: bool = False,
-    engine: str = "tensor", wrt: str | None = None, as_json: bool = False, digits: int | None = None, full: bool = False,
-    max_elements: int | None = None, max_steps: int | None = None, max_input: int = MAX_INPUT_BYTES, save: Path | None = None,
+    expr: str, bindings: list[str] | None, *, tree: bool, dot: str | None, steps: bool, engine: str, wrt: str | None, as_json: bool,
+    digits: int | None, full: bool, max_elements: int | None, max_steps: int | None, max_input: int, save: Path | None,
 ) -> int:
     """`gradcalc eval`: the value, the gradient per variable and the graph's statistics."""
     from gradcalc.parser import LanguageError
@@ -106,8 +105,7 @@ def eval_action(
     return 0
 
 
-def default_action(*, engine: str = "tensor", max_elements: int | None = None, max_steps: int | None = None,
-                   max_input: int = MAX_INPUT_BYTES) -> int:
+def default_action(*, engine: str, max_elements: int | None, max_steps: int | None, max_input: int) -> int:
     """`gradcalc` with no command: the REPL on a terminal, or piped stdin run as a script."""
     if sys.stdin is None:
         usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
@@ -128,9 +126,8 @@ def style(digits: int | None, full: bool) -> Any:
 
 
 def run_action(
-    files: list[Path], *, engine: str = "tensor", as_json: bool = False, tree: bool = False, digits: int | None = None,
-    full: bool = False, max_elements: int | None = None, max_steps: int | None = None, max_input: int = MAX_INPUT_BYTES,
-    save: Path | None = None,
+    files: list[Path], *, engine: str, as_json: bool, tree: bool, digits: int | None, full: bool, max_elements: int | None,
+    max_steps: int | None, max_input: int, save: Path | None,
 ) -> int:
     """`gradcalc run`: FILE and NAME=VALUE arguments, every script run statement by statement."""
     from .dataio import split_bindings

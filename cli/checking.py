@@ -6,7 +6,6 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .common import (
-    MAX_INPUT_BYTES,
     OutputFileError,
     prepare_engine,
     read_sources,
@@ -97,9 +96,8 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
 
 
 def check_action(
-    files: list[Path], *, as_json: bool = False, junit: Path | None = None, tol: float | None = None, method: str = "auto",
-    max_elements: int | None = None, max_steps: int | None = None, max_input: int = MAX_INPUT_BYTES, jobs: int = 1,
-    output_format: str = "text",
+    files: list[Path], *, as_json: bool, junit: Path | None, tol: float | None, method: str, max_elements: int | None,
+    max_steps: int | None, max_input: int, jobs: int, output_format: str,
 ) -> int:
     """`gradcalc check`: run the `check` statements of FILE arguments and report each one.
     Returns 0 when every check passes, 1 when any fails or errors (exits 2 on bad usage)."""

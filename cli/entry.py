@@ -1,12 +1,12 @@
-"""The console-script entry point, and the plain one-shot path that skips typer.
+"""The console-script entry point, and the plain path that reads a command without typer.
 
 Importing typer and building its command tree costs about a third of what importing
 NumPy does, which was most of a one-shot command's own start-up (docs/performance.md).
-So a plain invocation, one of the commands below with positional arguments and only the
-flags listed for it, calls the command's action directly. Everything else (any other
-option, `--help`, an argument that starts with a dash, options before the command,
-shell completion) goes through typer as before. tests/test_entry.py checks that these
-flags, and the actions' defaults, match the typer declarations in cli/main.py.
+So an invocation that the declarations in cli/options.py read unambiguously (known
+options with values of the declared kind and range, positional arguments that do not
+start with a dash) calls the command's action directly. Anything else (`--help`, an
+unknown option, a value typer would refuse, `--`, `--version`, shell completion) goes
+through typer, built from the same declarations, which says what is wrong.
 """
 from __future__ import annotations
 
@@ -15,50 +15,118 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-# command -> {flag: the action's keyword it sets to True}
-PLAIN_FLAGS: dict[str, dict[str, str]] = {
-    "eval": {"--json": "as_json", "--tree": "tree", "--steps": "steps", "--full": "full"},
-    "run": {"--json": "as_json", "--tree": "tree", "--full": "full"},
-    "check": {"--json": "as_json"},
-}
+from .options import COMMANDS, ENGINES, GLOBAL_OPTIONS, Command, Option
+
 COMPLETION_VARIABLE = "_GRADCALC_COMPLETE"  # typer's shell completion asks through it
+_GLOBAL = {name: option for option in GLOBAL_OPTIONS for name in option.names}
 
 
 def plain_call(argv: list[str]) -> Callable[[], int] | None:
     """The action `argv` asks for, when typer is not needed to understand it."""
     if COMPLETION_VARIABLE in os.environ:
         return None
-    if not argv:
+    given: dict[str, Any] = {}  # the global options before the command
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i = _read_option(_GLOBAL, argv, i, given)
+        if i < 0:
+            return None
+    if i == len(argv):
         from .actions import default_action
 
-        return default_action
-    command, rest = argv[0], argv[1:]
-    if command not in PLAIN_FLAGS:
+        values = {option.key: given.get(option.key, option.default) for option in GLOBAL_OPTIONS}
+        return lambda: default_action(**values)
+    command = COMMANDS.get(argv[i])
+    if command is None:
         return None
-    flags: dict[str, Any] = {}
-    positional: list[str] = []
-    for token in rest:
-        if token in PLAIN_FLAGS[command]:
-            flags[PLAIN_FLAGS[command][token]] = True
-        elif token.startswith("-"):
-            return None
-        else:
-            positional.append(token)
-    if not positional:
-        return None  # typer reports the missing argument
-    if command == "eval":
-        from .actions import eval_action
+    return _command_call(command, argv[i + 1 :], given)
 
-        return lambda: eval_action(positional[0], positional[1:], **flags)
+
+def _command_call(command: Command, argv: list[str], given: dict[str, Any]) -> Callable[[], int] | None:
+    options = {name: option for option in command.options for name in option.names}
+    keys = {option.key for option in command.options}
+    if not given.keys() <= keys:
+        return None  # typer refuses a global option the command does not take
+    values = {option.key: option.default for option in command.options}
+    values.update(given)
+    positional: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i].startswith("-") and argv[i] != "-":  # ("-" is stdin, an argument)
+            i = _read_option(options, argv, i, values)
+            if i < 0:
+                return None
+        else:
+            positional.append(argv[i])
+            i += 1
+    for argument in command.arguments:
+        if argument.many:
+            taken, positional = positional, []
+            if not taken and argument.required:
+                return None  # typer reports the missing argument
+            values[argument.key] = [_path(p) for p in taken] if argument.kind == "path" else (taken or None)
+        elif positional:
+            values[argument.key] = positional.pop(0)
+        elif argument.required:
+            return None  # typer reports the missing argument
+        else:
+            values[argument.key] = None
+    if positional:
+        return None  # typer reports the extra argument
+    module, name = command.action.split(":")
+    from importlib import import_module
+
+    action = getattr(import_module(f"{__package__}.{module}"), name)
+    return lambda: action(**values)
+
+
+def _read_option(options: dict[str, Option], argv: list[str], i: int, values: dict[str, Any]) -> int:
+    """Store the option at argv[i] (and its value) in `values`; the index after it, or -1
+    when typer should read it (unknown, missing or unreadable value, out of range)."""
+    name, equals, attached = argv[i].partition("=")
+    option = options.get(name)
+    if option is None:
+        return -1
+    if option.kind == "flag":
+        if equals:
+            return -1
+        values[option.key] = True
+        return i + 1
+    if equals:
+        text, after = attached, i + 1
+    elif i + 1 < len(argv) and (argv[i + 1] == "-" or not argv[i + 1].startswith("-")):
+        text, after = argv[i + 1], i + 2
+    else:
+        return -1
+    value = _value(option, text)
+    if value is None:
+        return -1
+    values[option.key] = value
+    return after
+
+
+def _value(option: Option, text: str) -> Any:
+    """`text` as the option's kind, or None when it is not a valid one."""
+    kind = option.kind
+    if kind in ("str", "expr"):
+        return text
+    if kind == "path":
+        return _path(text)
+    if kind == "engine":
+        return text if text in ENGINES else None
+    try:
+        number: float = int(text) if kind == "int" else float(text)
+    except ValueError:
+        return None
+    if (option.low is not None and number < option.low) or (option.high is not None and number > option.high) or number != number:
+        return None
+    return number
+
+
+def _path(text: str) -> Any:
     from pathlib import Path  # here: an eval needs no paths, and pathlib is slow to import
 
-    if command == "run":
-        from .actions import run_action
-
-        return lambda: run_action([Path(p) for p in positional], **flags)
-    from .checking import check_action
-
-    return lambda: check_action([Path(p) for p in positional], **flags)
+    return Path(text)
 
 
 def _dispatch(argv: list[str]) -> Any:

@@ -16,7 +16,7 @@ from gradcalc.parser import LanguageError
 
 from .sampling import Curve, Surface, column_names
 
-INSTALL_MATPLOTLIB = "pip install 'gradcalc[plot]'"
+INSTALL_PLOT = "pip install 'gradcalc[plot]'"  # plotext and matplotlib
 # 256-colour codes, one per derivative order, shared by the terminal plot and its legend.
 ORDER_COLOURS = {0: 33, 1: 208, 2: 34}
 KINK_COLOUR = 201
@@ -78,12 +78,16 @@ def terminal_size() -> tuple[int, int]:
     return max(size.columns, 40), max(size.lines, 12)
 
 
-def _new_figure(width: int, height: int, colour: bool) -> Any:
+def _plotext() -> Any:
     try:
-        import plotext as plt
+        import plotext
     except ImportError:
-        raise LanguageError("argument", "the terminal plot needs plotext: pip install plotext (or use --csv, --json or --out)") from None
+        raise LanguageError("argument", f"the terminal plot needs plotext, an optional extra: {INSTALL_PLOT} (or use --csv or --json)") from None
+    return plotext
 
+
+def _new_figure(width: int, height: int, colour: bool) -> Any:
+    plt = _plotext()
     fig = plt.figure
     fig.clear()
     plt.terminal.limit(False, False)  # the size asked for, not clipped to the terminal plotext sees
@@ -115,7 +119,7 @@ def curve_text(curve: Curve, title: str, width: int, height: int, colour: bool) 
 
 def _panel_text(curve: Curve, values: Any, order: int, marked: list[tuple[float, float]], title: str, name: str,
                 width: int, height: int, colour: bool, x_label: bool) -> str:
-    import plotext as plt
+    plt = _plotext()
 
     low, high = visible_range([values])
     values = np.where((values < low) | (values > high), np.nan, values)  # beyond the window: a gap, not a spike
@@ -230,7 +234,7 @@ def write_figure(data: Curve | Surface, title: str, path: Path) -> None:
         import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
-        raise LanguageError("argument", f"--out needs matplotlib, an optional extra: {INSTALL_MATPLOTLIB}") from None
+        raise LanguageError("argument", f"--out needs matplotlib, an optional extra: {INSTALL_PLOT}") from None
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, editable
     if isinstance(data, Curve):
         panels = len(data.values)

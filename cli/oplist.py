@@ -34,3 +34,47 @@ def op_rows() -> list[tuple[str, str, str, bool, str]]:
         return order.index(category) if category in order else len(order)
 
     return sorted(rows, key=lambda r: (group(r[2]), r[0]))
+
+
+def ops_action(name: str | None, *, markdown: bool) -> int:
+    """`gradcalc ops`: a Markdown table, a rich table on a terminal, or aligned plain lines;
+    `gradcalc ops NAME`: all about one function."""
+    import sys
+
+    if name is not None:
+        from gradcalc.parser import LanguageError
+        from gradcalc.parser.help import describe
+
+        from . import render
+
+        try:
+            lines = describe(name)
+        except LanguageError as err:
+            render.error(err.message)
+            return 2
+        print("\n".join(lines))
+        return 0
+
+    rows = op_rows()
+    if markdown:
+        print("| function | category | gradient | description |\n|---|---|---|---|")
+        for _name, signature, category, has_grad, doc in rows:
+            print(f"| `{signature}` | {category} | {'yes' if has_grad else 'no'} | {doc} |")
+        return 0
+    from . import render
+
+    if render.use_rich(sys.stdout):
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(show_edge=False, pad_edge=False)
+        for column in ("signature", "category", "grad", "description"):
+            table.add_column(column)
+        for _name, signature, category, has_grad, doc in rows:
+            table.add_row(signature, category, "yes" if has_grad else "-", doc)
+        Console().print(table)
+        return 0
+    width = max(len(r[1]) for r in rows)
+    for _name, signature, _category, has_grad, doc in rows:
+        print(f"{signature:<{width}}  {doc}{'' if has_grad else '  (no gradient)'}")
+    return 0

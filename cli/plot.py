@@ -14,11 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
-
-from .options import MaxElementsOption, MaxStepsOption, as_typed
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gradcalc.parser import Session
@@ -262,55 +258,37 @@ def terminal_text(request: PlotRequest, data: Curve | Surface, colour: bool) -> 
     return surface_text(data, _title(request), width, height, colour)
 
 
-def register_plot(app: typer.Typer) -> None:
-    @app.command("plot")
-    def plot_command(
-        expr: Annotated[str, typer.Argument(metavar="EXPR", help="The function; several statements may be separated by ';'.", show_default=False)],
-        arguments: Annotated[list[str] | None, typer.Argument(
-            metavar="NAME=A:B [NAME=VALUE]...", help="A range for one variable (two for a heat map); values for the others.", show_default=False)] = None,
-        order: Annotated[str | None, typer.Option("--order", metavar="0,1,2", help="Which to plot: 0 f, 1 df/dx, 2 d2f/dx2 (default all three).")] = None,
-        points: Annotated[int | None, typer.Option(
-            "--points", min=2, max=1_000_000, help="Points along the range (default 401; 41 per axis for two variables).")] = None,
-        out: Annotated[Path | None, typer.Option(
-            "--out", metavar="FILE", help="Write a figure: .svg, .png or .pdf (needs matplotlib, the 'plot' extra).")] = None,
-        as_csv: Annotated[bool, typer.Option("--csv", help="Print the numbers as CSV (what a pipe gets by default).")] = False,
-        as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON arrays.")] = False,
-        draw: Annotated[bool, typer.Option("--draw", help="Draw on stdout even when it is not a terminal (sized by COLUMNS and LINES).")] = False,
-        max_elements: MaxElementsOption = None,
-        max_steps: MaxStepsOption = None,
-    ) -> None:
-        """Plot a function and its derivatives over a range (the engine's derivatives).
+def plot_action(
+    expr: str, arguments: list[str] | None, *, order: str | None, points: int | None, out: Path | None, as_csv: bool, as_json: bool,
+    draw: bool, max_elements: int | None, max_steps: int | None,
+) -> int:
+    """`gradcalc plot` (cli/options.py declares its arguments): the exit status."""
+    from gradcalc.parser import LanguageError, Session
 
-        On a terminal: a braille plot; piped: CSV columns x, f, df/dx, d2f/dx2.
-        Two ranges: a heat map of f with its gradient.
+    from . import render
+    from .bindings import BindingError, bind
+    from .common import fail, prepare_engine
 
-        Example: gradcalc plot 'tanh(x)' x=-3:3 --out tanh.svg
-        """
-        from gradcalc.parser import LanguageError, Session
-
-        from . import render
-        from .bindings import BindingError, bind
-        from .common import fail, prepare_engine
-
-        prepare_engine(max_elements, max_steps)
-        try:
-            if as_csv and as_json:
-                raise _error("--csv and --json: choose one")
-            if out is not None and out.suffix.lower() not in FIGURE_SUFFIXES:
-                raise _error(f"--out {out}: the file must end in {', '.join(FIGURE_SUFFIXES)}")
-            request = make_request(as_typed(expr), arguments or [], order, points)
-            base = Session(engine="tensor")
-            bound: set[str] = set()
-            for binding in request.bindings:
-                bind(base, binding, bound)
-            data = sample(request, base)
-            tty = sys.stdout.isatty()
-            show(request, data, out=out, as_csv=as_csv, as_json=as_json,
-                 draw=draw or (tty and out is None and not as_csv and not as_json), colour=render.use_rich(sys.stdout))
-        except BindingError as err:
-            fail(err.error, err.source, as_json)
-        except LanguageError as err:
-            fail(err, expr if err.line is not None else None, as_json)
+    prepare_engine(max_elements, max_steps)
+    try:
+        if as_csv and as_json:
+            raise _error("--csv and --json: choose one")
+        if out is not None and out.suffix.lower() not in FIGURE_SUFFIXES:
+            raise _error(f"--out {out}: the file must end in {', '.join(FIGURE_SUFFIXES)}")
+        request = make_request(expr, arguments or [], order, points)
+        base = Session(engine="tensor")
+        bound: set[str] = set()
+        for binding in request.bindings:
+            bind(base, binding, bound)
+        data = sample(request, base)
+        tty = sys.stdout.isatty()
+        show(request, data, out=out, as_csv=as_csv, as_json=as_json,
+             draw=draw or (tty and out is None and not as_csv and not as_json), colour=render.use_rich(sys.stdout))
+    except BindingError as err:
+        fail(err.error, err.source, as_json)
+    except LanguageError as err:
+        fail(err, expr if err.line is not None else None, as_json)
+    return 0
 
 
 def plot_in_repl(repl: Any, arg: str) -> None:

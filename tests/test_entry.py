@@ -1,8 +1,9 @@
-"""The plain one-shot path (cli/entry.py) against the typer declarations (cli/main.py).
+"""The plain path (cli/entry.py): a command read from cli/options.py's declarations
+without typer.
 
-A plain `gradcalc eval|run|check ...` runs without importing typer. These tests keep the
-two ways in step: the same flags with the same meaning, the same defaults, the same
-output and exit status, and typer really left unimported.
+It must read what it accepts as typer reads it (the same action called with the same
+values, so the same output and exit status), hand typer everything else, and never
+import typer, rich or the modules a one-shot command does not need.
 """
 from __future__ import annotations
 
@@ -10,47 +11,40 @@ import inspect
 import os
 import subprocess
 import sys
+from importlib import import_module
 
 import pytest
-import typer
 
-from gradcalc.cli import actions, checking
-from gradcalc.cli.entry import PLAIN_FLAGS, plain_call
-from gradcalc.cli.main import app
+from gradcalc.cli.entry import plain_call
+from gradcalc.cli.options import COMMANDS, GLOBAL_OPTIONS
 from tests.test_cli import ROOT, gradcalc
 
-ACTIONS = {"eval": actions.eval_action, "run": actions.run_action, "check": checking.check_action}
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_action_takes_exactly_the_declared_parameters(name):
+    command = COMMANDS[name]
+    module, function = command.action.split(":")
+    action = inspect.signature(getattr(import_module(f"gradcalc.cli.{module}"), function)).parameters
+    declared = [p.key for p in (*command.arguments, *command.options)]
+    assert sorted(action) == sorted(declared)
+    assert all(p.default is p.empty for p in action.values())  # the declarations hold the defaults
 
 
-def _click_command(name: str):
-    return typer.main.get_command(app).get_command(None, name)
+def test_the_repl_takes_every_global_option():
+    from gradcalc.cli.actions import default_action
+
+    assert sorted(inspect.signature(default_action).parameters) == sorted(o.key for o in GLOBAL_OPTIONS)
 
 
-@pytest.mark.parametrize("command", sorted(PLAIN_FLAGS))
-def test_plain_flags_are_the_typer_flags_of_the_same_name(command):
-    params = {p.name: p for p in _click_command(command).params}
-    for flag, keyword in PLAIN_FLAGS[command].items():
-        assert keyword in params, (command, keyword)
-        assert flag in params[keyword].opts and params[keyword].is_flag, (command, flag)
-
-
-@pytest.mark.parametrize("command", sorted(ACTIONS))
-def test_actions_take_every_option_with_typer_s_default(command):
-    action = inspect.signature(ACTIONS[command]).parameters
-    for param in _click_command(command).params:
-        if param.param_type_name == "argument":
-            continue
-        assert param.name in action, (command, param.name)
-        default = param.default.value if hasattr(param.default, "value") else param.default
-        assert action[param.name].default == default, (command, param.name)
-
-
-def test_plain_call_declines_what_it_does_not_understand():
-    assert plain_call(["eval", "x*2", "x=3"]) is not None
-    assert plain_call(["eval", "x*2", "x=3", "--json", "--tree"]) is not None
-    assert plain_call(["check", "a.gc", "--json"]) is not None
-    for argv in (["eval"], ["eval", "-x", "x=3"], ["eval", "x", "--wrt", "x"], ["eval", "x", "--help"], ["--engine", "scalar", "eval", "x"],
-                 ["check", "a.gc", "--tree"], ["ops"], ["plot", "x", "x=0:1"], ["eval", "x", "--"], ["--version"]):
+def test_plain_call_reads_what_it_can_and_declines_the_rest():
+    for argv in (["eval", "x*2", "x=3"], ["eval", "x*2", "x=3", "--json", "--tree"], ["eval", "x", "--wrt", "x", "x=1"],
+                 ["eval", "x", "x=1", "--digits=3"], ["--engine", "scalar", "eval", "x", "x=1"], ["check", "a.gc", "--json", "-j", "2"],
+                 ["eval", "-", "x=1"], ["ops"], ["ops", "exp"], ["plot", "x", "x=0:1", "--points", "5"], []):
+        assert plain_call(argv) is not None, argv
+    for argv in (["eval"], ["eval", "-x", "x=3"], ["eval", "x", "--help"], ["eval", "x", "-h"], ["eval", "x", "--digits", "0"],
+                 ["eval", "x", "--digits", "three"], ["eval", "x", "--digits"], ["eval", "x", "--tree=yes"], ["--engine", "nope", "eval", "x"],
+                 ["--engine", "scalar", "check", "a.gc"], ["check", "a.gc", "--tree"], ["check", "a.gc", "-j2"], ["nope"], ["eval", "x", "--"],
+                 ["--version"], ["check"], ["ops", "exp", "log"], ["eval", "x", "--wrt", "-y"]):
         assert plain_call(argv) is None, argv
 
 
@@ -59,27 +53,38 @@ def test_completion_always_goes_through_typer(monkeypatch):
     assert plain_call(["eval", "x*2", "x=3"]) is None
 
 
-# The same request both ways: an option before the command sends it through typer.
+# The same request both ways: `--` at the end sends it through typer (which reads it as the
+# end of options, so nothing changes), and an option before the command through the
+# pass-down of global options.
 SAME = [
-    (["eval", "(a*b + exp(c)).relu()/a", "a=2", "b=-3", "c=10", "--tree"], ["--engine", "tensor"]),
-    (["eval", "x*2", "x=3", "--json"], ["--engine", "tensor"]),
-    (["eval", "x*", "x=3"], ["--engine", "tensor"]),
-    (["eval", "y**2", "x=3", "y=x*2", "--steps"], ["--engine", "tensor"]),
-    (["eval", "log(x)", "x=[0,1]", "--full"], ["--max-steps", "10000000"]),
-    (["eval", "x", "x=nope("], ["--engine", "tensor"]),
-    (["check", str(ROOT / "examples" / "mlp.gc"), "--json"], ["--max-steps", "10000000"]),
-    (["check", "missing.gc"], ["--max-steps", "10000000"]),
-    (["run", str(ROOT / "examples" / "seed.gc")], ["--engine", "tensor"]),
+    ["eval", "(a*b + exp(c)).relu()/a", "a=2", "b=-3", "c=10", "--tree"],
+    ["eval", "x*2", "x=3", "--json", "--digits", "3"],
+    ["eval", "x*", "x=3"],
+    ["eval", "y**2", "x=3", "y=x*2", "--steps", "--wrt=x"],
+    ["eval", "log(x)", "x=[0,1]", "--full", "--max-steps", "100"],
+    ["eval", "x", "x=nope("],
+    ["eval", "x*y", "x=2", "y=3", "--engine", "scalar"],
+    ["check", str(ROOT / "examples" / "mlp.gc"), "--json", "-j", "1", "--tol", "1e-6"],
+    ["check", "missing.gc"],
+    ["run", str(ROOT / "examples" / "seed.gc"), "--digits", "4"],
 ]
 
 
-@pytest.mark.parametrize(("plain", "option"), SAME, ids=[" ".join(a[:2]) for a, _ in SAME])
-def test_plain_path_prints_what_the_typer_path_prints(plain, option):
-    fast, slow = gradcalc(*plain), gradcalc(*option, *plain)
+@pytest.mark.parametrize("plain", SAME, ids=[" ".join(a[:2]) for a in SAME])
+def test_plain_path_prints_what_the_typer_path_prints(plain):
+    assert plain_call(plain) is not None and plain_call([*plain, "--"]) is None
+    fast, slow = gradcalc(*plain), gradcalc(*plain, "--")
     assert (fast.returncode, fast.stdout, fast.stderr) == (slow.returncode, slow.stdout, slow.stderr)
 
 
-@pytest.mark.parametrize("argv", [["eval", "x*2", "x=3"], ["eval", "x*2", "x=3", "--json"], []])
+def test_a_global_option_reads_the_same_both_ways():
+    argv = ["--engine", "scalar", "eval", "x*y", "x=2", "y=3"]
+    fast, slow = gradcalc(*argv), gradcalc(*argv, "--")
+    assert (fast.returncode, fast.stdout, fast.stderr) == (slow.returncode, slow.stdout, slow.stderr)
+    assert "nodes" in fast.stdout and fast.returncode == 0
+
+
+@pytest.mark.parametrize("argv", [["eval", "x*2", "x=3"], ["eval", "x*2", "x=3", "--json", "--digits", "2"], []])
 def test_plain_commands_never_import_typer(argv):
     code = (
         "import sys\n"

@@ -262,6 +262,17 @@ def test_missing_matplotlib_says_how_to_install_it(tmp_path):
     assert "pip install 'gradcalc[plot]'" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_missing_plotext_says_how_to_install_it():
+    code = (
+        "import sys; sys.modules['plotext'] = None\n"
+        "sys.argv = ['gradcalc', 'plot', 'x**2', 'x=0:1', '--draw']\n"
+        "from gradcalc.cli.entry import run\nrun()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    assert done.returncode == 2
+    assert "needs plotext" in done.stderr and "pip install 'gradcalc[plot]'" in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize(
     "args, words",
     [

@@ -1,0 +1,1 @@
+../../src/gradcalc/__init__.py

@@ -1,0 +1,56 @@
+"""What an installed gradcalc offers beyond its commands: `python -m gradcalc`, the
+version, and the type information its wheel ships."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import tomllib
+
+import gradcalc
+
+ROOT = Path(__file__).resolve().parent.parent
+REINSTALL = "the package layout changed: run .venv/bin/pip install -e '.[test]' again"
+
+
+def test_python_dash_m_gradcalc_runs_the_command():
+    done = subprocess.run([sys.executable, "-m", "gradcalc", "eval", "x*2", "x=3"], capture_output=True, text=True,
+                          env={**os.environ, "NO_COLOR": "1"}, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr or REINSTALL
+    assert done.stdout.startswith("value: 6.0\ngrad x: 2.0\n")
+
+
+def test_the_version_is_written_once_and_reported_everywhere():
+    assert hasattr(gradcalc, "__version__"), REINSTALL
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]  # read from gradcalc.__version__
+    from importlib.metadata import version
+
+    assert version("gradcalc") == gradcalc.__version__, REINSTALL
+    done = subprocess.run([sys.executable, "-m", "gradcalc", "--version"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout == f"gradcalc {gradcalc.__version__}\n", done.stderr
+
+
+def test_the_wheel_ships_py_typed_and_every_package(tmp_path):
+    # Built from a copy: a build in the checkout leaves build/ behind, and two test
+    # workers building at once would share it.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE", "NOTICE"):
+        shutil.copy(ROOT / name, source / name)
+    for name in ("autodiff", "parser", "cli", "src"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                           "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    [wheel] = (tmp_path / "dist").glob("gradcalc-*.whl")
+    assert wheel.name.startswith(f"gradcalc-{gradcalc.__version__}-")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"gradcalc/__init__.py", "gradcalc/__main__.py", "gradcalc/py.typed", "gradcalc/autodiff/__init__.py",
+            "gradcalc/parser/grammar.lark", "gradcalc/cli/entry.py"} <= names
+    for notice in ("LICENSE", "NOTICE"):  # (where setuptools puts them depends on its version)
+        assert any(n.endswith((f".dist-info/licenses/{notice}", f".dist-info/{notice}")) for n in names), notice
