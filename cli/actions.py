@@ -105,7 +105,7 @@ def eval_action(
     return 0
 
 
-def default_action(*, engine: str, max_elements: int | None, max_steps: int | None, max_input: int) -> int:
+def default_action(*, engine: str, digits: int | None, max_elements: int | None, max_steps: int | None, max_input: int) -> int:
     """`gradcalc` with no command: the REPL on a terminal, or piped stdin run as a script."""
     if sys.stdin is None:
         usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
@@ -113,9 +113,9 @@ def default_action(*, engine: str, max_elements: int | None, max_steps: int | No
     if sys.stdin.isatty():
         from .repl import start_repl
 
-        start_repl(engine)
+        start_repl(engine, digits)
         return 0
-    return run_sources(read_sources(["-"], max_input), engine, as_json=False, style=style(None, False), tree=False)
+    return run_sources(read_sources(["-"], max_input), engine, as_json=False, style=style(digits, False), tree=False)
 
 
 def style(digits: int | None, full: bool) -> Any:

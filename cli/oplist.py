@@ -36,7 +36,7 @@ def op_rows() -> list[tuple[str, str, str, bool, str]]:
     return sorted(rows, key=lambda r: (group(r[2]), r[0]))
 
 
-def ops_action(name: str | None, *, markdown: bool) -> int:
+def ops_action(name: str | None, *, markdown: bool, digits: int | None) -> int:
     """`gradcalc ops`: a Markdown table, a rich table on a terminal, or aligned plain lines;
     `gradcalc ops NAME`: all about one function."""
     import sys
@@ -48,7 +48,7 @@ def ops_action(name: str | None, *, markdown: bool) -> int:
         from . import render
 
         try:
-            lines = describe(name)
+            lines = describe(name, digits=digits)
         except LanguageError as err:
             render.error(err.message)
             return 2

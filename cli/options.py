@@ -62,7 +62,7 @@ SAVE = Option("save", ("--save",), "path", None, "Write the value and each gradi
 # Given before the command (`gradcalc --engine scalar eval ...`), one of these becomes that
 # command's default (its own option still wins); a command without it refuses it. With no
 # command they go to the REPL or the piped script (actions.default_action takes each).
-GLOBAL_OPTIONS = (ENGINE, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT)
+GLOBAL_OPTIONS = (ENGINE, DIGITS, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT)
 
 
 def _flag(key: str, name: str, help: str) -> Option:
@@ -120,7 +120,7 @@ COMMANDS = {command.name: command for command in (
         "Examples: gradcalc ops | grep soft;  gradcalc ops softmax",
         "oplist:ops_action",
         (Argument("name", "str", None, "One function: its signature, derivative rule and an example.", required=False),),
-        (_flag("markdown", "--markdown", "Print a Markdown table (docs/language.md uses it)."),),
+        (_flag("markdown", "--markdown", "Print a Markdown table (docs/language.md uses it)."), DIGITS),
     ),
     Command(
         "plot",

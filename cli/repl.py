@@ -192,7 +192,7 @@ class Repl:
             from gradcalc.parser.help import describe
 
             try:
-                self.out.lines(describe(arg, self.session))
+                self.out.lines(describe(arg, self.session, digits=self.out.style.digits))
             except LanguageError as err:
                 render.print_error(err, None)
         elif name == ":help":
@@ -384,8 +384,9 @@ def loop(repl: Repl, prompt: Any) -> None:
             render.warn("interrupted")
 
 
-def start_repl(engine: str = "tensor") -> None:
+def start_repl(engine: str = "tensor", digits: int | None = None) -> None:
     """The REPL on this terminal; the engine's limits are set up by the caller."""
     repl = Repl(engine)
+    repl.out.style = repl.out.style._replace(digits=digits)
     repl.out.write(f"gradcalc REPL ({engine} engine). :help for help, Ctrl-D to leave.")
     loop(repl, make_prompt_session(repl))

@@ -27,8 +27,9 @@ _PATTERN = (0.5, -1.25, 2.0, -0.75, 1.5, 0.25, -2.0, 1.0, -0.5, 0.75, -1.5, 1.25
 _EXAMPLE_ELEMENTS = 6  # the smallest listed input shapes are used, up to this many elements
 
 
-def describe(name: str, session: Session | None = None) -> list[str]:
-    """Help as lines of text. Raises LanguageError for a name with no help."""
+def describe(name: str, session: Session | None = None, digits: int | None = None) -> list[str]:
+    """Help as lines of text, the example's numbers rounded to `digits` significant
+    digits when given. Raises LanguageError for a name with no help."""
     functions = session.functions if session is not None else {}
     if name in functions:
         return _user_function(functions[name])
@@ -37,7 +38,7 @@ def describe(name: str, session: Session | None = None) -> list[str]:
         return [f"{signature}: {text}", "category: autodiff (acts on the graph of its first argument)"]
     op = public_ops().get(name)
     if op is not None:
-        return op_help(op, name)
+        return op_help(op, name, digits)
     if name in CONSTANTS:
         return [f"{name}: the constant {CONSTANTS[name]!r}"]
     if session is not None and name in session.variables:
@@ -61,7 +62,7 @@ def overview() -> list[str]:
     return lines
 
 
-def op_help(op: Any, name: str | None = None) -> list[str]:
+def op_help(op: Any, name: str | None = None, digits: int | None = None) -> list[str]:
     aliases = sorted(alias for alias, target in ALIASES.items() if target == op.name)
     lines = [f"{op.signature}: {op.doc}"]
     if name is not None and name != op.name:
@@ -74,7 +75,7 @@ def op_help(op: Any, name: str | None = None) -> list[str]:
     lines.append("; ".join(about))
     lines.append(f"derivative (as --steps shows it): {op_rule(op)}" if op.has_gradient
                  else "derivative: none (no gradient flows through it)")
-    return [*lines, "example:", *example_of(op)]
+    return [*lines, "example:", *example_of(op, digits)]
 
 
 def _method_form(op: Any) -> str:
@@ -87,7 +88,7 @@ def _user_function(f: UserFunction) -> list[str]:
     return [f"{f.name}({', '.join(f.params)}): a function you defined", f"  {f.text.strip()}"]
 
 
-def example_of(op: Any) -> list[str]:
+def example_of(op: Any, digits: int | None = None) -> list[str]:
     """The example program, then its value and each input's gradient, evaluated now."""
     from .machine import Session
 
@@ -105,8 +106,8 @@ def example_of(op: Any) -> list[str]:
 
     analysis = analyze(result.value, None, session.variables)
     lines = [f"  >>> {line}" for line in text.split("\n")]
-    lines.append(f"  value {_literal(np.asarray(analysis.value), digits=None)}")
-    lines += [f"  d/d{var} {_literal(np.asarray(g), digits=None)}" for var, g in analysis.grads.items()]
+    lines.append(f"  value {_shown(np.asarray(analysis.value), digits)}")
+    lines += [f"  d/d{var} {_shown(np.asarray(g), digits)}" for var, g in analysis.grads.items()]
     return lines
 
 
@@ -181,6 +182,14 @@ def _literal(x: np.ndarray, digits: int | None = 4) -> str:
     if x.ndim == 0:
         return number(float(x))
     return "[" + ", ".join(_literal(row, digits) if row.ndim else number(float(row)) for row in x) + "]"
+
+
+def _shown(x: np.ndarray, digits: int | None) -> str:
+    """A result: every digit, or `digits` significant ones (as --digits rounds)."""
+    if digits is None or x.dtype.kind != "f":
+        return _literal(x, digits=None)
+    rounded = np.vectorize(lambda v: float(f"{v:.{digits}g}") if np.isfinite(v) else v, otypes=[float])(x)
+    return _literal(np.asarray(rounded), digits=None)
 
 
 def _param(v: Any) -> str:

@@ -277,3 +277,15 @@ def test_output_files_say_what_they_wrote(tmp_path):
     assert "digraph" in (tmp_path / "g.dot").read_text()
     done = gradcalc("eval", "x*2", "x=3", "--dot", "-")
     assert done.stderr == "" and done.stdout.startswith("value: 6.0") and "digraph" in done.stdout
+
+
+def test_digits_before_any_command_rounds_its_display():
+    """e^2 = 7.38905609893065: 7.39 at three digits in eval, in a piped script (the REPL's
+    path without a terminal) and in a help example; check, which prints no such numbers,
+    refuses the option instead of ignoring it."""
+    assert "value: 7.39\ngrad x: 7.39\n" in gradcalc("--digits", "3", "eval", "exp(x)", "x=2").stdout
+    assert "value: 7.39\n" in gradcalc("--digits", "3", stdin="exp(2)\n").stdout
+    assert "  value 0.462\n" in gradcalc("--digits", "3", "ops", "tanh").stdout  # tanh(0.5) = 0.46211...
+    assert "value: 7.38905609893065\n" in gradcalc("eval", "exp(x)", "x=2").stdout
+    refused = gradcalc("--digits", "3", "check", str(ROOT / "examples" / "seed.gc"))
+    assert refused.returncode == 2 and "--digits does not apply to `gradcalc check`" in refused.stderr

@@ -96,7 +96,8 @@ def test_nothing_of_the_notebook_is_imported_outside_one():
     import subprocess
     import sys
 
-    code = "import sys; from gradcalc.cli import main; print(any(m.startswith(('IPython', 'gradcalc.cli.notebook')) for m in sys.modules))"
+    code = ("import sys, gradcalc; from gradcalc.cli import main; "
+            "print(any(m.startswith(('IPython', 'gradcalc.cli.notebook')) for m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 
