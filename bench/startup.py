@@ -7,10 +7,9 @@ the shares and ratios rather than the milliseconds):
 1. `python -X importtime` of the command, each module's own time charged to its nearest
    importer outside the standard library (so `subprocess` imported by typer counts as
    typer's), gradcalc per subpackage;
-2. the work after the imports: loading the fast path's prebuilt tables (which compiles
-   their regular expressions), the first parses; Lark's prebuilt parser, which only a
-   syntax error loads; and, for the commands that take typer's path (cli/entry.py runs a
-   plain eval without it), typer building its command tree;
+2. the work after the imports: the first parses, the first syntax error; and, for the
+   commands that take typer's path (cli/entry.py runs a plain eval without it), typer
+   building its command tree;
 3. whole processes, paired round by round against `python -c "import numpy"`.
 """
 from __future__ import annotations
@@ -33,8 +32,8 @@ LINE = re.compile(r"import time:\s+(\d+) \|\s+\d+ \| ( *)(\S+)")
 
 def _owner(module: str) -> str | None:
     top = module.split(".")[0]
-    if module == "gradcalc.parser.standalone":
-        return "gradcalc.parser.standalone (the generated parser)"
+    if module == "gradcalc.parser.tables":
+        return "gradcalc.parser.tables (the generated parse tables)"
     if top == "gradcalc":
         return ".".join(module.split(".")[:2])
     return None if top in STDLIB or top.startswith("_") else top
@@ -63,22 +62,22 @@ def import_groups(stderr: str) -> collections.Counter[str]:
 
 PHASES = r"""
 import io, json, sys, time
-from gradcalc.parser import compile_program, fastpath, syntax
-t0 = time.perf_counter()
-fastpath._tables()
+from gradcalc.parser import LanguageError, compile_program
 t1 = time.perf_counter()
 compile_program("x*2"); compile_program("3")
 t2 = time.perf_counter()
-syntax.lark_parser()
+try:
+    compile_program("x +* 2")
+except LanguageError:
+    pass
 t3 = time.perf_counter()
 import typer
 from gradcalc.cli import main as m
 t4 = time.perf_counter()
 typer.main.get_command(m.app)
 t5 = time.perf_counter()
-print(json.dumps({"the fast path's tables unpickled (parser/prebuilt.py; its regexes compiled)": t1 - t0,
-                  "first two parses": t2 - t1,
-                  "Lark's runtime imported and its parser unpickled (only after a syntax error)": t3 - t2,
+print(json.dumps({"first two parses": t2 - t1,
+                  "the first syntax error (its expected terminals read from the table)": t3 - t2,
                   "typer builds its command tree (not on the plain eval path)": t5 - t4}))
 """
 

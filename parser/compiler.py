@@ -15,7 +15,7 @@ from gradcalc.autodiff import collector_paused
 
 from .errors import LanguageError, Span
 from .records import Record
-from .syntax import Range, Token, Tree, parse_recovering, parse_statements
+from .syntax import Node, Range, Token, parse_recovering, parse_statements
 
 # Opcodes. Each instruction is (opcode, argument, span).
 CONST, STRING, NONE, LOAD, BINARY, UNARY, CALL, METHOD, ATTR, INDEX, SLICE, TENSOR = range(12)
@@ -77,115 +77,16 @@ class _Label:
         self.target = -1
 
 
-# A place in the source: its span (line, column, end line, end column; 1-based, end
-# exclusive), then its start and end offsets.
-Place = tuple[Span, int, int]
-_CLOSE_AFTER = {"call", "method", "index", "tensor"}
-_OPEN_BEFORE = {"tensor": "[", "neg": "-", "pos": "+"}
-
-
 class _Places:
-    """Where each node of the tree sits in the source.
-
-    The fast path's parser gives each node its range (fastpath.parse): from the start of
-    its rule's first symbol to the end of its last, brackets and signs included. A tree
-    from Lark's parser comes without ranges (Lark records positions at twice the cost of
-    parsing, and without a bracketed first operand's "("): then a node's place is
-    computed bottom-up, from its first token to its last, widened to take in a closing
-    bracket or a leading sign the tree does not keep; that misses some brackets (`(a) +
-    (b)` is placed as `a) + (b`). Lark parses only what the fast path gives up on.
-    """
+    """Where nodes sit in the source, as spans: every node and token carries its start
+    and end offsets (the parser's, driver.py); this turns them into lines and columns."""
 
     def __init__(self, source: str) -> None:
-        self.source = source
-        self.known: dict[int, Place | None] = {}
         self.line_starts = [0, *(match.end() for match in re.finditer("\n", source))]
         self.line: tuple[Any, float, int] = (0, self.line_starts[1] if len(self.line_starts) > 1 else math.inf, 1)
 
-    def of(self, node: Any) -> Place | None:
-        if isinstance(node, Token):  # (Lark types a token's place Optional; the lexer always sets it)
-            return (node.line, node.column, node.end_line, node.end_column), node.start_pos, node.end_pos  # type: ignore[return-value]
-        if node is None:
-            return None
-        if node._meta is not None:
-            return self.compute(node)
-        known = self.known
-        place = known.get(id(node), _UNKNOWN)
-        if place is not _UNKNOWN:
-            return place  # type: ignore[return-value]  # (not _UNKNOWN: a Place or None)
-        for child in node.children:
-            if isinstance(child, Tree) and id(child) not in known:
-                break
-        else:  # its children are placed (as a call's `arguments` are when the call is): no work list
-            return self.compute(node)
-        # Children before parents, with a work list: a node whose subtree was never
-        # placed (the branches of a conditional are not) may be thousands deep.
-        work = [(node, False)]
-        while work:
-            item, ready = work.pop()
-            if id(item) in known:
-                continue
-            if ready:
-                known[id(item)] = self.compute(item)
-                continue
-            work.append((item, True))
-            work.extend((c, False) for c in item.children if isinstance(c, Tree) and id(c) not in known)
-        return known[id(node)]
-
-    def span(self, node: Any) -> Span | None:
-        place = self.of(node)
-        return None if place is None else place[0]
-
-    def compute(self, node: Tree) -> Place | None:
-        """The place of `node`, remembered. Its children are placed by now, or placed here
-        (with `of`) when this was called before them."""
-        ranged: Any = node._meta  # (start, end) from the fast path's parser
-        if ranged is not None:
-            start, end = ranged
-            return self.range_span(start, end), start, end
-        known = self.known
-        kind = node.data
-        parts: list[Any] = []
-        for child in node.children:  # self.of(child), without a call per child
-            if child.__class__ is Token:  # (any other leaf is placed by `of`)
-                parts.append(((child.line, child.column, child.end_line, child.end_column), child.start_pos, child.end_pos))
-            elif child is not None:
-                place = known.get(id(child), _UNKNOWN)
-                if place is _UNKNOWN:
-                    place = self.of(child)
-                if place is not None:
-                    parts.append(place)
-        if len(parts) == 1 and kind not in _OPEN_BEFORE and kind not in _CLOSE_AFTER:
-            place = known[id(node)] = parts[0]  # `x`, `f(x).y`: nothing to widen
-            return place
-        if not parts:
-            known[id(node)] = None
-            return None
-        source = self.source
-        start, end = parts[0][1], parts[-1][2]
-        if kind in _OPEN_BEFORE:
-            before = source.rfind(_OPEN_BEFORE[kind], 0, start)
-            if before >= 0 and not source[before + 1 : start].strip():
-                start = before
-        # `(a*b).relu()`: the "(" of a parenthesized first operand is no token in the tree;
-        # its ")" sits between the first child and the next one. Only that gap is counted
-        # (counting over the whole node made a long chain `x + x + ...` quadratic).
-        gap_start, gap_end = parts[0][2], parts[1][1] if len(parts) > 1 else end
-        unopened = source.count(")", gap_start, gap_end)
-        if unopened:  # most gaps hold no ")": one count, not two
-            unopened -= source.count("(", gap_start, gap_end)
-            while unopened > 0:
-                start = max(source.rfind("(", 0, start), 0)
-                unopened -= 1
-        if kind in _CLOSE_AFTER:
-            rest = end
-            while rest < len(source) and source[rest] in " \t\r\n\\,:([":  # `f()`, `x[:]`, `[1, 2,]`
-                rest += 1
-            if rest < len(source) and source[rest] in ")]":
-                end = rest + 1
-        place = (self.range_span(start, end), start, end)
-        self.known[id(node)] = place
-        return place
+    def span(self, node: Node | Token | None) -> Span | None:
+        return None if node is None else self.range_span(node.start, node.end)
 
     def range_span(self, start: int, end: int) -> Span:
         """The span from offset `start` to offset `end`."""
@@ -199,17 +100,13 @@ class _Places:
         return line, start - line_starts[line - 1] + 1, end_line, end - line_starts[end_line - 1] + 1
 
 
-_UNKNOWN = object()
-
-
-def _check_text(source: str, node: Tree, start: int, end: int) -> str:
+def _check_text(source: str, node: Node, start: int, end: int) -> str:
     """The expression of `check EXPR [wrt ...] [options]`: the statement's text after
     `check`, up to `wrt` or the first option (found from their tokens' positions)."""
     start += len("check")
     for part in node.children[1:]:
-        token = part if isinstance(part, Token) else part.children[0] if isinstance(part, Tree) else None
-        if isinstance(token, Token) and token.start_pos is not None:
-            end = token.start_pos
+        if part is not None:
+            end = part.start
             before = source[start:end].rstrip()
             if isinstance(part, Token) and before.endswith("wrt"):
                 end = start + len(before) - len("wrt")
@@ -217,7 +114,7 @@ def _check_text(source: str, node: Tree, start: int, end: int) -> str:
     return source[start:end].strip()
 
 
-def _split_arguments(node: Tree | None, places: _Places) -> tuple[list[Any], list[tuple[str, Any]]]:
+def _split_arguments(node: Node | None, places: _Places) -> tuple[list[Any], list[tuple[str, Any]]]:
     if node is None:
         return [], []
     positional: list[Any] = []
@@ -225,7 +122,7 @@ def _split_arguments(node: Tree | None, places: _Places) -> tuple[list[Any], lis
     for arg in node.children:
         if arg is None:
             continue
-        if isinstance(arg, Tree) and arg.data == "keyword":
+        if isinstance(arg, Node) and arg.kind == "keyword":
             name, value = arg.children
             if name in [k for k, _ in keywords]:
                 raise LanguageError("syntax", f"keyword argument {name!s} given twice").at(places.span(name))
@@ -238,12 +135,12 @@ def _split_arguments(node: Tree | None, places: _Places) -> tuple[list[Any], lis
 
 
 _LABEL = -1  # the work stack's task that marks a jump target (opcodes are >= 0)
-# A task on the work stack: a node to compile (a Tree or Token), (opcode, argument, node)
+# A task on the work stack: a node to compile (a Node or Token), (opcode, argument, node)
 # to emit an instruction placed where `node` is, or (_LABEL, label, None).
 Task = Any
 
 
-def compile_expression(root: Tree | Token, places: _Places, prefix: tuple[Instruction, ...] = ()) -> list[Instruction]:
+def compile_expression(root: Node | Token, places: _Places, prefix: tuple[Instruction, ...] = ()) -> list[Instruction]:
     """Instructions that leave the value of `root` on the stack, after `prefix`'s.
 
     Jump targets are absolute, so code that runs before the expression's (an augmented
@@ -256,17 +153,16 @@ def compile_expression(root: Tree | Token, places: _Places, prefix: tuple[Instru
     code: list[Instruction] = list(prefix)
     jumps: list[int] = []  # where the instructions are whose argument is a _Label
     work: list[Task] = [root]
-    place, span, known = places.compute, places.span, places.known
+    span = places.range_span
     while work:
         task = work.pop()
         if task.__class__ is not tuple:  # a node (the tasks are tuples, nodes never are)
             # The two commonest nodes, done here as _expand would, without its call:
-            if task.__class__ is Tree:
-                kind, children = task.data, task.children
+            if task.__class__ is Node:
+                kind, children = task.kind, task.children
                 if kind == "name" and children[0].__class__ is Token:  # (LOAD, name), placed where its token is
                     token = children[0]
-                    placed = known[id(task)] = places.of(token)
-                    code.append((LOAD, str(token), placed[0]))  # type: ignore[index]  # a token always has a place
+                    code.append((LOAD, str(token), span(token.start, token.end)))
                     continue
                 if kind in BINARY_OPS:
                     work += ((BINARY, BINARY_OPS[kind], task), children[-1], children[0])
@@ -282,11 +178,7 @@ def compile_expression(root: Tree | Token, places: _Places, prefix: tuple[Instru
             continue
         if op >= JUMP_IF_FALSE:  # a jump: its target is known once the label is met
             jumps.append(len(code))
-        if node.__class__ is Tree:  # its children were compiled, so placed, just before it
-            placed = place(node)
-            code.append((op, arg, None if placed is None else placed[0]))
-        else:
-            code.append((op, arg, span(node)))
+        code.append((op, arg, None if node is None else span(node.start, node.end)))
     for i in jumps:
         op, label, where = code[i]
         code[i] = (op, label.target, where)
@@ -307,11 +199,11 @@ def _number(text: str) -> float:
         raise LanguageError("syntax", "this number is too large for a float64") from None
 
 
-def _expand(node: Tree | Token, places: _Places) -> list[Task]:
+def _expand(node: Node | Token, places: _Places) -> list[Task]:
     """The tasks that compile one node: visit its children, then emit its instruction."""
     if isinstance(node, Token):  # only reached for a bare expression token
         raise LanguageError("syntax", f"unexpected {node!s}").at(places.span(node))
-    kind, children = node.data, node.children
+    kind, children = node.kind, node.children
     if kind == "name":
         return [(LOAD, str(children[0]), node)]
     if kind in BINARY_OPS:
@@ -368,8 +260,8 @@ def _expand(node: Tree | Token, places: _Places) -> list[Task]:
     raise LanguageError("syntax", f"unsupported construct {kind}").at(places.span(node))
 
 
-def _compile_statement(node: Tree, source: str, places: _Places, where: Range) -> Statement:
-    kind, children = node.data, node.children
+def _compile_statement(node: Node, source: str, places: _Places, where: Range) -> Statement:
+    kind, children = node.kind, node.children
 
     def compiled(expression: Any, prefix: tuple[Instruction, ...] = ()) -> list[Instruction]:
         return compile_expression(expression, places, prefix)
@@ -399,11 +291,11 @@ def _compile_statement(node: Tree, source: str, places: _Places, where: Range) -
         expression, *rest = children
         wrt = tuple(str(t) for t in rest if isinstance(t, Token))
         options = {}
-        for option in (t for t in rest if isinstance(t, Tree)):
+        for option in (t for t in rest if isinstance(t, Node)):
             key, value = option.children
             options[str(key)] = (compiled(value), places.span(option) or span)
         expected = None
-        if isinstance(expression, Tree) and expression.data == "compare" and str(expression.children[1]) == "==":
+        if isinstance(expression, Node) and expression.kind == "compare" and str(expression.children[1]) == "==":
             if wrt:
                 raise LanguageError("syntax", "check A == B compares values: it takes no wrt").at(span)
             expression, expected = expression.children[0], compiled(expression.children[2])

@@ -1,140 +1,26 @@
-"""Source text to a Lark parse tree, with readable errors.
+"""Source text to a parse tree, with readable errors.
 
-The LALR parser is Lark's stand-alone parser generated from grammar.lark (see
-generate.py): a fresh process loads its tables without importing Lark or analysing the
-grammar. It is built once per process and reused. Every parse starts on the fast path
-(fastpath.py), which needs only larktree.py; Lark's runtime (`_lark()`, standalone.py)
-is imported when a source does not parse there, mostly for a syntax error's message.
+The pipeline: grammar.lark -> (generate.py, at build time, with Lark) tables.py -> the
+lexer (lexer.py) and the LALR driver (driver.py), which are all gradcalc runs. This
+module is their face: whole programs, programs that go on past a bad statement, the
+words of a syntax error, and the REPL's "is the input finished?".
 """
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any
-
-from . import fastpath
+from . import driver, tables
+from .driver import Node, Range, Stuck
 from .errors import LanguageError
-from .larktree import Token, Tree
+from .lexer import BAD, CLOSERS, COMMENTS, CONTINUES, END, KEYWORD_TEXTS, NEWLINE, OPENERS, SEPARATORS, Token, tokens
 from .records import Record
 
-if TYPE_CHECKING:
-    from .standalone import UnexpectedInput
-
 __all__ = [
-    "BadStatement", "PendingInput", "Token", "Tree", "describe_expected", "lark_parser", "parse_recovering", "parse_statements",
-    "parse_tree",
+    "KEYWORD_TEXTS", "BadStatement", "Node", "PendingInput", "Range", "Token", "describe_expected", "parse_recovering",
+    "parse_statements", "parse_tree", "statement_end",
 ]
-# What the post-lexer looks at; the fast path reads the same sets.
-_OPENERS, _CLOSERS, _CONTINUES, _SEPARATORS = fastpath.OPENERS, fastpath.CLOSERS, fastpath.CONTINUES, fastpath.SEPARATORS
-
-
-class _BracketNewlines:
-    """Post-lexer: a newline inside brackets or after an operator is whitespace, elsewhere
-    it ends a statement.
-
-    On the way it records where each statement's tokens start and end (`statements`, in
-    source offsets), so the compiler can quote a statement's exact text without searching
-    the source again (which made compiling quadratic in the number of statements).
-    """
-
-    always_accept = ("_NL",)
-    source = ""  # the text being parsed, while _lark_parse runs (a class default: the parser is unpickled)
-
-    def __init__(self) -> None:
-        self.statements: list[tuple[int, int]] = []
-        self.start = -1  # where the statement being read began (-1: between statements)
-
-    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
-        statements: list[tuple[int, int]] = []
-        self.statements = statements
-        depth = 0
-        start = end = -1
-        previous = ""
-        self.start = -1
-        source, keywords = self.source, _keywords()
-        token: Any  # (Lark types a token's place Optional; its lexer always sets it)
-        for token in stream:
-            kind = token.type
-            if kind in keywords and token.end_pos < len(source) and _WORD.match(source, token.end_pos):
-                # Lark's lexer is contextual: where only a keyword fits, it reads `iffy` as
-                # `if fy` (`1 iffy else 2` would be `1 if fy else 2`). A word is read whole,
-                # as the fast path reads it: here a name, which the parser then refuses.
-                word = _WORD.match(source, token.start_pos)
-                token = token.update("NAME", word.group())  # type: ignore[union-attr]  # (a keyword's token starts a word)
-                kind = "NAME"
-            if kind in _OPENERS:
-                depth += 1
-            elif kind in _CLOSERS:
-                depth = max(depth - 1, 0)
-            elif kind == "_NL" and (depth or previous in _CONTINUES):
-                continue
-            if depth == 0 and kind in _SEPARATORS:
-                if start >= 0:
-                    statements.append((start, end))
-                    start = -1
-            else:
-                if start < 0:
-                    start = token.start_pos
-                end = token.end_pos
-            self.start, previous = start, kind
-            yield token
-        if start >= 0:
-            statements.append((start, end))
-
-
-_WORD = re.compile(r"\w+")
-
-
-@lru_cache(maxsize=1)
-def _keywords() -> frozenset[str]:
-    """The keywords' terminals (IF, ELSE, ...): the ones Lark's lexer renames NAME to."""
-    return frozenset(keyword for renames in fastpath._tables().keywords.values() for keyword in renames.values())
-
-
-def _lark() -> Any:
-    """Lark's runtime, the generated standalone.py (imported once, on first need)."""
-    from . import standalone
-
-    return standalone
-
-
-@lru_cache(maxsize=1)
-def lark_parser() -> Any:
-    """The parser, loaded once per process. Its post-lexer (a _BracketNewlines) holds the
-    statement ranges of the latest parse.
-
-    It is the parser build_lark_parser() gives, built ahead of time and pickled
-    (prebuilt.py, written by generate.py): unpickling it costs a one-shot command a
-    fraction of building it from the tables."""
-    try:
-        from .prebuilt import PARSER
-    except ImportError:  # not generated (yet): build it
-        return build_lark_parser()
-    import pickle
-    import zlib
-
-    return pickle.loads(zlib.decompress(PARSER))
-
-
-def build_lark_parser() -> Any:
-    """The parser built from the generated tables (Lark's stand-alone loader)."""
-    return _lark().Lark_StandAlone(postlex=_BracketNewlines())
-
-
-@lru_cache(maxsize=1)
-def _line_lexer() -> Any:
-    """The parser's terminals as a plain lexer that keeps comments, built once (Lark's own
-    `lex()` builds a new one on every call, which costs more than lexing a line)."""
-    return lark_parser()._build_lexer(dont_ignore=True)
-
-
-_BLANK = frozenset({"__IGNORE_0", "CONTINUATION"})  # the line lexer keeps comments and spaces
-
 
 _READABLE = {
-    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "_NL": "end of line",
-    "$END": "end of input", "COMPARE": "a comparison", "AUGOP": "'+=', '-=', '*=', '/=', '//=' or '%='", "POW": "'**'",
+    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", NEWLINE: "end of line",
+    END: "end of input", "COMPARE": "a comparison", "AUGOP": "'+=', '-=', '*=', '/=', '//=' or '%='", "POW": "'**'",
 }
 _EXPRESSION_STARTS = {"NAME", "NUMBER", "LPAR", "LSQB", "MINUS"}
 _OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "DOT", "LSQB", "IF"}
@@ -143,15 +29,12 @@ _OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "P
 def _readable(terminal: str) -> str:
     if terminal in _READABLE:
         return _READABLE[terminal]
-    try:
-        pattern = lark_parser().get_terminal(terminal).pattern
-    except KeyError:
-        return terminal.lower()
-    return f"'{pattern.value}'" if pattern.type == "str" else terminal.lower()
+    text = tables.LITERALS.get(terminal)
+    return terminal.lower() if text is None else f"'{text}'"
 
 
 def describe_expected(expected: set[str]) -> str:
-    """'an expression', "')'", "',' or ']'" ... never Lark's internal terminal names."""
+    """'an expression', "')'", "',' or ']'" ... never the grammar's terminal names."""
     words = []
     if _EXPRESSION_STARTS <= expected:
         words.append("an expression")
@@ -167,53 +50,18 @@ def describe_expected(expected: set[str]) -> str:
     return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1]
 
 
-def _found(token: Token) -> str:
-    if token.type == "$END":
-        return "end of input"
-    if token.type == "_NL":
-        return "end of line"
-    return f"'{token.value}'"
-
-
-def _rest_is_blank(source: str, pos: int | None) -> bool:
-    if pos is None:
-        return True
-    rest = source[pos:]
-    return all(not line.strip() or line.strip().startswith("#") for line in rest.splitlines())
-
-
-def parse_tree(source: str) -> Tree:
+def parse_tree(source: str) -> Node:
     """Parse a whole program. Raises LanguageError (kind 'incomplete' when the input just
     stopped early, so a REPL can ask for another line)."""
     return parse_statements(source)[0]
 
 
-Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
-
-
-def parse_statements(source: str) -> tuple[Tree, list[Range]]:
+def parse_statements(source: str) -> tuple[Node, list[Range]]:
     """Parse a whole program; also return where each statement's text starts and ends."""
-    parsed = fastpath.parse(source)
-    if parsed is not None:
-        return parsed
-    try:  # a syntax error (or input the fast path leaves to Lark): Lark's words for it
-        tree = _lark_parse(source)
-    except _lark().UnexpectedInput as err:
-        raise _syntax_error(source, err) from None
-    return tree, lark_parser().options.postlex.statements
-
-
-def _lark_parse(source: str) -> Tree:
-    """Lark's parse of `source`, its post-lexer shown the text (to read words whole)."""
-    parser = lark_parser()
-    recorder = parser.options.postlex
-    recorder.source = source
     try:
-        return parser.parse(source)
-    finally:
-        recorder.source = ""  # a parse that does not set it (generate.py's, a test's) reads tokens as Lark does
-
-
+        return driver.parse(source)
+    except Stuck as stuck:
+        raise _syntax_error(source, stuck) from None
 
 
 class BadStatement(Record):
@@ -226,10 +74,10 @@ class BadStatement(Record):
 
 
 MAX_SYNTAX_ERRORS = 100
-_STATEMENT_LINE = re.compile(r"\n[ \t]*(check|def)\b")
+_STATEMENT_KEYWORDS = frozenset({"CHECK", "DEF"})
 
 
-def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]]:
+def parse_recovering(source: str) -> tuple[Node, list[Range], list[BadStatement]]:
     """Parse a program, setting aside each statement that has a syntax error.
 
     A bad statement is blanked out (newlines kept, so every place stays where it was) and
@@ -240,39 +88,40 @@ def parse_recovering(source: str) -> tuple[Tree, list[Range], list[BadStatement]
     text = source
     bad: list[BadStatement] = []
     while True:
-        parsed = fastpath.parse(text)
-        if parsed is not None:
-            return *parsed, bad
-        recorder = lark_parser().options.postlex  # loaded only when the fast path gives up (an error, mostly)
         try:
-            return _lark_parse(text), recorder.statements, bad
-        except _lark().UnexpectedInput as err:
-            error = _syntax_error(text, err)
-            position, is_separator = _error_position(text, err)
-            if is_separator and recorder.statements:
-                start = recorder.statements[-1][0]
+            return (*driver.parse(text), bad)
+        except Stuck as stuck:
+            error = _syntax_error(text, stuck)
+            token = stuck.token
+            if token is not None and token.kind in SEPARATORS and stuck.statements:
+                start = stuck.statements[-1][0]
             else:
-                start = recorder.start if 0 <= recorder.start <= position else position
-            end = max(statement_end(text, start), min(position + 1, len(text)))
+                start = stuck.statement if 0 <= stuck.statement <= stuck.position else stuck.position
+            end = max(statement_end(text, start), min(stuck.position + 1, len(text)))
             # `y = [1, 2` left open swallows the lines after it: a line that starts with
             # `check` or `def` is a statement of its own, so the bad one ends before it.
-            keyword = _STATEMENT_LINE.search(text, start, end)
-            if keyword is not None:
-                end = keyword.start() + 1
+            end = _before_statement_line(text, start, end)
             if len(bad) + 1 >= MAX_SYNTAX_ERRORS:
                 end = len(text)
             bad.append(BadStatement(error, start, end))
             text = text[:start] + _blank(text[start:end]) + text[end:]
 
 
-def _error_position(source: str, err: UnexpectedInput) -> tuple[int, bool]:
-    """Where a parse error is (a source offset) and whether it is at a statement separator."""
-    if isinstance(err, _lark().UnexpectedCharacters):
-        return err.pos_in_stream, False
-    token = getattr(err, "token", None)
-    if token is None or token.type == "$END" or token.start_pos is None:
-        return len(source), False
-    return token.start_pos, token.type in _SEPARATORS
+def _before_statement_line(source: str, start: int, end: int) -> int:
+    """`end`, or the start of the first line between `start` and `end` that begins with
+    `check` or `def`."""
+    previous = ""
+    for t in tokens(source, start):
+        if t.start >= end:
+            break
+        if previous == NEWLINE and t.kind in _STATEMENT_KEYWORDS:
+            return _line_start(source, t.start)
+        previous = t.kind
+    return end
+
+
+def _line_start(source: str, offset: int) -> int:
+    return source.rfind("\n", 0, offset) + 1
 
 
 def _blank(text: str) -> str:
@@ -283,28 +132,16 @@ def _blank(text: str) -> str:
 
 def statement_end(source: str, start: int) -> int:
     """The end of the statement that starts at `start`: the first newline or ';' outside
-    brackets, strings and comments. A character scan, for text that does not parse."""
+    brackets (strings and comments are tokens of their own), for text that does not parse."""
     depth = 0
-    i, n = start, len(source)
-    while i < n:
-        ch = source[i]
-        if ch in "([":
+    for t in tokens(source, start):
+        if t.kind in OPENERS:
             depth += 1
-        elif ch in ")]":
+        elif t.kind in CLOSERS:
             depth = max(depth - 1, 0)
-        elif ch in "'\"":
-            close = source.find(ch, i + 1)
-            newline = source.find("\n", i + 1)
-            i = close if close >= 0 and (newline < 0 or close < newline) else i
-        elif ch == "#":
-            newline = source.find("\n", i)
-            i = n if newline < 0 else newline - 1
-        elif ch == "\\" and source.startswith("\n", i + 1):
-            i += 1
-        elif ch in "\n;" and depth == 0:
-            return i
-        i += 1
-    return n
+        elif t.kind in SEPARATORS and depth == 0:
+            return t.start
+    return len(source)
 
 
 class PendingInput:
@@ -313,7 +150,8 @@ class PendingInput:
     `add(line)` answers "is the input complete now?" without parsing everything typed so
     far on every line: while a bracket is open, or the line ends with an operator or a
     `\\`, the input is unfinished and nothing is parsed; otherwise the whole input is
-    parsed once. So a paste of n lines costs O(n), not O(n^2).
+    parsed once. So a paste of n lines costs O(n), not O(n^2). The lines are the input
+    as typed, joined by newlines (`text`), so every place in it is where it was typed.
     """
 
     def __init__(self) -> None:
@@ -341,69 +179,71 @@ class PendingInput:
     def _continues(self, line: str) -> bool:
         """Track bracket depth over one line; True when the input cannot end after it: a
         bracket is open, or its last token is an operator or a `\\` (not in a comment)."""
-        body = line.rstrip()
-        backslash = body.endswith("\\")
-        try:
-            tokens = list(_lark().LexerThread.from_text(_line_lexer(), body[:-1] if backslash else body).lex(None))
-        except _lark().UnexpectedInput:
+        found = list(tokens(line))
+        backslash = bool(found) and found[-1].kind == BAD and found[-1] == "\\"
+        if backslash:
+            found.pop()
+        if any(t.kind == BAD for t in found):
             return False  # a bad character: the parse reports it
         last = ""
-        for token in tokens:
-            if token.type in _OPENERS:
+        for t in found:
+            if t.kind in OPENERS:
                 self.depth += 1
-            elif token.type in _CLOSERS:
+            elif t.kind in CLOSERS:
                 self.depth = max(self.depth - 1, 0)
-            if token.type not in _BLANK:
-                last = token.type
-        return self.depth > 0 or last in _CONTINUES or (backslash and last != "COMMENT")
+            if t.kind not in COMMENTS:
+                last = t.kind
+        return self.depth > 0 or last in CONTINUES or backslash
 
 
-def _syntax_error(source: str, err: UnexpectedInput) -> LanguageError:
-    if isinstance(err, _lark().UnexpectedCharacters):
-        char = source[err.pos_in_stream] if err.pos_in_stream < len(source) else "?"
+def _line_column(source: str, offset: int) -> tuple[int, int]:
+    """The 1-based line and column of `offset`."""
+    return source.count("\n", 0, offset) + 1, offset - _line_start(source, offset) + 1
+
+
+def _rest_is_blank(source: str, offset: int) -> bool:
+    return all(t.kind == NEWLINE or t.kind in COMMENTS for t in tokens(source, offset))
+
+
+def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
+    token = stuck.token
+    if token is None:  # a character no terminal matches
+        line, column = _line_column(source, stuck.position)
+        char = source[stuck.position]
         message = f"unexpected character {char!r}"
         if char in "'\"":
             message = "unterminated string"
         elif char == "!":  # `!=` is a comparison; a lone `!` is Python's or C's habit, not ours
             message = "'!' is not supported: there is no factorial, and for 'not x' write x == 0"
-        return LanguageError("syntax", message, err.line, err.column, err.line, err.column + 1)
-    if isinstance(err, _lark().UnexpectedEOF):
-        line, column = _end_position(source)
-        return LanguageError("incomplete", f"unfinished input: expected {describe_expected(set(err.expected))}", line, column)
-    assert isinstance(err, _lark().UnexpectedToken)
-    token = err.token
-    try:  # what the parser would really accept here (LALR's lookahead sets are wider)
-        acceptable = set(err.interactive_parser.accepts())
-    except Exception:  # noqa: BLE001 - fall back to Lark's own list
-        acceptable = set(err.expected)
-    expected = describe_expected(acceptable)
-    at_end = token.type == "$END" or (token.type == "_NL" and _rest_is_blank(source, token.end_pos))
-    if at_end:
-        line, column = _end_position(source) if token.type == "$END" else (token.line, token.column)
+        return LanguageError("syntax", message, line, column, line, column + 1)
+    expected = describe_expected(driver.accepted(stuck.states))
+    if token.kind == END or (token.kind == NEWLINE and _rest_is_blank(source, token.end)):
+        line, column = _end_position(source) if token.kind == END else _line_column(source, token.start)
         return LanguageError("incomplete", f"unfinished input: expected {expected}", line, column)
-    complex_literal = _complex_literal(source, token)
-    if complex_literal:
+    line, column = _line_column(source, token.start)
+    number = _number_before(source, stuck)
+    if number:
         return LanguageError(
             "syntax", "complex numbers are not supported (gradcalc works in real float64; complex step is internal)",
-            token.line, token.column - complex_literal, token.line, token.column + 1,
+            line, column - number, line, column + 1,
         )
-    width = max(len(str(token.value)), 1) if token.type != "_NL" else 1
-    return LanguageError(
-        "syntax", f"expected {expected}, found {_found(token)}", token.line, token.column, token.end_line or token.line,
-        (token.column or 1) + width,
-    )
+    found = "end of line" if token.kind == NEWLINE else f"'{token}'"
+    width = 1 if token.kind == NEWLINE else max(len(token), 1)
+    return LanguageError("syntax", f"expected {expected}, found {found}", line, column, line, column + width)
 
 
-_NUMBER_BEFORE = re.compile(r"(0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*\.?[\d_]*|\.\d[\d_]*)([eE][+-]?\d[\d_]*)?$")
-
-
-def _complex_literal(source: str, token: Token) -> int:
-    """How long the number is that `token` makes a complex literal of (`1j`, `2.5e3J`): a
-    `j` right after a number; 0 when it is not one."""
-    if token.type != "NAME" or token.value not in ("j", "J") or token.start_pos is None:
+def _number_before(source: str, stuck: Stuck) -> int:
+    """How long the number is that the stuck token makes a complex literal of (`1j`,
+    `2.5e3J`): a `j` right after a number; 0 when it is not one."""
+    token = stuck.token
+    if token is None or token.kind != "NAME" or token not in ("j", "J") or stuck.statement < 0:
         return 0
-    number = _NUMBER_BEFORE.search(source, 0, token.start_pos)
-    return len(number.group()) if number else 0
+    before = None
+    for t in tokens(source, stuck.statement):
+        if t.start >= token.start:
+            break
+        before = t
+    return before.end - before.start if before is not None and before.kind == "NUMBER" and before.end == token.start else 0
 
 
 def _end_position(source: str) -> tuple[int, int]:

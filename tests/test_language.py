@@ -709,7 +709,7 @@ def run_anything(source):
         pass
 
 
-# Fuzz inputs, shared with tests/test_parser_fastpath.py: grammar tokens in any order, and any text.
+# Fuzz inputs: grammar tokens in any order, and any text.
 TOKEN_SOUP = st.lists(st.sampled_from(TOKENS), max_size=25).map(" ".join)
 RANDOM_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
 

@@ -1,0 +1,226 @@
+"""The parser: grammar.lark's LALR(1) tables (tables.py, written by generate.py), read by
+a loop of our own. It is the only parser gradcalc runs.
+
+Per token the loop does only what the result needs: one regular expression match (the
+token and the blanks before it, lexer.py), a Token only for the terminals a node keeps,
+and for each reduction the node its rule builds (`Node`, with where it starts and ends).
+A rule like `?sum: product` passes its only child on: the loop does not reduce it, it
+only moves to the state after it (a reduction's goto and the chain of such rules after
+it are one cached lookup).
+
+The newline rule of the grammar ("a newline inside brackets or after an operator is a
+blank, elsewhere it ends a statement") is applied here, as the tokens come, and so is the
+record of where each statement starts and ends.
+
+A keyword the parser cannot take where it can take a name is a name (`x.if`, `x = if`:
+the compiler then says a keyword cannot be a name). A keyword run into a word is not
+split off it (`x ifa else b` is the name `ifa`, which the parser refuses).
+
+When the source has a syntax error, `parse` raises `Stuck` with what the table says
+there (the state stack, from which `accepted` reads the terminals that could come
+next); syntax.py words the message.
+"""
+from __future__ import annotations
+
+from itertools import chain
+from typing import Any
+
+from . import tables
+from .lexer import BLANKS, END, IGNORED, KEYWORDS, NEWLINE, OPENERS, CLOSERS, CONTINUES, PATTERN, SEPARATORS, Token, token
+
+Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
+
+
+class Node:
+    """A node of the parse tree: its kind (the rule or its alias: add, call, assign, ...),
+    its children (Nodes, Tokens, None for a left-out `[x]`) and where it starts and ends
+    in the source: from its rule's first symbol to its last, so brackets and signs the
+    tree does not keep are in (`f(x)`, `-x`; in `(a + b) * c` the product starts at
+    "("). A rule that only passes its child on (`"(" expr ")"`) leaves the child's range
+    as it was: the sum is `a + b`."""
+
+    __slots__ = ("kind", "children", "start", "end")
+
+    def __init__(self, kind: str, children: list[Any], start: int, end: int) -> None:
+        self.kind, self.children, self.start, self.end = kind, children, start, end
+
+    def __repr__(self) -> str:
+        return f"Node({self.kind!r}, {self.children!r}, {self.start}, {self.end})"
+
+
+class Stuck(Exception):
+    """A syntax error, as the parser met it: `token` (None for a character no terminal
+    matches, at `position`), the parser's state stack there, where the statement being
+    read started (-1: between statements) and the statements read before it."""
+
+    def __init__(self, position: int, token: Token | None, states: list[int], statement: int, statements: list[Range]) -> None:
+        super().__init__(position)
+        self.position, self.token, self.states, self.statement, self.statements = position, token, states, statement, statements
+
+
+ACTIONS: tuple[dict[str, int], ...] = tables.ACTIONS
+# size, the name of the goto, shape ("unit", "child", "slice", "build"), kind, argument (generate._rule)
+RULES: list[tuple[int, str, str, str | None, Any]] = [
+    (size, name, shape, kind, slice(*arg) if shape == "slice" else arg) for size, name, shape, kind, arg in tables.RULES
+]
+KEPT = frozenset(tables.KEPT)
+# What the loop looks at beyond the parser's own work: keywords, brackets, separators, dropped tokens
+_LOOKED_AT = frozenset(KEYWORDS) | OPENERS | CLOSERS | SEPARATORS | IGNORED
+# (state below, state, terminal) -> the state after every unit reduction that terminal
+# leads to; (state below, rule name, terminal) -> the state after the goto on that rule
+# and the unit reductions after it. Filled as met.
+_UNITS: dict[tuple[int, int, str], int] = {}
+_GOTOS: dict[tuple[int, str, str], int] = {}
+_AT_END = (None,)
+
+
+def parse(source: str) -> tuple[Node, list[Range]]:
+    """The parse tree of `source` and where each statement starts and ends; raises Stuck
+    at a syntax error."""
+    actions, rules, kept, keywords, units, gotos = ACTIONS, RULES, KEPT, KEYWORDS, _UNITS, _GOTOS
+    end_state = tables.END_STATE
+    state = tables.START_STATE
+    states = [state]  # the parser's state stack and value stack
+    values: list[Any] = []
+    starts: list[int] = []  # where each value starts (beside the value stack)
+    shifted = 0  # where the last token given to the parser ends: where a reduction's range ends
+    statements: list[Range] = []
+    depth = 0  # open brackets
+    previous = ""  # the last token given to the parser
+    first = last = -1  # the statement being read: its first token's start, its last token's end
+    end = 0
+    looked_at = _LOOKED_AT
+    new_token = str.__new__
+    for match in chain(PATTERN.finditer(source), _AT_END):
+        if match is None or match.start() != end:  # the end, or a character no terminal matches
+            bad = BLANKS.match(source, end).end()
+            if bad != len(source):
+                raise Stuck(bad, None, states, first, statements)
+            if first >= 0:
+                statements.append((first, last))
+            kind, value, start = END, None, len(source)
+        else:
+            kind = match.lastgroup
+            start, end = match.span(kind)
+            at = start  # where a statement starts, if this token starts one
+            if kind in looked_at:
+                if kind in keywords:  # a keyword, unless the parser takes only a name here (`x.if`)
+                    keyword = keywords[kind].get(source[start:end])
+                    if keyword is not None and (keyword in actions[state] or kind not in actions[state]):
+                        kind = keyword
+                elif kind in OPENERS:
+                    depth += 1
+                elif kind in CLOSERS:
+                    depth = depth - 1 if depth else 0
+                elif kind in IGNORED or (kind == NEWLINE and (depth or previous in CONTINUES)):
+                    continue
+                if depth == 0 and kind in SEPARATORS:
+                    if first >= 0:
+                        statements.append((first, last))
+                    first = at = -1
+            if first < 0:
+                first = at
+            last = end
+            previous = kind
+            if kind in kept:
+                value = new_token(Token, source[start:end])
+                value.kind, value.start, value.end = kind, start, end
+            else:
+                value = None
+        while True:  # feed the token: reduce until it can be shifted
+            action = actions[state].get(kind)
+            if action is None:
+                if value is None:
+                    value = token(kind, "", start, start) if kind is END else token(kind, source[start:end], start, end)
+                raise Stuck(start, value, states, first, statements)
+            if action >= 0:
+                state = action
+                states.append(state)
+                values.append(value)
+                starts.append(start)
+                shifted = end
+                break
+            size, name, shape, kind_of, arg = rules[~action]
+            if shape == "unit":  # `?sum: product`: the value stays, only the state moves on
+                # (met here only after a shift: a reduction's goto follows these rules itself)
+                key = (states[-2], state, kind)
+                after = units.get(key)
+                if after is None:
+                    after = units[key] = _after_units(states[-2], state, kind)
+                state = states[-1] = after
+                continue
+            if not size:  # an empty rule: it starts and ends where it is
+                begin = shifted
+                value_of = _built(kind_of, arg, [], 0, begin, shifted) if shape == "build" else Node(kind_of, [], begin, shifted)
+            else:
+                begin = starts[-size]
+                if shape == "slice":
+                    value_of = Node(kind_of, values[arg], begin, shifted)
+                elif shape == "child":  # `"(" expr ")"`: the expression keeps its own range
+                    value_of = values[arg - size]
+                else:
+                    value_of = _built(kind_of, arg, values, len(values) - size, begin, shifted)
+                del values[-size:], states[-size:], starts[-size:]
+            values.append(value_of)
+            starts.append(begin)
+            below = states[-1]
+            key = (below, name, kind)
+            state = gotos.get(key)
+            if state is None:
+                state = actions[below][name]
+                if state != end_state or kind is not END:  # (parsing stops at the end state)
+                    state = _after_units(below, state, kind)
+                gotos[key] = state
+            states.append(state)
+            if state == end_state and kind is END:
+                return values[-1], statements
+    raise AssertionError("the parser read past the end of its input")  # pragma: no cover - END always ends it
+
+
+def _built(kind: str | None, steps: tuple[int | None, ...], values: list[Any], base: int, start: int, end: int) -> Any:
+    """A node from the values from `base` on, as `steps` pick them (generate._rule): i >= 0
+    value i, ~i the children of value i (a `_rule`'s list), None a left-out `[x]`. A kind
+    of None is a `_rule`: its value is the list itself."""
+    children: list[Any] = []
+    for step in steps:
+        if step is None:
+            children.append(None)
+        elif step >= 0:
+            children.append(values[base + step])
+        elif children:
+            children += values[base + ~step]
+        else:  # the list of a left-recursive `_rule` grows in place (a copy per item is quadratic)
+            children = values[base + ~step]
+    return children if kind is None else Node(kind, children, start, end)
+
+
+def _after_units(below: int, state: int, kind: str) -> int:
+    """The state reached from `state` (with `below` under it) by reducing unit rules while
+    `kind` is the next token: each one only replaces the top state with the goto from
+    `below`, so the whole chain depends on these three alone."""
+    while True:
+        action = ACTIONS[state].get(kind)
+        if action is None or action >= 0 or RULES[~action][2] != "unit":
+            return state
+        state = ACTIONS[below][RULES[~action][1]]
+
+
+def accepted(states: list[int]) -> set[str]:
+    """The terminals the parser could take next with this state stack: those for which
+    the table has an action that, after its reductions, shifts (or ends the input)."""
+    return {symbol for symbol in ACTIONS[states[-1]] if symbol.isupper() and _takes(list(states), symbol)}
+
+
+def _takes(states: list[int], terminal: str) -> bool:
+    while True:
+        action = ACTIONS[states[-1]].get(terminal)
+        if action is None:
+            return False
+        if action >= 0:
+            return True
+        size, name = RULES[~action][:2]
+        if size:
+            del states[-size:]
+        states.append(ACTIONS[states[-1]][name])
+        if terminal == END and states[-1] == tables.END_STATE:
+            return True

@@ -1,0 +1,85 @@
+"""The language's one lexer: grammar.lark's terminals (tables.py) as one regular expression.
+
+The parser (driver.py), the REPL's colouring and its "does this line continue", statement
+splitting for text that does not parse, and completion all read tokens from here, with
+the same terminals, keywords and token sets.
+
+Each match of `PATTERN` is the blanks before a token, then the token (a named group per
+terminal). Comments and line continuations are tokens too (the parser drops them: they
+may hold a newline, which is counted). A keyword is lexed as a NAME and then renamed, as
+Lark's lexer does; the parser reads one as a name where it can take only a name (`x.if`).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from . import tables
+
+
+class Token(str):
+    """A token: its text, its terminal (`kind`: NAME, NUMBER, PLUS, ...) and where it
+    starts and ends in the source (offsets, the end exclusive)."""
+
+    kind: str
+    start: int
+    end: int
+
+    def __repr__(self) -> str:
+        return f"Token({self.kind!r}, {str(self)!r}, {self.start}, {self.end})"
+
+
+def token(kind: str, text: str, start: int, end: int) -> Token:
+    made = str.__new__(Token, text)
+    made.kind, made.start, made.end = kind, start, end
+    return made
+
+
+# Atomic (a lookahead is never re-entered): `(?:[ \t]+)*` before a token that does not
+# match would otherwise try every split of a run of spaces, 2^n of them.
+_BLANKS = f"(?=(?P<_blanks>(?:{tables.BLANK})*))(?P=_blanks)"
+PATTERN = re.compile(_BLANKS + "(?:" + "|".join(f"(?P<{name}>{regexp})" for name, regexp in tables.TERMINALS) + ")")
+BLANKS = re.compile(_BLANKS)
+
+KEYWORDS: dict[str, dict[str, str]] = tables.KEYWORDS  # terminal -> {text: keyword terminal}
+# The language's keywords, as written: the only list of them.
+KEYWORD_TEXTS = frozenset(text for texts in KEYWORDS.values() for text in texts)
+IGNORED = frozenset(tables.IGNORED)  # lexed, then dropped by the parser
+NEWLINE = "_NL"
+END = "$END"
+BAD = "BAD"  # what `tokens` calls a character no terminal matches
+
+# What the parser's newline rule looks at: a newline inside brackets is a blank...
+OPENERS = frozenset({"LPAR", "LSQB"})
+CLOSERS = frozenset({"RPAR", "RSQB"})
+# ...and so is a newline right after one of these: the statement cannot end there.
+CONTINUES = frozenset({
+    "PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "AUGOP", "EQUAL", "COMMA", "DOT",
+    "IF", "ELSE", "CHECK", "DEF", "WRT",
+})
+SEPARATORS = frozenset({NEWLINE, "SEMICOLON"})  # outside brackets, these end a statement
+NUMBERS = frozenset({"NUMBER"})
+STRINGS = frozenset({"STRING"})
+COMMENTS = frozenset({"COMMENT"})
+NAMES = frozenset(KEYWORDS)
+
+
+def tokens(text: str, start: int = 0) -> Iterator[Token]:
+    """Every token of `text` from `start` on, comments and continuations included, read
+    without the parser: a keyword is its keyword terminal wherever it is. A character no
+    terminal matches is one token of kind BAD, and lexing goes on after it."""
+    at, n = start, len(text)
+    while at < n:
+        match = PATTERN.match(text, at)
+        if match is None:
+            bad = BLANKS.match(text, at).end()
+            if bad == n:
+                return
+            yield token(BAD, text[bad], bad, bad + 1)
+            at = bad + 1
+            continue
+        kind = match.lastgroup or BAD
+        begin, at = match.span(kind)
+        word = text[begin:at]
+        kind = KEYWORDS.get(kind, {}).get(word, kind)
+        yield token(kind, word, begin, at)
