@@ -18,6 +18,7 @@ from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, 
 from gradcalc.parser.analysis import Analysis
 from gradcalc.parser.backends import ATTRIBUTES
 from gradcalc.parser.checks import make_check_handler
+from gradcalc.parser.lexer import COMMENTS, KEYWORDS, NAMES, NUMBERS, RENAMES, STRINGS, tokens
 from gradcalc.parser.syntax import PendingInput
 
 from . import render
@@ -47,7 +48,6 @@ An unfinished line (an open bracket, a trailing operator or `\\`) continues on t
 Ctrl-C stops a long computation and leaves every variable as it was.
 Functions: help(tanh) or :help tanh tells about one; `gradcalc ops` lists them all."""
 LAST_RESULT = ("_", "ans")  # names that hold the last result
-_TRAILING_OPERATOR = re.compile(r"([-+*/@^<>=!,]|\b(?:if|else))\s*$")
 
 
 def history_path() -> Path:
@@ -60,19 +60,10 @@ def history_path() -> Path:
 
 
 def join_lines(lines: list[str]) -> str:
-    """Continuation lines as one input: a line ending in `\\` or an operator is joined to
-    the next with a space (a newline would end the statement there)."""
-    text = ""
-    for i, line in enumerate(lines):
-        if i:
-            text += " " if _continues(lines[i - 1]) else "\n"
-        text += line.rstrip()[:-1] if line.rstrip().endswith("\\") else line
-    return text
-
-
-def _continues(line: str) -> bool:
-    stripped = line.split("#", 1)[0].rstrip()
-    return stripped.endswith("\\") or bool(_TRAILING_OPERATOR.search(stripped))
+    """Continuation lines as one input, as typed: the parser reads a newline inside
+    brackets, after an operator or after a `\\` as a blank, and every place in the input
+    (an error's line and column) is where it was typed."""
+    return "\n".join(lines)
 
 
 class Repl:
@@ -98,12 +89,11 @@ class Repl:
         command = re.fullmatch(r"\s*(:\w*)", before_cursor)
         if command:
             return command.group(1), [c.split()[0] for c in COMMANDS]
-        member = re.search(r"[\w\])]\.(\w*)$", before_cursor)
-        if member:
+        word, before = _completion_context(before_cursor)
+        if before is not None and before.kind == "DOT":
             attributes = list(ATTRIBUTES) if self.session.engine == "tensor" else []
-            return member.group(1), sorted({*self.session.backend.method_names(), *attributes})
-        word = re.search(r"[A-Za-z_]\w*$", before_cursor)
-        return (word.group() if word else ""), sorted({*self.session.names(), *self.session.backend.method_names()})
+            return word, sorted({*self.session.backend.method_names(), *attributes})
+        return word, sorted({*self.session.names(), *self.session.backend.method_names()})
 
     def signature(self, name: str) -> str:
         """What the completion menu shows beside a name: a function's signature."""
@@ -279,9 +269,41 @@ def _describe(value: Any, style: render.Style) -> str:
     return f"tensor of shape {'x'.join(map(str, data.shape))}"
 
 
-_TOKEN = re.compile(r"(?P<comment>#.*)|(?P<number>0[xXbBoO][0-9a-fA-F_]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)|"
-                    r"(?P<name>[A-Za-z_]\w*)|(?P<op>\*\*|//=?|[-+*/%@^<>=!]=?|[()\[\],.;:])|(?P<space>\s+)|(?P<other>.)")
-_KEYWORDS = {"if", "else", "def", "check", "wrt", "true", "false"}
+_WORDS = NAMES | frozenset(keyword for renames in RENAMES.values() for keyword in renames.values())
+_QUIET = NAMES | NUMBERS | STRINGS | COMMENTS | frozenset({"_NL", "CONTINUATION", "BAD"})  # every other token is an operator
+
+
+def _completion_context(before_cursor: str) -> tuple[str, Any]:
+    """The word being typed at the cursor ('' if none) and the token before it, as the
+    parser's lexer reads the line."""
+    found = list(tokens(before_cursor))
+    if found and found[-1].kind in _WORDS and found[-1].end == len(before_cursor):
+        return str(found[-1]), found[-2] if len(found) > 1 else None
+    return "", found[-1] if found else None
+
+
+def colour(line: str, functions: set[str]) -> list[tuple[str, str]]:
+    """`line` in (style, text) pieces, read by the parser's lexer: keywords, known
+    functions, numbers, comments and operators each have a style; blanks have none."""
+    parts, at = [], 0
+    for t in tokens(line):
+        if t.start > at:
+            parts.append(("", line[at:t.start]))
+        if t in KEYWORDS:
+            style = "class:keyword"
+        elif t.kind in NAMES:
+            style = "class:function" if t in functions else ""
+        elif t.kind in NUMBERS:
+            style = "class:number"
+        elif t.kind in COMMENTS:
+            style = "class:comment"
+        else:
+            style = "" if t.kind in _QUIET else "class:operator"
+        parts.append((style, str(t)))
+        at = t.end
+    if at < len(line):
+        parts.append(("", line[at:]))
+    return parts
 
 
 def _lexer(words: Any) -> Any:
@@ -291,19 +313,7 @@ def _lexer(words: Any) -> Any:
         def lex_document(self, document: Any) -> Any:
             lines = document.lines
             functions = set(words())
-
-            def line(i: int) -> list[tuple[str, str]]:
-                parts = []
-                for m in _TOKEN.finditer(lines[i]):
-                    kind, text = m.lastgroup, m.group()
-                    if kind == "name":
-                        style = "class:keyword" if text in _KEYWORDS else "class:function" if text in functions else ""
-                    else:
-                        style = {"comment": "class:comment", "number": "class:number", "op": "class:operator"}.get(kind or "", "")
-                    parts.append((style, text))
-                return parts
-
-            return line
+            return lambda i: colour(lines[i], functions)
 
     return GradcalcLexer()
 

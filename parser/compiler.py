@@ -15,7 +15,7 @@ from gradcalc.autodiff import collector_paused
 
 from .errors import LanguageError, Span
 from .records import Record
-from .syntax import Node, Range, Token, parse_recovering, parse_statements
+from .syntax import KEYWORDS, Node, Range, Token, parse_recovering, parse_statements
 
 # Opcodes. Each instruction is (opcode, argument, span).
 CONST, STRING, NONE, LOAD, BINARY, UNARY, CALL, METHOD, ATTR, INDEX, SLICE, TENSOR = range(12)
@@ -29,6 +29,27 @@ COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "
 AUGMENTED = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "div", "//=": "floor_divide", "%=": "remainder"}
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "floor_divide": "//", "remainder": "%",
            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "neg": "-", "pos": "+"}
+
+
+# Words that cannot name a variable, a function or a parameter: the keywords, and None,
+# which stands for NumPy's new axis in an index (x[None]).
+RESERVED = KEYWORDS | {"None"}
+
+
+def refuse_reserved(name: str) -> None:
+    if name in RESERVED:
+        raise LanguageError("name", f"'{name}' is a keyword of the language and cannot be used as a name; choose another")
+
+
+def _refuse_reserved_at(names: Any, places: _Places) -> None:
+    """A keyword as an assignment's target or a def's name or parameter: refused at the
+    name itself (the parser reads a keyword as a name where only a name fits)."""
+    for name in names:
+        if name is not None and name in RESERVED:
+            try:
+                refuse_reserved(str(name))
+            except LanguageError as err:
+                raise err.at(places.span(name)) from None
 
 
 class UserFunction(Record):
@@ -266,6 +287,10 @@ def _compile_statement(node: Node, source: str, places: _Places, where: Range) -
     def compiled(expression: Any, prefix: tuple[Instruction, ...] = ()) -> list[Instruction]:
         return compile_expression(expression, places, prefix)
 
+    if kind in ("assign", "multi_assign", "aug_assign"):
+        _refuse_reserved_at(children[:1] if kind != "multi_assign" else children[:-1], places)
+    elif kind == "funcdef":
+        _refuse_reserved_at(children[:-1], places)
     code = compiled(children[-1]) if kind in ("expr_stmt", "assign", "multi_assign") else []
     start, end = where
     span = places.range_span(start, end)

@@ -26,7 +26,7 @@ from itertools import chain
 from typing import Any
 
 from . import tables
-from .lexer import BLANKS, END, IGNORED, KEYWORDS, NEWLINE, OPENERS, CLOSERS, CONTINUES, PATTERN, SEPARATORS, Token, token
+from .lexer import BLANKS, CLOSERS, CONTINUES, END, IGNORED, NEWLINE, OPENERS, PATTERN, RENAMES, SEPARATORS, Token, token
 
 Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 
@@ -60,12 +60,13 @@ class Stuck(Exception):
 
 ACTIONS: tuple[dict[str, int], ...] = tables.ACTIONS
 # size, the name of the goto, shape ("unit", "child", "slice", "build"), kind, argument (generate._rule)
-RULES: list[tuple[int, str, str, str | None, Any]] = [
-    (size, name, shape, kind, slice(*arg) if shape == "slice" else arg) for size, name, shape, kind, arg in tables.RULES
+_RULES: Any = tables.RULES  # (mypy would type each of its rows)
+RULES: list[tuple[int, str, str, Any, Any]] = [
+    (size, name, shape, kind, slice(*arg) if shape == "slice" else arg) for size, name, shape, kind, arg in _RULES
 ]
 KEPT = frozenset(tables.KEPT)
 # What the loop looks at beyond the parser's own work: keywords, brackets, separators, dropped tokens
-_LOOKED_AT = frozenset(KEYWORDS) | OPENERS | CLOSERS | SEPARATORS | IGNORED
+_LOOKED_AT = frozenset(RENAMES) | OPENERS | CLOSERS | SEPARATORS | IGNORED
 # (state below, state, terminal) -> the state after every unit reduction that terminal
 # leads to; (state below, rule name, terminal) -> the state after the goto on that rule
 # and the unit reductions after it. Filled as met.
@@ -77,7 +78,7 @@ _AT_END = (None,)
 def parse(source: str) -> tuple[Node, list[Range]]:
     """The parse tree of `source` and where each statement starts and ends; raises Stuck
     at a syntax error."""
-    actions, rules, kept, keywords, units, gotos = ACTIONS, RULES, KEPT, KEYWORDS, _UNITS, _GOTOS
+    actions, rules, kept, keywords, units, gotos = ACTIONS, RULES, KEPT, RENAMES, _UNITS, _GOTOS
     end_state = tables.END_STATE
     state = tables.START_STATE
     states = [state]  # the parser's state stack and value stack
@@ -91,9 +92,12 @@ def parse(source: str) -> tuple[Node, list[Range]]:
     end = 0
     looked_at = _LOOKED_AT
     new_token = str.__new__
+    kind: Any  # a terminal's name (a match's last group is always a terminal's)
     for match in chain(PATTERN.finditer(source), _AT_END):
         if match is None or match.start() != end:  # the end, or a character no terminal matches
-            bad = BLANKS.match(source, end).end()
+            blanks = BLANKS.match(source, end)
+            assert blanks is not None  # (blanks may be none at all: it always matches)
+            bad = blanks.end()
             if bad != len(source):
                 raise Stuck(bad, None, states, first, statements)
             if first >= 0:
@@ -143,10 +147,10 @@ def parse(source: str) -> tuple[Node, list[Range]]:
             size, name, shape, kind_of, arg = rules[~action]
             if shape == "unit":  # `?sum: product`: the value stays, only the state moves on
                 # (met here only after a shift: a reduction's goto follows these rules itself)
-                key = (states[-2], state, kind)
-                after = units.get(key)
+                unit = (states[-2], state, kind)
+                after = units.get(unit)
                 if after is None:
-                    after = units[key] = _after_units(states[-2], state, kind)
+                    after = units[unit] = _after_units(states[-2], state, kind)
                 state = states[-1] = after
                 continue
             if not size:  # an empty rule: it starts and ends where it is
@@ -164,13 +168,14 @@ def parse(source: str) -> tuple[Node, list[Range]]:
             values.append(value_of)
             starts.append(begin)
             below = states[-1]
-            key = (below, name, kind)
-            state = gotos.get(key)
-            if state is None:
-                state = actions[below][name]
-                if state != end_state or kind is not END:  # (parsing stops at the end state)
-                    state = _after_units(below, state, kind)
-                gotos[key] = state
+            goto = (below, name, kind)
+            next_state = gotos.get(goto)
+            if next_state is None:
+                next_state = actions[below][name]
+                if next_state != end_state or kind is not END:  # (parsing stops at the end state)
+                    next_state = _after_units(below, next_state, kind)
+                gotos[goto] = next_state
+            state = next_state
             states.append(state)
             if state == end_state and kind is END:
                 return values[-1], statements

@@ -72,7 +72,7 @@ def build(grammar: str) -> dict[str, Any]:
     ]
     kept = {
         str(symbol.name) for rule in lark.rules for symbol in rule.expansion
-        if symbol.is_term and (rule.options.keep_all_tokens or not symbol.filter_out)
+        if symbol.is_term and (rule.options.keep_all_tokens or not getattr(symbol, "filter_out", False))
     }
     return {
         "TERMINALS": tuple((t.name, t.pattern.to_regexp()) for t in _quick_order(lexed)),
@@ -138,7 +138,7 @@ def _rule(rule: Any) -> tuple[int, str, str, str | None, Any]:
     steps: list[int | None] = []
     for i, symbol in enumerate(expansion):
         steps += [None] * nones[i]
-        if options.keep_all_tokens or not (symbol.is_term and symbol.filter_out):
+        if options.keep_all_tokens or not (symbol.is_term and getattr(symbol, "filter_out", False)):
             steps.append(~i if not symbol.is_term and symbol.name.startswith("_") else i)
     steps += [None] * nones[size]
     picks = [s for s in steps if s is not None and s >= 0]

@@ -41,9 +41,9 @@ _BLANKS = f"(?=(?P<_blanks>(?:{tables.BLANK})*))(?P=_blanks)"
 PATTERN = re.compile(_BLANKS + "(?:" + "|".join(f"(?P<{name}>{regexp})" for name, regexp in tables.TERMINALS) + ")")
 BLANKS = re.compile(_BLANKS)
 
-KEYWORDS: dict[str, dict[str, str]] = tables.KEYWORDS  # terminal -> {text: keyword terminal}
-# The language's keywords, as written: the only list of them.
-KEYWORD_TEXTS = frozenset(text for texts in KEYWORDS.values() for text in texts)
+RENAMES: dict[str, dict[str, str]] = tables.KEYWORDS  # terminal -> {text: keyword terminal} (NAME -> {"if": "IF", ...})
+# The language's keywords as written (from grammar.lark): the only list of them.
+KEYWORDS = frozenset(text for texts in RENAMES.values() for text in texts)
 IGNORED = frozenset(tables.IGNORED)  # lexed, then dropped by the parser
 NEWLINE = "_NL"
 END = "$END"
@@ -61,7 +61,7 @@ SEPARATORS = frozenset({NEWLINE, "SEMICOLON"})  # outside brackets, these end a 
 NUMBERS = frozenset({"NUMBER"})
 STRINGS = frozenset({"STRING"})
 COMMENTS = frozenset({"COMMENT"})
-NAMES = frozenset(KEYWORDS)
+NAMES = frozenset(RENAMES)  # the terminals keywords are read as (NAME)
 
 
 def tokens(text: str, start: int = 0) -> Iterator[Token]:
@@ -72,7 +72,9 @@ def tokens(text: str, start: int = 0) -> Iterator[Token]:
     while at < n:
         match = PATTERN.match(text, at)
         if match is None:
-            bad = BLANKS.match(text, at).end()
+            blanks = BLANKS.match(text, at)
+            assert blanks is not None  # (blanks may be none at all: it always matches)
+            bad = blanks.end()
             if bad == n:
                 return
             yield token(BAD, text[bad], bad, bad + 1)
@@ -81,5 +83,5 @@ def tokens(text: str, start: int = 0) -> Iterator[Token]:
         kind = match.lastgroup or BAD
         begin, at = match.span(kind)
         word = text[begin:at]
-        kind = KEYWORDS.get(kind, {}).get(word, kind)
+        kind = RENAMES.get(kind, {}).get(word, kind)
         yield token(kind, word, begin, at)

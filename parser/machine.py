@@ -34,6 +34,7 @@ from .compiler import (
     Statement,
     UserFunction,
     compile_program,
+    refuse_reserved,
 )
 from .errors import LanguageError, Span
 
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 DEFAULT_MAX_CALL_DEPTH = 200
-# Words of the language's syntax: they cannot name a variable, a function or a parameter.
-KEYWORDS = frozenset({"if", "else", "def", "check", "wrt", "true", "false", "None"})
 # Words that stand for NumPy's index markers: x[None] adds an axis, x[..., 0] skips axes.
 _INDEX_WORDS: dict[str, Any] = {"None": None, "...": Ellipsis}
 
@@ -175,7 +174,7 @@ class Session:
 
     def _define(self, function: UserFunction) -> None:
         for name in (function.name, *function.params):
-            _refuse_keyword(name)
+            refuse_reserved(name)
         name = function.name
         if name not in self.functions and (name in self.backend.function_names() or name in CONSTANTS):
             what = "constant" if name in CONSTANTS else "function"
@@ -183,7 +182,7 @@ class Session:
         self.functions[name] = function
 
     def assign(self, name: str, value: Any) -> Any:
-        _refuse_keyword(name)
+        refuse_reserved(name)
         if value is None or value is Ellipsis:
             raise LanguageError("value", f"{name} = {'None' if value is None else '...'}: None and ... only index, as in x[None] or x[..., 0]")
         bound = self.backend.variable(value, name)
@@ -301,7 +300,7 @@ class Session:
             return self.variables[name]
         if name in CONSTANTS:
             return self.backend.constant(CONSTANTS[name])
-        _refuse_keyword(name)  # `wrt += 1`: a keyword read as a name
+        refuse_reserved(name)  # `wrt += 1`: a keyword read as a name
         if name in self.functions or name in self.backend.function_names():
             raise LanguageError("name", f"{name} is a function: call it, as in {name}(...)")
         known = [*(local or {}), *self.variables, *CONSTANTS]
@@ -354,11 +353,6 @@ class Session:
         if value is None:
             raise LanguageError("argument", f"{where} needs a value")
         return value
-
-
-def _refuse_keyword(name: str) -> None:
-    if name in KEYWORDS:
-        raise LanguageError("name", f"'{name}' is a keyword of the language and cannot be used as a name; choose another")
 
 
 def _whole(value: Any) -> int:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from . import driver, tables
 from .driver import Node, Range, Stuck
 from .errors import LanguageError
-from .lexer import BAD, CLOSERS, COMMENTS, CONTINUES, END, KEYWORD_TEXTS, NEWLINE, OPENERS, SEPARATORS, Token, tokens
+from .lexer import BAD, CLOSERS, COMMENTS, CONTINUES, END, KEYWORDS, NEWLINE, OPENERS, SEPARATORS, Token, tokens
 from .records import Record
 
 __all__ = [
-    "KEYWORD_TEXTS", "BadStatement", "Node", "PendingInput", "Range", "Token", "describe_expected", "parse_recovering",
+    "KEYWORDS", "BadStatement", "Node", "PendingInput", "Range", "Token", "describe_expected", "parse_recovering",
     "parse_statements", "parse_tree", "statement_end",
 ]
 
