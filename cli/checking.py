@@ -57,10 +57,6 @@ def run_check_file(origin: str, source: str, defaults: CheckDefaults, on_outcome
     return run_check_source(source, defaults, record)
 
 
-def count_checks(source: str) -> int:
-    return sum(1 for line in source.splitlines() if line.lstrip().startswith("check"))
-
-
 # Characters XML 1.0 cannot hold at all, not even escaped.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
@@ -113,6 +109,8 @@ def check_action(
         refuse_overwriting(junit, files, "--junit-xml")
     prepare_engine(max_elements, max_steps)
     defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
+    from gradcalc.parser.syntax import count_checks
+
     from .dataio import bound_or_exit, split_bindings
     from .parallel import run_checks
 

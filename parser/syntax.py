@@ -15,7 +15,7 @@ from .records import Record
 
 __all__ = [
     "KEYWORDS", "BadStatement", "Node", "PendingInput", "Range", "Token", "describe_expected", "parse_recovering",
-    "parse_statements", "parse_tree", "statement_end",
+    "count_checks", "parse_statements", "parse_tree", "statement_end",
 ]
 
 _READABLE = {
@@ -142,6 +142,19 @@ def statement_end(source: str, start: int) -> int:
         elif t.kind in SEPARATORS and depth == 0:
             return t.start
     return len(source)
+
+
+def count_checks(source: str) -> int:
+    """How many statements of `source` are checks (`check ...`, not `check = ...`), as the
+    lexer reads it: for a count before running, so text that does not parse counts too."""
+    count, starts, found = 0, True, list(tokens(source))
+    for i, t in enumerate(found):
+        if t.kind in COMMENTS or t.kind == "CONTINUATION":
+            continue
+        if starts and t.kind == "CHECK" and not (i + 1 < len(found) and found[i + 1].kind == "EQUAL"):
+            count += 1
+        starts = t.kind in SEPARATORS
+    return count
 
 
 class PendingInput:
