@@ -58,12 +58,21 @@ class Stuck(Exception):
         self.position, self.token, self.states, self.statement, self.statements = position, token, states, statement, statements
 
 
-ACTIONS: tuple[dict[str, int], ...] = tables.ACTIONS
-# size, the name of the goto, shape ("unit", "child", "slice", "build"), kind, argument (generate._rule)
-_RULES: Any = tables.RULES  # (mypy would type each of its rows)
-RULES: list[tuple[int, str, str, Any, Any]] = [
-    (size, name, shape, kind, slice(*arg) if shape == "slice" else arg) for size, name, shape, kind, arg in _RULES
-]
+# state -> {symbol: s >= 0 shift (or go) to state s, ~r reduce by rule r}
+ACTIONS: tuple[dict[str, int], ...] = tuple(dict(zip(symbols.split(), map(int, actions.split()))) for symbols, actions in tables.ACTIONS)
+
+
+def _rule(text: str) -> tuple[int, str, str, Any, Any]:
+    """size, the name of the goto, shape ("unit", "child", "slice", "build"), kind and
+    argument (generate._rule), from tables.py's line of text."""
+    size, name, shape, kind, arg = text.split(" ")
+    steps = [None if step == "-" else int(step) for step in arg.split(",")] if arg else []
+    if shape == "slice":
+        return int(size), name, shape, kind, slice(*steps)
+    return int(size), name, shape, None if kind == "-" else kind, steps[0] if shape in ("unit", "child") else tuple(steps)
+
+
+RULES = [_rule(text) for text in tables.RULES]
 KEPT = frozenset(tables.KEPT)
 # What the loop looks at beyond the parser's own work: keywords, brackets, separators, dropped tokens
 _LOOKED_AT = frozenset(RENAMES) | OPENERS | CLOSERS | SEPARATORS | IGNORED

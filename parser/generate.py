@@ -16,7 +16,10 @@ What is written, and why in that form:
   lexing time;
 - the keywords: fixed strings that NAME's pattern also matches, which the lexer reads
   as a NAME and then renames, as Lark's lexer does;
-- the action table, its states numbered in a fixed order (breadth first from the start
+- the action table, each state's row as two lines of text (its symbols, and their
+  actions as numbers), and the rules as text: a fresh process without a .pyc compiles a
+  string at once, where a dict of dicts took as long as all the rest of gradcalc's parser;
+  the states are numbered in a fixed order (breadth first from the start
   state, symbols in sorted order) so the file does not change with Python's hash seed;
 - for each rule, how the driver builds its node: the shape Lark's tree builder gives it
   (`?rule` passes a single child on, `-> alias` names the node, anonymous tokens are left
@@ -66,10 +69,11 @@ def build(grammar: str) -> dict[str, Any]:
     order = _state_order(table.states, table.start_states[START])
     number = {state: i for i, state in enumerate(order)}
     rule_index = {rule: i for i, rule in enumerate(lark.rules)}
-    actions = [
-        {symbol: number[arg] if action is Shift else ~rule_index[arg] for symbol, (action, arg) in sorted(table.states[state].items())}
-        for state in order
-    ]
+    actions = []
+    for state in order:
+        row = sorted(table.states[state].items())
+        symbols = " ".join(symbol for symbol, _ in row)
+        actions.append((symbols, " ".join(str(number[arg] if action is Shift else ~rule_index[arg]) for _, (action, arg) in row)))
     kept = {
         str(symbol.name) for rule in lark.rules for symbol in rule.expansion
         if symbol.is_term and (rule.options.keep_all_tokens or not getattr(symbol, "filter_out", False))
@@ -82,7 +86,7 @@ def build(grammar: str) -> dict[str, Any]:
         "KEPT": tuple(sorted(kept)),
         "LITERALS": {name: t.pattern.value for name, t in sorted(terminals.items()) if t.pattern.type == "str"},
         "ACTIONS": tuple(actions),
-        "RULES": tuple(_rule(rule) for rule in lark.rules),
+        "RULES": tuple(_rule_text(_rule(rule)) for rule in lark.rules),
         "START_STATE": number[table.start_states[START]],
         "END_STATE": number[table.end_states[START]],
     }
@@ -151,6 +155,20 @@ def _rule(rule: Any) -> tuple[int, str, str, str | None, Any]:
         stop = picks[-1] - size + 1
         return size, origin, "slice", kind, (picks[0] - size, stop or None, spacing.pop() if spacing else 1)
     return size, origin, "build", kind, tuple(steps)
+
+
+def _rule_text(rule: tuple[int, str, str, str | None, Any]) -> str:
+    """A rule as one line of text, "size name shape kind argument" ("-" for None; a slice or
+    steps as numbers joined by commas): a string compiles in no time where a tuple of
+    tuples costs a fresh process (no .pyc) as much as the rest of the import together."""
+    size, name, shape, kind, arg = rule
+    if arg is None:
+        text = "-"
+    elif isinstance(arg, int):
+        text = str(arg)
+    else:
+        text = ",".join("-" if step is None else str(step) for step in arg)
+    return f"{size} {name} {shape} {kind or '-'} {text}"
 
 
 def _nones_before(size: int, empty_indices: tuple[bool, ...]) -> list[int]:
@@ -257,8 +275,8 @@ _COMMENTS = {
     "KEYWORDS": "terminal -> {text: keyword terminal}: words the lexer reads as that terminal, then renames",
     "KEPT": "the terminals some rule keeps in its node (the parser makes a Token of these only)",
     "LITERALS": "the terminals that are one fixed string, and that string (for messages)",
-    "ACTIONS": "state -> {symbol: s >= 0 shift (or go) to state s; ~r reduce by rule r}",
-    "RULES": "rule -> (size, the name its goto is by, shape, node kind, argument): see generate._rule",
+    "ACTIONS": "state -> (its symbols, and for each: s >= 0 shift (or go) to state s, ~r reduce by rule r), as text",
+    "RULES": "rule -> 'size, the name its goto is by, shape, node kind, argument' (see generate._rule), as text",
     "START_STATE": "where parsing starts",
     "END_STATE": "the state after the goto on the whole program at the end of input",
 }
@@ -273,7 +291,7 @@ def source(tables: dict[str, Any]) -> str:
 
 
 def _literal(value: Any) -> str:
-    if isinstance(value, tuple) and value and isinstance(value[0], (tuple, dict)):
+    if isinstance(value, tuple) and len(value) > 2:
         return "(\n" + "".join(f"    {item!r},\n" for item in value) + ")"
     if isinstance(value, dict) and value:
         return "{\n" + "".join(f"    {key!r}: {item!r},\n" for key, item in value.items()) + "}"
