@@ -1,4 +1,9 @@
-"""The language's functions as rows, read from the op registry (and the autodiff builtins)."""
+"""The language's functions as rows, read from the op registry (and the autodiff builtins).
+
+`python -m gradcalc.cli.oplist docs/language.md` rewrites the function table of that page
+(between its `<!-- ops:start -->` and `<!-- ops:end -->` lines) from the registry;
+tests/test_docs.py fails while the page's table is not the current one.
+"""
 from __future__ import annotations
 
 from gradcalc.autodiff import ALIASES, REGISTRY
@@ -36,6 +41,32 @@ def op_rows() -> list[tuple[str, str, str, bool, str]]:
     return sorted(rows, key=lambda r: (group(r[2]), r[0]))
 
 
+def markdown_table() -> str:
+    """Every function as a row of a Markdown table (what `gradcalc ops --markdown` prints)."""
+    lines = ["| function | category | gradient | description |", "|---|---|---|---|"]
+    for _name, signature, category, has_grad, doc in op_rows():
+        lines.append(f"| `{signature}` | {category} | {'yes' if has_grad else 'no'} | {doc} |")
+    return "\n".join(lines) + "\n"
+
+
+START, END = "<!-- ops:start -->\n", "<!-- ops:end -->"
+
+
+def update_page(path: str) -> bool:
+    """Put the current table between the markers of the page at `path`; whether it changed."""
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
+    before, start, rest = text.partition(START)
+    _, end, after = rest.partition(END)
+    if not start or not end:
+        raise SystemExit(f"{path}: no {START.strip()} ... {END} lines to put the table between")
+    updated = before + START + markdown_table() + END + after
+    if updated != text:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(updated)
+    return updated != text
+
+
 def ops_action(name: str | None, *, markdown: bool, digits: int | None) -> int:
     """`gradcalc ops`: a Markdown table, a rich table on a terminal, or aligned plain lines;
     `gradcalc ops NAME`: all about one function."""
@@ -55,12 +86,10 @@ def ops_action(name: str | None, *, markdown: bool, digits: int | None) -> int:
         print("\n".join(lines))
         return 0
 
-    rows = op_rows()
     if markdown:
-        print("| function | category | gradient | description |\n|---|---|---|---|")
-        for _name, signature, category, has_grad, doc in rows:
-            print(f"| `{signature}` | {category} | {'yes' if has_grad else 'no'} | {doc} |")
+        print(markdown_table(), end="")
         return 0
+    rows = op_rows()
     from . import render
 
     if render.use_rich(sys.stdout):
@@ -78,3 +107,10 @@ def ops_action(name: str | None, *, markdown: bool, digits: int | None) -> int:
     for _name, signature, _category, has_grad, doc in rows:
         print(f"{signature:<{width}}  {doc}{'' if has_grad else '  (no gradient)'}")
     return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    for page in sys.argv[1:] or ["docs/language.md"]:
+        print(f"{page}: {'updated' if update_page(page) else 'already current'}")

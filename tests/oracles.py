@@ -3,7 +3,7 @@
 tests/test_torch_differential.py walks the registry and compares every public op with its
 entry here (value, first and second derivatives); an op with no PyTorch equivalent is
 listed in NOT_IN_TORCH with the reason. Adding an op means adding ONE line to one of the
-two tables (the test fails until you do).
+two tables: tests/test_oracle_tables.py fails until you do, with or without torch installed.
 
 An entry's `fn` takes the torch module first, then the op's tensor inputs as torch
 tensors, then the op's parameters under gradcalc's names (it translates `axis` to
@@ -229,7 +229,7 @@ TORCH: dict[str, TorchOracle] = {
     "split": TorchOracle(_split),
 }
 
-# ---- the functions of issue 12 ------------------------------------------------------------------
+# ---- the functions added beside the first set ---------------------------------------------------
 
 
 def _scan(name: str) -> Callable[..., Any]:
@@ -393,7 +393,7 @@ EDGE_POINTS: list[tuple[Any, ...]] = [
     ("sqrt", [[-0.0, -inf]], {}, 1),
     ("prod", [[1e200, 1e200, 1e-300]], {}),
     ("sign", [[-2.0, 0.0, 3.0]], {}),
-    # issue 12
+    # the functions added beside the first set
     ("logsigmoid", [[-1000.0, -40.0, 0.0, 40.0, 1000.0]], {}),
     ("binary_cross_entropy_with_logits", [[1000.0, -1000.0, 1000.0, -1000.0], [1.0, 0.0, 0.0, 1.0]], {"reduction": "none"}),
     ("silu", [[-1000.0, -40.0, 0.0, 40.0]], {}),

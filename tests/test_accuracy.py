@@ -80,7 +80,7 @@ def both_signs(low_exp: int, high_exp: int, n: int = 61) -> np.ndarray:
 
 _UNIT_INTERVAL = np.concatenate([spread(-0.999, 0.999), 1 - magnitudes(-15, -1, 15), -1 + magnitudes(-15, -1, 15)])
 
-# The functions of issue 12.
+# The logarithms and exponentials in other bases, the hyperbolic, inverse and error functions.
 REFERENCE.update({
     "log2": Reference(lambda x: mp.log(x, 2), lambda x: 1 / (x * mp.log(2)), magnitudes(-300, 300)),
     "log10": Reference(mp.log10, lambda x: 1 / (x * mp.log(10)), magnitudes(-300, 300)),

@@ -758,7 +758,7 @@ def test_reported_messages_through_the_command(expression, words):
     assert "internal error" not in done.stderr
 
 
-# ---- // and % (issue 12) ---------------------------------------------------------------------------
+# ---- // and % --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("source, expected", [
@@ -807,7 +807,7 @@ def test_repl_colours_the_new_operators():
     assert ops == ["//=", "%", "//", "%="]
 
 
-# ---- hexadecimal, binary and octal literals (issue 12) ------------------------------------------
+# ---- hexadecimal, binary and octal literals -----------------------------------------------------
 
 
 @pytest.mark.parametrize("source, expected", [
@@ -834,7 +834,7 @@ def test_repl_colours_prefixed_literals_as_numbers():
     assert [text for style, text in colour("0x1F + 0b10", set()) if style == "class:number"] == ["0x1F", "0b10"]
 
 
-# ---- unsupported syntax says so (issue 12) --------------------------------------------------------
+# ---- unsupported syntax says so -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("source, column, width", [

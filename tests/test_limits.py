@@ -1,5 +1,5 @@
 """Limits that hold on every path: the element cap, the step budget, no recursion per
-nesting level, and time linear in the input (issue 10).
+nesting level, and work linear in the input.
 
 Each reported case runs the real command in a child process under a memory limit
 (RLIMIT_AS), so a regression fails here instead of taking the machine down.

@@ -1,4 +1,4 @@
-"""Issue 9's engine numerics: each reported case, value and every gradient, from closed
+"""The engine's numerics: each reported case, value and every gradient, from closed
 forms or PyTorch's published behaviour (float64), reproduced through the command where
 the report used it."""
 from __future__ import annotations
