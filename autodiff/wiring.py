@@ -11,29 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import arguments
 from . import limits as _limits  # its _max_elements, read once per op
 from . import tensor as _grad_mode  # its _grad_enabled, read once per op
 from .binding import split_args
-from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
+from .errors import EngineError, SizeLimitError
 from .limits import STEPS, check_outputs, check_size
 from .tensor import Tensor, new_tensor, to_array
 
 if TYPE_CHECKING:
     from .registry import OpDef
-
-
-# NumPy reports a shape problem as a ValueError with one of these words (or an IndexError,
-# which covers bad indices and axes); anything else is a bad argument.
-_SHAPE_WORDS = ("shape", "broadcast", "align", "dimension", "size", "split")
-
-
-def _input_error(op: OpDef, inputs: Sequence[Tensor], err: Exception) -> Exception:
-    """NumPy's error for a failed forward, restated with the op and the input shapes."""
-    text = str(err)
-    if isinstance(err, IndexError) or (isinstance(err, ValueError) and any(w in text for w in _SHAPE_WORDS)):
-        shapes = " and ".join(str(t.shape) for t in inputs)
-        return ShapeError(f"{op.name}: {text} (input shape{'s' * (len(inputs) > 1)} {shapes})")
-    return ArgumentError(f"{op.signature}: {text}")
 
 
 def _refuse_outgrown(op: OpDef, arrays: Sequence[np.ndarray], params: dict[str, Any]) -> None:
@@ -106,6 +93,8 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     inputs = args
     if params or len(args) != op.n_in or type(args) is not tuple:
         inputs, params = split_args(op, args, params)
+        if params:
+            arguments.check(op, inputs, params)
     # One or two Tensors that are not boolean (nearly every call) are read without a loop;
     # `bound`, the product of the input sizes, bounds a broadcast result's size.
     arrays: Sequence[np.ndarray]
@@ -129,7 +118,7 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     except MemoryError:
         raise _out_of_memory(op, inputs) from None
     except (ValueError, IndexError, TypeError) as err:
-        raise _input_error(op, inputs, err) from None
+        raise arguments.reworded(op, inputs, params, err) from None
     record = wanted and op.vjps is not None and _grad_mode._grad_enabled
     if op.n_ret == 1:
         if type(out) is not np.ndarray or out.dtype not in _NATIVE:  # _as_output, inline: once per op

@@ -20,7 +20,10 @@ from gradcalc.autodiff.wiring import apply
 
 from .errors import LanguageError
 
-CONSTANTS: dict[str, float | bool] = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "true": True, "false": False}
+# True and False are Python's spellings of true and false, accepted as users type them.
+CONSTANTS: dict[str, float | bool] = {
+    "pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "true": True, "false": False, "True": True, "False": False,
+}
 ATTRIBUTES = ("T", "mT", "shape", "ndim", "size")
 AUTODIFF_FUNCTIONS = {
     "grad": "grad(y, x): dy/dx (of the sum of y if it is not a scalar); differentiable again",
@@ -165,10 +168,17 @@ def _index_part(part: Any) -> Any:
     if data.ndim == 0:
         if not float(data.real).is_integer():
             raise LanguageError("argument", f"an index must be a whole number, got {data.item()!r}")
+        if abs(data.real) > _LARGEST_INDEX:
+            raise LanguageError("argument", f"index {data.real.item():g} is out of range for any axis")
         return int(data.real)
     if not np.all(np.equal(np.mod(data.real, 1), 0)):
         raise LanguageError("argument", "an index tensor must hold whole numbers")
+    if data.size and np.max(np.abs(data.real)) > _LARGEST_INDEX:
+        raise LanguageError("argument", f"index {np.max(np.abs(data.real)):g} is out of range for any axis")
     return data.real.astype(np.intp)
+
+
+_LARGEST_INDEX = 2.0**53  # (no axis is longer; past it NumPy's indices overflow)
 
 
 _WITH_RESPECT_TO = "x must be a variable (a name given a value, as in x = 3) or a named value that y was computed from"

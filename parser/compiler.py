@@ -31,9 +31,10 @@ SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow":
            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "neg": "-", "pos": "+"}
 
 
-# Words that cannot name a variable, a function or a parameter: the keywords, and None,
-# which stands for NumPy's new axis in an index (x[None]).
-RESERVED = KEYWORDS | {"None"}
+# Words that cannot name a variable, a function or a parameter: the keywords, None,
+# which stands for NumPy's new axis in an index (x[None]), and Python's True and False
+# (constants: they mean true and false).
+RESERVED = KEYWORDS | {"None", "True", "False"}
 
 
 def refuse_reserved(name: str) -> None:
@@ -146,11 +147,11 @@ def _split_arguments(node: Node | None, places: _Places) -> tuple[list[Any], lis
         if isinstance(arg, Node) and arg.kind == "keyword":
             name, value = arg.children
             if name in [k for k, _ in keywords]:
-                raise LanguageError("syntax", f"keyword argument {name!s} given twice").at(places.span(name))
+                raise LanguageError("syntax", f"{name!s}= is given twice; give each parameter once").at(places.span(name))
             keywords.append((str(name), value))
         else:
             if keywords:
-                raise LanguageError("syntax", "a positional argument cannot follow a keyword argument").at(places.span(arg))
+                raise LanguageError("syntax", "an argument without a name cannot follow a named one (name=value)").at(places.span(arg))
             positional.append(arg)
     return positional, keywords
 

@@ -251,9 +251,7 @@ class Session:
                         stack.append(self._call(name, args, kwargs))
                         continue
                     if kwargs or len(args) != len(function.params):
-                        count = len(function.params)
-                        raise LanguageError("argument", f"{function.text.split('=')[0].strip()} takes {count} argument{'s' * (count != 1)}, "
-                                                        f"got {len(args) + len(kwargs)}")
+                        args = _bound(function, args, kwargs)
                     if len(frames) >= self.max_call_depth:
                         raise LanguageError("recursion", f"calls nested deeper than {self.max_call_depth} (in {name}); is a recursion missing its base case?")
                     frames.append((code, pc, local, inside))
@@ -353,6 +351,24 @@ class Session:
         if value is None:
             raise LanguageError("argument", f"{where} needs a value")
         return value
+
+
+def _bound(function: UserFunction, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+    """The arguments of a call of a user function in its parameters' order: given by
+    position, then by name, as in Python (f(1, y=2), f(y=2, x=1))."""
+    params = function.params
+    signature = f"{function.name}({', '.join(params)})"
+    if len(args) > len(params):
+        raise LanguageError("argument", f"{signature} takes {len(params)} argument{'s' * (len(params) != 1)}, got {len(args)}")
+    for key in kwargs:
+        if key not in params:
+            raise LanguageError("argument", f"{signature} has no parameter {key!r}")
+        if key in params[: len(args)]:
+            raise LanguageError("argument", f"{signature}: {key} is given twice, by position and by name")
+    missing = [p for p in params[len(args) :] if p not in kwargs]
+    if missing:
+        raise LanguageError("argument", f"{signature}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing")
+    return [*args, *(kwargs[p] for p in params[len(args) :])]
 
 
 def _whole(value: Any) -> int:

@@ -54,8 +54,13 @@ def test_every_operator_with_every_jumping_right_side_matches_python(engine, ope
     ("x = [1, 2]; x -= ([1, 1] if 1 < 0 else ([5, 5] if 1 > 0 else [0, 0])); x", "value: [-4.0, -3.0]"),
 ])
 def test_reported_cases(source, value):
+    evaluates_to(source, value)
+
+
+def evaluates_to(source: str, value: str) -> None:
+    """`gradcalc eval source` succeeds and its first line starts with `value`."""
     done = gradcalc("eval", source)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0].startswith(value)
+    assert done.stdout.splitlines()[0].startswith(value), done.stdout
     assert "internal error" not in done.stdout + done.stderr
 
