@@ -207,6 +207,33 @@ class Tape:
         for r, key in enumerate(replays):
             bit = 1 << r
             self._plans[key] = [step for step, mask in zip(self.steps, varies) if mask & bit]
+        inner = {i for key in replays for i in key} - {step[3] for step in self.steps if step[1] is _LEAF}
+        if inner:
+            self._plan_from_inside(replays, inner)
+
+    def _plan_from_inside(self, replays: list[tuple[int, ...]], inner: set[int]) -> None:
+        """Replays that replace an op node's value (`check ... wrt y` for a named
+        intermediate y, as `grad(out, y)` differentiates): in such a replay the node is an
+        input, whose value is given, and what depends on it runs again; in the others it
+        is computed as recorded."""
+        position = {id(node): i for i, node in enumerate(self.order) if id(node) in inner}
+        for key in replays:
+            replaced = {position[k] for k in key if k in position}
+            if not replaced:
+                continue
+            depends = [False] * len(self.steps)
+            plan = []
+            for step in self.steps:
+                i, kind, _, a, b = step
+                if i in replaced:
+                    depends[i] = True
+                    plan.append((i, _LEAF, None, id(self.order[i]), None))
+                    continue
+                parents = () if kind is _LEAF else (a, b) if kind is _BINARY else (a,) if kind is _UNARY else a
+                if any(depends[p] for p in parents) or (kind is _LEAF and a in key):
+                    depends[i] = True
+                    plan.append(step)
+            self._plans[key] = plan
 
     def batched_jacobian(self, leaves: Sequence[Any], method: str, step: float) -> list[np.ndarray] | None:
         """d output / d leaf for each leaf as (output.size, leaf.size) matrices

@@ -220,18 +220,28 @@ def compare(analytic: Sequence[np.ndarray], numeric: Sequence[np.ndarray], atol:
     n = np.concatenate([n.reshape(-1) for _, _, n in parts]) if len(parts) > 1 else parts[0][2].reshape(-1)
     diff = np.abs(a - n)
     if np.isfinite(diff).all():  # so a and n are finite: the common case, in fewer passes
-        rel = diff / np.maximum(np.abs(n), np.finfo(float).tiny)  # 0 where diff is 0
+        rel = relative_error(diff, n)
         passed = bool(np.all(diff <= atol + rtol * np.abs(n)))
     else:
         both_inf = np.isinf(a) & np.isinf(n) & (np.sign(a) == np.sign(n))
         diff = np.where(both_inf, 0.0, diff)
         diff = np.where(np.isnan(a) & np.isnan(n), 0.0, diff)
         diff = np.where(np.isnan(diff), np.inf, diff)
-        rel = np.where(diff == 0, 0.0, diff / np.maximum(np.abs(n), np.finfo(float).tiny))
+        rel = relative_error(diff, n)
         passed = bool(np.all(diff <= atol + rtol * np.abs(np.where(np.isfinite(n), n, 0.0))))
     flat = int(np.argmax(diff))
     max_abs, max_rel = float(diff[flat]), float(rel.max())
     return max_abs, max_rel, passed, _worst_at(parts, flat) if max_abs > 0 else None
+
+
+def relative_error(diff: np.ndarray, reference: Any) -> np.ndarray:
+    """|a - b| / |b| entry by entry: 0 where they agree, inf where they differ and the
+    reference is 0 (no relative error exists there; dividing by the smallest float
+    instead printed `rel 9.98e+291` for a difference of 2e-16)."""
+    size = np.abs(reference)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = diff / size
+    return np.where(diff == 0, 0.0, np.where(size == 0, np.inf, rel))
 
 
 FEW_ENTRIES = 16  # Jacobians this small are compared in plain floats (NumPy's calls cost more)
@@ -250,7 +260,7 @@ def _compare_few(a: list[float], n: list[float], atol: float, rtol: float) -> tu
     for d, y in zip(diffs, n):
         size = abs(y)
         passed = passed and d <= atol + rtol * size
-        max_rel = max(max_rel, d / max(size, _TINY))
+        max_rel = max(max_rel, d / size if size else math.inf if d else 0.0)
     return largest, max_rel, passed, diffs.index(largest)
 
 
@@ -427,7 +437,16 @@ def gradcheck_graph(
     keys = [id(leaf) for leaf in leaves]
     tape = Tape(output, order)
 
+    inputs = [np.real(leaf.data) for leaf in leaves]
+    inner = [leaf.op is not None for leaf in leaves]  # named intermediates (`check ... wrt y`)
+    from_inside = any(inner)
+
     def evaluate(values: list[np.ndarray]) -> np.ndarray:
+        if from_inside:
+            # An intermediate is given only in the replays that perturb it: in the others
+            # it is recomputed from the inputs that are perturbed (a total derivative).
+            given = zip(keys, values, inputs, inner)
+            return tape.replay({key: v for key, v, recorded, interior in given if not (interior and v is recorded)})
         return tape.replay(dict(zip(keys, values)))  # replay(output, ..., order), compiled once
 
     analytic = reverse_jacobian(output, leaves, order)
@@ -443,10 +462,10 @@ def gradcheck_graph(
         numeric = tape.batched_jacobian(leaves, method, step)
         if numeric is not None:
             verdict = compare(analytic, numeric, atol, rtol)
-            if not _verified(numeric, verdict[3], evaluate, [np.real(leaf.data) for leaf in leaves], method, atol, rtol):
+            if not _verified(numeric, verdict[3], evaluate, inputs, method, atol, rtol):
                 numeric = verdict = None
     if numeric is None:
-        numeric = numerical_jacobian(evaluate, [np.real(leaf.data) for leaf in leaves], range(len(leaves)), method)
+        numeric = numerical_jacobian(evaluate, inputs, range(len(leaves)), method)
     names = [(leaf.name or f"leaves[{k}]", leaf.shape) for k, leaf in enumerate(leaves)]
     return _finish(method, atol, rtol, analytic, numeric, output, names, notes, order, verdict, [leaf.data for leaf in leaves])
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .bindings import BindingError, bind
 from .common import OutputFileError, dot_format, fail, prepare_engine, read_sources, shorten, usage_error, write_dot
+from .common import wrt_names as parse_wrt
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -67,7 +68,10 @@ def eval_action(
             usage_error(str(err))
     if expr.strip() == "-":
         expr = read_sources(["-"], max_input)[0][1]
-    wrt_names = [w.strip() for w in wrt.split(",") if w.strip()] if wrt else None
+    try:
+        wrt_names = parse_wrt(wrt) if wrt is not None else None
+    except ValueError as err:
+        usage_error(str(err))
     try:
         analysis = evaluate_expression(expr, bindings or [], engine, wrt_names)
     except BindingError as err:

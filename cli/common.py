@@ -119,6 +119,17 @@ def read_sources(files: list[Path] | list[str], limit: int = MAX_INPUT_BYTES) ->
         usage_error(str(err))
 
 
+def wrt_names(text: str, option: str = "--wrt") -> list[str]:
+    """The names of `--wrt a,b` (or `:wrt`); an empty name (`--wrt ,,`, `a,,b`) is a
+    ValueError, so that a typo cannot quietly report nothing."""
+    names = [w.strip() for w in text.split(",")]
+    if not any(names):
+        raise ValueError(f"{option} {text!r} names no variable; give names separated by commas, as in {option} a,b")
+    if not all(names):
+        raise ValueError(f"{option} {text!r} has an empty name between commas; give names separated by commas, as in {option} a,b")
+    return names
+
+
 def usage_error(text: str) -> NoReturn:
     """A fatal problem outside the language: `error: ...` on stderr, exit status 2."""
     from . import render

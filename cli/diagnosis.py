@@ -26,34 +26,57 @@ def analyse(
     from constants alone be traced to its op; `always` as for analyze."""
     analysis = analyze(value, wrt, session.variables, always)
     gradients_finite = all(_finite(g) for g in analysis.grads.values())
-    analysis.notes += nonfinite_notes(analysis.output, lambda: _retrace(session, code) if code is not None else None, gradients_finite)
+    retrace = (lambda: _retrace(session, code)) if code is not None else None
+    analysis.notes += nonfinite_notes(analysis.output, retrace, gradients_finite, list(analysis.grads.values()))
     analysis.nonfinite = None  # said in the notes
     return analysis
 
 
-def nonfinite_notes(output: Any, retrace: Any = None, gradients_finite: bool = False) -> list[str]:
+def nonfinite_notes(output: Any, retrace: Any = None, gradients_finite: bool = False, reported: list[Any] | None = None) -> list[str]:
     """Notes for an output whose value (or, unless `gradients_finite` says they are all
-    finite, whose reported gradients) hold an inf or nan; `retrace` returns the output
-    again with its constants recorded."""
+    finite, whose reported gradients, `reported`) hold an inf or nan; `retrace` returns
+    the output again with its constants recorded."""
     notes = []
     if not _finite(output.data):
         source = output
-        if not output.parents and retrace is not None:
-            traced = retrace()  # a tensor, so `or` would ask for its truth value
-            source = traced if traced is not None else output
         culprit = first_nonfinite(source)
+        # An op on constants alone records no graph (`log(0)`, or `log(0) + x`, where the
+        # add's input is the constant -inf): evaluated again with constants recorded, the
+        # op that made it can be named.
+        if retrace is not None and (culprit is None or not culprit.parents) and not getattr(culprit, "name", None):
+            traced = retrace()
+            if traced is not None:
+                source, culprit = traced, first_nonfinite(traced)
         if culprit is not None and culprit.parents:
             notes.append(f"the first {_kind(culprit.data)} came from {_at_first_bad(culprit, culprit.data)}")
         elif culprit is source:
             notes.append(f"the {_kind(culprit.data)} was computed from constants alone, so no op was recorded to name")
         elif culprit is not None:
             notes.append(f"the first {_kind(culprit.data)} is already in the input {culprit.name or '(a constant)'}")
-    blamed = None if gradients_finite else first_nonfinite_gradient(output, topological_order(output))
+    blamed = None if gradients_finite else _first_bad_gradient(output, reported)
     if blamed is not None:
         op, parent = blamed
         kind = _kind(parent.grad)
         notes.append(f"{'a' if kind == 'nan' else 'an'} {kind} gradient came from the backward pass of {_at_first_bad(op, parent.grad, parent)}")
     return notes
+
+
+def _first_bad_gradient(output: Any, reported: list[Any] | None) -> tuple[Any, Any] | None:
+    """Where a backward pass first made a gradient not finite, as first_nonfinite_gradient
+    finds it; when the reported gradients hold nan, where one first became nan (`sin(x)/x`
+    at 0 makes an inf on one path and a nan on the other: the note is about the nan shown)."""
+    order = topological_order(output)
+    blamed = first_nonfinite_gradient(output, order)
+    if blamed is None or not reported or not any(np.isnan(g).any() for g in reported) or np.isnan(blamed[1].grad).any():
+        return blamed
+    for node in reversed(order):
+        if node.grad is None or np.isnan(node.grad).any():
+            continue
+        for parent in node.parents:
+            grad = getattr(parent, "grad", None)
+            if grad is not None and np.isnan(grad).any():
+                return node, parent
+    return blamed
 
 
 def _finite(data: Any) -> bool:

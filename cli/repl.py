@@ -173,6 +173,23 @@ class Repl:
             return None
         return [name for name in self.wrt if name in self.session.variables]
 
+    def _set_wrt(self, arg: str) -> None:
+        """`:wrt a,b` for variables that exist, `:wrt` alone for all; anything else is
+        refused and the choice stays as it was."""
+        from .common import wrt_names
+
+        try:
+            names = wrt_names(arg, ":wrt") if arg else None
+        except ValueError as err:
+            render.error(str(err))
+            return
+        unknown = [n for n in names or () if n not in self.session.variables or n in LAST_RESULT]
+        if unknown:
+            render.error(f":wrt names {', '.join(map(repr, unknown))}, which {'is' if len(unknown) == 1 else 'are'} not a variable (:vars lists them)")
+            return
+        self.wrt = names
+        self.out.write(f"gradients for: {', '.join(self.wrt) if self.wrt else 'every variable'}")
+
     def _command(self, line: str) -> bool:
         name, _, arg = line.partition(" ")
         arg = arg.strip()
@@ -199,8 +216,7 @@ class Repl:
         elif name == ":dot":
             self._dot(arg)
         elif name == ":wrt":
-            self.wrt = [w.strip() for w in arg.split(",") if w.strip()] or None
-            self.out.write(f"gradients for: {', '.join(self.wrt) if self.wrt else 'every variable'}")
+            self._set_wrt(arg)
         elif name == ":digits":
             self._digits(arg)
         elif name == ":engine":

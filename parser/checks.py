@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
-from gradcalc.autodiff.gradcheck import CheckResult, extreme_inside, gradcheck_graph, position, suspect_ops
+from gradcalc.autodiff.gradcheck import CheckResult, extreme_inside, gradcheck_graph, position, relative_error, suspect_ops
 from gradcalc.autodiff.registry import raw_vdot
 
 from .analysis import variables_in
@@ -215,7 +215,7 @@ def _compare_values(session: Any, statement: Statement, left: Tensor, atol: floa
     diff = np.where(np.isnan(diff), np.inf, diff)
     if diff.size:
         outcome.max_abs_error = float(diff.max())
-        outcome.max_rel_error = float(np.max(np.where(diff == 0, 0.0, diff / np.maximum(np.abs(b), np.finfo(float).tiny))))
+        outcome.max_rel_error = float(np.max(relative_error(diff, b)))
     if np.all(diff <= atol + rtol * np.abs(np.where(np.isfinite(b), b, 0.0))):
         return outcome
     flat = int(np.argmax(diff.reshape(-1)))

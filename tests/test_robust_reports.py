@@ -1,0 +1,125 @@
+"""Verdicts and reports that said something other than the truth, each through the real
+command: a check with respect to a named intermediate, relative errors against 0, notes
+on inf and nan, and `--wrt` / `:wrt` names that are not variables."""
+from __future__ import annotations
+
+import json
+import os
+
+import pexpect
+import pytest
+
+from tests.test_cli import GRADCALC, gradcalc
+from tests.test_pytest_plugin import pytest_run
+
+
+def test_check_wrt_a_named_intermediate_replays_from_it(tmp_path):
+    # d(y**2)/dy = 2y = 12 at y = 6, as grad(y ** 2, y) gives; the numeric side perturbs y.
+    script = tmp_path / "inner.gc"
+    script.write_text("x = 2\ny = x * 3\ncheck y ** 2 wrt y\ncheck grad(y ** 2, y) == 12\n")
+    done = gradcalc("check", "--json", str(script))
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(done.stdout)["checks"]
+    assert [(r["line"], r["status"], r["variables"]) for r in results] == [(3, "pass", ["y"]), (4, "pass", [])]
+
+
+@pytest.mark.parametrize("method", ["complex", "central"])
+def test_check_wrt_an_intermediate_and_its_inputs_takes_total_derivatives(tmp_path, method):
+    # out = sum(sin(w) * v) with w = v * v: d out/dw = sin'(w) v (w held as an input),
+    # d out/dv = sin(w) + 2 v^2 cos(w) (through w as well): closed forms.
+    script = tmp_path / "both.gc"
+    script.write_text(f'v = [1.0, 2.0]\nw = v * v\ncheck sum(sin(w) * v) wrt w, v method="{method}"\n'
+                      f'x = 2\ny = x * 3\ncheck y ** 2 + x wrt y, x method="{method}"\n')
+    done = gradcalc("check", str(script))
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.count("PASS") == 2
+
+
+def test_check_wrt_an_intermediate_still_fails_a_wrong_claim(tmp_path):
+    script = tmp_path / "wrong.gc"
+    script.write_text("x = 2\ny = x * 3\ncheck grad(y ** 2, y) == 13\n")
+    assert gradcalc("check", str(script)).returncode == 1
+
+
+def test_pytest_plugin_checks_wrt_a_named_intermediate(tmp_path):
+    (tmp_path / "inner.gc").write_text("x = 2\ny = x * 3\ncheck y ** 2 wrt y\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    done = pytest_run(str(tmp_path / "inner.gc"), "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+def test_relative_error_against_a_zero_reference_is_inf(tmp_path):
+    script = tmp_path / "zero.gc"
+    script.write_text("x = 1.0\ncheck x * 1e-300 == 0 atol=0 rtol=0\ncheck x - x + 1e-15 == 0\n")
+    done = gradcalc("check", str(script))
+    lines = done.stdout.splitlines()
+    assert "rel inf" in lines[0] and lines[0].startswith("FAIL"), done.stdout
+    assert "rel inf" in lines[1] and lines[1].startswith("PASS"), done.stdout
+    assert not any("e+29" in line or "e+30" in line for line in lines)
+    report = json.loads(gradcalc("check", "--json", str(script)).stdout)
+    assert "inf" in json.dumps(report)
+
+
+def test_nan_gradient_note_says_nan():
+    # d/dx sin(x)/x at 0: cos(0)/0 - sin(0)/0**2, inf on one path and nan on the other: nan.
+    done = gradcalc("eval", "sin(x)/x", "x=0")
+    assert "grad x: nan" in done.stdout
+    assert "a nan gradient came from the backward pass of div(0.0, 0.0)" in done.stdout
+    assert "an inf gradient" not in done.stdout
+
+
+def test_inf_gradient_note_still_says_inf():
+    done = gradcalc("eval", "log(x) + sqrt(y)", "x=0", "y=0")
+    assert "note: an inf gradient came from the backward pass of sqrt(0.0)" in done.stdout
+
+
+@pytest.mark.parametrize("expression, op", [("log(0) + x", "log(0.0)"), ("x * exp(1000)", "exp(1000.0)"), ("x - sqrt(-1)", "sqrt(-1.0)")])
+def test_a_non_finite_constant_subexpression_names_its_op(expression, op):
+    done = gradcalc("eval", expression, "x=1")
+    assert done.returncode == 0
+    assert f"came from {op}" in done.stdout, done.stdout
+    assert "already in the input" not in done.stdout
+
+
+def test_a_non_finite_input_is_still_called_an_input():
+    assert "already in the input c" in gradcalc("eval", "c + x", "c=inf", "x=1").stdout
+
+
+@pytest.mark.parametrize("wrt", [",,", ",", "", "x,,", " , "])
+def test_wrt_with_no_name_is_refused(wrt):
+    done = gradcalc("eval", "x * 2", "x=1", "--wrt", wrt)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --wrt"), done.stderr
+    assert done.stdout == ""
+
+
+def test_wrt_with_a_name_that_is_not_a_variable_is_refused():
+    done = gradcalc("eval", "x * 2", "x=1", "--wrt", "zz")
+    assert done.returncode == 2 and "'zz', which is not a variable" in done.stderr
+
+
+@pytest.fixture()
+def repl():
+    env = {**os.environ, "NO_COLOR": "1", "XDG_DATA_HOME": "/nonexistent-dir-for-history", "TERM": "dumb"}
+    child = pexpect.spawn(GRADCALC[0], GRADCALC[1:], env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    child.expect(">>> ")
+    yield child
+    child.terminate(force=True)
+
+
+def test_repl_wrt_refuses_names_that_are_not_variables(repl):
+    repl.sendline("x = 2; y = 3")
+    repl.expect(">>> ")
+    for bad in (":wrt zz", ":wrt ,,", ":wrt x, zz"):
+        repl.sendline(bad)
+        repl.expect(">>> ")
+        assert "error: :wrt" in repl.before, repl.before
+    repl.sendline("x * y")
+    repl.expect(">>> ")
+    assert "grad x: 3.0" in repl.before and "grad y: 2.0" in repl.before  # the choice stayed "every variable"
+    repl.sendline(":wrt y")
+    repl.expect(">>> ")
+    repl.sendline("x * y")
+    repl.expect(">>> ")
+    assert "grad y: 2.0" in repl.before and "grad x" not in repl.before
