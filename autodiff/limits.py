@@ -13,6 +13,7 @@ Outside it (the engine used as a library) nothing is counted.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,7 +23,23 @@ from .errors import SizeLimitError
 
 DEFAULT_MAX_ELEMENTS = 10**7
 DEFAULT_MAX_STEPS = 10**7
+DEFAULT_MAX_INPUT_BYTES = 50_000_000  # a script or data file larger than this is refused (a link to /dev/zero)
 _max_elements = DEFAULT_MAX_ELEMENTS
+_max_input_bytes = DEFAULT_MAX_INPUT_BYTES
+
+
+def max_input_bytes() -> int:
+    """The most bytes a command reads from one script or data file."""
+    return _max_input_bytes
+
+
+def set_max_input_bytes(n: int) -> int:
+    """Set the byte limit of files read and return the previous one."""
+    global _max_input_bytes
+    if n < 1:
+        raise ValueError("the input limit must be at least 1 byte")
+    previous, _max_input_bytes = _max_input_bytes, int(n)
+    return previous
 
 MAX_DIMENSIONS = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32  # NumPy's own limit
 
@@ -30,10 +47,6 @@ MAX_DIMENSIONS = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32  #
 # an op with many outputs (`split` into 10^7 sections) is charged this many elements for
 # each output that is smaller.
 OUTPUT_COST = 32
-
-
-class StepLimitError(SizeLimitError):
-    """A statement ran more steps than the budget allows."""
 
 
 def max_elements() -> int:
@@ -210,23 +223,75 @@ def indexed_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
     return (*out[:first_array], *block, *out[first_array:])
 
 
-# ---- the step budget ---------------------------------------------------------------------
+# ---- the statement's budgets: steps, time, memory ----------------------------------------
+
+
+class StepLimitError(SizeLimitError):
+    """A statement ran more steps than the budget allows."""
+
+    kind = "steps"
+
+
+class TimeLimitError(StepLimitError):
+    """A statement ran longer than its time budget."""
+
+    kind = "time"
+
+
+class MemoryLimitError(StepLimitError):
+    """A statement took gradcalc's memory over its budget."""
+
+    kind = "memory"
+
+
+DEFAULT_MAX_SECONDS = 5.0
+DEFAULT_MAX_MEMORY = 2_000_000_000  # bytes
+CHUNK = 10_000  # steps between looks at the clock and the memory
+BIG_RESULT = 1 << 17  # elements (1 MiB of float64): a result this large makes apply look at the memory
 
 
 class StepBudget:
-    """Steps left in the current budget; `inf` when no budget is running."""
+    """The running statement's budget: `left` counts down the steps of the current chunk
+    (`inf` when no budget is running). At the end of a chunk, `spent` adds it up and
+    looks at the clock and the memory: the hot paths (apply, the machine's loop) pay one
+    subtraction and one comparison per step for all three limits."""
 
-    __slots__ = ("left", "limit")
+    __slots__ = ("left", "limit", "granted", "used", "seconds", "deadline", "memory")
 
     def __init__(self) -> None:
         self.left: float = math.inf
         self.limit = DEFAULT_MAX_STEPS
+        self.granted = 0  # steps the current chunk started with
+        self.used = 0  # steps of the chunks before it
+        self.seconds = DEFAULT_MAX_SECONDS
+        self.deadline = math.inf  # process CPU time at which the statement is over its time
+        self.memory = DEFAULT_MAX_MEMORY
 
-    def exceeded(self, where: str = "") -> StepLimitError:
-        return StepLimitError(
-            f"{where + ': ' if where else ''}the statement ran over its budget of {self.limit:,} steps "
-            "(ops executed); is a recursion doubling its work? (--max-steps raises the budget)"
-        )
+    def start(self) -> None:
+        self.used, self.granted = 0, min(CHUNK, self.limit)
+        self.left = self.granted
+        self.deadline = time.process_time() + self.seconds
+
+    def spent(self, where: str = "") -> None:
+        """The current chunk is used up (`left` < 0): raise if a budget is over, else
+        start the next chunk."""
+        self.used += self.granted - int(self.left)
+        if self.used > self.limit:
+            self.left = -1
+            raise StepLimitError(
+                f"{where + ': ' if where else ''}the statement ran over its budget of {self.limit:,} steps "
+                "(ops executed); is a recursion doubling its work? (--max-steps raises the budget)"
+            )
+        if time.process_time() > self.deadline:
+            self.left = -1
+            raise TimeLimitError(
+                f"{where + ': ' if where else ''}the statement ran over its time budget of {self.seconds:g} "
+                f"second{'' if self.seconds == 1 else 's'} of CPU time "
+                f"(after {self.used:,} steps); is a recursion doubling its work? (--max-seconds raises the budget)"
+            )
+        check_memory(where)
+        self.granted = min(CHUNK, self.limit - self.used)
+        self.left = self.granted
 
 
 STEPS = StepBudget()
@@ -244,17 +309,73 @@ def max_steps() -> int:
     return STEPS.limit
 
 
+def set_max_seconds(seconds: float) -> float:
+    """Set the CPU seconds each statement may run and return the previous budget."""
+    if not seconds > 0:
+        raise ValueError("the time budget must be more than 0 seconds")
+    previous, STEPS.seconds = STEPS.seconds, float(seconds)
+    return previous
+
+
+def max_seconds() -> float:
+    return STEPS.seconds
+
+
+def set_max_memory(n: int) -> int:
+    """Set the bytes of memory gradcalc may hold while a statement runs; returns the previous budget."""
+    if n < 1:
+        raise ValueError("the memory budget must be at least 1 byte")
+    previous, STEPS.memory = STEPS.memory, int(n)
+    return previous
+
+
+def max_memory() -> int:
+    return STEPS.memory
+
+
+def resident_bytes() -> int:
+    """The memory the process holds now (its resident set), 0 where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as stream:
+            return int(stream.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+try:
+    import os as _os
+
+    _PAGE = _os.sysconf("SC_PAGE_SIZE")
+except (AttributeError, ValueError, OSError):
+    _PAGE = 4096
+
+
+def check_memory(where: str = "") -> None:
+    """Raise MemoryLimitError when, inside a statement, the process holds more than the
+    memory budget (registry.apply asks after every result of BIG_RESULT elements or
+    more, the step budget every CHUNK steps)."""
+    if STEPS.left == math.inf:
+        return  # not inside a statement: the engine used as a library
+    held = resident_bytes()
+    if held > STEPS.memory:
+        STEPS.left = -1
+        raise MemoryLimitError(
+            f"{where + ': ' if where else ''}the statement took gradcalc's memory to {held:,} bytes, over the budget of "
+            f"{STEPS.memory:,} (--max-memory raises it); a graph holds every intermediate tensor until the statement ends"
+        )
+
+
 class step_budget:  # noqa: N801 - used as a function: `with step_budget():`
-    """Count steps against a fresh budget while the block runs (nested blocks share the
-    outer one). A class rather than a @contextmanager generator, which costs twice as
-    much: every statement enters one."""
+    """Count steps, time and memory against fresh budgets while the block runs (nested
+    blocks share the outer one). A class rather than a @contextmanager generator, which
+    costs twice as much: every statement enters one."""
 
     __slots__ = ("outer",)
 
     def __enter__(self) -> None:
         self.outer = STEPS.left != math.inf
         if not self.outer:
-            STEPS.left = STEPS.limit
+            STEPS.start()
 
     def __exit__(self, *exc: object) -> None:
         if not self.outer:
@@ -266,4 +387,4 @@ def charge(steps: int, where: str) -> None:
     backward pass per row of a Jacobian)."""
     STEPS.left -= steps
     if STEPS.left < 0:
-        raise STEPS.exceeded(where)
+        STEPS.spent(where)

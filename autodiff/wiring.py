@@ -16,7 +16,7 @@ from . import limits as _limits  # its _max_elements, read once per op
 from . import tensor as _grad_mode  # its _grad_enabled, read once per op
 from .binding import split_args
 from .errors import EngineError, SizeLimitError
-from .limits import STEPS, check_outputs, check_size
+from .limits import BIG_RESULT, STEPS, check_memory, check_outputs, check_size
 from .tensor import Tensor, new_tensor, to_array
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     steps = STEPS
     steps.left -= 1
     if steps.left < 0:
-        raise steps.exceeded(op.name)
+        steps.spent(op.name)  # raises when a budget (steps, time, memory) is over
     inputs = args
     if params or len(args) != op.n_in or type(args) is not tuple:
         inputs, params = split_args(op, args, params)
@@ -124,6 +124,8 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         if type(out) is not np.ndarray or out.dtype not in _NATIVE:  # _as_output, inline: once per op
             # (the 0-d results of NumPy's arithmetic are scalars: to_array's answer without its call)
             out = np.asarray(out) if type(out) is np.float64 else to_array(out)
+        if out.size >= BIG_RESULT:
+            check_memory(op.name)
         return new_tensor(out, inputs, op, params) if record else new_tensor(out, (), None, None)
     return _outputs(op, out, inputs, params, record)
 

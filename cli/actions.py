@@ -53,6 +53,7 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
 def eval_action(
     expr: str, bindings: list[str] | None, *, tree: bool, dot: str | None, steps: bool, engine: str, wrt: str | None, as_json: bool,
     digits: int | None, full: bool, max_elements: int | None, max_steps: int | None, max_input: int, save: Path | None,
+    max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc eval`: the value, the gradient per variable and the graph's statistics."""
     from gradcalc.parser import LanguageError
@@ -60,7 +61,7 @@ def eval_action(
 
     from . import render
 
-    prepare_engine(max_elements, max_steps)
+    prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     if dot is not None:
         try:
             dot_format(dot)  # refuse an unknown format before computing anything
@@ -109,11 +110,12 @@ def eval_action(
     return 0
 
 
-def default_action(*, engine: str, digits: int | None, max_elements: int | None, max_steps: int | None, max_input: int) -> int:
+def default_action(*, engine: str, digits: int | None, max_elements: int | None, max_steps: int | None, max_input: int,
+                   max_seconds: float | None, max_memory: int | None) -> int:
     """`gradcalc` with no command: the REPL on a terminal, or piped stdin run as a script."""
     if sys.stdin is None:
         usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
-    prepare_engine(max_elements, max_steps)
+    prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     if sys.stdin.isatty():
         from .repl import start_repl
 
@@ -131,12 +133,12 @@ def style(digits: int | None, full: bool) -> Any:
 
 def run_action(
     files: list[Path], *, engine: str, as_json: bool, tree: bool, digits: int | None, full: bool, max_elements: int | None,
-    max_steps: int | None, max_input: int, save: Path | None,
+    max_steps: int | None, max_input: int, save: Path | None, max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc run`: FILE and NAME=VALUE arguments, every script run statement by statement."""
     from .dataio import split_bindings
 
-    prepare_engine(max_elements, max_steps)
+    prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     paths, bindings = split_bindings(files)
     return run_sources(read_sources(paths, max_input), engine, as_json, style(digits, full), tree, bindings, save)
 

@@ -93,7 +93,7 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
 
 def check_action(
     files: list[Path], *, as_json: bool, junit: Path | None, tol: float | None, method: str, max_elements: int | None,
-    max_steps: int | None, max_input: int, jobs: int, output_format: str,
+    max_steps: int | None, max_input: int, jobs: int, output_format: str, max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc check`: run the `check` statements of FILE arguments and report each one.
     Returns 0 when every check passes, 1 when any fails or errors (exits 2 on bad usage)."""
@@ -105,9 +105,7 @@ def check_action(
         usage_error(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
     if output_format not in ("text", "github"):
         usage_error(f"--format must be text or github, not {output_format!r}")
-    if junit is not None:
-        refuse_overwriting(junit, files, "--junit-xml")
-    prepare_engine(max_elements, max_steps)
+    prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
     from gradcalc.parser.syntax import count_checks
 
@@ -116,6 +114,8 @@ def check_action(
 
     files, bindings = split_bindings(files)
     sources, bound = read_sources(files, max_input), bound_or_exit(bindings, "tensor")
+    if junit is not None:  # refused before any check runs (a file a check loads is refused when the report is written)
+        refuse_overwriting(junit, "--junit-xml")
     total = sum(count_checks(s) for _, s in sources)
     with _progress(total) as advance:
         results = run_checks(sources, defaults, bound, jobs, advance)

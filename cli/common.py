@@ -47,10 +47,11 @@ def shorten(text: str, limit: int = 100) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def prepare_engine(max_elements: int | None, max_steps: int | None = None) -> None:
-    """Set up the engine for a command: the element cap, the step budget, and NumPy told
-    not to warn about overflow or nan (results show inf and nan, and a note names the op
-    that made them)."""
+def prepare_engine(max_elements: int | None, max_steps: int | None = None, max_input: int | None = None,
+                   max_seconds: float | None = None, max_memory: int | None = None) -> None:
+    """Set up the engine for a command: the element cap, the step, time and memory
+    budgets, the byte limit of data files, and NumPy told not to warn about overflow or
+    nan (results show inf and nan, and a note names the op that made them)."""
     import warnings
 
     import numpy as np
@@ -66,6 +67,18 @@ def prepare_engine(max_elements: int | None, max_steps: int | None = None) -> No
         from gradcalc.autodiff.limits import set_max_steps
 
         set_max_steps(max_steps)
+    if max_seconds is not None:
+        from gradcalc.autodiff.limits import set_max_seconds
+
+        set_max_seconds(max_seconds)
+    if max_memory is not None:
+        from gradcalc.autodiff.limits import set_max_memory
+
+        set_max_memory(max_memory)
+    if max_input is not None:
+        from gradcalc.autodiff.limits import set_max_input_bytes
+
+        set_max_input_bytes(max_input)
 
 
 def fail(err: LanguageError, source: str | None, as_json: bool, origin: str = "") -> NoReturn:
@@ -106,6 +119,9 @@ def load_source(path: str, limit: int = MAX_INPUT_BYTES) -> tuple[str, str]:
         return "<stdin>", decode_source("<stdin>", _read_limited(sys.stdin.buffer, "<stdin>", limit))
     try:
         with open(path, "rb") as stream:
+            from gradcalc.parser.datafiles import note_read
+
+            note_read(path, stream)
             return path, decode_source(path, _read_limited(stream, path, limit))
     except OSError as err:
         raise SourceError(f"cannot read {path}: {err.strerror}") from None
@@ -138,29 +154,31 @@ def usage_error(text: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
-    except OSError:
-        return False
+def refuse_overwriting(output: Path, option: str) -> None:
+    """Exit 2 when writing `output` would replace, or write through a link to, a file
+    the command has read so far (write_file refuses it again when it comes to write)."""
+    from gradcalc.parser.datafiles import read_by_this_command
 
-
-def refuse_overwriting(output: Path, inputs: list[Path], option: str) -> None:
-    """Exit 2 when a report would replace one of the command's own input files."""
-    for source in inputs:
-        if str(source) != "-" and _same_file(output, source):
-            usage_error(f"{option} {output} would overwrite the input file {source}")
+    source = read_by_this_command(output)
+    if source is not None:
+        usage_error(f"{option} {output} would overwrite the input file {source}; name another file")
 
 
 def write_file(path: Path, data: str | bytes) -> None:
     """Write a report whole or not at all: into a temporary file in the same folder, then
-    renamed over `path`. A symlink at `path` is replaced, never written through; a failed
+    renamed over `path`. A file the command read (by its path, a hard link or a
+    symlink to it) is never written. A symlink at `path` is replaced, never written through; a failed
     write (full disk, file-size limit) leaves the old file intact. Devices and pipes
     (/dev/stdout) are written directly. Raises OutputFileError."""
     import tempfile
     from pathlib import Path
 
+    from gradcalc.parser.datafiles import read_by_this_command
+
     payload = data.encode() if isinstance(data, str) else data
+    source = read_by_this_command(path)
+    if source is not None:  # scripts, bindings, load()ed files: no output replaces an input
+        raise OutputFileError(f"cannot write {path}: it would overwrite the input file {source}; nothing was written")
     try:
         if path.exists() and not path.is_symlink() and not path.is_file() and not path.is_dir():
             with open(path, "wb") as stream:

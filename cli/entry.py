@@ -147,7 +147,9 @@ def run() -> None:
     """Console-script entry point. A bug in gradcalc shows as one line, not a traceback,
     unless GRADCALC_DEBUG is set; Ctrl-C prints `interrupted` and exits 130; output that
     cannot be written (a closed pipe, a full disk) ends the command quietly or in one line."""
-    from .streams import Interrupted, StdoutError, guard_stdout, interrupt_handler, output_failed
+    import errno
+
+    from .streams import Interrupted, StdoutError, guard_stdout, interrupt_handler, output_failed, reader_gone
 
     if sys.stdout is None:
         print("error: stdout is closed; gradcalc needs somewhere to print", file=sys.stderr)
@@ -161,11 +163,16 @@ def run() -> None:
             except SystemExit as exit:
                 code = exit.code
             sys.stdout.flush()
+            if reader_gone():
+                code = output_failed(OSError(errno.EPIPE, "Broken pipe"))
     except (Interrupted, KeyboardInterrupt):
         print("interrupted", file=sys.stderr)
         code = 130
     except StdoutError as err:
         code = output_failed(err.error)
+    except MemoryError:  # the machine's memory (or a ulimit) ran out outside any statement's budget
+        print("error: out of memory (lower --max-elements or --max-memory so that gradcalc refuses sooner)", file=sys.stderr)
+        code = 2
     except Exception as err:  # noqa: BLE001 - the last line of defence for users
         if os.environ.get("GRADCALC_DEBUG"):
             raise

@@ -247,10 +247,17 @@ def write_figure(data: Curve | Surface, title: str, path: Path) -> None:
         axes = figure.add_subplot()
         _draw_surface(figure, axes, data)
         axes.set_title(title)
+    import io
+
+    from .common import OutputFileError, write_file
+
+    buffer = io.BytesIO()
+    suffix = path.suffix.lower()
+    figure.savefig(buffer, format=suffix.lstrip("."), metadata={"Date": None} if suffix == ".svg" else None)
     try:
-        figure.savefig(path, metadata={"Date": None} if path.suffix.lower() == ".svg" else None)
-    except OSError as err:
-        raise LanguageError("argument", f"cannot write {path}: {err.strerror}") from None
+        write_file(path, buffer.getvalue())  # whole or not at all, and never over a file the command read
+    except OutputFileError as err:
+        raise LanguageError("argument", str(err)) from None
 
 
 def _draw_curve(panels: list[Any], curve: Curve) -> None:

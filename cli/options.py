@@ -56,13 +56,15 @@ FULL = Option("full", ("--full",), "flag", False, "Print every element of large 
 JSON = Option("as_json", ("--json",), "flag", False, "Print JSON (see docs/cli.md) instead of text.")
 MAX_ELEMENTS = Option("max_elements", ("--max-elements",), "int", None, "Largest tensor allowed, in elements (default 10,000,000).", low=1)
 MAX_STEPS = Option("max_steps", ("--max-steps",), "int", None, "Most ops one statement may execute (default 10,000,000).", low=1)
-MAX_INPUT = Option("max_input", ("--max-input-bytes",), "int", MAX_INPUT_BYTES, "Largest script read, in bytes.", low=1)
+MAX_INPUT = Option("max_input", ("--max-input-bytes",), "int", MAX_INPUT_BYTES, "Largest script or data file read, in bytes.", low=1)
+MAX_SECONDS = Option("max_seconds", ("--max-seconds",), "float", None, "CPU seconds one statement may run (default 5).", low=0.001)
+MAX_MEMORY = Option("max_memory", ("--max-memory",), "int", None, "Bytes gradcalc may hold while a statement runs (default 2,000,000,000).", low=1)
 SAVE = Option("save", ("--save",), "path", None, "Write the value and each gradient (value, grad_NAME) to FILE: .npz or .json.", metavar="FILE")
 
 # Given before the command (`gradcalc --engine scalar eval ...`), one of these becomes that
 # command's default (its own option still wins); a command without it refuses it. With no
 # command they go to the REPL or the piped script (actions.default_action takes each).
-GLOBAL_OPTIONS = (ENGINE, DIGITS, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT)
+GLOBAL_OPTIONS = (ENGINE, DIGITS, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY)
 
 
 def _flag(key: str, name: str, help: str) -> Option:
@@ -85,7 +87,7 @@ COMMANDS = {command.name: command for command in (
          _flag("steps", "--steps", "Show the backward pass step by step (with --dot: gradients on the edges)."),
          ENGINE,
          Option("wrt", ("--wrt",), "str", None, "Only these variables' gradients.", metavar="a,b"),
-         JSON, DIGITS, FULL, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, SAVE),
+         JSON, DIGITS, FULL, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY, SAVE),
     ),
     Command(
         "run",
@@ -96,7 +98,7 @@ COMMANDS = {command.name: command for command in (
         (ENGINE,
          _flag("as_json", "--json", "One JSON object per expression statement, one per line."),
          _flag("tree", "--tree", "Draw each result's graph."),
-         DIGITS, FULL, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, SAVE),
+         DIGITS, FULL, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY, SAVE),
     ),
     Command(
         "check",
@@ -109,7 +111,7 @@ COMMANDS = {command.name: command for command in (
          Option("junit", ("--junit-xml",), "path", None, "Also write JUnit XML for CI.", metavar="PATH"),
          Option("tol", ("--tol",), "float", None, "atol and rtol for every check without its own.", low=0),
          Option("method", ("--method",), "str", "auto", "auto, complex or central."),
-         MAX_ELEMENTS, MAX_STEPS, MAX_INPUT,
+         MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY,
          Option("jobs", ("--jobs", "-j"), "int", 1, "Worker processes (0: one per core); results as with -j 1.", low=0),
          Option("output_format", ("--format",), "str", "text", "text, or github (GitHub Actions annotations).")),
     ),
@@ -138,7 +140,7 @@ COMMANDS = {command.name: command for command in (
          _flag("as_csv", "--csv", "Print the numbers as CSV (what a pipe gets by default)."),
          _flag("as_json", "--json", "Print the numbers as JSON arrays."),
          _flag("draw", "--draw", "Draw on stdout even when it is not a terminal (sized by COLUMNS and LINES)."),
-         MAX_ELEMENTS, MAX_STEPS),
+         MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY),
     ),
 )}
 

@@ -8,10 +8,12 @@ and receive the element cap, the step budget and the bindings once, when they st
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import signal
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .checkrun import Part, check_indices, compile_file, run_part
 from .common import usage_error
@@ -79,36 +81,65 @@ def _in_workers(parts: list[Part], defaults: CheckDefaults, bound: Bound, worker
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    from gradcalc.autodiff.limits import max_elements, max_steps
+    from gradcalc.autodiff.limits import max_elements, max_input_bytes, max_memory, max_seconds, max_steps
+    from gradcalc.parser.datafiles import note_files_read
 
     done: list[list[CheckOutcome]] = [[] for _ in parts]
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=((max_elements(), max_steps()), defaults, bound)) as pool:
-        futures = {pool.submit(_run_in_worker, part): k for k, part in enumerate(parts)}
+    limits = (max_elements(), max_steps(), max_input_bytes(), max_seconds(), max_memory())
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(limits, defaults, bound)) as pool:
         try:
+            with _interrupts_held():  # the workers start (at the first submit) with Ctrl-C blocked
+                futures = {pool.submit(_run_in_worker, part): k for k, part in enumerate(parts)}
             for future in as_completed(futures):
-                done[futures[future]] = future.result()
+                done[futures[future]], read = future.result()
+                note_files_read(read)  # what the worker's load()s read: no report may replace it
                 for _ in done[futures[future]]:
                     advance()
         except BrokenProcessPool:
             usage_error("a worker process died (killed, or out of memory?); run with -j 1 to find the check")
-        except BaseException:  # Ctrl-C: drop the parts not started instead of waiting for them
-            pool.shutdown(cancel_futures=True)
+        except BaseException:  # Ctrl-C: stop the workers rather than wait for them
+            _stop_workers(pool)
             raise
     return done
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """SIGINT blocked while the workers are started: a process inherits the signal mask,
+    so Ctrl-C (sent to the whole process group) never reaches a worker, which would print
+    a KeyboardInterrupt traceback of its own; the command stops them (_stop_workers). A
+    Ctrl-C that comes meanwhile is delivered to this process when the block ends."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _stop_workers(pool: Any) -> None:
+    """Ctrl-C: end the workers at once (they never see SIGINT: _interrupts_held) and
+    wait for the pool to notice, so that the command can leave with `interrupted`."""
+    import multiprocessing
+
+    for process in multiprocessing.active_children():
+        process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 _worker_state: tuple[CheckDefaults, Bound] | None = None
 
 
-def _start_worker(limits: tuple[int, int], defaults: CheckDefaults, bound: Bound) -> None:
+def _start_worker(limits: tuple[int, int, int, float, int], defaults: CheckDefaults, bound: Bound) -> None:
     from .common import prepare_engine
 
     global _worker_state
-    prepare_engine(*limits)  # the command's element cap and step budget, and NumPy kept quiet
+    prepare_engine(*limits)  # the command's limits and budgets, and NumPy kept quiet
     _worker_state = (defaults, bound)
 
 
-def _run_in_worker(part: Part) -> list[CheckOutcome]:
+def _run_in_worker(part: Part) -> tuple[list[CheckOutcome], list[tuple[str, tuple[int, int] | None]]]:
+    from gradcalc.parser.datafiles import files_read
+
     assert _worker_state is not None
-    return run_part(part, *_worker_state)
+    return run_part(part, *_worker_state), files_read()

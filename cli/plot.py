@@ -260,7 +260,7 @@ def terminal_text(request: PlotRequest, data: Curve | Surface, colour: bool) -> 
 
 def plot_action(
     expr: str, arguments: list[str] | None, *, order: str | None, points: int | None, out: Path | None, as_csv: bool, as_json: bool,
-    draw: bool, max_elements: int | None, max_steps: int | None,
+    draw: bool, max_elements: int | None, max_steps: int | None, max_input: int, max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc plot` (cli/options.py declares its arguments): the exit status."""
     from gradcalc.parser import LanguageError, Session
@@ -269,7 +269,7 @@ def plot_action(
     from .bindings import BindingError, bind
     from .common import fail, prepare_engine
 
-    prepare_engine(max_elements, max_steps)
+    prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     try:
         if as_csv and as_json:
             raise _error("--csv and --json: choose one")

@@ -66,6 +66,25 @@ def output_failed(err: OSError) -> int:
     return 2
 
 
+def reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it. A large write into such a pipe
+    can end quietly: the kernel takes part of it before the reader leaves, Python counts
+    that as written, and only the next write would fail (`gradcalc plot ... --points
+    100000 | head -1`, whose CSV is one write). Asked once, after the last write."""
+    import select
+    import stat
+
+    try:
+        fd = sys.__stdout__.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 @contextlib.contextmanager
 def interrupt_handler() -> Iterator[None]:
     """Ctrl-C raises Interrupted inside the block. A file-size limit (RLIMIT_FSIZE) makes

@@ -223,7 +223,7 @@ class Session:
             try:
                 STEPS.left -= 1  # every instruction of either engine is a step (limits.py)
                 if STEPS.left < 0:
-                    raise STEPS.exceeded()
+                    STEPS.spent()  # raises when a budget (steps, time, memory) is over
                 if op == CONST:
                     stack.append(backend.constant(arg))
                 elif op == LOAD:
@@ -279,8 +279,8 @@ class Session:
                     stack.append(None)
             except LanguageError as err:
                 raise err.at(span, inside) from None
-            except StepLimitError as err:  # placed at the statement: all of it ran too long
-                raise LanguageError("steps", str(err)) from None
+            except StepLimitError as err:  # placed at the statement: all of it ran too long (or too big)
+                raise LanguageError(err.kind, str(err)) from None
             except SizeLimitError as err:
                 raise LanguageError("size", str(err)).at(span, inside) from None
             except ShapeError as err:
