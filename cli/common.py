@@ -98,15 +98,18 @@ def decode_source(origin: str, data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        from gradcalc.parser.errors import place_of
+
+        line, column = place_of(data, err.start)
         raise SourceError(f"{origin} is not UTF-8: byte 0x{data[err.start]:02x} at offset {err.start} "
                           f"(line {line}, column {column})") from None
 
 
 def _read_limited(stream: Any, origin: str, limit: int) -> bytes:
-    data = stream.read(limit + 1)
-    if len(data) > limit:
+    from gradcalc.parser.datafiles import read_capped
+
+    data = read_capped(stream, limit)
+    if data is None:
         raise SourceError(f"{origin} is larger than {limit:,} bytes; raise the limit with --max-input-bytes")
     return data
 

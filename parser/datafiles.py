@@ -21,7 +21,7 @@ import numpy as np
 from gradcalc.autodiff.errors import SizeLimitError
 from gradcalc.autodiff.limits import check_size, max_elements, max_input_bytes
 
-from .errors import LanguageError
+from .errors import LanguageError, place_of
 
 SUFFIXES = (".npy", ".npz", ".csv", ".json")
 
@@ -142,12 +142,28 @@ def _size(stream: IO[bytes], path: Path) -> int:
     return info.st_size
 
 
+def read_capped(stream: IO[bytes], limit: int) -> bytes | None:
+    """All of `stream`, or None once it holds more than `limit` bytes. Read in pieces:
+    `read(limit + 1)` would ask for the whole limit's memory at once, whatever the file
+    holds (a raised --max-input-bytes under `ulimit -v` was an out-of-memory error)."""
+    pieces: list[bytes] = []
+    total = 0
+    while True:
+        piece = stream.read(min(1 << 20, limit + 1 - total))
+        if not piece:
+            return b"".join(pieces)
+        pieces.append(piece)
+        total += len(piece)
+        if total > limit:
+            return None
+
+
 def _read_bytes(path: Path) -> bytes:
     """The whole file, read up to the byte limit (a file that never ends stops there)."""
     with path.open("rb") as stream:
         note_read(path, stream)
-        data = stream.read(max_input_bytes() + 1)
-    if len(data) > max_input_bytes():
+        data = read_capped(stream, max_input_bytes())
+    if data is None:
         raise file_error(path, f"is larger than {max_input_bytes():,} bytes; raise the limit with --max-input-bytes", kind="size")
     return data
 
@@ -157,8 +173,7 @@ def _text(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        line, column = place_of(data, err.start)
         raise file_error(path, f"line {line}, column {column}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
 
 
@@ -432,8 +447,7 @@ def _long_integer(path: Path, text: str, err: ValueError) -> LanguageError:
     found = re.search(rf"-?\d{{{limit + 1},}}", text)
     if found is None:
         return file_error(path, f"not valid JSON ({err})")
-    line = text.count("\n", 0, found.start()) + 1
-    column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+    line, column = place_of(text, found.start())
     digits = len(found.group().lstrip("-"))
     return file_error(path, f"line {line}, column {column}: an integer of {digits:,} digits, more than {limit:,}; "
                             "write such a number with an exponent (1e100000 is inf in float64)")

@@ -11,7 +11,8 @@ Span = tuple[int, int, int, int]  # line, column, end line, end column (1-based;
 
 class LanguageError(Exception):
     """Anything wrong with user input. `kind` is one of: syntax, incomplete, name,
-    shape, argument, size, value, recursion, safety."""
+    shape, argument, size, value, recursion, safety, file, and the budgets steps, time
+    and memory."""
 
     def __init__(
         self, kind: str, message: str, line: int | None = None, column: int | None = None, end_line: int | None = None,
@@ -56,3 +57,10 @@ class LanguageError(Exception):
     def as_dict(self) -> dict[str, object]:
         place: dict[str, object] = {"kind": self.kind, "message": self.message, "line": self.line, "column": self.column}
         return place if self.function is None else {**place, "function": self.function}
+
+
+def place_of(text: bytes | str, offset: int) -> tuple[int, int]:
+    """(line, column), from 1, of the character or byte at `offset` of `text`."""
+    newline = b"\n" if isinstance(text, bytes) else "\n"
+    line = text.count(newline, 0, offset) + 1  # type: ignore[arg-type]  # bytes with bytes, str with str
+    return line, offset - text.rfind(newline, 0, offset)  # type: ignore[arg-type]
