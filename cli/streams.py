@@ -74,6 +74,8 @@ def reader_gone() -> bool:
     import select
     import stat
 
+    if sys.__stdout__ is None:
+        return False
     try:
         fd = sys.__stdout__.fileno()
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):

@@ -209,6 +209,10 @@ def _compare_values(session: Any, statement: Statement, left: Tensor, atol: floa
         outcome.status = "fail"
         outcome.message = f"shapes differ: left {a.shape}, right {b.shape}"
         return outcome
+    if not _finite(a):  # nan meets nan, inf meets inf: equal, but say that it is not a number that was checked
+        flat = int(np.argmax(~np.isfinite(a).reshape(-1)))
+        outcome.warnings.append(f"the value is not finite at this point ({a.reshape(-1)[flat].item()!r} at left{position(a.shape, flat)}): "
+                                "where both sides agree there, they agree as inf or nan, not as numbers")
     b = np.broadcast_to(b.reshape(()) if b.shape != a.shape else b, a.shape)
     same = (a == b) | (np.isnan(a) & np.isnan(b))
     diff = np.where(same, 0.0, np.abs(a - b))

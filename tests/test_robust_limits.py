@@ -56,7 +56,7 @@ def test_json_error_kind_names_the_limit():
 
 def test_a_check_over_its_time_budget_is_an_error_and_the_next_check_runs(tmp_path):
     script = tmp_path / "slow.gc"
-    script.write_text(f"x = 2\ndef f(n) = f(n-1) + f(n-1) if n > 0 else x\ncheck f(40)\ncheck x * 3\n")
+    script.write_text("x = 2\ndef f(n) = f(n-1) + f(n-1) if n > 0 else x\ncheck f(40)\ncheck x * 3\n")
     done = gradcalc("check", "--json", str(script), "--max-seconds", "0.3", "--max-steps", "1000000000")
     results = json.loads(done.stdout)["checks"]
     assert [r["status"] for r in results] == ["error", "pass"]
@@ -245,3 +245,24 @@ def test_a_closed_pipe_exits_141_quietly(argv):
                           capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
     assert done.stdout.strip() == "141", done.stdout + done.stderr
     assert done.stderr == "", done.stderr
+
+
+def test_ctrl_c_in_the_repl_stops_the_statement_and_keeps_the_session(tmp_path):
+    import pexpect
+
+    env = {**os.environ, "NO_COLOR": "1", "XDG_DATA_HOME": str(tmp_path), "TERM": "dumb"}
+    child = pexpect.spawn(GRADCALC[0], GRADCALC[1:], env=env, encoding="utf-8", timeout=120, dimensions=(40, 200))
+    try:
+        child.expect(">>> ")
+        child.sendline("x = 3; def f(n) = f(n-1) + f(n-1) if n > 0 else 1")
+        child.expect(">>> ")
+        child.sendline("f(60)")
+        time.sleep(2)
+        child.sendintr()
+        child.expect(">>> ")
+        assert "interrupted" in child.before and "Traceback" not in child.before, child.before
+        child.sendline("x * 2")
+        child.expect(">>> ")
+        assert "value: 6.0" in child.before
+    finally:
+        child.terminate(force=True)

@@ -123,3 +123,13 @@ def test_repl_wrt_refuses_names_that_are_not_variables(repl):
     repl.sendline("x * y")
     repl.expect(">>> ")
     assert "grad y: 2.0" in repl.before and "grad x" not in repl.before
+
+
+def test_values_that_agree_as_nan_pass_with_a_warning(tmp_path):
+    script = tmp_path / "nan.gc"
+    script.write_text("x = [1.0, -1.0, 2.0]\ncheck log(x) == log(x)\ncheck x == x\n")
+    results = json.loads(gradcalc("check", "--json", str(script)).stdout)["checks"]
+    assert [r["status"] for r in results] == ["pass", "pass"]
+    assert results[0]["warnings"] == ["the value is not finite at this point (nan at left[1]): where both sides agree there, "
+                                      "they agree as inf or nan, not as numbers"]
+    assert results[1]["warnings"] == []
