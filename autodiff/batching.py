@@ -52,7 +52,7 @@ ELEMENTWISE = frozenset({
     "maximum", "minimum", "clip", "where",
     "erf", "erfc", "log2", "log10", "exp2", "expm1", "square", "cbrt", "reciprocal",
     "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2", "hypot",
-    "gelu", "silu", "softsign", "logsigmoid", "leaky_relu", "elu",
+    "gelu", "silu", "softsign", "logsigmoid", "leaky_relu", "elu", "sech", "one_minus_square",
 })
 # Reductions called as forward(x, axis=..., keepdims=...).
 REDUCTIONS = frozenset({"sum", "mean", "prod", "max", "min"})

@@ -217,3 +217,42 @@ def test_erf_gradient_far_out_through_the_command():
 def test_gelu_second_derivative_at_1e100_through_the_command():
     out = eval_json("grad(grad(gelu(x), x), x)", "x=1e100")
     assert out["value"] == 0.0  # phi(x) (2 - x**2), far below the smallest float
+
+
+# ---- second derivatives that cancel, and tails -----------------------------------------------------
+
+
+@pytest.mark.parametrize("name, second", [
+    ("atanh", lambda x: 2 * x / (1 - x * x) ** 2),
+    ("asin", lambda x: x / (1 - x * x) ** 1.5),
+    ("acos", lambda x: -x / (1 - x * x) ** 1.5),
+    ("sigmoid", lambda x: -math.tanh(x / 2) / (4 * math.cosh(x / 2) ** 2)),
+])
+def test_second_derivatives_near_zero_do_not_cancel_through_the_command(name, second):
+    # The value is the first derivative; the gradient of its sum, the second.
+    out = eval_json(f"grad(sum({name}(x)), x)", "x=[1e-10, 1e-300, -3e-17]")
+    assert same(out["grads"]["x"], [second(v) for v in (1e-10, 1e-300, -3e-17)], rtol=1e-15)
+
+
+def test_atan2_derivatives_at_tiny_and_huge_points_through_the_command():
+    out = eval_json("atan2(y, x)", "y=1e-300", "x=1e-300")
+    assert same(out["grads"]["y"], 5e299) and same(out["grads"]["x"], -5e299)  # x / (x**2 + y**2) = 1 / (2e-300)
+    out = eval_json("atan2(y, x)", "y=1e200", "x=1e200")
+    assert same(out["grads"]["y"], 5e-201) and same(out["grads"]["x"], -5e-201)
+
+
+def test_silu_far_left_is_a_normal_number_through_the_command():
+    out = eval_json("silu(x)", "x=-710")
+    assert same(out["value"], -710 * math.exp(-710), rtol=2e-16)  # e**-710 / (1 + e**-710) is e**-710 to 1e-308
+
+
+def test_gelu_far_left_is_accurate_through_the_command():
+    mpmath = pytest.importorskip("mpmath")
+    with mpmath.workdps(50):
+        exact = float(-37 * mpmath.ncdf(-37))
+    assert same(eval_json("gelu(x)", "x=-37")["value"], exact, rtol=1e-15)
+
+
+def test_tanh_second_derivative_far_out_through_the_command():
+    out = eval_json("grad(grad(tanh(x), x), x)", "x=-300")
+    assert same(out["value"], 2 * math.tanh(300) / math.cosh(300) ** 2, rtol=1e-15)  # 2.1e-260

@@ -13,9 +13,11 @@ import numpy as np
 
 from ..registry import ARRAY_MATH, Check
 from .arithmetic import near_zero
-from .special import elementwise, erfc
+from .special import TWO_OVER_SQRT_PI, elementwise, erfc, exp_of_minus_square, product_rounding_error, square_rounding_error
 
 SQRT_HALF = math.sqrt(0.5)
+# sqrt(0.5) - SQRT_HALF, from SQRT_HALF**2 = 0.5 - 2 SQRT_HALF SQRT_HALF_LOW (exact products)
+SQRT_HALF_LOW = float(((0.5 - SQRT_HALF * SQRT_HALF) - square_rounding_error(SQRT_HALF)) / (2.0 * SQRT_HALF))
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 GELU_C = math.sqrt(2.0 / math.pi)  # the tanh approximation of Hendrycks and Gimpel
 GELU_K = 0.044715
@@ -42,8 +44,14 @@ def _gelu(x: Any, approximate: str = "none") -> Any:
         # 0.5 * (1 + tanh(u)) is the logistic function of 2u; written so it keeps its
         # precision for large negative u, where 1 + tanh(u) would cancel to 0.
         return x * logistic(ARRAY_MATH, 2.0 * u)
-    # x * Phi(x), with Phi through erfc so that the left tail does not cancel.
-    return 0.5 * x * erfc.forward(-SQRT_HALF * x)
+    # x * Phi(x), with Phi through erfc so that the left tail does not cancel. The rounding
+    # dz of z = -x / sqrt(2) moves erfc(z) by 2 z dz relatively (1.5e-13 at x = -37): put
+    # back to first order, dz from the exact product and sqrt(0.5)'s own rounding.
+    z = -SQRT_HALF * x
+    near = np.abs(x) < 60.0
+    inside = np.where(near, x, 0.0)
+    dz = -(product_rounding_error(SQRT_HALF, inside) + SQRT_HALF_LOW * inside)
+    return 0.5 * x * (erfc.forward(z) - dz * TWO_OVER_SQRT_PI * np.exp(-np.where(near, z, 0.0) ** 2))
 
 
 def _gelu_vjp(m: Any, g: Any, ans: Any, x: Any, approximate: str = "none") -> Any:
@@ -54,7 +62,7 @@ def _gelu_vjp(m: Any, g: Any, ans: Any, x: Any, approximate: str = "none") -> An
         # d/dx [x s(2u)] = s + x * 2 s (1 - s) du, with 1 - s = logistic(-2u).
         return g * (s + 2.0 * x * s * logistic(m, -2.0 * u) * du)
     # d/dx [x Phi(x)] = Phi(x) + x phi(x).
-    return g * (0.5 * m.erfc(-SQRT_HALF * x) + x * INV_SQRT_2PI * m.exp(-0.5 * x * x))
+    return g * (0.5 * m.erfc(-SQRT_HALF * x) + x * INV_SQRT_2PI * exp_of_minus_square(m, x, 0.5))
 
 
 def _gelu_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -72,15 +80,24 @@ gelu = elementwise(
 
 
 def _silu(x: Any) -> Any:
-    # x / (1 + e ** -x): for x -> -inf the exponential overflows to inf and the quotient
-    # goes to -0, the right limit; and the formula extends to complex numbers.
-    return x / (1.0 + np.exp(-x))
+    # x / (1 + e ** -x), for x < 0 as (x h) h / (1 + h**2) with h = e ** (x / 2): x e ** x
+    # would pass through a subnormal e ** x below -708 (or 0 * inf), where silu(-710) is
+    # -3.2e-306, a normal number. Branches on the real part, so complex steps work.
+    negative = np.real(x) < 0
+    h = np.exp(0.5 * np.where(negative, x, -x))
+    return np.where(negative, (x * h) * h, x) / (1.0 + h * h)
 
 
 def _silu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
-    # d/dx [x s(x)] = s + x s (1 - s), with 1 - s = s(-x) so that no tail cancels.
-    s = logistic(m, x)
-    return g * (s + x * s * logistic(m, -x))
+    # d/dx [x s(x)] = s (1 + x s(-x)), s = sigmoid (1 - s = s(-x), so no tail cancels). For
+    # x < 0, as the forward does, with s = h**2 s(-x) and h = e ** (x / 2), multiplied in
+    # an order that keeps each product a normal number where the result is one (through
+    # a subnormal s(x) it lost 6e-14 at -714.9).
+    negative = m.raw(x) < 0
+    h = m.exp(0.5 * m.where(negative, x, 0.0))
+    rest = logistic(m, -x)
+    left = h * (1.0 + x * rest) * h * rest
+    return g * m.where(negative, left, logistic(m, x) * (1.0 + x * rest))
 
 
 silu = elementwise(
@@ -94,8 +111,9 @@ def _softsign(x: Any) -> Any:
 
 
 def _softsign_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
-    d = 1.0 + m.abs(x)
-    return g / (d * d)
+    # (1 / d) * (1 / d), not 1 / d**2: differentiated again, d**4 overflowed from 1e77 on.
+    r = 1.0 / (1.0 + m.abs(x))
+    return g * (r * r)
 
 
 softsign = elementwise(

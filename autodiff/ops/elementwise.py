@@ -127,10 +127,7 @@ def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     # error 1e-8 at 10, 0 instead of 1.7e-17 past 19); this form does not, and costs two
     # passes fewer than 4 e^(-2|x|) / (1 + e^(-2|x|))^2. |x| is held below cosh's
     # overflow, which would warn for a result that is right.
-    if not is_real(m.raw(x)):  # complex step: the analytic form
-        s = 1.0 / m.cosh(x)
-        return masked(m, g, g * (s * s))
-    if m is ARRAY_MATH:  # no graph: the same values as below, with NumPy's own calls
+    if m is ARRAY_MATH and is_real(x):  # no graph: the same values as below, with NumPy's own calls
         if not x.ndim:  # (NumPy gives scalars for 0-d arrays, which have no place to write to)
             s = 1.0 / np.cosh(np.minimum(np.abs(x), _COSH_MAX))
             return masked(m, g, g * (s * s))
@@ -140,13 +137,38 @@ def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
         np.divide(ONE, s, out=s)
         s *= s
         return masked(m, g, g * s)
-    # |x| and the cap as where(), not abs() and minimum(): on a graph (grad of grad) their
-    # one-sided slopes keep every higher derivative right at 0, where the slope 0 of abs
-    # made the third derivative of tanh at 0 come out 0 instead of -2; and they are no
-    # kinks to warn about.
-    u = m.where(m.raw(x) >= 0, x, -x)
-    s = 1.0 / m.cosh(m.where(m.raw(u) > _COSH_MAX, _COSH_MAX, u))
+    # On a graph (and for complex steps) through sech, whose own derivative -sech tanh
+    # keeps tanh'' = -2 sech**2 tanh a normal number out to |x| = 350 (through 1 / cosh,
+    # the quotient rule's 1 / cosh**3 underflowed from 250 on).
+    s = m.sech(x)
     return masked(m, g, g * (s * s))
+
+
+_SECH_FAR = np.array(700.0)
+
+
+def _sech(x: Any) -> Any:
+    if np.iscomplexobj(x):  # complex step: the analytic form
+        return 1.0 / np.cosh(x)
+    # 1 / cosh(x); past 700, where cosh would overflow, 2 e**-|x| (the e**-2|x| beside it
+    # is below the last digit).
+    size = np.abs(x)
+    return raw_where(size < _SECH_FAR, 1.0 / np.cosh(np.minimum(size, _SECH_FAR)), 2.0 * np.exp(-size))
+
+
+sech = defop(
+    "sech", _sech, (lambda m, g, ans, x: masked(m, g, -g * ans * m.tanh(x)),),
+    doc="1 / cosh(x), the derivatives of tanh and sigmoid", category=ELEM, complex_safe=True, public=False,
+    check=Check(), jvp=DIAGONAL,
+)
+
+
+def _sigmoid_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
+    # sigmoid(x) sigmoid(-x) written as sech(x / 2)**2 / 4, the same number: differentiated
+    # again it gives -sech(x / 2)**2 tanh(x / 2) / 4, where the product rule on
+    # sigmoid(x) sigmoid(-x) leaves sigmoid(-x) - sigmoid(x), which cancels near 0.
+    s = m.sech(0.5 * x)
+    return masked(m, g, g * (0.25 * (s * s)))
 
 
 exp = unary("exp", lambda x: np.exp(x), lambda m, g, ans, x: masked(m, g, g * ans), "e ** x")
@@ -166,8 +188,8 @@ tan = unary(
 )
 tanh = unary("tanh", lambda x: np.tanh(x), _tanh_vjp, "hyperbolic tangent", rule="g * (1 - tanh(x) ** 2)")
 sigmoid = unary(
-    "sigmoid", _sigmoid, lambda m, g, ans, x: masked(m, g, g * ans * m.sigmoid(-x)),
-    "logistic 1 / (1 + e ** -x); accurate in both tails",
+    "sigmoid", _sigmoid, _sigmoid_vjp, "logistic 1 / (1 + e ** -x); accurate in both tails",
+    rule="g * sigmoid(x) * sigmoid(-x)",
 )
 softplus = unary(
     "softplus", _softplus, lambda m, g, ans, x: masked(m, g, g * m.sigmoid(x)), "log(1 + e ** x), without overflow",

@@ -50,26 +50,42 @@ def _real_only(fn: Any, x: Any) -> Any:
     return np.asarray(fn(x), dtype=np.float64)
 
 
-def square_rounding_error(x: Any) -> Any:
-    """x*x - fl(x*x), exactly (Dekker's product: x split into two 26-bit halves)."""
+def _halves(x: Any) -> tuple[Any, Any]:
+    """x as high + low, each with at most 26 significant bits (Veltkamp's split)."""
     big = x * 134217729.0  # 2**27 + 1
     high = big - (big - x)
-    low = x - high
-    return ((high * high - x * x) + 2.0 * high * low) + low * low
+    return high, x - high
 
 
-_GAUSSIAN_EDGE = 40.0  # exp(-40**2) is 0 in float64
+def product_rounding_error(a: Any, b: Any) -> Any:
+    """a*b - fl(a*b), exactly (Dekker's product), for |a|, |b| well inside the range."""
+    a_high, a_low = _halves(a)
+    b_high, b_low = _halves(b)
+    return ((a_high * b_high - a * b) + a_high * b_low + a_low * b_high) + a_low * b_low
+
+
+def square_rounding_error(x: Any) -> Any:
+    """x*x - fl(x*x), exactly."""
+    return product_rounding_error(x, x)
+
+
+_GAUSSIAN_EDGE = 40.0  # exp(-40**2 / 2) is 0 in float64
+
+
+def exp_of_minus_square(m: Any, x: Any, scale: float = 1.0) -> Any:
+    """exp(-scale * x**2). For |x| near 26, rounding x**2 alone would cost 60 ulps in exp;
+    the rounding error of the square (a constant as far as derivatives go) puts them
+    back. Only where exp(-x**2) is a number at all: past that the error of a square of
+    1e140 is itself 1e264, and exp(-error) would be inf next to exp(-x**2) = 0."""
+    raw = m.raw(x)
+    near = np.abs(raw) < _GAUSSIAN_EDGE
+    error = np.where(near, square_rounding_error(np.where(near, raw, 0.0)), 0.0)
+    return m.exp(-scale * (x * x)) * np.exp(-scale * error)
 
 
 def _gaussian(m: Any, x: Any) -> Any:
-    """d erf(x) / dx = 2 / sqrt(pi) * exp(-x**2). For |x| near 26, where erfc still
-    matters, rounding x**2 alone would cost 60 ulps in exp; the rounding error of the
-    square (a constant as far as derivatives go) puts them back."""
-    raw = m.raw(x)
-    # Only where exp(-x**2) is a number at all (|x| < 27.3): past that the error of a square
-    # of 1e140 is itself 1e264, and exp(-error) would be inf next to exp(-x**2) = 0.
-    error = np.where(np.abs(raw) < _GAUSSIAN_EDGE, square_rounding_error(np.where(np.abs(raw) < _GAUSSIAN_EDGE, raw, 0.0)), 0.0)
-    return TWO_OVER_SQRT_PI * m.exp(-(x * x)) * np.exp(-error)
+    """d erf(x) / dx = 2 / sqrt(pi) * exp(-x**2)."""
+    return TWO_OVER_SQRT_PI * exp_of_minus_square(m, x)
 
 
 erf = elementwise(
@@ -111,6 +127,20 @@ reciprocal = elementwise(
 # ---- hyperbolic functions and their inverses --------------------------------------------
 sinh = elementwise("sinh", lambda x: np.sinh(x), lambda m, g, ans, x: g * m.cosh(x), "hyperbolic sine")
 cosh = elementwise("cosh", lambda x: np.cosh(x), lambda m, g, ans, x: g * m.sinh(x), "hyperbolic cosine")
+def _one_minus_square(x: Any) -> Any:
+    if np.iscomplexobj(x):  # complex step: the imaginary part -2xh, which (1 - x)(1 + x) cancels near 0
+        return 1.0 - x * x
+    return (1.0 - x) * (1.0 + x)
+
+
+# 1 - x**2 as (1 - x)(1 + x), which keeps its digits near |x| = 1, with the derivative -2x
+# written out: the product rule's (1 - x) - (1 + x) cancels near 0, and made the second
+# derivative of atanh 0 at 1e-300 (it is 2e-300). For asin, acos and atanh.
+one_minus_square = defop(
+    "one_minus_square", _one_minus_square, (lambda m, g, ans, x: g * (-2.0 * x),), doc="(1 - x)(1 + x)",
+    category=ELEM, complex_safe=True, public=False, check=Check(), jvp=DIAGONAL,
+)
+
 asinh = elementwise(
     "asinh", lambda x: np.arcsinh(x), lambda m, g, ans, x: g / m.hypot(x, 1.0),
     "inverse hyperbolic sine", aliases=("arcsinh",),
@@ -120,21 +150,36 @@ acosh = elementwise(
     "inverse hyperbolic cosine (x >= 1)", aliases=("arccosh",), low=1.2, high=3.0,
 )
 atanh = elementwise(
-    "atanh", lambda x: np.arctanh(x), lambda m, g, ans, x: g / ((1.0 - x) * (1.0 + x)),
-    "inverse hyperbolic tangent (-1 < x < 1)", aliases=("arctanh",), low=-0.9, high=0.9,
+    "atanh", lambda x: np.arctanh(x), lambda m, g, ans, x: g / m.one_minus_square(x),
+    "inverse hyperbolic tangent (-1 < x < 1)", aliases=("arctanh",), low=-0.9, high=0.9, rule="g / (1 - x**2)",
 )
 
 # ---- inverse trigonometric functions -----------------------------------------------------
 asin = elementwise(
-    "asin", lambda x: np.arcsin(x), lambda m, g, ans, x: g / m.sqrt((1.0 - x) * (1.0 + x)),
-    "inverse sine (-1 <= x <= 1)", aliases=("arcsin",), low=-0.9, high=0.9,
+    "asin", lambda x: np.arcsin(x), lambda m, g, ans, x: g / m.sqrt(m.one_minus_square(x)),
+    "inverse sine (-1 <= x <= 1)", aliases=("arcsin",), low=-0.9, high=0.9, rule="g / sqrt(1 - x**2)",
 )
 acos = elementwise(
-    "acos", lambda x: np.arccos(x), lambda m, g, ans, x: -g / m.sqrt((1.0 - x) * (1.0 + x)),
-    "inverse cosine (-1 <= x <= 1)", aliases=("arccos",), low=-0.9, high=0.9,
+    "acos", lambda x: np.arccos(x), lambda m, g, ans, x: -g / m.sqrt(m.one_minus_square(x)),
+    "inverse cosine (-1 <= x <= 1)", aliases=("arccos",), low=-0.9, high=0.9, rule="-g / sqrt(1 - x**2)",
 )
+_ATAN_FAR = 1e50
+
+
+def _atan_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
+    # 1 / (1 + x**2); far out as r * r with r = 1 / hypot(x, 1): differentiated again,
+    # (1 + x**2)**2 overflowed from 1e77 on, where the second derivative is 1e-231. (Not
+    # everywhere: r * r rounds twice, 0.7999999999999999 for 1 / (1 + 0.5**2).)
+    far = np.abs(m.raw(x)) >= _ATAN_FAR
+    if not far.any():
+        return g / (1.0 + x * x)
+    r = 1.0 / m.hypot(x, 1.0)
+    near = m.where(far, 0.0, x)
+    return g * m.where(far, r * r, 1.0 / (1.0 + near * near))
+
+
 atan = elementwise(
-    "atan", lambda x: np.arctan(x), lambda m, g, ans, x: g / (1.0 + x * x), "inverse tangent", aliases=("arctan",),
+    "atan", lambda x: np.arctan(x), _atan_vjp, "inverse tangent", aliases=("arctan",), rule="g / (1 + x**2)",
 )
 
 
@@ -151,9 +196,20 @@ def _on_negative_x_axis(y: Any, x: Any, tol: float = 0.0) -> bool:
     return bool(np.any((np.abs(y) <= tol) & (x <= tol)))
 
 
+def _atan2_dy(m: Any, g: Any, ans: Any, y: Any, x: Any) -> Any:
+    # x / (x**2 + y**2) as (x / r) / r, r = hypot(y, x): the squares underflow at 1e-300
+    # (0 / 0 where the derivative is 5e299) and overflow at 1e200.
+    r = m.hypot(y, x)
+    return g * (x / r) / r
+
+
+def _atan2_dx(m: Any, g: Any, ans: Any, y: Any, x: Any) -> Any:
+    r = m.hypot(y, x)
+    return -g * (y / r) / r
+
+
 atan2 = defop(
-    "atan2", _atan2,
-    (lambda m, g, ans, y, x: g * x / (x * x + y * y), lambda m, g, ans, y, x: -g * y / (x * x + y * y)),
+    "atan2", _atan2, (_atan2_dy, _atan2_dx), rule="y: g * x / (x**2 + y**2);  x: -g * y / (x**2 + y**2)",
     doc="angle of the point (x, y) in (-pi, pi]: atan2(y, x)", category=ELEM, n_in=2, method=True,
     aliases=("arctan2",), kink=_on_negative_x_axis,
     check=Check(shapes=BINARY_SHAPES, kink_gap=0.2), jvp=DIAGONAL,
