@@ -8,7 +8,7 @@ from . import ops as _ops  # noqa: F401  (registers every op)
 from .backprop import backward, collector_paused, grad, hessian, jacobian, topological_order
 from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
 from .forward import jacobian_forward, jvp, push_forward, tangent_of
-from .graph import GraphStats, TreeNode, first_nonfinite, graph_dot, graph_stats, graph_tree, walk_tree
+from .graph import GraphStats, TreeNode, first_nonfinite, graph_stats, graph_tree, walk_tree
 from .limits import max_elements, set_max_elements
 from .registry import ALIASES, REGISTRY, Check, OpDef, defop, lookup
 from .registry import TENSOR_MATH as ops  # ops.exp(x), ops.sum(x, axis=0), ...
@@ -18,7 +18,7 @@ from .tensor import Tensor, as_tensor, is_grad_enabled, no_grad, set_grad_enable
 __all__ = [
     "ALIASES", "REGISTRY", "ArgumentError", "Check", "collector_paused", "EngineError", "GraphStats", "OpDef", "ShapeError",
     "SizeLimitError", "Tensor", "TreeNode", "Value", "as_tensor", "backward", "defop", "first_nonfinite",
-    "grad", "graph_dot", "graph_stats", "graph_tree", "hessian", "is_grad_enabled", "jacobian", "jacobian_forward", "jvp",
+    "grad", "graph_stats", "graph_tree", "hessian", "is_grad_enabled", "jacobian", "jacobian_forward", "jvp",
     "lookup", "push_forward", "tangent_of",
     "max_elements", "no_grad", "ops", "set_grad_enabled", "set_max_elements", "topological_order", "walk_tree",
 ]

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .limits import check_size
-from .registry import ARRAY_MATH, NAN_GUARD, TENSOR_MATH, has_nan
+from .registry import ARRAY_MATH, TENSOR_MATH
 from .tensor import Tensor, set_grad_enabled, to_array
 from .wiring import unbroadcast
 
@@ -75,45 +75,13 @@ def backprop(
     `create_graph` is set (so they can be differentiated again). `order` may pass in
     `topological_order(root)` when the caller already has it.
 
-    A plain pass (arrays) runs first without the VJPs' nan guard (`masked` in
-    ops/arithmetic.py), a full pass over each VJP's result that makes it 0 where g is 0
-    and the result nan; that is a tenth of a pass over small tensors. The guard only
-    turns nan into 0, and what the VJPs do with a gradient keeps a nan a nan or drops it
-    whatever its value (a product, a sum, a selection by the forward's values), so an
-    entry the guard would have changed is nan in the unguarded pass wherever it still
-    counts. The few VJPs that turn a nan of g into a number (pow's exact 0 for a**0,
-    logcumsumexp's sums by sign) say so (NAN_GUARD.drop), and a graph with an op whose
-    VJPs are not known to do either (OpDef.keeps_nan: one defined outside gradcalc's op
-    families) takes the guarded pass only. So when no gradient returned has
-    a nan and no VJP dropped one, the guard would have changed nothing, and the pass
-    stands; otherwise it runs again, guarded. tests/test_backprop_guard.py checks that
-    step for every op at zeros, infinities and nans, and whole passes bit for bit.
-    """
-    if order is None:
-        order = topological_order(root)
-    if create_graph or not all(node.op is None or node.op.keeps_nan for node in order):
-        return _propagate(root, seed, create_graph, keep, order)  # (an op defined elsewhere may eat a nan)
-    guard = NAN_GUARD
-    outer = guard.deferred, guard.dropped  # (a pass inside another's VJP leaves the other's state)
-    try:
-        guard.deferred, guard.dropped = True, False
-        grads = _propagate(root, seed, False, keep, order)
-        if guard.dropped or any(map(has_nan, grads.values())):
-            guard.deferred = False
-            grads = _propagate(root, seed, False, keep, order)
-    finally:
-        guard.deferred, guard.dropped = outer
-    return grads
-
-
-def _propagate(root: Tensor, seed: Any, create_graph: bool, keep: set[Any] | None, order: list[Any]) -> dict[Any, Any]:
-    """backprop's pass over `order`, from the last node to the first.
-
     Gradients reaching a node from several children are summed. The first to arrive may
     be shared with another input (`a + b` hands both the same array), so it is never
     modified in place; the sum made on the second arrival is ours (`owned`), and later
     arrivals add into it in place. Tensors (create_graph) are never added in place.
     """
+    if order is None:
+        order = topological_order(root)
     m = TENSOR_MATH if create_graph else ARRAY_MATH
     grads: dict[Any, Any] = {root: seed}
     owned: set[Any] = set()
@@ -134,7 +102,7 @@ def _propagate(root: Tensor, seed: Any, create_graph: bool, keep: set[Any] | Non
             n = len(parents)
             if create_graph:
                 inputs, ans = parents, node
-            elif n == 1:  # one or two inputs spelled out: a comprehension is a call of its own
+            elif n == 1:
                 inputs, ans = (parents[0].data,), node.data
             elif n == 2:
                 inputs, ans = (parents[0].data, parents[1].data), node.data
@@ -146,11 +114,12 @@ def _propagate(root: Tensor, seed: Any, create_graph: bool, keep: set[Any] | Non
                     continue
                 if variadic:
                     gk = vjps(m, g, ans, *inputs, k=k, **params)
+                    if gk is None:
+                        continue
                 else:
                     vjp = vjps[k]
                     if vjp is None:
                         continue
-                    # The common calls spelled out: a call with * or ** builds its arguments first.
                     if params:
                         gk = vjp(m, g, ans, *inputs, **params)
                     elif n == 2:
@@ -232,9 +201,7 @@ def jacobian(f_out: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
         seed[i] = 1.0
         rows.append(grad(f_out, x, seed.reshape(f_out.shape), create_graph=create_graph))
     if create_graph:
-        from .ops.shaping import reshape, stack
-
-        return reshape(stack(*rows), f_out.shape + x.shape)
+        return TENSOR_MATH.reshape(TENSOR_MATH.stack(*rows), f_out.shape + x.shape)
     return Tensor(np.stack([r.data for r in rows]).reshape(f_out.shape + x.shape))
 
 

@@ -8,6 +8,7 @@ the parameters by keyword, or positionally after the inputs; PyTorch's spellings
 """
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,40 +17,13 @@ from .errors import ArgumentError
 if TYPE_CHECKING:
     from .registry import OpDef
 
-_NO_DEFAULT = object()
-_VAR_POSITIONAL, _KEYWORD_ONLY, _OTHER = "var_positional", "keyword_only", "other"
-_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08  # the code flags of *args and **kwargs (inspect.CO_VARARGS, ...)
+_NO_DEFAULT = inspect.Parameter.empty
+_VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
 
 
-def _parameters(forward: Callable[..., Any]) -> list[tuple[str, str, Any]]:
-    """(name, kind, default or _NO_DEFAULT) for each parameter of `forward`, in order.
-
-    Read from a plain function's code object, as inspect.signature reads it: `inspect` is
-    imported only for anything else (a wrapped function, a callable object), because
-    asking it about every op took several milliseconds of every start-up.
-    """
-    code = getattr(forward, "__code__", None)
-    if type(forward).__name__ != "function" or code is None or hasattr(forward, "__wrapped__") or hasattr(forward, "__signature__"):
-        import inspect
-
-        kinds: dict[Any, str] = {inspect.Parameter.VAR_POSITIONAL: _VAR_POSITIONAL, inspect.Parameter.KEYWORD_ONLY: _KEYWORD_ONLY}
-        return [
-            (p.name, kinds.get(p.kind, _OTHER), _NO_DEFAULT if p.default is p.empty else p.default)
-            for p in inspect.signature(forward).parameters.values()
-        ]
-    n_positional, n_keyword = code.co_argcount, code.co_kwonlyargcount
-    names = code.co_varnames
-    defaults = forward.__defaults__ or ()
-    keyword_defaults = forward.__kwdefaults__ or {}
-    first_default = n_positional - len(defaults)
-    params = [(names[i], _OTHER, defaults[i - first_default] if i >= first_default else _NO_DEFAULT) for i in range(n_positional)]
-    if code.co_flags & _CO_VARARGS:
-        params.append((names[n_positional + n_keyword], _VAR_POSITIONAL, _NO_DEFAULT))
-    for name in names[n_positional : n_positional + n_keyword]:
-        params.append((name, _KEYWORD_ONLY, keyword_defaults.get(name, _NO_DEFAULT)))
-    if code.co_flags & _CO_VARKEYWORDS:
-        params.append((names[n_positional + n_keyword + bool(code.co_flags & _CO_VARARGS)], _OTHER, _NO_DEFAULT))
-    return params
+def _parameters(forward: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
+    """(name, kind, default or _NO_DEFAULT) for each parameter of `forward`, in order."""
+    return [(p.name, p.kind, p.default) for p in inspect.signature(forward).parameters.values()]
 
 
 def describe_signature(
@@ -58,15 +32,16 @@ def describe_signature(
     """The names of an op's parameters (after its tensor inputs) and its signature text."""
     names: list[str] = []
     shown: list[str] = list(leading)
-    for i, (pname, kind, default) in enumerate(_parameters(forward)):
-        if pname in leading:
-            names.append(pname)
-        elif kind is _VAR_POSITIONAL or pname == variadic:
-            shown.append(f"*{pname}")
+    for i, p in enumerate(inspect.signature(forward).parameters.values()):
+        if p.name in leading:  # (shown already, first)
+            names.append(p.name)
+            continue
+        if p.kind is p.VAR_POSITIONAL or p.name == variadic:
+            shown.append(f"*{p.name}")
         else:
-            shown.append(pname if default is _NO_DEFAULT else f"{pname}={default!r}")
-        if kind is _KEYWORD_ONLY or (n_in is not None and i >= n_in and kind is not _VAR_POSITIONAL):
-            names.append(pname)
+            shown.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+        if p.kind is p.KEYWORD_ONLY or (n_in is not None and i >= n_in and p.kind is not p.VAR_POSITIONAL):
+            names.append(p.name)
     return tuple(names), f"{name}({', '.join(shown)})"
 
 
@@ -110,6 +85,8 @@ def split_args(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> tupl
     (PyTorch's spellings renamed), the leading ones of ops with any number of inputs,
     and the positional arguments after the inputs."""
     n_in = op.n_in
+    if n_in == len(args) and not params:  # the common call: the inputs and nothing else
+        return args, params
     if n_in is None:
         tensor_args, extra = tuple(args), ()
         if op.leading:

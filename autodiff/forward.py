@@ -286,8 +286,7 @@ def jacobian_forward(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor
         t = push_forward([y], {x: Tensor(seed) if create_graph else seed}, create_graph, order).get(y)
         columns.append(Tensor(np.zeros(y.shape)) if t is None else t if isinstance(t, Tensor) else Tensor(np.array(t)))
     if create_graph:
-        from .ops.shaping import reshape, stack
-
-        return reshape(stack(*columns, axis=-1), y.shape + x.shape) if columns else Tensor(np.zeros(y.shape + x.shape))
+        stacked = TENSOR_MATH.stack(*columns, axis=-1) if columns else None
+        return TENSOR_MATH.reshape(stacked, y.shape + x.shape) if columns else Tensor(np.zeros(y.shape + x.shape))
     data = np.stack([c.data for c in columns], axis=-1) if columns else np.zeros(y.shape + (0,))
     return Tensor(data.reshape(y.shape + x.shape))

@@ -17,7 +17,6 @@ where `g` is the gradient of the output and `ans` the output itself.
 """
 from __future__ import annotations
 
-import _thread
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ import numpy as np
 
 from .binding import describe_signature
 from .tensor import Tensor
-from .wiring import _FLOAT, apply, checked_forward
+from .wiring import apply, checked_forward
 
 VJP = Callable[..., Any]
 
@@ -68,7 +67,7 @@ class OpDef:
 
     __slots__ = (
         "name", "forward", "vjps", "n_in", "n_ret", "doc", "category", "complex_safe", "method", "public", "kink", "check",
-        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "keeps_nan", "jvp",
+        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "jvp",
     )
 
     def __init__(
@@ -77,14 +76,12 @@ class OpDef:
         kink: Callable[..., bool] | None, check: Check | None, variadic_param: str | None, param_names: tuple[str, ...],
         signature: str, leading: tuple[str, ...] = (), out_shape: Callable[..., tuple[int, ...]] | None = None,
         rule: str | None = None,  # the derivative rule as text; without it, read from the VJPs (rules.py)
-        keeps_nan: bool = False,  # its VJPs keep a nan of g a nan or say they drop it (backprop.py)
         jvp: Callable[..., Any] | None = None,  # the forward-mode rule (forward.py)
     ) -> None:
         self.name, self.forward, self.vjps, self.n_in, self.n_ret = name, forward, vjps, n_in, n_ret
         self.doc, self.category, self.complex_safe, self.method, self.public = doc, category, complex_safe, method, public
         self.kink, self.check, self.variadic_param = kink, check, variadic_param
         self.param_names, self.signature, self.leading, self.out_shape, self.rule = param_names, signature, leading, out_shape, rule
-        self.keeps_nan = keeps_nan
         self.jvp = jvp
 
     @property
@@ -123,53 +120,6 @@ ARRAY_MATH.raw = lambda x: x
 TENSOR_MATH.raw = lambda x: x.data if isinstance(x, Tensor) else np.asarray(x)
 
 
-# np.vdot and np.where without NumPy's __array_function__ dispatch, a Python-level call
-# that costs as many instructions as an 8x8 product (the engine's arrays are plain
-# ndarrays, which no override claims); the public functions where NumPy has no such attribute.
-raw_vdot = getattr(np.vdot, "_implementation", np.vdot)
-raw_where = getattr(np.where, "_implementation", np.where)
-
-
-def has_nan(x: Any) -> bool:
-    """Whether an array (or a NumPy scalar) has a nan entry, in one pass: the sum of the
-    squares (np.vdot; of the moduli, for complex) is nan exactly when an entry is, as
-    squares are never negative (no inf - inf); complex entries may raise a false alarm
-    (inf * 0 in an imaginary part)."""
-    total = raw_vdot(x, x) if type(x) is np.ndarray and x.ndim else x
-    return total != total
-
-
-class _NanGuard(_thread._local):
-    """Whether the VJPs' nan guard (ops/arithmetic.py, `masked`) is left to the end of a
-    plain backward pass (backprop.py says why), and whether a VJP of that pass turned a
-    nan of its gradient into a number; per thread, as each pass is."""
-
-    deferred = False
-    dropped = False
-
-    def drop(self) -> None:
-        """Called by a VJP that turns a nan into a number: on a deferred pass that nan may
-        stand for a value the guard would have kept, so the pass runs again, guarded."""
-        if self.deferred:
-            self.dropped = True
-
-
-NAN_GUARD = _NanGuard()
-
-
-_FAMILIES = f"{__package__}.ops."  # the modules of the op families (ops/__init__.py)
-
-
-def _in_families(function: Any) -> bool:
-    """Whether `function` was written in one of gradcalc's op families."""
-    return (getattr(function, "__module__", None) or "").startswith(_FAMILIES)
-
-
-def _our_vjps(vjps: tuple[VJP | None, ...] | VJP | None) -> bool:
-    """Whether every VJP was written in gradcalc's op families."""
-    return all(_in_families(f) for f in (vjps if isinstance(vjps, tuple) else (vjps,)) if f is not None)
-
-
 def defop(
     name: str,
     forward: Callable[..., Any],
@@ -190,7 +140,6 @@ def defop(
     leading: Sequence[str] = (),
     out_shape: Callable[..., tuple[int, ...]] | None = None,
     rule: str | None = None,
-    keeps_nan: bool | None = None,
     jvp: Any = None,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
@@ -199,12 +148,7 @@ def defop(
     tuple (`reshape(x, 2, 3)`: shape=(2, 3)). `operators` binds Tensor dunders (`__radd__`-style names apply the op with the operands
     swapped); `method=True` makes `x.name(...)` work. `leading` names keyword-only
     parameters of an op with any number of inputs that may also be given positionally
-    before the inputs (`einsum('ij,jk->ik', a, b)`: subscripts). `keeps_nan` says that
-    each VJP, given a g with some entries nan, returns a nan wherever its result differs
-    from the result for any other values there, or calls NAN_GUARD.drop(): then a plain
-    backward pass through the op may leave the nan guard to its end (backprop.py). It
-    defaults to True for the VJPs of gradcalc's own op families, which
-    tests/test_backprop_guard.py checks, and to False for any other. `jvp` is the op's
+    before the inputs (`einsum('ij,jk->ik', a, b)`: subscripts). `jvp` is the op's
     forward-mode rule beside its VJPs: a function `jvp(m, tangents, ans, *inputs, **params)`
     or one of forward.py's structural rules (DIAGONAL, LINEAR, ...), bound to the op here.
     """
@@ -219,7 +163,7 @@ def defop(
         name=name, forward=forward, vjps=vjps, n_in=n_in, n_ret=n_ret, doc=doc, category=category,
         complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
         variadic_param=variadic, param_names=param_names, signature=signature, leading=tuple(leading),
-        out_shape=out_shape, rule=rule, keeps_nan=_our_vjps(vjps) if keeps_nan is None else keeps_nan,
+        out_shape=out_shape, rule=rule,
     )
     op.jvp = jvp.bind(op) if hasattr(jvp, "bind") else jvp
     REGISTRY[name] = op
@@ -278,9 +222,3 @@ def lookup(name: str) -> OpDef | None:
     """The op called `name`, following aliases."""
     return REGISTRY.get(ALIASES.get(name, name))
 
-
-def is_real(a: Any) -> bool:
-    """Whether `a` is a float64 array, or the NumPy scalar that stands for a 0-d one: the
-    engine's real values, for which VJPs may take a fast path (complex ones, and
-    Tensors, take the general one)."""
-    return (type(a) is np.ndarray and a.dtype is _FLOAT) or type(a) is np.float64

@@ -28,9 +28,9 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     for every other named value in the output's graph (see analyze), unless `wrt` names
     them. An error in a binding is a BindingError."""
     from gradcalc.parser import ExpressionResult, HelpResult, LanguageError, Session, compile_program
+    from gradcalc.parser.analysis import analyze
 
     from . import render
-    from .diagnosis import analyse
 
     session = Session(engine=engine, on_warning=render.warn)
     bound: set[str] = set()
@@ -47,7 +47,7 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     if isinstance(last, HelpResult):
         return last
     code = next((s.code for s in program.statements if s.span == last.span), None)
-    return analyse(session, last.value, wrt, code, always=names)
+    return analyze(last.value, wrt, session.variables, names, session=session, code=code)
 
 
 def eval_action(
@@ -148,12 +148,12 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
     """Run scripts statement by statement, printing each expression statement's result.
     Returns the exit code: 2 after an error, 1 if a check failed, else 0."""
     from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, compile_program
+    from gradcalc.parser.analysis import analyze
     from gradcalc.parser.checks import make_check_handler
 
     from . import render
     from .checking import check_line, outcome_object
     from .dataio import apply_bindings, bound_or_exit, save_or_exit, script_folder
-    from .diagnosis import analyse
     from .jsonout import analysis_object, dumps
 
     out = render.renderer(style)
@@ -167,7 +167,7 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
             for statement in program.statements:
                 result = session.run_statement(statement)
                 if isinstance(result, ExpressionResult):
-                    analysis = last = analyse(session, result.value, None, statement.code)
+                    analysis = last = analyze(result.value, None, session.variables, session=session, code=statement.code)
                     if as_json:
                         print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
                     else:

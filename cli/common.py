@@ -238,7 +238,7 @@ def write_dot(output: Any, target: str, edge_labels: dict[tuple[int, int], str] 
     import subprocess
     from pathlib import Path
 
-    from gradcalc.autodiff import graph_dot
+    from .formatting import graph_dot
 
     kind = dot_format(target)
     text = graph_dot(output, edge_labels=edge_labels)

@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from gradcalc.autodiff.graph import format_array, graph_dot, node_title
+from gradcalc.autodiff.graph import node_title
 from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
 from gradcalc.parser.analysis import Analysis
 
-from .render import error_lines, graph_line, tree_lines
+from .formatting import format_array, graph_dot
+from .render import error_lines, graph_line, notes, tree_lines
 
 GRAPH_NODE_LIMIT = 200  # a bigger graph is summarised by its statistics, not drawn
 
@@ -142,7 +143,7 @@ def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, 
         parts.append(f'<table class="gradcalc-grads"><caption style="text-align:left">{title}</caption>'
                      f"<tr><th>variable</th><th>d output / d variable</th></tr>{rows}</table>")
     parts.append(f'<div class="gradcalc-graph-stats">graph: {html.escape(graph_line(a))}</div>')
-    parts += [f'<div class="gradcalc-note">note: {html.escape(note)}</div>' for note in a.notes]
+    parts += [f'<div class="gradcalc-note">note: {html.escape(note)}</div>' for note in notes(a)]
     if graph:
         parts.append(graph_svg(a.output, a.stats.nodes, digits))
     if steps:
@@ -307,9 +308,9 @@ class Notebook:
         return last
 
     def _result(self, result: ExpressionResult, statement: Any, wrt: list[str] | None, options: Any) -> Result:
-        from .diagnosis import analyse
+        from gradcalc.parser.analysis import analyze
 
-        analysis = analyse(self.session, result.value, wrt, statement.code)
+        analysis = analyze(result.value, wrt, self.session.variables, session=self.session, code=statement.code)
         return Result(result.text, analysis, options.digits, options.graph, options.steps)
 
     def plot(self, words: list[str]) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, Statement, compile_program
-from gradcalc.parser.analysis import Analysis
+from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import ATTRIBUTES
 from gradcalc.parser.checks import make_check_handler
 from gradcalc.parser.lexer import COMMENTS, KEYWORDS, NAMES, NUMBERS, RENAMES, STRINGS, tokens
@@ -24,7 +24,6 @@ from gradcalc.parser.syntax import PendingInput
 from . import render
 from .checking import check_line
 from .common import OutputFileError, SourceError, load_source, write_dot
-from .diagnosis import analyse
 from .streams import Interrupted
 
 COMMANDS = {
@@ -149,7 +148,7 @@ class Repl:
 
     def _show(self, result: Any, statement: Statement) -> None:
         if isinstance(result, ExpressionResult):
-            analysis = analyse(self.session, result.value, self._wrt_in_use(), statement.code)
+            analysis = analyze(result.value, self._wrt_in_use(), self.session.variables, session=self.session, code=statement.code)
             self.out.analysis(analysis)
             self.last = analysis
             for name in LAST_RESULT:

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gradcalc.autodiff.graph import SUMMARY_THRESHOLD, format_array, format_number, graph_tree, node_title, walk_tree
+from gradcalc.autodiff.graph import graph_tree, node_title, walk_tree
 from gradcalc.autodiff.steps import BackwardSteps, backward_steps
+
+from .formatting import SUMMARY_THRESHOLD, format_array, format_number
 
 if TYPE_CHECKING:
     from gradcalc.parser.analysis import Analysis

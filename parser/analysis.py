@@ -1,25 +1,41 @@
-"""What gradcalc reports about an output: value, gradients per variable, graph facts.
+"""What gradcalc reports about an output: value, gradients per variable, graph facts,
+and where an inf or nan came from.
 
 Data only; the CLI decides how it looks.
 """
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gradcalc.autodiff import GraphStats, Tensor, Value, first_nonfinite, graph_stats, topological_order
+from gradcalc.autodiff.graph import first_nonfinite_gradient
 
+from .backends import TensorBackend
 from .errors import LanguageError
+
+if TYPE_CHECKING:
+    from .machine import Session
 
 
 class Analysis:
     """An output's value, the gradient per name (of the sum when the output is not a
-    scalar: `grad_of`), its graph's statistics, and notes on inf and nan."""
+    scalar: `grad_of`), its graph's statistics, and where an inf or nan came from.
+
+    `nonfinite` is the first node, in evaluation order, whose value is not finite while
+    its inputs are (None when the value is finite), found in the graph of `nonfinite_root`:
+    the output, or for an output computed from constants alone (the engine records no
+    graph for them) the statement evaluated again with its constants recorded.
+    `nonfinite_gradient` is (op node, input node) where a VJP first made a finite
+    gradient infinite or nan, walking from the output down (None when every reported
+    gradient is finite)."""
 
     def __init__(
         self, output: Any, value: np.ndarray, grads: dict[str, np.ndarray], grad_of: str | None, stats: GraphStats,
-        variables: list[str], leaf_names: list[str] | None = None, nonfinite: Any | None = None, notes: list[str] | None = None,
+        variables: list[str], leaf_names: list[str] | None = None, nonfinite: Any | None = None,
+        nonfinite_root: Any | None = None, nonfinite_gradient: tuple[Any, Any] | None = None,
     ) -> None:
         self.output = output
         self.value = value
@@ -29,7 +45,8 @@ class Analysis:
         self.variables = variables
         self.leaf_names: list[str] = leaf_names or []
         self.nonfinite = nonfinite
-        self.notes: list[str] = notes or []
+        self.nonfinite_root = nonfinite_root if nonfinite_root is not None else output
+        self.nonfinite_gradient = nonfinite_gradient
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -75,12 +92,15 @@ def named_values(order: list[Any], known: dict[str, Any]) -> dict[str, Any]:
 
 def analyze(
     output: Any, wrt: list[str] | None = None, known: dict[str, Any] | None = None, always: list[str] | None = None,
+    *, session: Session | None = None, code: list[Any] | None = None,
 ) -> Analysis:
     """Run the backward pass from `output` (seeded with ones: the gradient of its sum)
     and collect d(output)/d(name) for every named value in its graph (see
     `named_values`), or for the names in `wrt`. `known` maps names to the values bound
     to them; `always` lists names reported even when the output does not use them (with
-    zero gradients: eval's NAME=VALUE bindings)."""
+    zero gradients: eval's NAME=VALUE bindings). The `session` that computed the output
+    and the statement's `code` let an inf or nan computed from constants alone be traced
+    to its op (see Analysis)."""
     if isinstance(output, tuple):
         raise LanguageError("value", f"the result is {len(output)} tensors; pick one with [k]")
     if not isinstance(output, (Tensor, Value)):
@@ -100,11 +120,62 @@ def analyze(
     nodes = {name: named.get(name, known.get(name)) for name in names}
     grads = _backward(output, order, nodes)
     value = np.asarray(output.data)
+    root, culprit = output, None
+    if not _finite(value):
+        culprit = first_nonfinite(output, order)
+        # An op on constants alone records no graph (`log(0)`, or `log(0) + x`, where the
+        # add's input is the constant -inf): evaluated again with constants recorded, the
+        # op that made it can be named.
+        if session is not None and code is not None and (culprit is None or not culprit.parents) and not getattr(culprit, "name", None):
+            traced = _retrace(session, code)
+            if traced is not None:
+                root, culprit = traced, first_nonfinite(traced)
+    blamed = None if all(_finite(g) for g in grads.values()) else _first_bad_gradient(order, list(grads.values()))
     return Analysis(
         output=output, value=value, grads=grads, grad_of="sum" if value.size != 1 or value.ndim else None,
         stats=graph_stats(output, order), variables=names, leaf_names=[leaf.name for leaf in leaves],
-        nonfinite=first_nonfinite(output, order) if isinstance(output, Tensor) else None,
+        nonfinite=culprit, nonfinite_root=root, nonfinite_gradient=blamed,
     )
+
+
+def _first_bad_gradient(order: list[Any], reported: list[Any]) -> tuple[Any, Any] | None:
+    """Where a backward pass first made a gradient not finite, as first_nonfinite_gradient
+    finds it; when the reported gradients hold nan, where one first became nan (`sin(x)/x`
+    at 0 makes an inf on one path and a nan on the other: the note is about the nan shown)."""
+    blamed = first_nonfinite_gradient(order[-1], order)
+    if blamed is None or not any(np.isnan(g).any() for g in reported) or np.isnan(blamed[1].grad).any():
+        return blamed
+    for node in reversed(order):
+        if node.grad is None or np.isnan(node.grad).any():
+            continue
+        for parent in node.parents:
+            grad = getattr(parent, "grad", None)
+            if grad is not None and np.isnan(grad).any():
+                return node, parent
+    return blamed
+
+
+def _finite(data: Any) -> bool:
+    return bool(np.all(np.isfinite(data)))
+
+
+class _ConstantsRecorded(TensorBackend):
+    """The tensor engine, with every literal a leaf that records the ops applied to it."""
+
+    def constant(self, value: float) -> Tensor:
+        return Tensor(value, requires_grad=True)
+
+
+def _retrace(session: Session, code: list[Any]) -> Any:
+    if session.engine != "tensor":
+        return None
+    tracer = copy.copy(session)
+    tracer.backend = _ConstantsRecorded()
+    try:
+        traced = tracer.evaluate(code)
+    except Exception:  # noqa: BLE001 - only a diagnosis: without it the note is vaguer, nothing worse
+        return None
+    return traced if hasattr(traced, "parents") else None
 
 
 def _has_gradient(value: Any) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -225,6 +225,29 @@ def _cut(result: Any, inputs: Any, always: bool = False) -> Any:
         ):
             t.detached = True
     return result
+
+
+class Backend(Protocol):
+    """What the language's machine asks of an engine: values for constants, names and
+    arrays; the operators, calls, methods, attributes, indexing and tensor literals; and
+    the names it offers. TensorBackend and ScalarBackend are the two."""
+
+    name: str
+    switch: str  # how an error message says to switch to the other engine
+
+    def constant(self, value: float) -> Any: ...
+    def variable(self, value: Any, name: str) -> Any: ...
+    def binary(self, op: str, a: Any, b: Any) -> Any: ...
+    def unary(self, op: str, a: Any) -> Any: ...
+    def truth(self, value: Any) -> bool: ...
+    def function_names(self) -> list[str]: ...
+    def method_names(self) -> list[str]: ...
+    def from_array(self, data: np.ndarray) -> Any: ...
+    def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any: ...
+    def method(self, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any: ...
+    def attribute(self, target: Any, name: str) -> Any: ...
+    def index(self, target: Any, parts: list[Any]) -> Any: ...
+    def tensor_literal(self, items: list[Any]) -> Any: ...
 
 
 class TensorBackend:
@@ -460,4 +483,4 @@ class ScalarBackend:
         raise LanguageError("argument", f"the scalar engine has no tensors; use {self.switch}")
 
 
-BACKENDS: dict[str, type[TensorBackend | ScalarBackend]] = {"tensor": TensorBackend, "scalar": ScalarBackend}
+BACKENDS: dict[str, type[Backend]] = {"tensor": TensorBackend, "scalar": ScalarBackend}

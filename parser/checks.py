@@ -23,7 +23,6 @@ import numpy as np
 
 from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
 from gradcalc.autodiff.gradcheck import CheckResult, extreme_inside, gradcheck_graph, position, relative_error, suspect_ops
-from gradcalc.autodiff.registry import raw_vdot
 
 from .analysis import variables_in
 from .backends import to_param
@@ -178,7 +177,7 @@ def _not_finite_derivative(jacobians: list[np.ndarray], value: Tensor, leaves: l
 def _finite(data: Any) -> bool:
     """Whether every entry is finite: in one pass (the sum of the squares is finite only
     then, unless it overflows: then each entry is tested), every check asks it twice."""
-    return math.isfinite(abs(raw_vdot(data, data))) or bool(np.isfinite(data).all())
+    return math.isfinite(abs(np.vdot(data, data))) or bool(np.isfinite(data).all())
 
 
 def _not_finite(data: Any) -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, collector_paused, lookup
 from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
-from .backends import BACKENDS, CONSTANTS, ScalarBackend, TensorBackend, TensorList
+from .backends import BACKENDS, CONSTANTS, Backend, TensorList
 from .compiler import (
     ATTR,
     BINARY,
@@ -98,7 +98,7 @@ class Session:
         self.on_warning = on_warning
         self.switch_engine = switch_engine
         self.warnings: list[str] = [] if warnings is None else warnings
-        self.backend: TensorBackend | ScalarBackend = BACKENDS[self.engine]()
+        self.backend: Backend = BACKENDS[self.engine]()
         self.backend.switch = self.switch_engine.format(engine="tensor")
 
     @property

@@ -15,7 +15,6 @@ from gradcalc.autodiff import (
     Value,
     first_nonfinite,
     grad,
-    graph_dot,
     graph_stats,
     graph_tree,
     hessian,
@@ -26,6 +25,7 @@ from gradcalc.autodiff import (
     walk_tree,
 )
 from gradcalc.autodiff.errors import ShapeError, SizeLimitError
+from gradcalc.cli.formatting import graph_dot
 
 
 def leaf(x, name=None):

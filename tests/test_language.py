@@ -696,7 +696,7 @@ TOKENS = ["x", "y", "1", "2.5", "1e3", "+", "-", "*", "/", "**", "^", "@", "(", 
 def run_anything(source):
     """Run, then analyse and format every result (backward pass, graph tools) as the CLI
     does: only the language's own error may come out."""
-    from gradcalc.autodiff.graph import format_array, graph_dot
+    from gradcalc.cli.formatting import format_array, graph_dot
 
     s = Session()
     s.run_source("x = [1, 2]\ny = 0.5\ndef f(a) = a * 2")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gradcalc.autodiff.graph import format_array
+from gradcalc.cli.formatting import format_array
 
 from .test_cli import ROOT, gradcalc
 

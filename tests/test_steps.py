@@ -270,3 +270,19 @@ def test_rules_speak_the_users_words():
         if calls - explained:
             offending[op.name] = sorted(calls - explained)
     assert offending == {}
+
+
+def test_the_derivatives_docs_engine_md_states_are_the_rules_steps_prints():
+    # One formula per op: the text in the docs is the registry's rule text, which is what
+    # `eval --steps` prints (rules.op_rule), which is read from the VJP or given beside it.
+    import re
+    from pathlib import Path
+
+    from gradcalc.autodiff import REGISTRY
+    from gradcalc.autodiff.rules import op_rule
+
+    text = " ".join((Path(__file__).resolve().parent.parent / "docs" / "engine.md").read_text().split())
+    stated = re.findall(r"`(\w+)`'s derivative (?:is|rule is) `([^`]+)`", text)
+    assert {name for name, _ in stated} >= {"tanh", "sigmoid", "softplus", "pow"}
+    for name, rule in stated:
+        assert rule == " ".join(op_rule(REGISTRY[name]).split()), name  # (the docs wrap lines)

@@ -8,10 +8,29 @@ import numpy as np
 
 from ..forward import DIAGONAL, LINEAR, MULTILINEAR
 from ..limits import check_size, matmul_shape
-from ..registry import ARRAY_MATH, BINARY_SHAPES, NAN_GUARD, Check, defop, has_nan, is_real, raw_vdot
+from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop
 
 ARITH = "arithmetic"
 
+
+
+def is_real(a: Any) -> bool:
+    """Whether `a` is a float64 array, or the NumPy scalar that stands for a 0-d one: the
+    engine's real values, for which VJPs take their fast paths (docs/performance.md, the
+    ledger); complex ones, and Tensors, take the general one."""
+    return (type(a) is np.ndarray and a.dtype is _FLOAT) or type(a) is np.float64
+
+
+_FLOAT = np.dtype(np.float64)
+
+
+def has_nan(x: Any) -> bool:
+    """Whether an array (or a NumPy scalar) has a nan entry, in one pass: the sum of the
+    squares (np.vdot; of the moduli, for complex) is nan exactly when an entry is, as
+    squares are never negative (no inf - inf); complex entries may raise a false alarm
+    (inf * 0 in an imaginary part)."""
+    total = np.vdot(x, x) if type(x) is np.ndarray and x.ndim else x
+    return total != total
 
 
 def near_zero(x: Any, tol: float = 0.0, **params: Any) -> bool:
@@ -29,13 +48,9 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     by an infinite or undefined local derivative (sqrt'(0), log'(-1)) and leaks nan, as
     PyTorch and JAX do. Only nan entries with g == 0 change, so elsewhere this is the
     plain product, and its own derivatives (grad of grad) are the plain product's. The
-    check is one pass (registry.has_nan, a vdot: cheaper than a reduction on the small
-    arrays where this matters); a false alarm only costs the exact test. On a plain
-    backward pass the guard is deferred (NAN_GUARD): the pass runs without it and is run
-    again with it only if a gradient it returns has a nan (backprop.py).
+    check is one pass (has_nan, a vdot: cheaper than a reduction on the small
+    arrays where this matters); a false alarm only costs the exact test.
     """
-    if NAN_GUARD.deferred:
-        return out
     raw = out if m is ARRAY_MATH else m.raw(out)
     if not has_nan(raw):
         return out
@@ -82,7 +97,7 @@ def _pow(a: Any, b: Any) -> Any:
             if a != _MINUS_INF:
                 return out
         else:
-            squares = raw_vdot(a, a)
+            squares = np.vdot(a, a)
             if squares == squares and squares != np.inf:
                 return out
     elif isinstance(a, (np.ndarray, np.complexfloating)) and a.dtype.kind == "c":  # (complex step)
@@ -148,7 +163,6 @@ def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     # at a = nan, or g = inf (x**0 / x at 0). PyTorch and the scalar engine do the same.
     lost = (raw_b == 0) & np.isnan(m.raw(out))
     if lost.any():
-        NAN_GUARD.drop()
         out = m.where(lost, 0.0, out)
     return out
 
@@ -170,7 +184,6 @@ def _pow_dbase_of_numbers(g: Any, a: Any, b: Any) -> Any:
         power = np.nan
     out = masked(ARRAY_MATH, g, g * b * power)
     if y == 0 and out != out:
-        NAN_GUARD.drop()
         return ZERO_NUMBER
     return out
 

@@ -7,9 +7,9 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..forward import DIAGONAL
-from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop, is_real, raw_where
+from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop
 from ..tensor import Tensor, to_array
-from .arithmetic import ONE, ZERO_NUMBER, masked, near_zero
+from .arithmetic import ONE, ZERO_NUMBER, is_real, masked, near_zero
 
 ELEM = "elementwise"
 
@@ -73,15 +73,15 @@ def _sigmoid(x: Any) -> Any:
             r = e + ONE
             np.divide(ONE, r, out=r)
             e *= r
-            return raw_where(x >= 0, r, e)
+            return np.where(x >= 0, r, e)
         e = np.exp(-np.abs(x))
         r = 1.0 / (1.0 + e)
         if real:  # one number (0-d): the branch in Python, not where()
             return r if x >= 0 else e * r
-        return raw_where(x >= 0, r, e * r)
+        return np.where(x >= 0, r, e * r)
     positive = _nonnegative_real(x)
-    e = np.exp(raw_where(positive, -x, x))
-    return raw_where(positive, 1.0 / (1.0 + e), e / (1.0 + e))
+    e = np.exp(np.where(positive, -x, x))
+    return np.where(positive, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _softplus(x: Any) -> Any:
@@ -92,14 +92,14 @@ def _softplus(x: Any) -> Any:
     if real or not np.iscomplexobj(x):
         return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
     positive = _nonnegative_real(x)
-    return raw_where(positive, x, 0.0) + np.log1p(np.exp(raw_where(positive, -x, x)))
+    return np.where(positive, x, 0.0) + np.log1p(np.exp(np.where(positive, -x, x)))
 
 
 def _relu(x: Any) -> Any:
     if is_real(x):  # nan <= 0 is false, so nan stays nan; -0.0 becomes 0.0
         if not x.ndim:  # one number: the branch in Python, not where(); a NumPy scalar, so nothing is shared
             return ZERO_NUMBER if x <= _ZERO else x[()]
-        return raw_where(x <= _ZERO, _ZERO, x)
+        return np.where(x <= _ZERO, _ZERO, x)
     return np.where(x > 0, x, np.where(np.isnan(x), x, 0.0))
 
 
@@ -114,7 +114,7 @@ def _relu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
         # it 0 at nan where g is 0 (relu(nan) ** 0 is the constant 1), as the scalar engine does.
         if not x.ndim and not g.ndim:  # one number: the branch in Python (a NumPy scalar: nothing shared)
             return masked(m, g, (g if x > _ZERO else ans)[()])
-        return masked(m, g, raw_where(x > _ZERO, g, ans))
+        return masked(m, g, np.where(x > _ZERO, g, ans))
     return _gate(m, g, _relu_slope(m.raw(x)))
 
 
@@ -153,7 +153,7 @@ def _sech(x: Any) -> Any:
     # 1 / cosh(x); past 700, where cosh would overflow, 2 e**-|x| (the e**-2|x| beside it
     # is below the last digit).
     size = np.abs(x)
-    return raw_where(size < _SECH_FAR, 1.0 / np.cosh(np.minimum(size, _SECH_FAR)), 2.0 * np.exp(-size))
+    return np.where(size < _SECH_FAR, 1.0 / np.cosh(np.minimum(size, _SECH_FAR)), 2.0 * np.exp(-size))
 
 
 sech = defop(
@@ -186,7 +186,7 @@ cos = unary("cos", lambda x: np.cos(x), lambda m, g, ans, x: masked(m, g, -g * m
 tan = unary(
     "tan", lambda x: np.tan(x), lambda m, g, ans, x: masked(m, g, g * (1 + ans * ans)), "tangent", low=-1.2, high=1.2,
 )
-tanh = unary("tanh", lambda x: np.tanh(x), _tanh_vjp, "hyperbolic tangent", rule="g * (1 - tanh(x) ** 2)")
+tanh = unary("tanh", lambda x: np.tanh(x), _tanh_vjp, "hyperbolic tangent", rule="g / cosh(x) ** 2")
 sigmoid = unary(
     "sigmoid", _sigmoid, _sigmoid_vjp, "logistic 1 / (1 + e ** -x); accurate in both tails",
     rule="g * sigmoid(x) * sigmoid(-x)",
