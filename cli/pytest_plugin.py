@@ -124,13 +124,15 @@ class CheckFile(pytest.File):
         if empty is not None:  # as `gradcalc check` has it: a check file that checks nothing fails
             raise self.CollectError(f"{self.path.name}: {empty.message}")
         seen: dict[str, int] = {}
+        previous = -1  # the check before: a setup statement's error is reported by the next check
         for index in check_indices(self.program):
             statement = self.program.statements[index]
             name = f"{statement.span[0]} {' '.join(statement.text.split())}"
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:  # two equal checks on one line
                 name += f" #{seen[name]}"
-            yield CheckItem.from_parent(self, name=name, index=index, line=statement.span[0])
+            yield CheckItem.from_parent(self, name=name, index=index, line=statement.span[0], after=previous)
+            previous = index
 
     def run_before(self, index: int) -> FileRun:
         """The file's session with every setup statement before statement `index` run.
@@ -154,10 +156,11 @@ class CheckFile(pytest.File):
 class CheckItem(pytest.Item):
     """One `check` statement."""
 
-    def __init__(self, *, index: int, line: int, **kwargs: Any) -> None:
+    def __init__(self, *, index: int, line: int, after: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.index = index
         self.line = line
+        self.after = after  # the index of the check before this one (-1: none)
 
     @property
     def check_file(self) -> CheckFile:
@@ -165,9 +168,19 @@ class CheckItem(pytest.Item):
         return self.parent
 
     def setup(self) -> None:
-        run = self.check_file.run_before(self.index)
-        if run.setup_errors:  # pytrace=False: the error itself, not gradcalc's traceback
-            pytest.fail(setup_report(run.setup_errors, self.check_file.nodeid), pytrace=False)
+        self.check_file.run_before(self.index)
+
+    def teardown(self) -> None:
+        """A setup statement that failed is one error, as `gradcalc check` counts it, and the
+        checks after it still run: the first check after the statement reports it, at its
+        teardown (pytest counts that check's own verdict and the error apart). Which check
+        reports is fixed by the file, so every xdist worker agrees."""
+        run = self.check_file.run
+        statements = self.check_file.program.statements if self.check_file.program else []
+        first_line = statements[self.after].span[0] if self.after >= 0 else 0
+        mine = [e for e in (run.setup_errors if run else []) if first_line < e.line < self.line]
+        if mine:  # pytrace=False: the error itself, not gradcalc's traceback
+            pytest.fail(setup_report(mine, self.check_file.nodeid), pytrace=False)
 
     def runtest(self) -> None:
         import numpy as np
