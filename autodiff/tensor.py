@@ -197,7 +197,7 @@ _new_object = object.__new__
 
 def new_tensor(data: np.ndarray, parents: tuple[Tensor, ...], op: OpDef | None, params: dict[str, Any] | None) -> Tensor:
     """The wiring's constructor (wiring.apply): no conversion, no checks, as it runs
-    once per op. `data` must already be what `to_array` gives."""
+    once per op. `data` must already be what `to_array` gives (or int64: whole_numbers)."""
     t = _new_object(Tensor)
     t.data = data
     t.grad = None
@@ -209,6 +209,13 @@ def new_tensor(data: np.ndarray, parents: tuple[Tensor, ...], op: OpDef | None, 
     t.retains_grad = False
     t.detached = False
     return t
+
+
+def whole_numbers(values: Any) -> Tensor:
+    """A constant of int64, which Tensor() would make float64: what counts things (a
+    shape, a size) is a whole number, as the results of argmax and len are (registry.apply
+    keeps an op's integers when it has no gradient)."""
+    return new_tensor(np.asarray(values, dtype=np.int64), (), None, None)
 
 
 def as_tensor(value: Any) -> Tensor:

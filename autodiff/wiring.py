@@ -70,9 +70,10 @@ def _gather(inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[np.ndarray],
         if t.requires_grad:
             wanted = True
         a = t.data
-        if a.dtype is _BOOL:
-            # Booleans (what comparisons give) enter every op as float64 0 and 1, as in
-            # PyTorch's promotion: True + True is 2, and no forward has to handle bool arrays.
+        if a.dtype not in _NATIVE:
+            # Booleans (what comparisons give) and integers (argmax, len) enter every op as
+            # float64, as PyTorch promotes them against a float tensor: True + True is 2,
+            # and no forward has to handle bool or integer arrays.
             a = a.astype(np.float64)
         arrays.append(a)
         bound *= a.size
@@ -95,14 +96,14 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         inputs, params = split_args(op, args, params)
         if params:
             arguments.check(op, inputs, params)
-    # One or two Tensors that are not boolean (nearly every call) are read without a loop;
-    # `bound`, the product of the input sizes, bounds a broadcast result's size.
+    # One or two Tensors of float64 or complex128 (nearly every call) are read without a
+    # loop; `bound`, the product of the input sizes, bounds a broadcast result's size.
     arrays: Sequence[np.ndarray]
     n = len(inputs)
-    if n == 1 and type(t := inputs[0]) is Tensor and (a := t.data).dtype is not _BOOL:
+    if n == 1 and type(t := inputs[0]) is Tensor and (a := t.data).dtype in _NATIVE:
         arrays, wanted, bound = (a,), t.requires_grad, 0  # (a result no bigger than an input that exists)
     elif (n == 2 and type(t := inputs[0]) is Tensor and type(u := inputs[1]) is Tensor
-          and (a := t.data).dtype is not _BOOL and (b := u.data).dtype is not _BOOL):
+          and (a := t.data).dtype in _NATIVE and (b := u.data).dtype in _NATIVE):
         arrays, wanted, bound = (a, b), t.requires_grad or u.requires_grad, a.size * b.size
     else:
         inputs, arrays, wanted, bound = _gather(inputs)
@@ -123,7 +124,7 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
     if op.n_ret == 1:
         if type(out) is not np.ndarray or out.dtype not in _NATIVE:  # _as_output, inline: once per op
             # (the 0-d results of NumPy's arithmetic are scalars: to_array's answer without its call)
-            out = np.asarray(out) if type(out) is np.float64 else to_array(out)
+            out = np.asarray(out) if type(out) is np.float64 else _as_output(out, op.vjps is None)
         if out.size >= BIG_RESULT:
             check_memory(op.name)
         return new_tensor(out, inputs, op, params) if record else new_tensor(out, (), None, None)
@@ -158,14 +159,20 @@ def recorded_params(node: Tensor) -> tuple[dict[str, Any], int | None]:
 
 
 _NATIVE = (np.dtype(np.float64), np.dtype(np.complex128))
-_BOOL = np.dtype(np.bool_)
 _FLOAT = _NATIVE[0]
 
 
-def _as_output(out: Any) -> np.ndarray:
-    # NumPy returns scalars (np.float64) for 0-d results; the engine keeps arrays.
+def _as_output(out: Any, counts: bool = False) -> np.ndarray:
+    """An op's result as the engine keeps it: an array (NumPy gives scalars for 0-d
+    results) of float64, complex128 or bool. `counts`, for an op without gradient, keeps
+    NumPy's integers too, as int64: what counts or indexes (argmax, len) is a whole
+    number, never a real one, and has no gradient to carry (docs/engine.md, "The tensor engine")."""
     if type(out) is np.ndarray and out.dtype in _NATIVE:
         return out
+    if counts:
+        array = np.asarray(out)
+        if array.dtype.kind in "iu":
+            return array.astype(np.int64, copy=False)
     return to_array(out)
 
 

@@ -19,20 +19,26 @@ if TYPE_CHECKING:
 
     from gradcalc.parser import HelpResult
     from gradcalc.parser.analysis import Analysis
+    from gradcalc.parser.checks import CheckOutcome
 
 
-def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[str] | None) -> Analysis | HelpResult:
-    """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression.
+def evaluate_expression(
+    expr: str, bindings: list[str], engine: str, wrt: list[str] | None,
+) -> tuple[Analysis | HelpResult | None, list[CheckOutcome]]:
+    """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression
+    (or give its help text, for help(NAME)); with the outcome of each `check` statement in
+    it, run as a check file runs them (the analysis is None when EXPR has checks and no
+    expression).
 
     Gradients are reported for every bound name (0 for one the output does not use) and
     for every other named value in the output's graph (see analyze), unless `wrt` names
     them. An error in a binding is a BindingError."""
-    from gradcalc.parser import ExpressionResult, HelpResult, LanguageError, Session, compile_program
+    from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, compile_program
     from gradcalc.parser.analysis import analyze
 
     from . import render
 
-    session = Session(engine=engine, on_warning=render.warn)
+    session = Session(engine=engine, on_check=_run_check, on_warning=render.warn, on_notice=render.notice)
     bound: set[str] = set()
     for binding in bindings:
         bind(session, binding, bound)
@@ -40,14 +46,27 @@ def evaluate_expression(expr: str, bindings: list[str], engine: str, wrt: list[s
     program = compile_program(expr)
     if not program.statements:
         raise LanguageError("argument", "nothing to evaluate: the expression is empty")
-    results = [r for r in session.run(program) if isinstance(r, ExpressionResult | HelpResult)]
+    ran = session.run(program)
+    checks = [r.outcome for r in ran if isinstance(r, CheckStatementResult)]
+    results = [r for r in ran if isinstance(r, ExpressionResult | HelpResult)]
     if not results:
+        if checks:
+            return None, checks
         raise LanguageError("argument", "nothing to show: the last statement assigns; end with an expression")
     last = results[-1]
     if isinstance(last, HelpResult):
-        return last
+        return last, checks
     code = next((s.code for s in program.statements if s.span == last.span), None)
-    return analyze(last.value, wrt, session.variables, names, session=session, code=code)
+    return analyze(last.value, wrt, session.variables, names, session=session, code=code), checks
+
+
+def _run_check(session: Any, statement: Any, value: Any) -> CheckOutcome:
+    """eval's Session.on_check: the checker is imported only by an EXPR with a check in it
+    (gradcheck and its batching are a large part of a one-shot command's imports)."""
+    from gradcalc.parser.checks import make_check_handler
+
+    outcome: CheckOutcome = make_check_handler()(session, statement, value)
+    return outcome
 
 
 def eval_action(
@@ -74,19 +93,33 @@ def eval_action(
     except ValueError as err:
         usage_error(str(err))
     try:
-        analysis = evaluate_expression(expr, bindings or [], engine, wrt_names)
+        analysis, checks = evaluate_expression(expr, bindings or [], engine, wrt_names)
     except BindingError as err:
         fail(err.error, err.source, as_json)
     except LanguageError as err:
         fail(err, expr, as_json)
+    status = 0 if all(o.passed for o in checks) else 1
+    if analysis is None:  # only checks: their verdicts, as `gradcalc check` gives them
+        from .checking import report_checks
+
+        report_checks(checks, as_json, rich=style(digits, full).rich)
+        given = [flag for flag, on in (("--tree", tree), ("--steps", steps), ("--dot", dot), ("--save", save)) if on]
+        if given:
+            usage_error(f"{given[0]} shows an expression's result, and this one has only checks")
+        return status
+    if checks and not as_json:
+        from .checking import check_line
+
+        for outcome in checks:
+            print(check_line(outcome))
     if not isinstance(analysis, Analysis):  # help(NAME): its text is the result
         if as_json:
             from .jsonout import dumps
 
-            print(dumps({"help": analysis.lines}))
+            print(dumps(_with_checks({"help": analysis.lines}, checks)))
         else:
             render.renderer(style(digits, full)).lines(analysis.lines)
-        return 0
+        return status
     if steps:  # the report, the backward pass, and the DOT file with gradients on its edges
         from .steps import eval_with_steps
 
@@ -95,7 +128,7 @@ def eval_action(
         if as_json:
             from .jsonout import analysis_object, dumps
 
-            print(dumps(analysis_object(analysis)))
+            print(dumps(_with_checks(analysis_object(analysis), checks)))
         else:
             render.renderer(style(digits, full)).analysis(analysis, tree=tree)
         if dot is not None:
@@ -107,7 +140,16 @@ def eval_action(
         from .dataio import save_or_exit
 
         save_or_exit(save, analysis)
-    return 0
+    return status
+
+
+def _with_checks(document: dict[str, Any], checks: list[CheckOutcome]) -> dict[str, Any]:
+    """eval's JSON document with the outcomes of EXPR's checks, as `check --json` gives them."""
+    if not checks:
+        return document
+    from .checking import outcome_object
+
+    return {**document, "checks": [outcome_object(o) for o in checks]}
 
 
 def default_action(*, engine: str, digits: int | None, max_elements: int | None, max_steps: int | None, max_input: int,
@@ -160,7 +202,9 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
     code = 0
     bound, last = bound_or_exit(bindings or [], engine), None
     for origin, source in sources:
-        session = Session(engine=engine, on_check=make_check_handler(), base_dir=script_folder(origin), on_warning=render.warn)
+        session = Session(
+            engine=engine, on_check=make_check_handler(), base_dir=script_folder(origin), on_warning=render.warn, on_notice=render.notice,
+        )
         apply_bindings(session, bound)
         try:
             program = compile_program(source)

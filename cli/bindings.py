@@ -39,7 +39,7 @@ def _bind(session: Session, binding: str, bound: set[str]) -> None:
     if "@" in binding:  # NAME=@FILE (docs/cli.md, "Data files"); the loaders load only then
         from gradcalc.parser.datafiles import file_bindings
 
-        loaded = file_bindings(binding, session.base_dir)
+        loaded = file_bindings(binding, session.base_dir, session.header_read)
     if loaded is not None:
         for file_name, data in loaded:
             if file_name in bound:

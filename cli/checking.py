@@ -120,12 +120,7 @@ def check_action(
     with _progress(total) as advance:
         results = run_checks(sources, defaults, bound, jobs, advance)
     outcomes = [o for _, batch in results for o in batch]
-    if as_json:
-        from .jsonout import dumps
-
-        print(dumps({"checks": [outcome_object(o) for o in outcomes], "summary": _summary_counts(outcomes)}))
-    else:
-        _report(outcomes, render.use_rich(sys.stdout) and output_format == "text", github=output_format == "github")
+    report_checks(outcomes, as_json, render.use_rich(sys.stdout) and output_format == "text", github=output_format == "github")
     if junit is not None:  # after the results are shown, so a failed write loses nothing
         sys.stdout.flush()
         try:
@@ -133,6 +128,17 @@ def check_action(
         except OutputFileError as err:
             usage_error(str(err))
     return 0 if all(o.passed for o in outcomes) else 1
+
+
+def report_checks(outcomes: list[CheckOutcome], as_json: bool, rich: bool, github: bool = False) -> None:
+    """The results on stdout: one JSON document, or a line (a table on a terminal) per
+    check and the summary."""
+    if as_json:
+        from .jsonout import dumps
+
+        print(dumps({"checks": [outcome_object(o) for o in outcomes], "summary": _summary_counts(outcomes)}))
+    else:
+        _report(outcomes, rich, github=github)
 
 
 def _summary_counts(outcomes: list[CheckOutcome]) -> dict[str, int]:

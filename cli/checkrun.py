@@ -55,7 +55,7 @@ def check_indices(program: Program) -> list[int]:
 class FileRun:
     """One file's session, advanced statement by statement."""
 
-    def __init__(self, origin: str, program: Program, defaults: CheckDefaults, bound: Bound) -> None:
+    def __init__(self, origin: str, program: Program, defaults: CheckDefaults, bound: Bound, on_notice: Callable[[str, str], None] | None = None) -> None:
         from gradcalc.parser import Session
         from gradcalc.parser.checks import make_check_handler
 
@@ -63,7 +63,7 @@ class FileRun:
 
         self.origin = origin
         self.statements: list[Statement] = program.statements
-        self.session = Session(on_check=make_check_handler(defaults), base_dir=script_folder(origin))
+        self.session = Session(on_check=make_check_handler(defaults), base_dir=script_folder(origin), on_notice=on_notice)
         apply_bindings(self.session, bound)
         self.next = 0  # the first statement not yet run (or skipped)
         self.setup_errors: list[CheckOutcome] = []  # of the statements run so far
@@ -110,7 +110,10 @@ def run_part(part: Part, defaults: CheckDefaults, bound: Bound, on_outcome: Call
     program, failed = compile_file(part.origin, part.source)
     if program is None:
         return [dataclasses.replace(failed)] if failed is not None and part.first == 0 else []
-    run = FileRun(part.origin, program, defaults, bound)
+    from . import render
+
+    # Every part runs its file's setup again: only the first says what the setup's loads read.
+    run = FileRun(part.origin, program, defaults, bound, render.notice if part.first == 0 else None)
     run.setup_until(part.first)
     outcomes: list[CheckOutcome] = []
 

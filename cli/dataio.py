@@ -46,10 +46,11 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
 
     from gradcalc.parser import LanguageError, Session
 
+    from . import render
     from .bindings import BindingError, bind  # the one meaning of NAME=VALUE, as eval has it
     from .common import fail
 
-    session = Session(engine=engine)
+    session = Session(engine=engine, on_notice=render.notice)
     bound: set[str] = set()
     for binding in bindings:
         try:

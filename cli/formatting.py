@@ -58,6 +58,12 @@ def _nested(array: np.ndarray, digits: int | None, keep: int | None, rows: bool,
 
 
 def format_number(x: float | complex, digits: int | None = None) -> str:
+    # A boolean or an integer (an element of a comparison's or argmax's result) is exact:
+    # it prints as the language writes it, never rounded.
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, int):
+        return str(x)
     if isinstance(x, complex):
         return repr(x) if digits is None else f"{x:.{digits}g}"
     x = float(x)

@@ -31,7 +31,9 @@ def plain(value: Any) -> Any:
     if np.iscomplexobj(array):
         array = array.real
     if array.ndim == 0:
-        return json_number(array.item())
+        item = array.item()
+        # Booleans and whole numbers keep their JSON types (true, 3); reals are floats (3.0).
+        return item if isinstance(item, (bool, int)) else json_number(item)
     return [plain(row) for row in array]
 
 
@@ -51,6 +53,8 @@ def analysis_object(a: Analysis) -> dict[str, Any]:
     }
     if a.grad_of:
         obj["grad_of"] = a.grad_of
+    if a.dtype is not None:
+        obj["dtype"] = a.dtype  # whole numbers or booleans: no gradient, `grads` is empty
     return obj
 
 

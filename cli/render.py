@@ -107,6 +107,8 @@ class PlainRenderer:
         label = "grad of sum" if a.grad_of else "grad"
         for name, g in a.grads.items():
             self.write(f"{label} {name}: {self.style.number(g)}")
+        if a.dtype is not None:
+            self.write(f"grad: none ({no_gradient_text(a.dtype)})")
         self.write(f"graph: {graph_line(a)}")
         for note in notes(a):
             self.write(f"note: {note}")
@@ -114,6 +116,11 @@ class PlainRenderer:
             self.write("tree:")
             for depth, text in tree_lines(a.output, self.style.digits):
                 self.write("  " * (depth + 1) + text)
+
+
+def no_gradient_text(dtype: str) -> str:
+    """Why a value of whole numbers or booleans reports no gradient."""
+    return f"{'booleans' if dtype == 'bool' else 'whole numbers'} have no gradient"
 
 
 def notes(a: Analysis) -> list[str]:
@@ -200,6 +207,8 @@ class RichRenderer(PlainRenderer):
             for name, g in a.grads.items():
                 table.add_row(name, _shape(g.shape), self.fitted(g, room))
             self.console.print(table)
+        if a.dtype is not None:
+            self.console.print(f"[bold]gradient[/] none ({no_gradient_text(a.dtype)})")
         self.console.print(f"[bold]graph[/] {_escape(graph_line(a))}")
         for note in notes(a):
             self.console.print(f"[yellow]note:[/] {_escape(note)}")
@@ -312,6 +321,11 @@ def wrote(path: object) -> None:
     """Say which file an output option wrote, on stderr (stdout may carry data)."""
     if sys.stderr is not None:
         print(f"wrote {path}", file=sys.stderr)
+
+
+def notice(label: str, text: str) -> None:
+    """A fact about the input, labelled (`header: ...`): neither a warning nor an error."""
+    _stderr_line(label, "cyan", text)
 
 
 def error(text: str) -> None:

@@ -46,6 +46,7 @@ def f(x, y) = x*y; check a gradient with check EXPR [wrt x]. `_` (or `ans`) is t
 An unfinished line (an open bracket, a trailing operator or `\\`) continues on the next one.
 Ctrl-C stops a long computation and leaves every variable as it was.
 Functions: help(tanh) or :help tanh tells about one; `gradcalc ops` lists them all."""
+FILE_COMMANDS = frozenset(c.split()[0] for c in COMMANDS if c.endswith(" FILE"))  # their argument completes as a path
 LAST_RESULT = ("_", "ans")  # names that hold the last result
 
 
@@ -75,7 +76,9 @@ class Repl:
 
     @staticmethod
     def _new_session(engine: str) -> Session:
-        return Session(engine=engine, on_check=make_check_handler(), on_warning=render.warn, switch_engine=":engine {engine}")
+        return Session(
+            engine=engine, on_check=make_check_handler(), on_warning=render.warn, switch_engine=":engine {engine}", on_notice=render.notice,
+        )
 
     def words(self) -> list[str]:
         """What completion offers: names, functions, methods and :commands."""
@@ -83,11 +86,14 @@ class Repl:
 
     def completions(self, before_cursor: str) -> tuple[str, list[str]]:
         """(the word being completed, candidates) for the text before the cursor: a
-        :command at the start of a line, a method or attribute after `name.`, otherwise a
-        name or function."""
+        :command at the start of a line, a file name after `:load` or `:dot`, a method or
+        attribute after `name.`, otherwise a name or function."""
         command = re.fullmatch(r"\s*(:\w*)", before_cursor)
         if command:
             return command.group(1), [c.split()[0] for c in COMMANDS]
+        given_file = re.fullmatch(r"\s*(:\w+)\s+(.*)", before_cursor, re.S)
+        if given_file and given_file.group(1) in FILE_COMMANDS:
+            return given_file.group(2), file_names(given_file.group(2))
         word, before = _completion_context(before_cursor)
         if before is not None and before.kind == "DOT":
             attributes = list(ATTRIBUTES) if self.session.engine == "tensor" else []
@@ -272,6 +278,27 @@ class Repl:
             render.error(str(err))
             return
         self._run(source, origin)
+
+
+def file_names(typed: str) -> list[str]:
+    """The paths that complete `typed` (as typed: `~` stays `~`), folders ending in `/`;
+    hidden entries only once their leading `.` is typed."""
+    folder, slash, start = typed.rpartition("/")
+    where = (os.path.expanduser(folder) or "/") if slash else "."
+    try:
+        entries = list(os.scandir(where))
+    except OSError:  # no such folder, or not readable: nothing to offer
+        return []
+    prefix = folder + slash
+    names = []
+    for entry in entries:
+        if entry.name.startswith(start) and (start.startswith(".") or not entry.name.startswith(".")):
+            try:
+                is_folder = entry.is_dir()
+            except OSError:
+                is_folder = False
+            names.append(prefix + entry.name + ("/" if is_folder else ""))
+    return sorted(names)
 
 
 def _describe(value: Any, style: render.Style) -> str:

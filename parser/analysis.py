@@ -52,6 +52,19 @@ class Analysis:
     def shape(self) -> tuple[int, ...]:
         return tuple(self.value.shape)
 
+    @property
+    def dtype(self) -> str | None:
+        """'int64' or 'bool' for a value of whole numbers (argmax, len, x.shape) or
+        booleans (x > 0), which has no gradient at all; None for a real (float) value."""
+        return without_gradient(self.value)
+
+
+def without_gradient(value: np.ndarray) -> str | None:
+    """The type of a value that has no gradient, as PyTorch gives an integer or boolean
+    tensor no grad_fn; None for a float or complex one. (floor and round give reals,
+    whose gradient is zero: they are reported as such, as PyTorch does.)"""
+    return str(value.dtype) if value.dtype.kind in "biu" else None
+
 
 # The REPL's names for the last result (`_`, `ans`): aliases of whatever came last, so
 # reporting them would repeat another name's gradient on every line.
@@ -117,9 +130,12 @@ def analyze(
     else:
         reported = [n for n in (always or []) if n in known and _has_gradient(known[n])]
         names = reported + [n for n in named if n not in reported]
+    value = np.asarray(output.data)
+    differentiable = without_gradient(value) is None
+    if not differentiable:
+        names = []  # nothing to differentiate: the report says so instead of listing zeros
     nodes = {name: named.get(name, known.get(name)) for name in names}
     grads = _backward(output, order, nodes)
-    value = np.asarray(output.data)
     root, culprit = output, None
     if not _finite(value):
         culprit = first_nonfinite(output, order)
@@ -132,7 +148,7 @@ def analyze(
                 root, culprit = traced, first_nonfinite(traced)
     blamed = None if all(_finite(g) for g in grads.values()) else _first_bad_gradient(order, list(grads.values()))
     return Analysis(
-        output=output, value=value, grads=grads, grad_of="sum" if value.size != 1 or value.ndim else None,
+        output=output, value=value, grads=grads, grad_of="sum" if differentiable and (value.size != 1 or value.ndim) else None,
         stats=graph_stats(output, order), variables=names, leaf_names=[leaf.name for leaf in leaves],
         nonfinite=culprit, nonfinite_root=root, nonfinite_gradient=blamed,
     )

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order
+from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order, whole_numbers
 from gradcalc.autodiff.binding import SPELLINGS
 from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.registry import OpDef
@@ -93,9 +93,11 @@ def _ambiguous_extreme(op: OpDef, x: Any, second: Any) -> LanguageError:
     shown = _shown(second)
     if isinstance(x, Tensor) and x.ndim == 0:
         return LanguageError("argument", f"{op.name}(x, {shown}): a scalar has no axis; {use}")
+    if not _whole_number(to_param(second, op.name)):  # not an axis at all: only the elementwise op fits
+        return LanguageError("argument", f"{op.name}(x, {shown}): {shown} is not an axis (an axis is a whole number); {use}")
     return LanguageError(
         "argument", f"{op.name}(x, {shown}): an axis or a value? write {op.name}(x, axis={shown}) for the {overall} "
-        f"element along an axis, or {use}",
+        f"element along axis {shown}, or {use}",
     )
 
 
@@ -363,10 +365,8 @@ class TensorBackend:
             if target.ndim < 2:
                 raise LanguageError("shape", f".mT swaps the last two axes and needs 2 or more, got shape {target.shape}")
             return target.mT
-        if name == "shape":
-            return _cut(Tensor(np.array(target.shape, dtype=float)), (), always=True)
-        if name in ("ndim", "size"):
-            return _cut(Tensor(float(getattr(target, name))), (), always=True)
+        if name in ("shape", "ndim", "size"):
+            return _cut(whole_numbers(getattr(target, name)), (), always=True)
         raise LanguageError("name", f"tensors have no attribute {name!r} (attributes: {', '.join(ATTRIBUTES)})")
 
     def index(self, target: Any, parts: list[Any]) -> Any:
@@ -378,7 +378,13 @@ class TensorBackend:
                 raise LanguageError("argument", f"index {k} is out of range for {len(target)} results")
             return target[k]
         index = tuple(_index_part(p) for p in parts)
-        return _cut(REGISTRY["getitem"](target, index=index[0] if len(index) == 1 else index), (target,))
+        picked = _cut(REGISTRY["getitem"](target, index=index[0] if len(index) == 1 else index), (target,))
+        if isinstance(target, Tensor) and picked.dtype != target.dtype and not target.requires_grad:
+            # Ops take booleans and integers as float64, but indexing only picks elements: a
+            # mask's element is a boolean, a shape's a whole number (exactly: 0/1 and
+            # integers below 2**53 survive the round trip through float64).
+            picked.data = picked.data.astype(target.dtype)
+        return picked
 
     def tensor_literal(self, items: list[Any]) -> Any:
         if not items:
@@ -401,6 +407,20 @@ class DetachedValue(Value):
     such constants): it stays a constant when named, like a detached Tensor."""
 
     __slots__ = ()
+
+
+def _boolean(truth: bool) -> DetachedValue:
+    """A comparison's result: a constant holding a bool (which prints as true or false),
+    as the tensor engine's comparisons give bool arrays."""
+    value = DetachedValue(0.0, requires_grad=False)
+    value.data = bool(truth)
+    return value
+
+
+def _operand(value: Any) -> Any:
+    """A detached value as the plain constant that Value's arithmetic takes (it wraps
+    anything but a Value, a subclass included, as a number), its bool as 0.0 or 1.0."""
+    return Value(value.data, requires_grad=False) if type(value) is DetachedValue else value
 
 
 def _carry(result: Value, *operands: Any) -> Value:
@@ -433,13 +453,13 @@ class ScalarBackend:
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
         if op in _ARITHMETIC:
-            return _carry(_ARITHMETIC[op](a, b), a, b)
+            return _carry(_ARITHMETIC[op](_operand(a), _operand(b)), a, b)
         if op == "pow":
             if b.requires_grad:  # a value computed from constants alone (-1, 1/2) is a constant
                 raise LanguageError("argument", f"the scalar engine takes only constant exponents (x ** 2, not x ** y); use {self.switch}")
             return _carry(a ** b.data, a)
         if op in _COMPARISONS:  # a constant: comparisons carry no gradient
-            return DetachedValue(float(_COMPARISONS[op](a.data, b.data)), requires_grad=False)
+            return _boolean(_COMPARISONS[op](a.data, b.data))
         raise LanguageError("argument", f"the scalar engine has no '{op}'; use {self.switch}")
 
     def unary(self, op: str, a: Any) -> Any:

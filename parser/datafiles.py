@@ -13,6 +13,7 @@ the file, and for CSV and JSON the line and column.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -97,9 +98,12 @@ def split_spec(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
-def load_array(spec: str | Path, key: str | None = None, base: Path | None = None) -> np.ndarray:
+def load_array(
+    spec: str | Path, key: str | None = None, base: Path | None = None, on_header: Callable[[str], Any] | None = None,
+) -> np.ndarray:
     """The array in a data file, as float64. `spec` may carry the key ('data.npz:W');
-    a relative path is taken from `base` (a script's folder)."""
+    a relative path is taken from `base` (a script's folder). `on_header` hears which
+    row of a CSV file was read as its header, and what it holds."""
     if key is None:
         spec, key = split_spec(str(spec))
     path = Path(spec).expanduser()
@@ -118,7 +122,7 @@ def load_array(spec: str | Path, key: str | None = None, base: Path | None = Non
         if suffix == ".npz":
             return _read_npz(path, key)
         if suffix == ".csv":
-            return _read_csv(path, key)
+            return _read_csv(path, key, on_header)
         return _read_json(path, key)
     except OSError as err:
         raise file_error(path, f"cannot read: {err.strerror or err}") from None
@@ -177,14 +181,18 @@ def _text(path: Path, data: bytes) -> str:
         raise file_error(path, f"line {line}, column {column}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
 
 
-def load_call(args: list[Any], kwargs: dict[str, Any], base: Path | None) -> np.ndarray:
+def load_call(
+    args: list[Any], kwargs: dict[str, Any], base: Path | None, on_header: Callable[[str], Any] | None = None,
+) -> np.ndarray:
     """The language's `load(...)`: file names are strings, relative to the script's folder."""
     if kwargs or not 1 <= len(args) <= 2 or not all(isinstance(a, str) for a in args):
         raise LanguageError("argument", f"load takes a file name in quotes: {LOAD_HELP}")
-    return load_array(args[0], args[1] if len(args) == 2 else None, base)
+    return load_array(args[0], args[1] if len(args) == 2 else None, base, on_header)
 
 
-def file_bindings(binding: str, base: Path | None = None) -> list[tuple[str, np.ndarray]] | None:
+def file_bindings(
+    binding: str, base: Path | None = None, on_header: Callable[[str], Any] | None = None,
+) -> list[tuple[str, np.ndarray]] | None:
     """The variables a command-line binding from a file sets, or None when `binding` is
     not one. `W=@w.npy` binds W; `@data.npz:W` binds W; `@data.npz` binds every array
     by its key; `@table.csv` binds `table` (the file's stem)."""
@@ -209,7 +217,7 @@ def file_bindings(binding: str, base: Path | None = None) -> list[tuple[str, np.
         return found
     if name is None:
         name = key or Path(path).stem
-    return [(_checked_name(name, binding), load_array(path, key, base))]
+    return [(_checked_name(name, binding), load_array(path, key, base, on_header))]
 
 
 def npz_keys(path: Path) -> list[str]:
@@ -297,10 +305,11 @@ def _numbers(data: np.ndarray) -> np.ndarray:
 # ---- CSV -----------------------------------------------------------------------------------------
 
 
-def _read_csv(path: Path, column: str | None) -> np.ndarray:
-    """Rows of numbers; a first row that is not all numbers is the header. Blank lines
-    are skipped. The element count is held to the cap while reading, and the numbers go
-    into one flat array of doubles (8 bytes each, not a Python float in a list per row)."""
+def _read_csv(path: Path, column: str | None, on_header: Callable[[str], Any] | None = None) -> np.ndarray:
+    """Rows of numbers; a first row that is not all numbers is the header (said to
+    `on_header`), unless most of it is numbers: then it is data with a bad cell. Blank
+    lines are skipped. The element count is held to the cap while reading, and the numbers
+    go into one flat array of doubles (8 bytes each, not a Python float in a list per row)."""
     import csv
     import io
     from array import array
@@ -309,7 +318,10 @@ def _read_csv(path: Path, column: str | None) -> np.ndarray:
     data = _read_bytes(path)
     fast = _plain_table(data, cap, path) if b'"' not in data else None
     if fast is not None:
-        return _csv_result(path, fast[1], fast[0], column)
+        names, table, names_line = fast
+        if names is not None:
+            _say_header(on_header, path, names_line, names)
+        return _csv_result(path, table, names, column)
     text = _text(path, data)
     del data
     values = array("d")
@@ -323,7 +335,8 @@ def _read_csv(path: Path, column: str | None) -> np.ndarray:
                 continue
             line = reader.line_num
             if not rows and header is None and not all(_is_number(cell) for cell in row):
-                header, width, first_line = [cell.strip() for cell in row], len(row), line
+                header, width, first_line = _header(row, path, line), len(row), line
+                _say_header(on_header, path, line, header)
                 continue
             if not width:
                 width, first_line = len(row), line
@@ -344,10 +357,10 @@ def _read_csv(path: Path, column: str | None) -> np.ndarray:
     return _csv_result(path, np.frombuffer(values, dtype=np.float64).reshape(rows, width).copy(), header, column)
 
 
-def _plain_table(data: bytes, cap: int, path: Path) -> tuple[list[str] | None, np.ndarray] | None:
+def _plain_table(data: bytes, cap: int, path: Path) -> tuple[list[str] | None, np.ndarray, int] | None:
     """A CSV file without quotes read by NumPy's parser (ten times faster than csv's rows
-    in Python): the header and the table, or None when NumPy cannot read it as it is
-    (not UTF-8, a line of spaces, a cell float() reads and NumPy does not, a ragged row),
+    in Python): the header, the table and the header's line, or None when NumPy cannot
+    read it as it is (not UTF-8, a line of spaces, a cell float() reads and NumPy does not, a ragged row),
     for csv's reader to read or to say exactly what is wrong. A file with more rows than
     the cap allows is refused from its line count, before a number is read."""
     import io
@@ -364,7 +377,8 @@ def _plain_table(data: bytes, cap: int, path: Path) -> tuple[list[str] | None, n
         first = line.decode().rstrip("\r").split(",")
     except UnicodeDecodeError:
         return None
-    header = None if all(_is_number(cell) for cell in first) else [cell.strip() for cell in first]
+    line_number = data.count(b"\n", 0, start) + 1
+    header = None if all(_is_number(cell) for cell in first) else _header(first, path, line_number)
     # Rows are at least the lines less the blank ones and the header: a run of k blank
     # lines holds at most k // 2 + 1 pairs "\n\n" once spaces are taken out.
     lines = data.count(b"\n", start) + (not data.endswith(b"\n"))
@@ -384,7 +398,7 @@ def _plain_table(data: bytes, cap: int, path: Path) -> tuple[list[str] | None, n
         return None
     if table.size > cap:
         raise file_error(path, f"more than {cap:,} numbers (the element cap; --max-elements raises it)", kind="size")
-    return header, table
+    return header, table, line_number
 
 
 def _csv_result(path: Path, table: np.ndarray, header: list[str] | None, column: str | None) -> np.ndarray:
@@ -394,6 +408,27 @@ def _csv_result(path: Path, table: np.ndarray, header: list[str] | None, column:
             raise file_error(path, f"has no column {column!r}" + (f" (columns: {', '.join(header)})" if header else " (it has no header row)"))
         return table[:, header.index(column)]
     return table[:, 0] if width == 1 else table
+
+
+def _header(row: list[str], path: Path, line: int) -> list[str]:
+    """The column names of a first row that is not all numbers. A row that is at least
+    half numbers (`1,2` with a stray byte after the 2) is data with a bad cell: taken as a
+    header, it would drop a row of data without a word."""
+    numbers = sum(_is_number(cell) for cell in row)
+    if 2 * numbers >= len(row):
+        column, cell = next((k, cell) for k, cell in enumerate(row, start=1) if not _is_number(cell))
+        raise file_error(path, f"line {line}, column {column}: {cell.strip()!r} is not a number "
+                               f"({numbers} of the row's {len(row)} cells are numbers: it is data, not a header)")
+    return [cell.strip() for cell in row]
+
+
+def _say_header(on_header: Callable[[str], Any] | None, path: Path, line: int, header: list[str]) -> None:
+    if on_header is not None:
+        on_header(f"{path} line {line}: {', '.join(map(_shown_cell, header))} (column names, not data)")
+
+
+def _shown_cell(name: str) -> str:
+    return name if name.isprintable() and name else repr(name)
 
 
 def _is_number(cell: str) -> bool:

@@ -78,14 +78,16 @@ class Session:
     shadows a built-in) go to `on_warning` when set, and are kept in `warnings` either
     way. `switch_engine` is how the user switches engines where the session runs
     (`--engine {engine}` on the command line, `:engine {engine}` in the REPL); messages
-    about what the scalar engine lacks quote it.
+    about what the scalar engine lacks quote it. `on_notice(label, text)` hears facts about
+    the input that are not warnings (a CSV file's first row read as its header: label
+    "header").
     """
 
     def __init__(
         self, engine: str = "tensor", variables: dict[str, Any] | None = None, functions: dict[str, UserFunction] | None = None,
         max_call_depth: int = DEFAULT_MAX_CALL_DEPTH, on_check: Callable[[Session, Statement, Any], Any] | None = None,
         base_dir: Path | None = None, on_warning: Callable[[str], Any] | None = None, switch_engine: str = "--engine {engine}",
-        warnings: list[str] | None = None,
+        warnings: list[str] | None = None, on_notice: Callable[[str, str], Any] | None = None,
     ) -> None:
         if engine not in BACKENDS:
             raise LanguageError("argument", f"unknown engine {engine!r}: choose tensor or scalar")
@@ -96,6 +98,7 @@ class Session:
         self.on_check = on_check
         self._base_dir = base_dir
         self.on_warning = on_warning
+        self.on_notice = on_notice
         self.switch_engine = switch_engine
         self.warnings: list[str] = [] if warnings is None else warnings
         self.backend: Backend = BACKENDS[self.engine]()
@@ -116,6 +119,11 @@ class Session:
         self.warnings.append(message)
         if self.on_warning is not None:
             self.on_warning(message)
+
+    def header_read(self, text: str) -> None:
+        """A data file's first row was read as its header (datafiles: `on_header`)."""
+        if self.on_notice is not None:
+            self.on_notice("header", text)
 
     # ---- running -------------------------------------------------------------------
     def run_source(self, source: str) -> list[Any]:
@@ -308,7 +316,7 @@ class Session:
         if name == "load":  # file names are strings: not operands
             from .datafiles import load_call
 
-            return self.backend.from_array(load_call(args, kwargs, self.base_dir))
+            return self.backend.from_array(load_call(args, kwargs, self.base_dir, self.header_read))
         op = lookup(name)
         # An op whose signature opens with string parameters takes them positionally too:
         # einsum('ij,jk->ik', a, b). Anywhere else a string is refused by _operand.

@@ -70,7 +70,7 @@ def _item(x: Any) -> Any:
 def _len(x: Any) -> Any:
     if x.ndim == 0:
         raise TypeError("len() of a 0-d tensor: it has no first axis")
-    return np.array(float(len(x)))
+    return np.array(len(x))  # an integer: apply keeps it int64 (an op without gradient)
 
 
 # Not bound as Tensor.item: in Python that returns a float (tensor.py); the language
