@@ -239,15 +239,14 @@ class Notebook:
     """The kernel's gradcalc session and what the magics do with it."""
 
     def __init__(self, namespace: dict[str, Any]) -> None:
-        from gradcalc.parser.checks import make_check_handler
-
         self.namespace = namespace
-        self.make_check_handler = make_check_handler
         self.reset("tensor")
 
     def reset(self, engine: str) -> None:
+        from gradcalc.parser.checks import make_check_handler
+
         self.variables = NotebookVariables(self.namespace)
-        self.session = Session(engine=engine, variables=self.variables, on_check=self.make_check_handler(),
+        self.session = Session(engine=engine, variables=self.variables, on_check=make_check_handler(),
                                on_warning=self._warn, switch_engine="--engine {engine}")
         self.variables.session = self.session
 

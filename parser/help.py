@@ -204,4 +204,4 @@ def _param(v: Any) -> str:
     return repr(v)
 
 
-__all__ = ["REGISTRY", "describe", "example_of", "op_help"]
+__all__ = ["describe", "example_of", "op_help", "overview"]
