@@ -2,9 +2,12 @@
 
 Each rule is checked three ways on the op's Check inputs: against its VJP (u . (J v) is
 (J^T u) . v), against complex step (J v is Im f(x + i h v) / h, exact to rounding) or
-central differences where the op is not complex-safe, and at second order forward over
-forward against reverse over forward and against differences of the JVP itself.
-torch.func.jvp is the oracle in tests/test_torch_differential.py.
+central differences where the op is not complex-safe, and at second order: forward over
+forward against reverse over forward and against differences of the JVP itself, and
+forward over reverse (the Hessian-vector product) against reverse over reverse and
+differences of the gradient. torch.func.jvp is the oracle in
+tests/test_torch_differential.py, at first order and at second (forward over forward,
+and forward over reverse against torch.func.jvp of torch.func.grad).
 """
 from __future__ import annotations
 
@@ -94,6 +97,36 @@ def test_second_order_forward_over_forward_and_reverse_over_forward_agree(op, da
         hi = forward_tangent(f, shifted(inputs, diff, ws, h), diff, vs)[2].data
         lo = forward_tangent(f, shifted(inputs, diff, ws, -h), diff, vs)[2].data
         np.testing.assert_allclose(forward_forward, (hi - lo) / (2 * h), rtol=1e-4, atol=1e-5, err_msg=op.name)
+
+
+@pytest.mark.parametrize("op", [op for op in DIFFERENTIABLE if op.check and op.check.second_order], ids=ids)
+@settings(max_examples=4, suppress_health_check=KINKS_FILTERED, deadline=None)
+@given(data=st.data())
+def test_second_order_forward_over_reverse_and_reverse_over_reverse_agree(op, data):
+    """H w for the scalar u . f (hvp): forward mode over the graph the VJPs recorded, against
+    reverse over reverse (the gradient of grad . w) and central differences of the gradient."""
+    inputs, params, diff = draw_case(op, data)
+    ws = directions(inputs, diff, 6)
+    for f in outputs_of(op, params):
+        u = np.random.default_rng(7).uniform(0.5, 1.5, f(*[Tensor(x) for x in inputs]).shape)
+
+        def gradient(values, create_graph=False, f=f, u=u):
+            xs = [Tensor(np.asarray(x, dtype=float), requires_grad=i in diff) for i, x in enumerate(values)]
+            targets = [xs[i] for i in diff]
+            return targets, grad((f(*xs) * u).sum(), targets, create_graph=create_graph)
+
+        targets, gs = gradient(inputs, create_graph=True)
+        if not any(g.requires_grad for g in gs):
+            continue  # a linear op: its gradient does not depend on x
+        forward = [tangent_of(g, targets, ws).data for g in gs]
+        along_w = sum(((g * w).sum() for g, w in zip(gs, ws)), Tensor(0.0))
+        for hv, reverse in zip(forward, grad(along_w, targets)):
+            np.testing.assert_allclose(hv, reverse.data, rtol=1e-9, atol=1e-10, err_msg=f"{op.name} (reverse over reverse)")
+        h = 1e-5
+        hi = gradient(shifted(inputs, diff, ws, h))[1]
+        lo = gradient(shifted(inputs, diff, ws, -h))[1]
+        for hv, a, b in zip(forward, hi, lo):
+            np.testing.assert_allclose(hv, (a.data - b.data) / (2 * h), rtol=1e-4, atol=1e-5, err_msg=f"{op.name} (differences)")
 
 
 # ---- closed forms ------------------------------------------------------------------------------
