@@ -1,10 +1,14 @@
-"""Gradient checking: reverse-mode Jacobians against numerical ones.
+"""Gradient checking: reverse-mode (or forward-mode) Jacobians against numerical ones.
 
 Complex step (Squire & Trapp 1998): for f analytic, f(x + ih) = f(x) + ih f'(x) + O(h^2),
 so f'(x) = Im f(x + ih) / h with no subtraction, hence no cancellation: with h = 1e-20 the
 result is exact to rounding. It needs every op on the path to extend analytically to
 complex inputs (the registry's `complex_safe`). Otherwise: central differences,
 (f(x + h) - f(x - h)) / 2h, whose error is O(h^2) truncation plus O(eps/h) rounding.
+
+The Jacobian checked is reverse mode's (one backward pass per output element: the VJPs)
+or, with mode="forward", forward mode's (one forward pass per input element: the JVPs),
+against the same numbers.
 """
 from __future__ import annotations
 
@@ -17,10 +21,12 @@ import numpy as np
 
 from .backprop import backprop, topological_order
 from .batching import Tape, check_jacobian_size
+from .forward import push_forward
 from .limits import charge
 from .tensor import Tensor
 from .wiring import recorded_params
 
+MODES = ("reverse", "forward")  # the Jacobian checked: the VJPs', or the JVPs'
 COMPLEX_STEP = 1e-20
 CENTRAL_STEP = 1e-6
 
@@ -112,15 +118,20 @@ def replay(output: Tensor, values: dict[int, Any], order: list[Any] | None = Non
 _UNIT = np.ones(())
 
 
+def _zero_jacobians(output: Tensor, leaves: Sequence[Tensor]) -> list[np.ndarray]:
+    """One (output.size, leaf.size) matrix of zeros per leaf, each refused first if over the cap."""
+    for leaf in leaves:
+        check_jacobian_size(output.size, leaf.size)
+    return [np.zeros((output.size, leaf.size)) for leaf in leaves]
+
+
 def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] | None = None) -> list[np.ndarray]:
     """d output / d leaf for each leaf as (output.size, leaf.size) matrices, one backward
     pass per output element (what `grad` gives, seeded with each unit vector)."""
-    rows = output.size
-    for leaf in leaves:
-        check_jacobian_size(rows, leaf.size)
-    jacs = [np.zeros((rows, leaf.size)) for leaf in leaves]
+    jacs = _zero_jacobians(output, leaves)
     if not output.requires_grad:
         return jacs
+    rows = output.size
     order = topological_order(output) if order is None else order
     keep = set(leaves)
     for row in range(rows):
@@ -138,6 +149,31 @@ def reverse_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] 
                 g = g.real if isinstance(g, (np.ndarray, np.generic)) else np.real(g)  # (np.real's own test, without its call)
                 jac[row] = g if g.ndim <= 1 else g.reshape(-1)
     return jacs
+
+
+def forward_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] | None = None) -> list[np.ndarray]:
+    """reverse_jacobian's matrices by forward mode: one forward pass per leaf element
+    (what `jvp` gives, seeded with each unit vector), the column of that element. A leaf
+    inside the graph (a named intermediate) is seeded where it stands, so its column is
+    d output / d leaf with what comes before it held fixed, as its adjoint is."""
+    jacs = _zero_jacobians(output, leaves)
+    if not output.requires_grad:
+        return jacs
+    order = topological_order(output) if order is None else order
+    for jac, leaf in zip(jacs, leaves):
+        for column in range(leaf.size):
+            charge(len(order), "gradient check")
+            seed = np.zeros(leaf.size)
+            seed[column] = 1.0
+            tangent = push_forward([output], {leaf: seed.reshape(leaf.shape)}, order=order).get(output)
+            if tangent is not None:  # (None: the output does not depend on this leaf)
+                jac[:, column] = np.real(np.asarray(tangent)).reshape(-1)
+    return jacs
+
+
+def analytic_jacobian(mode: str) -> Callable[..., list[np.ndarray]]:
+    """The Jacobian a check of `mode` holds against the numbers (MODES)."""
+    return forward_jacobian if mode == "forward" else reverse_jacobian
 
 
 def numerical_jacobian(
@@ -395,8 +431,10 @@ def gradcheck(
     atol: float | None = None,
     rtol: float | None = None,
     step: float | Callable[[float], float] | None = None,
+    mode: str = "reverse",
 ) -> CheckResult:
-    """Check the reverse-mode Jacobian of `f` (Tensors in, a Tensor out) at `inputs`.
+    """Check the reverse-mode (or, mode="forward", forward-mode) Jacobian of `f` (Tensors
+    in, a Tensor out) at `inputs`.
 
     method: "complex", "central", or "auto" (complex step when every op on the path is
     complex-safe). Tolerances default per method (TOLERANCES). `f` is called again for
@@ -411,7 +449,7 @@ def gradcheck(
     tensors = [Tensor(x, requires_grad=i in wrt) for i, x in enumerate(arrays)]
     output = f(*tensors)
     method, notes = choose_method(output, method)
-    analytic = reverse_jacobian(output, [tensors[i] for i in wrt])
+    analytic = analytic_jacobian(mode)(output, [tensors[i] for i in wrt])
 
     def value(values: list[np.ndarray]) -> np.ndarray:
         return evaluate(values).data
@@ -423,9 +461,10 @@ def gradcheck(
 
 def gradcheck_graph(
     output: Tensor, leaves: Sequence[Tensor], method: str = "auto", atol: float | None = None, rtol: float | None = None,
-    order: list[Any] | None = None, batched: bool = True,
+    order: list[Any] | None = None, batched: bool = True, mode: str = "reverse",
 ) -> CheckResult:
-    """Check a recorded graph: reverse mode against differences of the replayed graph.
+    """Check a recorded graph: reverse mode (or forward mode, `mode`) against differences
+    of the replayed graph.
 
     The replays run batched where every op on the graph allows and there are at least
     BATCHED_FROM of them (see batching.py), else one per column; `batched=False` forces
@@ -449,7 +488,7 @@ def gradcheck_graph(
             return tape.replay({key: v for key, v, recorded, interior in given if not (interior and v is recorded)})
         return tape.replay(dict(zip(keys, values)))  # replay(output, ..., order), compiled once
 
-    analytic = reverse_jacobian(output, leaves, order)
+    analytic = analytic_jacobian(mode)(output, leaves, order)
     atol, rtol = resolve_tolerances(method, atol, rtol)
     step = COMPLEX_STEP if method == "complex" else CENTRAL_STEP
     # A batched replay pays for itself, and for the columns it checks again, from about
@@ -552,9 +591,9 @@ def _verified(
     return True
 
 
-def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200) -> list[str]:
-    """The ops on the graph whose own VJP disagrees with differences of their own forward,
-    each checked at the inputs it saw: where a failing check points.
+def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200, mode: str = "reverse") -> list[str]:
+    """The ops on the graph whose own VJP (mode="forward": JVP) disagrees with differences
+    of their own forward, each checked at the inputs it saw: where a failing check points.
 
     Each op is checked by complex step when it is complex-safe ("auto"; then blamed only
     if central differences disagree too), else by central differences ("central":
@@ -571,6 +610,9 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200) -> list[
         wrt = [k for k, p in enumerate(parents) if p.requires_grad and op.vjp_for(k) is not None]
         if not wrt:
             continue
+        if mode == "forward" and op.jvp is None:  # forward mode cannot pass through it at all
+            suspects.append(op.name)
+            continue
         params, pick = recorded_params(node)
 
         def local(*ts: Tensor, op: Any = op, params: dict[str, Any] = params, pick: Any = pick) -> Tensor:
@@ -580,12 +622,12 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200) -> list[
         inputs = [np.real(p.data) for p in parents]
         use = "complex" if method in ("auto", "complex") and op.complex_safe else "central"
         try:
-            wrong = _disagrees(local, inputs, wrt, use)
+            wrong = _disagrees(local, inputs, wrt, use, mode)
             if wrong and use == "complex" and method == "auto" and not _near_zero_anywhere(inputs):
                 # Imaginary parts can underflow inside an op's own forward (x * 1e-300 *
                 # 1e300): blamed only if central differences disagree too, where their
                 # step is small against the inputs.
-                wrong = _disagrees(local, inputs, wrt, "central")
+                wrong = _disagrees(local, inputs, wrt, "central", mode)
         except Exception:  # noqa: BLE001 - a check that cannot even run is a suspect too
             wrong = True
         if wrong:
@@ -593,16 +635,16 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200) -> list[
     return suspects
 
 
-def _disagrees(local: Callable[..., Tensor], inputs: list[np.ndarray], wrt: list[int], method: str) -> bool:
+def _disagrees(local: Callable[..., Tensor], inputs: list[np.ndarray], wrt: list[int], method: str, mode: str) -> bool:
     """Whether an op's own check fails by `method`, its step being no excuse: a failure
     its step could explain is checked again with a step small against the inputs."""
-    result = gradcheck(local, inputs, wrt=wrt, method=method)
+    result = gradcheck(local, inputs, wrt=wrt, method=method, mode=mode)
     if result.passed or not result.unresolved:
         return not result.passed
     if method == "complex" and not all(_normal(x) for x in inputs):
         return False  # a subnormal input: no step is small against it and still a normal number
     step = _central_step_near_zero if method == "central" else _step_small_against
-    again = gradcheck(local, inputs, wrt=wrt, method=method, step=step)
+    again = gradcheck(local, inputs, wrt=wrt, method=method, step=step, mode=mode)
     # a smaller step whose imaginary parts underflowed to 0 shows nothing
     return not again.passed or _underflowed(result.numeric, again.numeric)
 

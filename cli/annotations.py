@@ -35,7 +35,7 @@ def github_lines(outcome: CheckOutcome, plain_line: str) -> list[str]:
     lines = []
     if outcome.status == "fail":
         numbers = (f"max abs error {outcome.max_abs_error:.3g}, max rel error {outcome.max_rel_error:.3g} "
-                   f"(atol {outcome.atol:g}, rtol {outcome.rtol:g}, {outcome.method})")
+                   f"(atol {outcome.atol:g}, rtol {outcome.rtol:g}, {outcome.how})")
         detail = f"; {outcome.message}" if outcome.message else ""
         wrt = f" wrt {', '.join(outcome.variables)}" if outcome.variables else ""  # none for `check A == B`
         lines.append(command("error", outcome, "gradcheck failed", f"{outcome.text}{wrt}: {numbers}{detail}"))

@@ -29,7 +29,7 @@ def check_line(o: CheckOutcome) -> str:
         return f"ERROR {where}  {shorten(o.text)}  {o.message}"
     status = "PASS " if o.passed else "FAIL "
     wrt = f"  wrt {', '.join(o.variables)}" if o.variables else ""
-    text = f"{status}{where}  {shorten(o.text)}{wrt}  {o.method}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
+    text = f"{status}{where}  {shorten(o.text)}{wrt}  {o.how}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
     if o.message:
         text += f"  ({o.message})"
     return text + "".join(f"\n      warning: {w}" for w in o.warnings)
@@ -40,7 +40,7 @@ def outcome_object(o: CheckOutcome) -> dict[str, Any]:
 
     return {
         "file": o.file, "line": o.line, "expression": o.text, "status": o.status, "variables": o.variables,
-        "method": o.method, "max_abs_error": json_number(o.max_abs_error), "max_rel_error": json_number(o.max_rel_error),
+        "method": o.method, "mode": o.mode, "max_abs_error": json_number(o.max_abs_error), "max_rel_error": json_number(o.max_rel_error),
         "atol": o.atol, "rtol": o.rtol, "warnings": o.warnings, "message": o.message,
     }
 
@@ -81,7 +81,7 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
         for o in outcomes:
             case = ET.SubElement(suite, "testcase", classname=origin, name=f"line {o.line}: {o.text}", time=f"{o.seconds:.3f}")
             if o.status == "fail":
-                failure = ET.SubElement(case, "failure", message=f"max abs error {o.max_abs_error:.3g}, max rel error {o.max_rel_error:.3g} ({o.method})")
+                failure = ET.SubElement(case, "failure", message=f"max abs error {o.max_abs_error:.3g}, max rel error {o.max_rel_error:.3g} ({o.how})")
                 failure.text = o.message
             elif o.status == "error":
                 error = ET.SubElement(case, "error", message=o.message)
@@ -92,21 +92,23 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
 
 
 def check_action(
-    files: list[Path], *, as_json: bool, junit: Path | None, tol: float | None, method: str, max_elements: int | None,
+    files: list[Path], *, as_json: bool, junit: Path | None, tol: float | None, method: str, mode: str, max_elements: int | None,
     max_steps: int | None, max_input: int, jobs: int, output_format: str, max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc check`: run the `check` statements of FILE arguments and report each one.
     Returns 0 when every check passes, 1 when any fails or errors (exits 2 on bad usage)."""
-    from gradcalc.parser.checks import METHODS, CheckDefaults
+    from gradcalc.parser.checks import METHODS, MODES, CheckDefaults
 
     from . import render
 
     if method not in METHODS:
         usage_error(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+    if mode not in MODES:
+        usage_error(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
     if output_format not in ("text", "github"):
         usage_error(f"--format must be text or github, not {output_format!r}")
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
-    defaults = CheckDefaults(method=method, atol=tol, rtol=tol)
+    defaults = CheckDefaults(method=method, mode=mode, atol=tol, rtol=tol)
     from gradcalc.parser.syntax import count_checks
 
     from .dataio import bound_or_exit, split_bindings
@@ -171,7 +173,7 @@ def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None, githu
     # gives up its width first (shortened with an ellipsis), then the variables (folded).
     marks = [o.status.upper() + ("*" if o.warnings else "") for o in outcomes]
     fixed = {
-        "": _widest(marks, ""), "where": _widest(wheres, "where"), "method": _widest([o.method for o in outcomes], "method"),
+        "": _widest(marks, ""), "where": _widest(wheres, "where"), "method": _widest([o.how for o in outcomes], "method"),
         "max abs": _widest([n[0] for n in numbers], "max abs"), "max rel": _widest([n[1] for n in numbers], "max rel"),
     }
     room = console.width - sum(fixed.values()) - 3 * len(fixed)  # 3: the rule and padding between columns
@@ -198,7 +200,7 @@ def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None, githu
     details = []
     for o, where, pair, names in zip(outcomes, wheres, numbers, variables):
         mark = f"[{colours[o.status]}]{o.status.upper()}[/]" + ("[yellow]*[/]" if o.warnings else "")
-        table.add_row(mark, escape(where), escape(o.text), *([escape(names)] if show_wrt else []), *([o.method] if "method" in fixed else []), *pair)
+        table.add_row(mark, escape(where), escape(o.text), *([escape(names)] if show_wrt else []), *([o.how] if "method" in fixed else []), *pair)
         if o.message:
             details.append(f"[red]{escape(where)}[/] {escape(o.message)}")
         details += [f"[yellow]{escape(where)} warning:[/] {escape(w)}" for w in o.warnings]

@@ -111,6 +111,7 @@ COMMANDS = {command.name: command for command in (
          Option("junit", ("--junit-xml",), "path", None, "Also write JUnit XML for CI.", metavar="PATH"),
          Option("tol", ("--tol",), "float", None, "atol and rtol for every check without its own.", low=0),
          Option("method", ("--method",), "str", "auto", "auto, complex or central."),
+         Option("mode", ("--mode",), "str", "reverse", "reverse (check the VJPs) or forward (the JVPs), for every check without its own mode=."),
          MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY,
          Option("jobs", ("--jobs", "-j"), "int", 1, "Worker processes (0: one per core); results as with -j 1.", low=0),
          Option("output_format", ("--format",), "str", "text", "text, or github (GitHub Actions annotations).")),

@@ -203,9 +203,9 @@ def check_report(o: CheckOutcome, where: str) -> str:
     if o.status == "error":
         return f"check could not run: {o.message}\n  {where}:{o.line}: check {o.text}"
     value = o.method == "value"  # `check A == B`
-    rule = "|A - B| <= atol + rtol*|B|" if value else "|reverse - numeric| <= atol + rtol*|numeric|"
+    rule = "|A - B| <= atol + rtol*|B|" if value else f"|{o.mode} - numeric| <= atol + rtol*|numeric|"
     lines = [
-        f"{'value check' if value else f'gradcheck ({o.method})'} failed: max abs error {o.max_abs_error:.6g}, max rel error {o.max_rel_error:.6g}",
+        f"{'value check' if value else f'gradcheck ({o.how})'} failed: max abs error {o.max_abs_error:.6g}, max rel error {o.max_rel_error:.6g}",
         f"  {where}:{o.line}: check {o.text}",
         *([f"  with respect to: {', '.join(o.variables)}"] if o.variables else []),
         f"  tolerances: atol {o.atol:g}, rtol {o.rtol:g} (an entry passes when {rule})",

@@ -42,7 +42,8 @@ COMMANDS = {
 }
 HELP = """Type an expression to see its value, its gradient per variable and its graph;
 assign with x = 3 (a variable is a leaf you can differentiate by); define functions with
-def f(x, y) = x*y; check a gradient with check EXPR [wrt x]. `_` (or `ans`) is the last result.
+def f(x, y) = x*y; check a gradient with check EXPR [wrt x] (mode=forward checks forward
+mode's). `_` (or `ans`) is the last result.
 An unfinished line (an open bracket, a trailing operator or `\\`) continues on the next one.
 Ctrl-C stops a long computation and leaves every variable as it was.
 Functions: help(tanh) or :help tanh tells about one; `gradcalc ops` lists them all."""

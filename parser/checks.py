@@ -1,12 +1,12 @@
 """`check` statements: gradient checks written in the language.
 
-    check EXPR [wrt a, b] [tol=1e-6] [atol=...] [rtol=...] [method="central"]
+    check EXPR [wrt a, b] [tol=1e-6] [atol=...] [rtol=...] [method=central] [mode=forward]
     check A == B [tol=...]
 
-The expression's recorded graph is checked: reverse mode against complex step where
-every op on it is complex-safe, central differences otherwise (see
-gradcalc.autodiff.gradcheck). A failed check names the entry that disagrees most by
-variable and index, and the ops whose own VJP disagrees. `check A == B` compares two
+The expression's recorded graph is checked: reverse mode (mode="forward": forward mode,
+the JVPs) against complex step where every op on it is complex-safe, central
+differences otherwise (see gradcalc.autodiff.gradcheck). A failed check names the entry
+that disagrees most by variable and index, and the ops whose own VJP (JVP) disagrees. `check A == B` compares two
 values elementwise instead (A may be a gradient: `check grad(x**2, x) == 2*x`).
 
 `run_check_source` runs a whole check file so that every check ends as pass, fail or
@@ -22,15 +22,16 @@ from typing import Any
 import numpy as np
 
 from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
-from gradcalc.autodiff.gradcheck import CheckResult, extreme_inside, gradcheck_graph, position, relative_error, suspect_ops
+from gradcalc.autodiff.forward import NoJVPError
+from gradcalc.autodiff.gradcheck import MODES, CheckResult, extreme_inside, gradcheck_graph, position, relative_error, suspect_ops
 
 from .analysis import variables_in
 from .backends import to_param
-from .compiler import Statement
+from .compiler import LOAD, Statement
 from .errors import LanguageError, Span
 
 METHODS = ("auto", "complex", "central")
-OPTIONS = ("tol", "atol", "rtol", "method")
+OPTIONS = ("tol", "atol", "rtol", "method", "mode")
 # `check A == B`: values computed two ways agree to rounding unless told otherwise.
 VALUE_TOLERANCES = (1e-12, 1e-9)  # atol, rtol
 
@@ -44,6 +45,7 @@ class CheckOutcome:
     status: str
     variables: list[str] = field(default_factory=list)
     method: str = ""
+    mode: str = "reverse"  # the derivatives checked: reverse mode's (VJPs) or forward mode's (JVPs)
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
     atol: float = 0.0
@@ -57,12 +59,18 @@ class CheckOutcome:
     def passed(self) -> bool:
         return self.status == "pass"
 
+    @property
+    def how(self) -> str:
+        """The method as a report shows it: `complex`, or `forward complex` for forward mode."""
+        return f"forward {self.method}" if self.mode == "forward" and self.method != "value" else self.method
+
 
 @dataclass
 class CheckDefaults:
-    """Run-wide overrides (`gradcalc check --tol/--method`); a check's own options win."""
+    """Run-wide overrides (`gradcalc check --tol/--method/--mode`); a check's own options win."""
 
     method: str = "auto"
+    mode: str = "reverse"
     atol: float | None = None
     rtol: float | None = None
 
@@ -81,20 +89,37 @@ def make_check_handler(defaults: CheckDefaults | None = None) -> Any:
     return handle
 
 
-def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tuple[str, float | None, float | None]:
-    method, atol, rtol = defaults.method, defaults.atol, defaults.rtol
+# Options whose value is one of a few words, written bare (`mode=forward`) or quoted.
+WORDS = {"method": METHODS, "mode": MODES}
+
+
+def _word(code: list[Any], session: Any) -> str | None:
+    """The word of an option written bare (`mode=forward`: a lone name that is not a
+    variable), else None (the value is an expression, evaluated)."""
+    if len(code) == 1 and code[0][0] == LOAD and code[0][1] not in session.variables:
+        return str(code[0][1])
+    return None
+
+
+def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tuple[str, str, float | None, float | None]:
+    method, mode, atol, rtol = defaults.method, defaults.mode, defaults.atol, defaults.rtol
     for key, given in (("--tol", atol), ("--tol", rtol)):
         if given is not None and not (math.isfinite(given) and given >= 0):
             raise LanguageError("argument", f"{key} must be a finite non-negative number, got {given!r}").at(statement.span)
     for key, (code, span) in statement.options.items():
         if key not in OPTIONS:
             raise LanguageError("argument", f"unknown check option {key!r} (options: {', '.join(OPTIONS)})").at(span)
+        if key in WORDS:
+            word = _word(code, session) or to_param(session.evaluate(code), f"check option {key}")
+            if word not in WORDS[key]:
+                raise LanguageError("argument", f"{key} must be one of {', '.join(WORDS[key])}, not {word!r}").at(span)
+            if key == "method":
+                method = word
+            else:
+                mode = word
+            continue
         value = to_param(session.evaluate(code), f"check option {key}")
-        if key == "method":
-            if value not in METHODS:
-                raise LanguageError("argument", f"method must be one of {', '.join(METHODS)}").at(span)
-            method = value
-        elif not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise LanguageError("argument", f"{key} must be a finite non-negative number, got {value!r}").at(span)
         elif key == "tol":
             atol = rtol = float(value)
@@ -102,7 +127,7 @@ def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tup
             atol = float(value)
         else:
             rtol = float(value)
-    return method, atol, rtol
+    return method, mode, atol, rtol
 
 
 def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDefaults) -> CheckOutcome:
@@ -111,7 +136,7 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
         raise LanguageError("argument", "check statements need the tensor engine").at(statement.span)
     if isinstance(value, tuple) or not isinstance(value, Tensor):
         raise LanguageError("value", "check needs an expression with a tensor value").at(statement.span)
-    method, atol, rtol = _options(session, statement, defaults)
+    method, mode, atol, rtol = _options(session, statement, defaults)
     if statement.expected is not None:
         return _compare_values(session, statement, value, atol, rtol)
     order = topological_order(value)  # once: every step of the check walks this graph
@@ -128,12 +153,15 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
         leaves = variables_in(value, order)
     if not leaves:
         raise LanguageError("value", "nothing to check: the expression uses no variables").at(statement.span)
-    result = gradcheck_graph(value, leaves, method=method, atol=atol, rtol=rtol, order=order)
+    try:
+        result = gradcheck_graph(value, leaves, method=method, atol=atol, rtol=rtol, order=order, mode=mode)
+    except NoJVPError as err:  # an op defined outside gradcalc, without a forward rule
+        raise LanguageError("argument", f"check ... mode=forward: {err}").at(statement.span) from None
     warnings = [*result.notes]
     warnings += [f"evaluated at a kink of {name}: the derivative there is a convention, not a limit" for name in result.kinks]
     outcome = CheckOutcome(
         text=statement.text, line=line, status="pass" if result.passed else "fail",
-        variables=[leaf.name or "?" for leaf in leaves], method=result.method,
+        variables=[leaf.name or "?" for leaf in leaves], method=result.method, mode=mode,
         max_abs_error=result.max_abs_error, max_rel_error=result.max_rel_error, atol=result.atol, rtol=result.rtol,
         warnings=warnings,
     )
@@ -146,18 +174,18 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
     if not_finite or (infinite and result.passed):
         outcome.status, outcome.message = "fail", not_finite or infinite
     elif not result.passed:
-        outcome.message = _explain(value, result, infinite, order)
+        outcome.message = _explain(value, result, infinite, order, mode)
     return outcome
 
 
-def _explain(value: Tensor, result: CheckResult, infinite: str, order: list[Any]) -> str:
-    """A failed check's message: the worst entry, and the ops whose own VJP disagrees
-    with their forward; else why the numbers cannot tell (`infinite`: a derivative that
+def _explain(value: Tensor, result: CheckResult, infinite: str, order: list[Any], mode: str) -> str:
+    """A failed check's message: the worst entry, and the ops whose own VJP (JVP, for a
+    check of forward mode) disagrees with their forward; else why the numbers cannot tell (`infinite`: a derivative that
     is not finite, where the op would be blamed for sqrt at 0; a value inside out of
     range; a step too coarse for the point: CheckResult.unresolved)."""
-    suspects = [] if infinite else suspect_ops(value)
+    suspects = [] if infinite else suspect_ops(value, mode=mode)
     if suspects:
-        return f"{result.worst}; ops whose VJP disagrees: {', '.join(suspects)}"
+        return f"{result.worst}; ops whose {'JVP' if mode == 'forward' else 'VJP'} disagrees: {', '.join(suspects)}"
     reason = infinite or extreme_inside(value, order) or result.unresolved
     return f"{result.worst}; {reason}: move the point" if reason else result.worst
 
