@@ -195,7 +195,8 @@ def _check_differentiable(usage: str, y: Tensor, x: Any) -> None:
         raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}")
     if not x.requires_grad:
         what = "a constant made by detach() or an op without gradient" if x.detached else "a constant"
-        raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}; got {what}")
+        hint = " (to update a variable and keep it one, write w -= step rather than w = detach(...))" if x.detached and x.name else ""
+        raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}; got {what}{hint}")
     if x.is_leaf or x.name is not None:
         return
     if y.requires_grad and any(node is x for node in topological_order(y)):
@@ -239,6 +240,8 @@ class Backend(Protocol):
 
     def constant(self, value: float) -> Any: ...
     def variable(self, value: Any, name: str) -> Any: ...
+    def is_variable(self, value: Any) -> bool: ...
+    def leaf(self, value: Any, name: str) -> Any: ...
     def binary(self, op: str, a: Any, b: Any) -> Any: ...
     def unary(self, op: str, a: Any) -> Any: ...
     def truth(self, value: Any) -> bool: ...
@@ -272,6 +275,16 @@ class TensorBackend:
             if value.name is None:
                 value.name = name
         return value
+
+    def is_variable(self, value: Any) -> bool:
+        """A leaf that requires grad: what `variable` makes of a constant the user gave."""
+        return isinstance(value, Tensor) and value.op is None and value.requires_grad
+
+    def leaf(self, value: Any, name: str) -> Any:
+        """A new variable holding `value`'s numbers, cut from the graph that computed them."""
+        if not isinstance(value, Tensor):
+            return self.variable(value, name)
+        return Tensor(value.data, requires_grad=True, name=name)
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
         op_def = REGISTRY[op]
@@ -450,6 +463,12 @@ class ScalarBackend:
         if isinstance(value, Value) and value.name is None:
             value.name = name
         return value
+
+    def is_variable(self, value: Any) -> bool:
+        return isinstance(value, Value) and not isinstance(value, DetachedValue) and value.requires_grad and not value._prev
+
+    def leaf(self, value: Any, name: str) -> Any:
+        return Value(value.data, name=name) if isinstance(value, Value) else self.variable(value, name)
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
         if op in _ARITHMETIC:

@@ -64,8 +64,9 @@ class UserFunction(Record):
 
 
 class Statement(Record):
-    """One statement. kind: expr, assign, def, check, or error (a statement that did not
-    compile, kept in its place by `compile_program(..., recover=True)`).
+    """One statement. kind: expr, assign, update (an augmented assignment, `w -= ...`),
+    def, check, or error (a statement that did not compile, kept in its place by
+    `compile_program(..., recover=True)`).
 
     `text` is the statement's source text exactly as written (for a check, its expression).
     `options` are a check's options (name -> code and span); `expected` is B's code in
@@ -305,7 +306,7 @@ def _compile_statement(node: Node, source: str, places: _Places, where: Range) -
     if kind == "aug_assign":
         name, op, value = children
         code = [*compiled(value, ((LOAD, str(name), places.span(name)),)), (BINARY, AUGMENTED[str(op)], span)]
-        return Statement("assign", code, span, text, targets=(str(name),))
+        return Statement("update", code, span, text, targets=(str(name),))
     if kind == "funcdef":
         name, *params, body = children
         names = tuple(str(p) for p in params if p is not None)

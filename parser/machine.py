@@ -178,6 +178,9 @@ class Session:
         if statement.kind == "assign":
             self._store(statement, value)
             return None
+        if statement.kind == "update":
+            self.update(statement.targets[0], value)
+            return None
         return ExpressionResult(value, statement.text, statement.span)
 
     def _define(self, function: UserFunction) -> None:
@@ -196,6 +199,19 @@ class Session:
         bound = self.backend.variable(value, name)
         self.variables[name] = bound
         return bound
+
+    def update(self, name: str, value: Any) -> Any:
+        """`name op= value` (value is the new value, already computed): a variable (a leaf)
+        stays a variable, a fresh leaf holding the new value, cut from the graph that
+        computed it, as an optimizer's in-place step leaves a parameter a leaf. So
+        `w -= lr * grad(L, w)` can be repeated, each step costing the same. Anything else
+        (a named intermediate, a constant) is assigned as `name = value` would be."""
+        if self.backend.is_variable(self.variables.get(name)):
+            refuse_reserved(name)
+            bound = self.backend.leaf(value, name)
+            self.variables[name] = bound
+            return bound
+        return self.assign(name, value)
 
     def _store(self, statement: Statement, value: Any) -> None:
         names = statement.targets
