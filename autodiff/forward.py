@@ -119,10 +119,10 @@ LINEAR = Structural("linear", _linear, "the op applied to the tangent")
 MULTILINEAR = Structural("multilinear", _multilinear, "the sum over inputs of the op with that input replaced by its tangent")
 
 
-def through_partials(reduce: Callable[..., Any], text: str = "sum of t * d ans / d x into each output element") -> Structural:
+def through_partials(reduce: Callable[..., Any], text: str = "sum of {t} * d ans / d {x} into each output element") -> Structural:
     """The JVP of an op whose every input element feeds one output element:
     `reduce(m, z, ans, x_shape, **params)` sums z (shaped as the VJP's result) into the
-    output's shape."""
+    output's shape. `text` is the rule for one input, {t} its tangent and {x} its name."""
 
     def make(op: OpDef) -> JVP:
         def jvp(m: Any, tangents: Sequence[Any], ans: Any, *inputs: Any, **params: Any) -> Any:
@@ -161,9 +161,9 @@ def _to_items(m: Any, z: Any, ans: Any, **params: Any) -> Any:
     return m.reshape(m.sum(z, axis=tuple(range(ans.ndim, z.ndim)) if ans.ndim else None), shape=ans.shape)
 
 
-OVER_AXIS = through_partials(_over_axis, "sum over axis of t * d ans / d x")
-OVER_MATRIX = through_partials(_over_last(2), "sum over each matrix of t * d ans / d a")
-TO_ITEMS = through_partials(_to_items, "sum over each item of t * d loss / d input")
+OVER_AXIS = through_partials(_over_axis, "sum over axis of {t} * d ans / d {x}")
+OVER_MATRIX = through_partials(_over_last(2), "sum over each matrix of {t} * d ans / d {x}")
+TO_ITEMS = through_partials(_to_items, "sum over each item of {t} * d loss / d {x}")
 
 
 # ---- the forward pass ------------------------------------------------------------------

@@ -67,7 +67,7 @@ class OpDef:
 
     __slots__ = (
         "name", "forward", "vjps", "n_in", "n_ret", "doc", "category", "complex_safe", "method", "public", "kink", "check",
-        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "jvp",
+        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "jvp", "jvp_rule",
     )
 
     def __init__(
@@ -77,12 +77,13 @@ class OpDef:
         signature: str, leading: tuple[str, ...] = (), out_shape: Callable[..., tuple[int, ...]] | None = None,
         rule: str | None = None,  # the derivative rule as text; without it, read from the VJPs (rules.py)
         jvp: Callable[..., Any] | None = None,  # the forward-mode rule (forward.py)
+        jvp_rule: str | None = None,  # that rule as text; without it, read from the rule's structure (rules.py)
     ) -> None:
         self.name, self.forward, self.vjps, self.n_in, self.n_ret = name, forward, vjps, n_in, n_ret
         self.doc, self.category, self.complex_safe, self.method, self.public = doc, category, complex_safe, method, public
         self.kink, self.check, self.variadic_param = kink, check, variadic_param
         self.param_names, self.signature, self.leading, self.out_shape, self.rule = param_names, signature, leading, out_shape, rule
-        self.jvp = jvp
+        self.jvp, self.jvp_rule = jvp, jvp_rule
 
     @property
     def has_gradient(self) -> bool:
@@ -141,6 +142,7 @@ def defop(
     out_shape: Callable[..., tuple[int, ...]] | None = None,
     rule: str | None = None,
     jvp: Any = None,
+    jvp_rule: str | None = None,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -151,6 +153,8 @@ def defop(
     before the inputs (`einsum('ij,jk->ik', a, b)`: subscripts). `jvp` is the op's
     forward-mode rule beside its VJPs: a function `jvp(m, tangents, ans, *inputs, **params)`
     or one of forward.py's structural rules (DIAGONAL, LINEAR, ...), bound to the op here.
+    `jvp_rule` is a JVP function's formula as `--steps --mode forward` shows it, in the
+    inputs and their tangents (`dx` for x); a structural rule's text is made from the op.
     """
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
@@ -163,7 +167,7 @@ def defop(
         name=name, forward=forward, vjps=vjps, n_in=n_in, n_ret=n_ret, doc=doc, category=category,
         complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
         variadic_param=variadic, param_names=param_names, signature=signature, leading=tuple(leading),
-        out_shape=out_shape, rule=rule,
+        out_shape=out_shape, rule=rule, jvp_rule=jvp_rule,
     )
     op.jvp = jvp.bind(op) if hasattr(jvp, "bind") else jvp
     REGISTRY[name] = op

@@ -17,14 +17,18 @@ with a short formula reads as that formula. An explicit rule may be given per in
 
 A VJP with a fast path for plain backward passes (`if m is ARRAY_MATH ...: return ...`)
 reads as its final return, the general formula.
+
+Forward mode's rules (`jvp_rule`) are made from the same texts: an elementwise op's JVP
+is its VJP with the tangent in place of g (`relu: dx * (x > 0)`).
 """
 from __future__ import annotations
 
 import ast
 import inspect
 import linecache
+import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
@@ -285,3 +289,79 @@ def _is_nan(node: ast.expr) -> bool:
 def _is_nan_test(node: ast.expr) -> bool:
     func = node.func if isinstance(node, ast.Call) else None
     return func is not None and ((isinstance(func, ast.Name) and func.id == "isnan") or (isinstance(func, ast.Attribute) and func.attr == "isnan"))
+
+
+# ---- forward mode: the JVP rules as text ---------------------------------------------------
+
+NO_JVP = "no JVP rule (forward mode cannot pass through it)"
+# The ops a user writes as an operator: their rules read in the operator, not the op's name.
+_LINEAR_FORMS = {"neg": "-{0}", "getitem": "{0}[index]"}
+_BILINEAR_FORMS = {"matmul": "{0} @ {1}"}
+
+
+def jvp_rule(op: Any, carried: Sequence[bool] | None = None) -> str:
+    """The op's forward-mode rule: the tangent of its result in its inputs and their
+    tangents (`dx` is the tangent of input `x`). With `carried` (which inputs carry a
+    tangent at one node) only their terms are shown: the rule as that node used it.
+
+    An op may state it (`defop(..., jvp_rule=...)`); a structural rule (forward.py) is
+    made from the op's own VJP rules: an elementwise op's is its VJP with the tangent
+    for g, summed over the inputs (`da * b + db * a` for a * b); a linear op's is the op
+    applied to the tangent; a multilinear op's the sum with one input at a time replaced
+    by its tangent; a reduction's the sum of tangent times partial derivative."""
+    explicit = getattr(op, "jvp_rule", None)
+    if explicit:
+        return str(explicit)
+    if op.jvp is None:
+        return NO_JVP
+    count = op.n_in if op.n_in is not None else len(carried) if carried is not None else len(_explicit_names(op)) or 1
+    names = tangent_names(op, count)
+    given = [k for k in range(count) if carried is None or (k < len(carried) and carried[k])]
+    structure = getattr(op.jvp, "structure", None)
+    kind = getattr(structure, "kind", None)
+    if kind == "diagonal":
+        terms = [_with_tangent(input_rule(op, k), names[k]) for k in given if input_rule(op, k) != NO_GRADIENT]
+    elif kind == "linear":
+        args = [f"d{name}" if k in given else "0" for k, name in enumerate(names)]
+        form = _LINEAR_FORMS.get(op.name)
+        params = [p for p in op.param_names if p != "index"] if form is None else []
+        terms = [form.format(*args) if form else f"{op.name}({', '.join([*args, *params])})"]
+    elif kind == "multilinear":
+        form = _BILINEAR_FORMS.get(op.name)
+        params = list(op.leading)
+        terms = []
+        for k in given:
+            args = [f"d{name}" if j == k else name for j, name in enumerate(names)]
+            terms.append(form.format(*args) if form else f"{op.name}({', '.join([*params, *args])})")
+    elif kind == "partials":
+        text = getattr(structure, "text", "")
+        terms = [text.format(t=f"d{names[k]}", x=names[k]) for k in given]
+    else:  # a JVP function without its text: read from its source, tangents[k] as dx
+        read = vjp_rule(op.jvp)
+        return re.sub(r"\btangents\[(\d+)\]", lambda m: f"d{names[int(m.group(1))]}" if int(m.group(1)) < len(names) else m.group(0), read)
+    return " + ".join(terms).replace("+ -", "- ") if terms else "0"
+
+
+def tangent_names(op: Any, count: int) -> list[str]:
+    """The names of an op's inputs in its rules: its VJPs' (a, b; x for one input), or an
+    explicit rule's for an op with any number of inputs (clip's x, low, high)."""
+    if op.n_in is not None:
+        names = input_names(op)
+        if not any(" " in name for name in names):
+            return names[:count] + [f"x{k}" for k in range(len(names), count)]
+    parts = _explicit_names(op)
+    if len(parts) >= count:
+        return parts[:count]
+    return [f"x{k}" for k in range(count)] if count > 1 else ["x"]
+
+
+def _explicit_names(op: Any) -> list[str]:
+    """The input names of an explicit rule written per input (`x: ...;  low: ...`)."""
+    explicit = getattr(op, "rule", None) or ""
+    parts = [part.split(": ", 1)[0] for part in explicit.split(";  ") if ": " in part]
+    return parts if all(part.isidentifier() for part in parts) else []
+
+
+def _with_tangent(rule: str, name: str) -> str:
+    """A VJP rule with its incoming gradient g replaced by the tangent of input `name`."""
+    return re.sub(r"\bg\b", f"d{name}", rule)

@@ -1,4 +1,5 @@
-"""The backward pass replayed one node at a time, as records a reader can follow.
+"""The backward pass (and the forward pass of forward mode) replayed one node at a time,
+as records a reader can follow.
 
 `backward_steps(root)` runs reverse mode from `root` (seeded with ones, the gradient of
 its sum) in the same order as the engine's backward, and records for every op node the
@@ -6,6 +7,10 @@ gradient that reached it, the op's derivative rule, and what it added to each in
 the value that flowed along that edge and the input's running total, so that fan-out
 (a node used twice) shows as a second addition to the same total. Both engines; data
 only, no formatting.
+
+`forward_steps(root, seed)` runs forward mode over the same graph from one input whose
+tangent is given (ones by default) to the output: every node's value and tangent, the
+dual number value + tangent * eps, and the JVP rule each op node used.
 """
 from __future__ import annotations
 
@@ -15,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from .backprop import topological_order
+from .forward import node_tangent
 from .registry import ARRAY_MATH, REGISTRY, OpDef
-from .rules import input_rule, op_rule
+from .rules import input_rule, jvp_rule, op_rule
 from .scalar import Value
 from .tensor import Tensor
 from .wiring import unbroadcast
@@ -150,3 +156,94 @@ def _scalar_steps(root: Value) -> BackwardSteps:
             touched.add(parent)
         steps.append(step)
     return BackwardSteps(root, 1.0, steps, order, {node: node.grad for node in order})
+
+
+# ---- forward mode ------------------------------------------------------------------------
+
+
+@dataclass
+class ForwardStep:
+    """One node's turn in the forward pass: its value and tangent (None: zero)."""
+
+    node: Any
+    op: str  # the op's name ('' for an input)
+    rule: str  # the JVP rule the node used: the terms of the inputs that carry a tangent
+    value: Any
+    tangent: Any
+    seeded: bool = False  # the input whose tangent the pass starts from
+
+
+@dataclass
+class ForwardSteps:
+    root: Any
+    seed: Any  # the input whose tangent is given
+    direction: Any  # that tangent
+    steps: list[ForwardStep]  # variables first as they come, then op nodes, in the order they run
+    tangent: Any  # the output's tangent: d output / d seed along direction (zeros if it does not depend on it)
+
+
+def forward_steps(root: Any, seed: Any, direction: Any = None) -> ForwardSteps:
+    """Run forward mode over `root`'s graph, from `seed` (an input, or a named
+    intermediate, which is then seeded where it stands) with tangent `direction` (ones
+    of its shape by default), recording every variable and op node in the order they run.
+    Neither engine's nodes are changed."""
+    if isinstance(root, Value):
+        return _scalar_forward(root, seed, 1.0 if direction is None else float(direction))
+    if isinstance(root, Tensor):
+        direction = np.ones(seed.shape) if direction is None else np.broadcast_to(np.asarray(direction, dtype=float), seed.shape)
+        return _tensor_forward(root, seed, direction)
+    raise TypeError(f"no forward pass for {type(root).__name__}")
+
+
+def _tensor_forward(root: Tensor, seed: Tensor, direction: np.ndarray) -> ForwardSteps:
+    tangents: dict[Any, Any] = {seed: direction}
+    steps: list[ForwardStep] = []
+    for node in topological_order(root):
+        if node is seed:
+            steps.append(ForwardStep(node, "", "", node.data, direction, seeded=True))
+        elif node.op is None:
+            if node.requires_grad:  # a variable: its tangent is 0 in this pass
+                steps.append(ForwardStep(node, "", "", node.data, None))
+        else:
+            carried = [p in tangents for p in node._prev]
+            tangent = node_tangent(node, tangents, create_graph=False)
+            if tangent is not None:
+                tangents[node] = tangent
+            steps.append(ForwardStep(node, node.op.name, jvp_rule(node.op, carried) if any(carried) else "", node.data, tangent))
+    out = tangents.get(root)
+    return ForwardSteps(root, seed, direction, steps, np.zeros(root.shape) if out is None else np.asarray(out))
+
+
+def _scalar_forward(root: Value, seed: Value, direction: float) -> ForwardSteps:
+    """A scalar op's Jacobian is one partial derivative per input, which its own
+    `_backward` gives when called with g = 1 (read off its inputs' grads, then put back):
+    the tangent is the sum of partial * tangent over the inputs, the registry op's rule."""
+    tangents: dict[int, float] = {id(seed): direction}
+    steps: list[ForwardStep] = []
+    for node in topological_order(root):
+        if node is seed:
+            steps.append(ForwardStep(node, "", "", node.data, direction, seeded=True))
+            continue
+        if not node._prev:
+            if node.requires_grad:
+                steps.append(ForwardStep(node, "", "", node.data, None))
+            continue
+        parents = list(dict.fromkeys(node._prev))  # x * x: x once, its partial the sum of both slots
+        carried = [id(p) in tangents for p in node._prev]
+        tangent = None
+        if any(carried):
+            saved = [p.grad for p in parents]
+            for p in parents:
+                p.grad = 0.0
+            node._backward(1.0)
+            partials = [p.grad for p in parents]
+            for p, g in zip(parents, saved):
+                p.grad = g
+            tangent = sum(d * tangents[id(p)] for p, d in zip(parents, partials) if id(p) in tangents)
+            tangents[id(node)] = tangent
+        op, note = scalar_op(node._op)
+        rule = "" if not any(carried) else "(no rule text)" if op is None else jvp_rule(op, carried)
+        if note and rule:
+            rule = f"{rule}  ({note})"
+        steps.append(ForwardStep(node, node._op, rule, node.data, tangent))
+    return ForwardSteps(root, seed, direction, steps, tangents.get(id(root), 0.0))

@@ -70,7 +70,7 @@ def _run_check(session: Any, statement: Any, value: Any) -> CheckOutcome:
 
 
 def eval_action(
-    expr: str, bindings: list[str] | None, *, tree: bool, dot: str | None, steps: bool, engine: str, wrt: str | None, as_json: bool,
+    expr: str, bindings: list[str] | None, *, tree: bool, dot: str | None, steps: bool, mode: str, engine: str, wrt: str | None, as_json: bool,
     digits: int | None, full: bool, max_elements: int | None, max_steps: int | None, max_input: int, save: Path | None,
     max_seconds: float | None, max_memory: int | None,
 ) -> int:
@@ -81,6 +81,10 @@ def eval_action(
     from . import render
 
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
+    if mode not in ("reverse", "forward"):
+        usage_error(f"--mode must be reverse or forward, not {mode!r}")
+    if mode == "forward" and not steps:
+        usage_error("--mode forward chooses the pass that --steps shows: add --steps")
     if dot is not None:
         try:
             dot_format(dot)  # refuse an unknown format before computing anything
@@ -123,7 +127,7 @@ def eval_action(
     if steps:  # the report, the backward pass, and the DOT file with gradients on its edges
         from .steps import eval_with_steps
 
-        eval_with_steps(analysis, as_json=as_json, style=style(digits, full), tree=tree, dot=dot)
+        eval_with_steps(analysis, as_json=as_json, style=style(digits, full), tree=tree, dot=dot, mode=mode)
     else:
         if as_json:
             from .jsonout import analysis_object, dumps

@@ -89,7 +89,7 @@ class Result:
     """One expression's result as Python sees it: `value` and `grads` as NumPy arrays,
     `graph` the statistics as a dict. Displays as HTML in a notebook."""
 
-    def __init__(self, text: str, analysis: Analysis, digits: int | None, graph: bool, steps: bool) -> None:
+    def __init__(self, text: str, analysis: Analysis, digits: int | None, graph: bool, steps: bool, mode: str = "reverse") -> None:
         self.text = text
         self.analysis = analysis
         self.value = np.asarray(analysis.value)
@@ -97,14 +97,14 @@ class Result:
         s = analysis.stats
         self.graph = {"nodes": s.nodes, "edges": s.edges, "leaves": s.leaves, "ops": s.op_nodes, "depth": s.depth,
                       "fan_out": [node_title(n) for n in s.fan_out]}
-        self._digits, self._show_graph, self._show_steps = digits, graph, steps
+        self._digits, self._show_graph, self._show_steps, self._mode = digits, graph, steps, mode
 
     def __repr__(self) -> str:
         grads = ", ".join(f"{name}={format_array(g, self._digits)}" for name, g in self.grads.items())
         return f"Result(value={format_array(self.value, self._digits)}, grads={{{grads}}})"
 
     def _repr_html_(self) -> str:
-        return result_html(self.text, self.analysis, self._digits, self._show_graph, self._show_steps)
+        return result_html(self.text, self.analysis, self._digits, self._show_graph, self._show_steps, self._mode)
 
 
 class CheckResult:
@@ -132,7 +132,7 @@ def _number(value: Any, digits: int | None) -> str:
     return html.escape(format_array(value, digits, rows=np.ndim(value) == 2))
 
 
-def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, steps: bool = False) -> str:
+def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, steps: bool = False, mode: str = "reverse") -> str:
     shape = "" if a.shape == () else f' <span class="gradcalc-shape">(shape {"x".join(map(str, a.shape))})</span>'
     parts = [f'<div class="gradcalc-result"><div><code>{html.escape(text)}</code></div>',
              f'<div class="gradcalc-value"><b>value</b> <pre style="display:inline">{_number(a.value, digits)}</pre>{shape}</div>']
@@ -147,7 +147,7 @@ def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, 
     if graph:
         parts.append(graph_svg(a.output, a.stats.nodes, digits))
     if steps:
-        parts.append(steps_html(a.output, digits))
+        parts.append(steps_html(a, digits, mode))
     parts.append("</div>")
     return "\n".join(parts)
 
@@ -156,15 +156,17 @@ def error_html(err: LanguageError, source: str) -> str:
     return f'<pre class="gradcalc-error" style="color:#cf222e">{html.escape(chr(10).join(error_lines(err, source)))}</pre>'
 
 
-def steps_html(output: Any, digits: int | None) -> str:
-    """The backward pass as a table: one row per line `--steps` prints."""
+def steps_html(a: Analysis, digits: int | None, mode: str = "reverse") -> str:
+    """The backward pass (or, mode forward, forward mode's passes) as a table: one row
+    per line `--steps` (`--steps --mode forward`) prints."""
     from gradcalc.autodiff.steps import backward_steps
 
-    from .steps import step_lines
+    from .steps import forward_lines, forward_passes, step_lines
 
-    rows = "".join(f'<tr class="gradcalc-step-{kind}"><td>{html.escape(text)}</td></tr>'
-                   for kind, text in step_lines(backward_steps(output), digits))
-    return f'<table class="gradcalc-steps"><caption style="text-align:left">backward pass</caption>{rows}</table>'
+    lines = forward_lines(forward_passes(a), digits) if mode == "forward" else step_lines(backward_steps(a.output), digits)
+    rows = "".join(f'<tr class="gradcalc-step-{kind}"><td>{html.escape(text)}</td></tr>' for kind, text in lines)
+    caption = "forward pass" if mode == "forward" else "backward pass"
+    return f'<table class="gradcalc-steps"><caption style="text-align:left">{caption}</caption>{rows}</table>'
 
 
 def graph_svg(output: Any, nodes: int, digits: int | None) -> str:
@@ -218,6 +220,7 @@ def _options(prog: str = "%%gradcalc") -> argparse.ArgumentParser:
     parser.add_argument("--out", metavar="NAME", help="also bind the last result to NAME in Python")
     parser.add_argument("--digits", type=int, help="round numbers for display")
     parser.add_argument("--steps", action="store_true", help="show the backward pass")
+    parser.add_argument("--mode", choices=("reverse", "forward"), default="reverse", help="with --steps: which pass (forward mode's)")
     parser.add_argument("--no-graph", dest="graph", action="store_false", help="do not draw the graph")
     parser.add_argument("--wrt", help="report only these names' gradients (a,b)")
     parser.add_argument("--engine", choices=("tensor", "scalar"), help="switch the session's engine")
@@ -232,7 +235,7 @@ def _usage_error(err: BaseException) -> _Html:
 USAGE = """%gradcalc EXPR [NAME=VALUE ...] [options]   one expression (a line magic)
 %gradcalc plot EXPR x=A:B [--order 0,1,2]       a plot of EXPR and its derivatives
 %%gradcalc [options]                             the cell is a gradcalc program
-options: --out NAME  --digits N  --steps  --no-graph  --wrt a,b  --engine tensor|scalar  --reset"""
+options: --out NAME  --digits N  --steps [--mode forward]  --no-graph  --wrt a,b  --engine tensor|scalar  --reset"""
 
 
 class Notebook:
@@ -310,7 +313,7 @@ class Notebook:
         from gradcalc.parser.analysis import analyze
 
         analysis = analyze(result.value, wrt, self.session.variables, session=self.session, code=statement.code)
-        return Result(result.text, analysis, options.digits, options.graph, options.steps)
+        return Result(result.text, analysis, options.digits, options.graph, options.steps, options.mode)
 
     def plot(self, words: list[str]) -> Any:
         """`%gradcalc plot EXPR x=A:B [--order 0,1,2] [--points N]`: the figure as inline SVG."""

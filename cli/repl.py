@@ -37,7 +37,7 @@ COMMANDS = {
     ":reset": "forget every variable and function",
     ":load FILE": "run a script into this session",
     ":plot F x=A:B": "plot F and its derivatives over a range (see gradcalc plot --help)",
-    ":steps": "the backward pass of the last result, step by step",
+    ":steps": "the backward pass of the last result, step by step (:steps forward [NAME]: forward mode's pass, value + tangent ε)",
     ":quit": "leave (Ctrl-D does too)",
 }
 HELP = """Type an expression to see its value, its gradient per variable and its graph;
@@ -243,7 +243,7 @@ class Repl:
         elif name == ":steps":
             from .steps import steps_in_repl
 
-            steps_in_repl(self)
+            steps_in_repl(self, arg)
         else:
             render.warn(f"unknown command {name}; :help lists them")
         return True

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradcalc.autodiff import ALIASES, REGISTRY
-from gradcalc.autodiff.rules import op_rule
+from gradcalc.autodiff.rules import jvp_rule, op_rule
 
 from .backends import AUTODIFF_FUNCTIONS, CONSTANTS, public_ops
 from .errors import LanguageError
@@ -75,6 +75,8 @@ def op_help(op: Any, name: str | None = None, digits: int | None = None) -> list
     lines.append("; ".join(about))
     lines.append(f"derivative (as --steps shows it): {op_rule(op)}" if op.has_gradient
                  else "derivative: none (no gradient flows through it)")
+    if op.has_gradient:
+        lines.append(f"forward (as --steps --mode forward shows it): {jvp_rule(op)}")
     return [*lines, "example:", *example_of(op, digits)]
 
 

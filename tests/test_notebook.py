@@ -64,7 +64,7 @@ def test_a_cell_reads_numpy_arrays_from_python_and_returns_its_result(executed):
 
 
 def test_steps_show_the_backward_pass_as_a_table(executed):
-    page = outputs(cell_with(executed, "%%gradcalc --steps"), "text/html")
+    page = outputs(cell_with(executed, "%%gradcalc --steps --no-graph"), "text/html")
     assert "gradcalc-steps" in page and "backward pass" in page
     assert "<svg" not in page  # --no-graph
 
@@ -112,3 +112,12 @@ def test_without_graphviz_the_graph_is_a_plain_svg_tree(monkeypatch):
     # one text line per node of the tree: pow, mul, x, 3, 2
     assert len(re.findall(r"<text ", svg)) == 5
     assert "#1 pow  36.0  grad 1.0" in svg
+
+
+def test_steps_mode_forward_show_forward_mode_s_pass(executed):
+    # f(u) = tanh(u) * u at x = 2, times 3: the tangent 3 (tanh(2) + 2 (1 - tanh(2)^2))
+    page = outputs(cell_with(executed, "%%gradcalc --steps --mode forward"), "text/html")
+    assert "gradcalc-steps" in page and "forward pass" in page and "forward pass along x: x = 2.0 + 1.0ε" in page
+    t = math.tanh(2.0)
+    [tangent] = re.findall(r"tangent of the output: ([-0-9.e]+)", page)
+    assert float(tangent) == pytest.approx(3 * (t + 2 * (1 - t * t)), rel=1e-15)

@@ -182,7 +182,7 @@ sort = defop(
     category=SHAPE, method=True, kink=_has_tie,
     check=Check(shapes=(((5,),), ((3, 4),)), params={"axis": -1}, kink_gap=1e-3),
     rule="g moved back through the sorting permutation",
-    jvp=_sort_jvp,
+    jvp=_sort_jvp, jvp_rule="dx moved through the sorting permutation (the tangent sorted as x is)",
 )
 
 # ---- pad ---------------------------------------------------------------------------------------
@@ -226,5 +226,5 @@ pad = defop(
     category=SHAPE, complex_safe=True,
     check=Check(shapes=(((3,),), ((2, 3),)), params={"widths": (1, 2), "value": 0.5}), out_shape=_padded_shape,
     rule="g without the padding",
-    jvp=_pad_jvp,
+    jvp=_pad_jvp, jvp_rule="pad(dx, widths) with zeros (the padding is a constant)",
 )

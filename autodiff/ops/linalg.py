@@ -397,14 +397,14 @@ slogdet = defop(
     doc="sign and log|det| of a square matrix, as two outputs: s, l = slogdet(a)", category=LINALG,
     method=True, check=Check(make=_matrices),
     rule="log|det|: g * inv(a).T;  sign: no gradient",
-    jvp=_slogdet_jvp,
+    jvp=_slogdet_jvp, jvp_rule="sign: 0;  logabsdet: sum(da * inv(a).T) (the trace of inv(a) @ da)",
 )
 inv = defop(
     "inv", lambda a: np.linalg.inv(a),
     (lambda m, g, ans, a: -(matrix_transpose(m, ans) @ g @ matrix_transpose(m, ans)),),
     doc="inverse of a square matrix (or of each in a stack)", category=LINALG, method=True, aliases=("inverse",),
     complex_safe=True, check=Check(make=_matrices),
-    jvp=_inv_jvp,
+    jvp=_inv_jvp, jvp_rule="-(ans @ da @ ans)",
     rule='-(ans.T @ g @ ans.T), ans = inv(a) (.T swaps the last two axes)',
 )
 
@@ -437,7 +437,7 @@ solve = defop(
     doc="x with a @ x = b, for a square matrix a and a vector or matrix b", category=LINALG,
     complex_safe=True, check=Check(make=_solve_case),
     rule="a: -solve(a.T, g) @ ans.T;  b: solve(a.T, g)",
-    jvp=_solve_jvp,
+    jvp=_solve_jvp, jvp_rule="solve(a, db - da @ ans)",
 )
 
 # ---- vector norms -------------------------------------------------------------------------------

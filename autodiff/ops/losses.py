@@ -100,13 +100,13 @@ softmax = defop(
     "softmax", _softmax, (_softmax_vjp,),
     doc="exp(x) / sum(exp(x)) along axis, max-shifted", category=NN, method=True, complex_safe=True,
     check=Check(shapes=(((4,),), ((3, 4),))),
-    jvp=_softmax_jvp,
+    jvp=_softmax_jvp, jvp_rule="ans * (dx - sum(ans * dx, axis, keepdims=True))",
 )
 log_softmax = defop(
     "log_softmax", _log_softmax, (_log_softmax_vjp,),
     doc="x - logsumexp(x) along axis, stable for large logits", category=NN, method=True,
     complex_safe=True, check=Check(shapes=(((4,),), ((3, 4),))),
-    jvp=_log_softmax_jvp,
+    jvp=_log_softmax_jvp, jvp_rule="dx - sum(exp(ans) * dx, axis, keepdims=True)",
 )
 
 # ---- losses ------------------------------------------------------------------------------

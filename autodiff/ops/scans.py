@@ -141,11 +141,12 @@ cumprod = defop(
     check=Check(shapes=_SHAPES, low=0.5, high=1.5, params={"axis": 0}),
     rule="reversed cumsum of g * ans, / x (the products of the other elements where x has zeros)",
     jvp=_cumprod_jvp,
+    jvp_rule="ans * cumsum(dx / x, axis) (with a 0 in x: the sum over j <= i of dx_j times the product of the other x_k, k <= i)",
 )
 logcumsumexp = defop(
     "logcumsumexp", _logcumsumexp, (_logcumsumexp_vjp,),
     doc="running log(sum(exp(x))) along axis (flattened when axis is None), without overflow",
     category=SCAN, method=True, check=Check(shapes=_SHAPES, low=-5.0, high=5.0),
     rule="dx_j = sum over i >= j of g_i * exp(x_j - ans_i)",
-    jvp=_logcumsumexp_jvp,
+    jvp=_logcumsumexp_jvp, jvp_rule="the sum over j <= i of exp(x_j - ans_i) * dx_j",
 )
