@@ -231,7 +231,10 @@ def _compare_values(session: Any, statement: Statement, left: Tensor, atol: floa
     atol = VALUE_TOLERANCES[0] if atol is None else atol
     rtol = VALUE_TOLERANCES[1] if rtol is None else rtol
     outcome = CheckOutcome(text=statement.text, line=statement.span[0], status="pass", method="value", atol=atol, rtol=rtol)
-    a, b = np.asarray(left.data), np.asarray(right.data)
+    shown_a, shown_b = np.asarray(left.data), np.asarray(right.data)
+    # Booleans and whole numbers (a < b, argmax) compare as the numbers they stand for
+    # (NumPy refuses to subtract booleans); a failure shows them as they were.
+    a, b = (data.astype(np.float64) if data.dtype.kind in "biu" else data for data in (shown_a, shown_b))
     if a.shape != b.shape and b.size != 1:
         outcome.status = "fail"
         outcome.message = f"shapes differ: left {a.shape}, right {b.shape}"
@@ -252,8 +255,15 @@ def _compare_values(session: Any, statement: Statement, left: Tensor, atol: floa
     flat = int(np.argmax(diff.reshape(-1)))
     where = position(a.shape, flat)
     outcome.status = "fail"
-    outcome.message = f"left{where} = {a.reshape(-1)[flat].item()!r}, right{where} = {b.reshape(-1)[flat].item()!r}"
+    shown_b = np.broadcast_to(shown_b.reshape(()) if shown_b.shape != a.shape else shown_b, a.shape)
+    outcome.message = f"left{where} = {_item(shown_a, flat)}, right{where} = {_item(shown_b, flat)}"
     return outcome
+
+
+def _item(data: np.ndarray, flat: int) -> str:
+    """Element `flat` of a value as the language writes it (true and false for booleans)."""
+    item = data.reshape(-1)[flat].item()
+    return ("true" if item else "false") if isinstance(item, bool) else repr(item)
 
 
 def run_check_source(source: str, defaults: CheckDefaults | None = None, on_outcome: Any = None) -> list[CheckOutcome]:

@@ -133,3 +133,13 @@ def test_values_that_agree_as_nan_pass_with_a_warning(tmp_path):
     assert results[0]["warnings"] == ["the value is not finite at this point (nan at left[1]): where both sides agree there, "
                                       "they agree as inf or nan, not as numbers"]
     assert results[1]["warnings"] == []
+
+
+def test_booleans_and_whole_numbers_compare_as_the_numbers_they_stand_for(tmp_path):
+    # true is 1 and false is 0, as arithmetic promotes them; a failure shows them as written.
+    script = tmp_path / "bools.gc"
+    script.write_text("a = 1\nb = 2\ncheck (a < b) == true\ncheck (a < b) == 1\ncheck argmax([1, 5, 2]) == 1\n"
+                      "check [true, false] == [true, true]\ncheck (a > b) == a - a\n")
+    results = json.loads(gradcalc("check", "--json", str(script)).stdout)["checks"]
+    assert [r["status"] for r in results] == ["pass", "pass", "pass", "fail", "pass"], results
+    assert results[3]["message"] == "left[1] = false, right[1] = true"
