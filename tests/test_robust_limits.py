@@ -236,12 +236,12 @@ def test_ctrl_c_during_check_j2_never_prints_a_traceback(tmp_path):
     ["plot", "sin(x)", "x=0:1", "--points", "100000", "--json"],
     ["eval", "sin(x)", "x=linspace(0, 1, 100000)", "--full"],
     ["eval", "--json", "sin(x)", "x=linspace(0, 1, 100000)"],
-    ["run", "-"],
+    ["run", "-", "--full"],
 ], ids=["plot csv", "plot json", "eval", "eval json", "run"])
 def test_a_closed_pipe_exits_141_quietly(argv):
     script = "x = linspace(0, 1, 100000)\nsin(x)\n" * 3
     command = " ".join(f"'{a}'" for a in [*GRADCALC, *argv])
-    done = subprocess.run(["bash", "-c", f"{command} | head -c 1000 >/dev/null; echo ${{PIPESTATUS[0]}}"], input=script if argv == ["run", "-"] else None,
+    done = subprocess.run(["bash", "-c", f"{command} | head -c 1000 >/dev/null; echo ${{PIPESTATUS[0]}}"], input=script if argv[0] == "run" else None,
                           capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
     assert done.stdout.strip() == "141", done.stdout + done.stderr
     assert done.stderr == "", done.stderr
