@@ -13,12 +13,12 @@ from .limits import max_elements, set_max_elements
 from .registry import ALIASES, REGISTRY, Check, OpDef, defop, lookup
 from .registry import TENSOR_MATH as ops  # ops.exp(x), ops.sum(x, axis=0), ...
 from .scalar import Value
-from .tensor import Tensor, as_tensor, is_grad_enabled, no_grad, set_grad_enabled, whole_numbers
+from .tensor import Provenance, Tensor, as_tensor, is_grad_enabled, made_by, no_grad, set_grad_enabled, whole_numbers
 
 __all__ = [
     "ALIASES", "REGISTRY", "ArgumentError", "Check", "collector_paused", "EngineError", "GraphStats", "OpDef", "ShapeError",
     "SizeLimitError", "Tensor", "TreeNode", "Value", "as_tensor", "backward", "defop", "first_nonfinite",
     "grad", "graph_stats", "graph_tree", "hessian", "is_grad_enabled", "jacobian", "jacobian_forward", "jvp",
-    "lookup", "push_forward", "tangent_of",
+    "lookup", "made_by", "Provenance", "push_forward", "tangent_of",
     "max_elements", "no_grad", "ops", "set_grad_enabled", "set_max_elements", "topological_order", "walk_tree", "whole_numbers",
 ]

@@ -12,7 +12,7 @@ import numpy as np
 
 from .limits import check_size
 from .registry import ARRAY_MATH, TENSOR_MATH
-from .tensor import Tensor, set_grad_enabled, to_array
+from .tensor import Provenance, Tensor, made_by, set_grad_enabled, to_array
 from .wiring import unbroadcast
 
 
@@ -79,11 +79,15 @@ def backprop(
     be shared with another input (`a + b` hands both the same array), so it is never
     modified in place; the sum made on the second arrival is ours (`owned`), and later
     arrivals add into it in place. Tensors (create_graph) are never added in place.
+    With `create_graph`, every node the pass makes carries its Provenance (see `_label`).
     """
     if order is None:
         order = topological_order(root)
     m = TENSOR_MATH if create_graph else ARRAY_MATH
     grads: dict[Any, Any] = {root: seed}
+    differentiated = set(order) if create_graph else set()
+    if create_graph and isinstance(seed, Tensor):
+        _label(seed, root, root, differentiated)
     owned: set[Any] = set()
     result: dict[Any, Any] = {}
     keep = keep or set()
@@ -139,10 +143,29 @@ def backprop(
                 elif parent in owned and type(previous) is np.ndarray and previous.shape == gk.shape and previous.dtype == gk.dtype:
                     previous += gk
                 else:
-                    grads[parent] = previous + gk
+                    grads[parent] = gk = previous + gk
                     if not create_graph:
                         owned.add(parent)
+                if create_graph:
+                    _label(gk, node, root, differentiated)
     return result
+
+
+def _label(made: Tensor, node: Any, root: Any, differentiated: set[Any]) -> None:
+    """Give `made`, and every node of its graph that this backward pass made, the
+    Provenance of `node`, whose rule made them: the user's node (the one a rule of an
+    earlier grad made came from), one derivative further, and the pass's output. The
+    walk stops at the graph being differentiated and at nodes already labelled, so each
+    node is visited once in the pass."""
+    origin = made_by(node)
+    mark = Provenance(node, 1, root) if origin is None else Provenance(origin.node, origin.order + 1, root)
+    stack = [made]
+    while stack:
+        t = stack.pop()
+        if t in differentiated or made_by(t) is not None:
+            continue
+        t.made_by = mark
+        stack.extend(t._prev)
 
 
 def _seed(y: Tensor, grad: Any) -> np.ndarray:
@@ -176,7 +199,7 @@ def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, crea
     single = isinstance(xs, Tensor)
     targets = [xs] if isinstance(xs, Tensor) else list(xs)
     if not y.requires_grad:
-        zeros = [Tensor(np.zeros_like(x.data)) for x in targets]
+        zeros = [_zeros_of(x, y, create_graph) for x in targets]
         return zeros[0] if single else zeros
     seed = _seed(y, grad_output)
     grads = backprop(y, Tensor(seed) if create_graph else seed, create_graph, keep=set(targets))
@@ -184,12 +207,20 @@ def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, crea
     for x in targets:
         g = grads.get(x)
         if g is None:
-            out.append(Tensor(np.zeros_like(x.data)))
+            out.append(_zeros_of(x, y, create_graph))
         elif isinstance(g, Tensor):
             out.append(g)
         else:
             out.append(Tensor(g))
     return out[0] if single else out
+
+
+def _zeros_of(x: Tensor, y: Tensor, create_graph: bool) -> Tensor:
+    """dy/dx where y does not depend on x; part of a derivative's graph when one is built."""
+    zeros = Tensor(np.zeros_like(x.data))
+    if create_graph:
+        _label(zeros, y, y, set())
+    return zeros
 
 
 def jacobian(f_out: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:

@@ -22,8 +22,9 @@ import numpy as np
 from .backprop import backprop, topological_order
 from .batching import Tape, check_jacobian_size
 from .forward import push_forward
+from .graph import in_users_words
 from .limits import charge
-from .tensor import Tensor
+from .tensor import Tensor, made_by
 from .wiring import recorded_params
 
 MODES = ("reverse", "forward")  # the Jacobian checked: the VJPs', or the JVPs'
@@ -92,15 +93,16 @@ def choose_method(output: Any, method: str, order: list[Any] | None = None) -> t
 
 
 def kinks(output: Any, tol: float = 0.0, order: list[Any] | None = None) -> list[str]:
-    """Names of the ops on the path evaluated at a point where they are not differentiable."""
+    """The ops on the path evaluated at a point where they are not differentiable, in the
+    user's words (in_users_words: a kink inside a derivative rule is one of the user's op's derivative)."""
     found = []
     for node in topological_order(output) if order is None else order:
         op = getattr(node, "op", None)
         if op is None or op.kink is None:
             continue
         params, _ = recorded_params(node)
-        if op.kink(*[p.data for p in node.parents], tol=tol, **params) and op.name not in found:
-            found.append(op.name)
+        if op.kink(*[p.data for p in node.parents], tol=tol, **params) and (name := in_users_words(node)) not in found:
+            found.append(name)
     return found
 
 
@@ -380,7 +382,7 @@ def tiny_inside(output: Any, order: list[Any] | None = None) -> str:
             if small.any():
                 value = np.asarray(parent.data).reshape(-1)[int(np.argmax(small.reshape(-1)))].item()
                 return (
-                    f"a value going into {node.op.name} ({value!r}) is so close to 0 that complex step's "
+                    f"a value going into {in_users_words(node)} ({value!r}) is so close to 0 that complex step's "
                     f"{COMPLEX_STEP:g} is not small against it"
                 )
     return ""
@@ -397,7 +399,7 @@ def extreme_inside(output: Any, order: list[Any] | None = None) -> str:
         if extreme.any():
             found = data.reshape(-1)[int(np.argmax(extreme.reshape(-1)))].item()
             what = "not finite" if not math.isfinite(abs(found)) else "subnormal"
-            where = f"from {node.op.name}" if node.op is not None else f"in {node.name or 'an input'}"
+            where = f"from {in_users_words(node)}" if node.op is not None else f"in {node.name or 'an input'}"
             return f"a value inside is {what} at this point ({found!r} {where}), and replays through it cannot show the derivative"
     return ""
 
@@ -602,15 +604,17 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200, mode: st
     its inputs: complex step at inputs near 0 (log at 1e-18), central differences within
     100 steps of 0 (relu at 1e-7); a wrong VJP fails either way."""
     suspects: list[str] = []
+    blamed: set[str] = set()  # (op names: an op is blamed once)
     for node in topological_order(output)[::-1][:limit]:
         op = node.op
-        if op is None or op.name in suspects or not op.has_gradient:
+        if op is None or op.name in blamed or not op.has_gradient:
             continue
         parents = [p for p in node.parents]
         wrt = [k for k, p in enumerate(parents) if p.requires_grad and op.vjp_for(k) is not None]
         if not wrt:
             continue
         if mode == "forward" and op.jvp is None:  # forward mode cannot pass through it at all
+            blamed.add(op.name)
             suspects.append(op.name)
             continue
         params, pick = recorded_params(node)
@@ -631,7 +635,9 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200, mode: st
         except Exception:  # noqa: BLE001 - a check that cannot even run is a suspect too
             wrong = True
         if wrong:
-            suspects.append(op.name)
+            blamed.add(op.name)
+            # (an op of a derivative rule is named with the user's op it serves: `mul, in the derivative of softsign`)
+            suspects.append(op.name if made_by(node) is None else f"{op.name}, in {in_users_words(node)}")
     return suspects
 
 

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from .backprop import topological_order
+from .tensor import made_by
 
 
 class Node(Protocol):
@@ -126,6 +127,25 @@ def walk_tree(tree: TreeNode) -> Iterator[tuple[int, TreeNode]]:
         level, item = stack.pop()
         yield level, item
         stack.extend((level + 1, c) for c in reversed(item.children))
+
+
+_DERIVATIVES = {1: "the derivative", 2: "the second derivative", 3: "the third derivative"}
+
+
+def in_users_words(node: Node) -> str:
+    """The op that made `node`, said as the user wrote it: its own op, or for a node that
+    a derivative rule made while a higher-order graph was built (see Provenance) the
+    user's op whose derivative it is part of: `the derivative of softsign`, not the abs
+    that softsign's rule computes."""
+    origin = made_by(node)
+    if origin is None or not origin.node.parents:
+        return node.label
+    return f"{derivative_words(origin.order)} of {origin.node.label}"
+
+
+def derivative_words(order: int) -> str:
+    """`the derivative`, `the second derivative`, ...: which derivative a Provenance's order is."""
+    return _DERIVATIVES.get(order, f"the {order}th derivative")
 
 
 def first_nonfinite(root: Node, order: list[Node] | None = None) -> Node | None:

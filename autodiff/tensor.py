@@ -6,7 +6,7 @@ exactly one place.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -74,9 +74,13 @@ class Tensor:
     applied to values with one, such as `x > 0`): the language keeps it a constant when
     it is given a name, where a constant typed by the user becomes a variable.
     `x.detach()` is the registry's `detach` op (ops/comparisons.py).
+    `made_by` is set only on a node that a VJP made while a backward pass built a graph
+    of its own (create_graph): where it came from, as a Provenance. It is left unset on
+    every other node, so that the constructor, which runs once per op, does not pay for
+    it; read it with `made_by(node)`.
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "_prev", "op", "params", "name", "retains_grad", "detached")
+    __slots__ = ("data", "grad", "requires_grad", "_prev", "op", "params", "name", "retains_grad", "detached", "made_by")
     # Makes `ndarray * Tensor` call Tensor.__rmul__ instead of NumPy looping over the tensor.
     __array_priority__ = 1000
 
@@ -89,6 +93,7 @@ class Tensor:
     name: str | None
     retains_grad: bool
     detached: bool
+    made_by: Provenance
     # Properties the op table binds when their ops are defined (ops/shaping.py), declared
     # here for type checkers; the op methods (`x.exp()`) are bound the same way.
     T: Tensor
@@ -190,6 +195,25 @@ class Tensor:
     def requires_grad_(self, flag: bool = True) -> Tensor:
         self.requires_grad = flag
         return self
+
+
+class Provenance(NamedTuple):
+    """Where a node of a derivative's graph came from (create_graph): `node`, the node of
+    the user's own graph whose derivative rule (VJP) made it, through any number of grad
+    of grad; `order`, which derivative of that node's op it belongs to (1 for the first);
+    `output`, the output y of the backward pass that made it (dy/dx was asked for).
+    Warnings and notes about a node made by a rule speak of the user's op through it
+    (`the derivative of softsign`, not the abs inside softsign's rule)."""
+
+    node: Any
+    order: int
+    output: Any
+
+
+def made_by(node: Any) -> Provenance | None:
+    """The Provenance of a node a derivative rule made, or None for any other node (of
+    either engine)."""
+    return getattr(node, "made_by", None)
 
 
 _new_object = object.__new__

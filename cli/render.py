@@ -13,10 +13,10 @@ from typing import Any, NamedTuple, TextIO
 import numpy as np
 
 from gradcalc.autodiff.graph import graph_tree, node_title, walk_tree
-from gradcalc.parser.analysis import Analysis
+from gradcalc.parser.analysis import Analysis, first_bad_call, nonfinite_kind, undefined_note
 from gradcalc.parser.errors import LanguageError
 
-from .formatting import EDGE_ITEMS, format_array, format_number
+from .formatting import EDGE_ITEMS, format_array
 
 TREE_LIMIT = 400  # lines of a tree shown before it is cut short
 
@@ -125,53 +125,23 @@ def no_gradient_text(dtype: str) -> str:
 
 def notes(a: Analysis) -> list[str]:
     """What explains an inf or nan: which op first produced it, from which inputs, and
-    which op's backward pass first made a gradient infinite."""
+    which op's backward pass first made a gradient infinite; for a derivative, where the
+    function it is of is not finite."""
     found = []
     culprit = a.nonfinite
     if culprit is not None and culprit.parents:
-        found.append(f"the first {_kind(culprit.data)} came from {_at_first_bad(culprit, culprit.data)}")
+        found.append(f"the first {nonfinite_kind(culprit.data)} came from {first_bad_call(culprit, culprit.data)}")
     elif culprit is not None and culprit is a.nonfinite_root:
-        found.append(f"the {_kind(culprit.data)} was computed from constants alone, so no op was recorded to name")
+        found.append(f"the {nonfinite_kind(culprit.data)} was computed from constants alone, so no op was recorded to name")
     elif culprit is not None:
-        found.append(f"the first {_kind(culprit.data)} is already in the input {culprit.name or '(a constant)'}")
+        found.append(f"the first {nonfinite_kind(culprit.data)} is already in the input {culprit.name or '(a constant)'}")
     if a.nonfinite_gradient is not None:
         op, parent = a.nonfinite_gradient
-        kind = _kind(parent.grad)
-        found.append(f"{'a' if kind == 'nan' else 'an'} {kind} gradient came from the backward pass of {_at_first_bad(op, parent.grad, parent)}")
+        kind = nonfinite_kind(parent.grad)
+        found.append(f"{'a' if kind == 'nan' else 'an'} {kind} gradient came from the backward pass of {first_bad_call(op, parent.grad, parent)}")
+    if a.undefined is not None:
+        found.append(undefined_note(a.undefined))
     return found
-
-
-def _kind(data: Any) -> str:
-    array = np.asarray(data)
-    return "nan" if np.isnan(array).any() and not np.isinf(array).any() else "inf" if not np.isnan(array).any() else "inf or nan"
-
-
-_POINTWISE = ("elementwise", "arithmetic")  # the categories of ops that map elements to elements (but matmul)
-
-
-def _at_first_bad(op: Any, bad: Any, through: Any = None) -> str:
-    """`log(-1.0)`, or for tensors `log at element [2]: log(-1.0)`, at the first element
-    of `bad` that is not finite (`bad` has the shape of `through`, else of the op's output)."""
-    bad = np.asarray(bad)
-    index = tuple(int(i) for i in np.argwhere(~np.isfinite(bad))[0]) if bad.ndim else ()
-    where = through if through is not None else op
-    shape = np.shape(where.data)
-    # An input's element at that index is the op's input there only for an op that works
-    # element by element; det's gradient at [0, 0] is not det of x[0, 0].
-    definition = getattr(op, "op", None)  # (a scalar-engine node has none: its inputs are numbers)
-    pointwise = definition is None or (definition.category in _POINTWISE and definition.out_shape is None)
-    args = ", ".join(_input_at(p, index if pointwise else (), shape) for p in op.parents)
-    call = f"{op.label}({args})" if op.label.isidentifier() else f"{op.label} of {args}"  # scalar labels: **0.5
-    return call if not index else f"{op.label} at element {list(index)}: {call}"
-
-
-def _input_at(node: Any, index: tuple[int, ...], shape: tuple[int, ...]) -> str:
-    data = np.asarray(node.data)
-    if data.size == 1:
-        return format_number(data.reshape(()).item())
-    if data.shape == shape and index:
-        return format_number(data[index].item())
-    return f"<{'x'.join(map(str, data.shape))} tensor>"
 
 
 class RichRenderer(PlainRenderer):

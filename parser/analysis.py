@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gradcalc.autodiff import GraphStats, Tensor, Value, first_nonfinite, graph_stats, topological_order
-from gradcalc.autodiff.graph import first_nonfinite_gradient
+from gradcalc.autodiff import GraphStats, Tensor, Value, first_nonfinite, graph_stats, made_by, topological_order
+from gradcalc.autodiff.graph import derivative_words, first_nonfinite_gradient
 
 from .backends import TensorBackend
 from .errors import LanguageError
@@ -30,12 +30,16 @@ class Analysis:
     graph for them) the statement evaluated again with its constants recorded.
     `nonfinite_gradient` is (op node, input node) where a VJP first made a finite
     gradient infinite or nan, walking from the output down (None when every reported
-    gradient is finite)."""
+    gradient is finite).
+    `undefined` is, for an output computed from a derivative (grad(y, x) and what is
+    computed from it), the node that first made an inf or nan in a y that was
+    differentiated (see `differentiated_nonfinite`): the derivative is there, finite or
+    not, but the function it is of is not defined at this point (None otherwise)."""
 
     def __init__(
         self, output: Any, value: np.ndarray, grads: dict[str, np.ndarray], grad_of: str | None, stats: GraphStats,
         variables: list[str], leaf_names: list[str] | None = None, nonfinite: Any | None = None,
-        nonfinite_root: Any | None = None, nonfinite_gradient: tuple[Any, Any] | None = None,
+        nonfinite_root: Any | None = None, nonfinite_gradient: tuple[Any, Any] | None = None, undefined: Any | None = None,
     ) -> None:
         self.output = output
         self.value = value
@@ -47,6 +51,7 @@ class Analysis:
         self.nonfinite = nonfinite
         self.nonfinite_root = nonfinite_root if nonfinite_root is not None else output
         self.nonfinite_gradient = nonfinite_gradient
+        self.undefined = undefined
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -147,11 +152,99 @@ def analyze(
             if traced is not None:
                 root, culprit = traced, first_nonfinite(traced)
     blamed = None if all(_finite(g) for g in grads.values()) else _first_bad_gradient(order, list(grads.values()))
+    undefined = differentiated_nonfinite(order)
+    if undefined is not None and not undefined.parents and not undefined.name and session is not None and code is not None:
+        traced = _retrace(session, code)  # (a constant's op is named as for the value, above)
+        undefined = (differentiated_nonfinite(topological_order(traced)) if traced is not None else None) or undefined
     return Analysis(
         output=output, value=value, grads=grads, grad_of="sum" if differentiable and (value.size != 1 or value.ndim) else None,
         stats=graph_stats(output, order), variables=names, leaf_names=[leaf.name for leaf in leaves],
-        nonfinite=culprit, nonfinite_root=root, nonfinite_gradient=blamed,
+        nonfinite=culprit, nonfinite_root=root, nonfinite_gradient=blamed, undefined=undefined,
     )
+
+
+def differentiated_nonfinite(order: list[Any]) -> Any | None:
+    """Where a function that was differentiated is not finite, for a graph (`order`)
+    computed from derivatives: the node that first made an inf or nan (first_nonfinite)
+    in the output y of a backward pass that made nodes of the graph (their Provenance),
+    or of the y that such a y was itself the derivative of. None if every such y is finite.
+
+    `grad(log(det(A)), A)` at det(A) < 0 is a finite A^-T, yet log(det(A)) is nan there: the
+    nan is in no node of the derivative's graph, so nothing else would say so."""
+    seen: set[int] = set()
+    for node in order:
+        origin = made_by(node)
+        while origin is not None and id(origin.output) not in seen:
+            y = origin.output
+            seen.add(id(y))
+            if not _finite(y.data):
+                return first_nonfinite(y)
+            origin = made_by(y)
+    return None
+
+
+def undefined_note(culprit: Any) -> str:
+    """What to say of a derivative taken where the function is not finite (`culprit`:
+    differentiated_nonfinite's node)."""
+    kind = nonfinite_kind(culprit.data)
+    if culprit.parents:
+        where = f"the first {kind} came from {first_bad_call(culprit, culprit.data)}"
+    else:
+        where = f"the {kind} is in the input {culprit.name or '(a constant)'}"
+    return f"the function differentiated is not finite here ({where}): it has no derivative at this point"
+
+
+def nonfinite_kind(data: Any) -> str:
+    """'nan', 'inf', or 'inf or nan': what a value that is not finite holds."""
+    array = np.asarray(data)
+    return "nan" if np.isnan(array).any() and not np.isinf(array).any() else "inf" if not np.isnan(array).any() else "inf or nan"
+
+
+_POINTWISE = ("elementwise", "arithmetic")  # the categories of ops that map elements to elements (but matmul)
+
+
+def first_bad_call(op: Any, bad: Any, through: Any = None) -> str:
+    """`log(-1.0)`, or for tensors `log at element [2]: log(-1.0)`, at the first element
+    of `bad` that is not finite (`bad` has the shape of `through`, else of the op's
+    output). A node that a derivative rule made is named by the user's op whose rule it
+    is (its Provenance): `the derivative of sqrt(0.0): div(1.0, 0.0) in its rule`."""
+    bad = np.asarray(bad)
+    index = tuple(int(i) for i in np.argwhere(~np.isfinite(bad))[0]) if bad.ndim else ()
+    shape = np.shape((through if through is not None else op).data)
+    call = _call(op, index, shape)
+    origin = made_by(op)
+    if origin is not None and origin.node.parents:
+        user = origin.node
+        said = derivative_words(origin.order)
+        user_call = _call(user, index if np.shape(user.data) == shape else (), shape)
+        return f"{said} of {user_call}: {call} in its rule" if not index else \
+            f"{said} of {user.label} at element {list(index)}: {user_call}, {call} in its rule"
+    return call if not index else f"{op.label} at element {list(index)}: {call}"
+
+
+def _call(op: Any, index: tuple[int, ...], shape: tuple[int, ...]) -> str:
+    """An op node as a call on its inputs' values (at `index` for an op that works element
+    by element, whose inputs have `shape`; det's gradient at [0, 0] is not det of x[0, 0])."""
+    definition = getattr(op, "op", None)  # (a scalar-engine node has none: its inputs are numbers)
+    pointwise = definition is None or (definition.category in _POINTWISE and definition.out_shape is None)
+    args = ", ".join(_input_at(p, index if pointwise else (), shape) for p in op.parents)
+    return f"{op.label}({args})" if op.label.isidentifier() else f"{op.label} of {args}"  # scalar labels: **0.5
+
+
+def _input_at(node: Any, index: tuple[int, ...], shape: tuple[int, ...]) -> str:
+    data = np.asarray(node.data)
+    if data.size == 1:
+        return _number(data.reshape(()).item())
+    if data.shape == shape and index:
+        return _number(data[index].item())
+    return f"<{'x'.join(map(str, data.shape))} tensor>"
+
+
+def _number(x: Any) -> str:
+    """A number at full precision, as the language writes it (true, false, 3, -1.0)."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    return str(x) if isinstance(x, int) else repr(x)
 
 
 def _first_bad_gradient(order: list[Any], reported: list[Any]) -> tuple[Any, Any] | None:

@@ -25,7 +25,7 @@ from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
 from gradcalc.autodiff.forward import NoJVPError
 from gradcalc.autodiff.gradcheck import MODES, CheckResult, extreme_inside, gradcheck_graph, position, relative_error, suspect_ops
 
-from .analysis import variables_in
+from .analysis import differentiated_nonfinite, undefined_note, variables_in
 from .backends import to_param
 from .compiler import LOAD, Statement
 from .errors import LanguageError, Span
@@ -157,7 +157,7 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
         result = gradcheck_graph(value, leaves, method=method, atol=atol, rtol=rtol, order=order, mode=mode)
     except NoJVPError as err:  # an op defined outside gradcalc, without a forward rule
         raise LanguageError("argument", f"check ... mode=forward: {err}").at(statement.span) from None
-    warnings = [*result.notes]
+    warnings = [*result.notes, *_undefined(order)]
     warnings += [f"evaluated at a kink of {name}: the derivative there is a convention, not a limit" for name in result.kinks]
     outcome = CheckOutcome(
         text=statement.text, line=line, status="pass" if result.passed else "fail",
@@ -176,6 +176,13 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
     elif not result.passed:
         outcome.message = _explain(value, result, infinite, order, mode)
     return outcome
+
+
+def _undefined(order: list[Any]) -> list[str]:
+    """A warning when the value checked is a derivative of a function that is not finite
+    at the point (grad(log(x), x) at x < 0): its numbers can agree, but of nothing."""
+    culprit = differentiated_nonfinite(order)
+    return [] if culprit is None else [undefined_note(culprit)]
 
 
 def _explain(value: Tensor, result: CheckResult, infinite: str, order: list[Any], mode: str) -> str:
@@ -231,6 +238,8 @@ def _compare_values(session: Any, statement: Statement, left: Tensor, atol: floa
     atol = VALUE_TOLERANCES[0] if atol is None else atol
     rtol = VALUE_TOLERANCES[1] if rtol is None else rtol
     outcome = CheckOutcome(text=statement.text, line=statement.span[0], status="pass", method="value", atol=atol, rtol=rtol)
+    for side in (left, right):
+        outcome.warnings += [w for w in _undefined(topological_order(side)) if w not in outcome.warnings]
     shown_a, shown_b = np.asarray(left.data), np.asarray(right.data)
     # Booleans and whole numbers (a < b, argmax) compare as the numbers they stand for
     # (NumPy refuses to subtract booleans); a failure shows them as they were.
