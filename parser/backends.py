@@ -242,6 +242,7 @@ class Backend(Protocol):
     def variable(self, value: Any, name: str) -> Any: ...
     def is_variable(self, value: Any) -> bool: ...
     def leaf(self, value: Any, name: str) -> Any: ...
+    def counter(self, i: int) -> Any: ...
     def binary(self, op: str, a: Any, b: Any) -> Any: ...
     def unary(self, op: str, a: Any) -> Any: ...
     def truth(self, value: Any) -> bool: ...
@@ -285,6 +286,10 @@ class TensorBackend:
         if not isinstance(value, Tensor):
             return self.variable(value, name)
         return Tensor(value.data, requires_grad=True, name=name)
+
+    def counter(self, i: int) -> Any:
+        """A loop's number: a whole-number constant, as x.shape's are."""
+        return _cut(whole_numbers(i), (), always=True)
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
         op_def = REGISTRY[op]
@@ -469,6 +474,9 @@ class ScalarBackend:
 
     def leaf(self, value: Any, name: str) -> Any:
         return Value(value.data, name=name) if isinstance(value, Value) else self.variable(value, name)
+
+    def counter(self, i: int) -> Any:
+        return DetachedValue(float(i), requires_grad=False)
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
         if op in _ARITHMETIC:

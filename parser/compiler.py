@@ -65,7 +65,7 @@ class UserFunction(Record):
 
 class Statement(Record):
     """One statement. kind: expr, assign, update (an augmented assignment, `w -= ...`),
-    def, check, or error (a statement that did not compile, kept in its place by
+    def, check, for (a loop), or error (a statement that did not compile, kept in its place by
     `compile_program(..., recover=True)`).
 
     `text` is the statement's source text exactly as written (for a check, its expression).
@@ -73,17 +73,22 @@ class Statement(Record):
     `check A == B` (A's is `code`).
     """
 
-    __slots__ = ("kind", "code", "span", "text", "targets", "function", "wrt", "options", "error", "expected")
+    __slots__ = ("kind", "code", "span", "text", "targets", "function", "wrt", "options", "error", "expected", "body", "bounds")
 
     def __init__(
         self, kind: str, code: list[Instruction], span: Span, text: str, targets: tuple[str, ...] = (),
         function: UserFunction | None = None, wrt: tuple[str, ...] = (),
         options: dict[str, tuple[list[Instruction], Span]] | None = None, error: LanguageError | None = None,
-        expected: list[Instruction] | None = None,
+        expected: list[Instruction] | None = None, body: list[Statement] | None = None,
+        bounds: list[tuple[list[Instruction], Span]] | None = None,
     ) -> None:
         self.kind, self.code, self.span, self.text, self.targets = kind, code, span, text, targets
         self.function, self.wrt, self.options = function, wrt, {} if options is None else options
         self.error, self.expected = error, expected
+        # A loop (kind "for"): the statements of its body, and the code and place of each
+        # argument of its range(...).
+        self.body: list[Statement] = [] if body is None else body
+        self.bounds: list[tuple[list[Instruction], Span]] = [] if bounds is None else bounds
 
 
 class Program(Record):
@@ -289,6 +294,8 @@ def _compile_statement(node: Node, source: str, places: _Places, where: Range) -
     def compiled(expression: Any, prefix: tuple[Instruction, ...] = ()) -> list[Instruction]:
         return compile_expression(expression, places, prefix)
 
+    if kind == "for_loop":
+        return _compile_loop(node, source, places, where)
     if kind in ("assign", "multi_assign", "aug_assign"):
         _refuse_reserved_at(children[:1] if kind != "multi_assign" else children[:-1], places)
     elif kind == "funcdef":
@@ -330,6 +337,31 @@ def _compile_statement(node: Node, source: str, places: _Places, where: Range) -
         text = _check_text(source, node, start, end)
         return Statement("check", code, span, text, wrt=wrt, options=options, expected=expected)
     raise LanguageError("syntax", f"unsupported statement {kind}").at(span)
+
+
+def _compile_loop(node: Node, source: str, places: _Places, where: Range) -> Statement:
+    """`for NAME in range(...): body`: the body's statements, each compiled as at the top
+    (a loop may hold loops), and range's arguments."""
+    name, over, arguments, *body = node.children
+    _refuse_reserved_at([name], places)
+    if over != "range":
+        raise LanguageError("syntax", "a for loop runs over range(...): for i in range(10), range(2, 10) or range(0, 10, 2)").at(
+            places.span(over))
+    positional, keywords = _split_arguments(arguments, places)
+    if keywords:
+        raise LanguageError("argument", "range takes its bounds by position: range(stop), range(start, stop) or range(start, stop, step)").at(
+            places.span(keywords[0][1]))
+    if not 1 <= len(positional) <= 3:
+        raise LanguageError("argument", f"range takes 1 to 3 whole numbers (stop; start, stop; start, stop, step), got {len(positional)}").at(
+            places.range_span(over.start, arguments.end if arguments is not None else over.end + 2))
+    statements = []
+    for inner in body:
+        if inner.kind == "check":
+            raise LanguageError("syntax", "a check cannot be inside a loop: check once the loop has run").at(places.span(inner))
+        statements.append(_compile_statement(inner, source, places, (inner.start, inner.end)))
+    start, end = where
+    bounds = [(compile_expression(p, places), places.range_span(p.start, p.end)) for p in positional]
+    return Statement("for", [], places.range_span(start, end), source[start:end], targets=(str(name),), body=statements, bounds=bounds)
 
 
 def _error_statement(error: LanguageError, text: str, span: Span) -> Statement:

@@ -16,6 +16,13 @@ A keyword the parser cannot take where it can take a name is a name (`x.if`, `x 
 the compiler then says a keyword cannot be a name). A keyword run into a word is not
 split off it (`x ifa else b` is the name `ifa`, which the parser refuses).
 
+A loop's body is a block, told to the parser by two tokens no text is lexed as:
+`_INDENT` after the loop's colon and `_DEDENT` where the body ends, as Python's tokenizer
+gives them. The body is the rest of the line after the colon (`for i in range(3): a; b`),
+or, when the colon ends its line, the lines after it indented deeper than the loop's own
+line, up to the first line that is not (a `_NL` then separates the loop from what
+follows). Outside loops indentation means nothing, as before.
+
 When the source has a syntax error, `parse` raises `Stuck` with what the table says
 there (the state stack, from which `accepted` reads the terminals that could come
 next); syntax.py words the message.
@@ -51,11 +58,15 @@ class Node:
 class Stuck(Exception):
     """A syntax error, as the parser met it: `token` (None for a character no terminal
     matches, at `position`), the parser's state stack there, where the statement being
-    read started (-1: between statements) and the statements read before it."""
+    read started (-1: between statements) and the statements read before it. `reason`
+    says what is wrong when the table cannot (a line indented where no block is)."""
 
-    def __init__(self, position: int, token: Token | None, states: list[int], statement: int, statements: list[Range]) -> None:
+    def __init__(
+        self, position: int, token: Token | None, states: list[int], statement: int, statements: list[Range], reason: str = "",
+    ) -> None:
         super().__init__(position)
         self.position, self.token, self.states, self.statement, self.statements = position, token, states, statement, statements
+        self.reason = reason
 
 
 # state -> {symbol: s >= 0 shift (or go) to state s, ~r reduce by rule r}
@@ -74,8 +85,11 @@ def _rule(text: str) -> tuple[int, str, str, Any, Any]:
 
 RULES = [_rule(text) for text in tables.RULES]
 KEPT = frozenset(tables.KEPT)
-# What the loop looks at beyond the parser's own work: keywords, brackets, separators, dropped tokens
-_LOOKED_AT = frozenset(RENAMES) | OPENERS | CLOSERS | SEPARATORS | IGNORED
+# What the loop looks at beyond the parser's own work: keywords, brackets, separators,
+# dropped tokens, and the colon that opens a loop's block
+_LOOKED_AT = frozenset(RENAMES) | OPENERS | CLOSERS | SEPARATORS | IGNORED | {"COLON"}
+INDENT, DEDENT = "_INDENT", "_DEDENT"
+_ON_THE_LINE = -1  # a block that is the rest of its line (else a block's indentation)
 # (state below, state, terminal) -> the state after every unit reduction that terminal
 # leads to; (state below, rule name, terminal) -> the state after the goto on that rule
 # and the unit reductions after it. Filled as met.
@@ -102,6 +116,16 @@ def parse(source: str) -> tuple[Node, list[Range]]:
     looked_at = _LOOKED_AT
     new_token = str.__new__
     kind: Any  # a terminal's name (a match's last group is always a terminal's)
+    # Blocks (see the module's docstring): those open, innermost last, each _ON_THE_LINE
+    # or its indentation; a `for` waiting for its colon; a colon just read (the next token
+    # says which block it opens); a colon that ended its line (the next line's indentation
+    # opens the block), with that line's indentation; a separating newline just read.
+    blocks: list[int] = []
+    heads: list[int] = []  # the indentation of each open block's loop
+    header = opened = awaiting = False
+    header_indent = loop_indent = 0  # the indentation of the line of the loop whose block opens; of the last `for`
+    line_start = True
+    extra: list[tuple[str, int]] = []  # tokens no text is lexed as, to give before this one
     for match in chain(PATTERN.finditer(source), _AT_END):
         if match is None or match.start() != end:  # the end, or a character no terminal matches
             blanks = BLANKS.match(source, end)
@@ -112,6 +136,9 @@ def parse(source: str) -> tuple[Node, list[Range]]:
             if first >= 0:
                 statements.append((first, last))
             kind, value, start = END, None, len(source)
+            if blocks:
+                extra = [(DEDENT, last)] * len(blocks)
+                blocks = heads = []
         else:
             kind = match.lastgroup
             start, end = match.span(kind)
@@ -121,31 +148,78 @@ def parse(source: str) -> tuple[Node, list[Range]]:
                     keyword = keywords[kind].get(source[start:end])
                     if keyword is not None and (keyword in actions[state] or kind not in actions[state]):
                         kind = keyword
+                        if kind == "FOR":
+                            header, loop_indent = True, _indentation(source, start)
                 elif kind in OPENERS:
                     depth += 1
                 elif kind in CLOSERS:
                     depth = depth - 1 if depth else 0
                 elif kind in IGNORED or (kind == NEWLINE and (depth or previous in CONTINUES)):
                     continue
-                if depth == 0 and kind in SEPARATORS:
-                    if first >= 0:
-                        statements.append((first, last))
-                    first = at = -1
+            if blocks or opened or awaiting or header:  # (only near loops: elsewhere none of this is asked)
+                if opened:  # the token after a loop's colon
+                    opened = False
+                    if kind == NEWLINE:  # the body is the lines indented under the loop
+                        if blocks and blocks[-1] == _ON_THE_LINE:
+                            raise _stuck(source, kind, start, end, states, first, statements, _NESTED_ON_THE_LINE)
+                        awaiting = line_start = True
+                        continue
+                    blocks.append(_ON_THE_LINE)
+                    heads.append(header_indent)
+                    extra, line_start = [(INDENT, last)], False
+                elif kind == NEWLINE:  # (a separating one)
+                    if awaiting:  # blank and comment lines before the body's first line
+                        continue
+                    line_start = True
+                    while blocks and blocks[-1] == _ON_THE_LINE:  # a newline ends every block on its line
+                        blocks.pop()
+                        heads.pop()
+                        extra.append((DEDENT, last))
+                elif line_start:  # the first token of a line
+                    line_start = False
+                    indent = start - source.rfind("\n", 0, start) - 1
+                    if awaiting:
+                        awaiting = False
+                        if indent > header_indent:
+                            blocks.append(indent)
+                            heads.append(header_indent)
+                            extra = [(INDENT, last)]
+                        # else the parser, wanting _INDENT, says that a block is expected here
+                    elif blocks and indent != blocks[-1]:
+                        if indent > blocks[-1]:
+                            raise _stuck(source, kind, start, end, states, first, statements, _TOO_DEEP)
+                        while blocks and blocks[-1] > indent:
+                            blocks.pop()
+                            extra.append((DEDENT, last))
+                            if indent > heads.pop() and (not blocks or indent != blocks[-1]):
+                                raise _stuck(source, kind, start, end, states, first, statements, _NO_SUCH_BLOCK)
+                        extra.append((NEWLINE, last))  # the loop has ended: a separator before what follows
+                        if not blocks:
+                            statements.append((first, last))
+                            first = -1
+                if kind == "COLON" and header and depth == 0:
+                    header, opened, header_indent = False, True, loop_indent
+            if depth == 0 and kind in SEPARATORS and not blocks:
+                if first >= 0:
+                    statements.append((first, last))
+                first = at = -1
             if first < 0:
                 first = at
-            last = end
+            if kind not in SEPARATORS:
+                last = end
             previous = kind
             if kind in kept:
                 value = new_token(Token, source[start:end])
                 value.kind, value.start, value.end = kind, start, end
             else:
                 value = None
+        if extra:
+            state = _give(extra, state, states, values, starts, source, kind, value, start, end, first, statements)
+            shifted, extra = extra[-1][1], []
         while True:  # feed the token: reduce until it can be shifted
             action = actions[state].get(kind)
             if action is None:
-                if value is None:
-                    value = token(kind, "", start, start) if kind is END else token(kind, source[start:end], start, end)
-                raise Stuck(start, value, states, first, statements)
+                raise _stuck(source, kind, start, end, states, first, statements, value=value)
             if action >= 0:
                 state = action
                 states.append(state)
@@ -189,6 +263,74 @@ def parse(source: str) -> tuple[Node, list[Range]]:
             if state == end_state and kind is END:
                 return values[-1], statements
     raise AssertionError("the parser read past the end of its input")  # pragma: no cover - END always ends it
+
+
+_NESTED_ON_THE_LINE = "a loop on one line cannot hold a loop with an indented body; write the outer loop as a block too"
+_TOO_DEEP = "unexpected indent: this line is indented deeper than the block it is in"
+_NO_SUCH_BLOCK = "this line's indentation matches no block around it"
+
+
+def _stuck(
+    source: str, kind: str, start: int, end: int, states: list[int], first: int, statements: list[Range], reason: str = "",
+    value: Token | None = None,
+) -> Stuck:
+    """Stuck at the token `kind` from `start` to `end` (`value`, when it was made already)."""
+    if value is None:
+        value = token(kind, "", start, start) if kind is END else token(kind, source[start:end], start, end)
+    return Stuck(start, value, states, first, statements, reason)
+
+
+def _indentation(source: str, offset: int) -> int:
+    """How many blanks begin the line that holds `offset`."""
+    line = source.rfind("\n", 0, offset) + 1
+    blanks = BLANKS.match(source, line)
+    assert blanks is not None  # (blanks may be none at all: it always matches)
+    return blanks.end() - line
+
+
+def _give(
+    extra: list[tuple[str, int]], state: int, states: list[int], values: list[Any], starts: list[int], source: str,
+    kind: str, value: Any, start: int, end: int, first: int, statements: list[Range],
+) -> int:
+    """Give the parser the tokens no text is lexed as (_INDENT, _DEDENT, a separating _NL),
+    each (terminal, offset) at the end of the token before it, ahead of the token `kind`
+    at `start` (which a syntax error here is reported at); the state after them. Each
+    ends where the token before it ends, so a loop's range ends at its body's last token."""
+    for made, at in extra:
+        while True:
+            action = ACTIONS[state].get(made)
+            if action is None:
+                raise _stuck(source, kind, start, end, states, first, statements, value=value)
+            if action >= 0:
+                state = action
+                states.append(state)
+                values.append(None)
+                starts.append(at)
+                break
+            state = _reduce(action, state, states, values, starts, at, made)
+    return state
+
+
+def _reduce(action: int, state: int, states: list[int], values: list[Any], starts: list[int], shifted: int, kind: str) -> int:
+    """One reduction, as the parser's loop does it (without its caches), before a token
+    of `kind` that is not END; the state after it."""
+    size, name, shape, kind_of, arg = RULES[~action]
+    if shape == "unit":
+        states[-1] = ACTIONS[states[-2]][name]
+        return states[-1]
+    begin = starts[-size] if size else shifted
+    if shape == "slice":
+        value = Node(kind_of, values[arg], begin, shifted)
+    elif shape == "child":
+        value = values[arg - size]
+    else:
+        value = _built(kind_of, arg, values, len(values) - size, begin, shifted)
+    if size:
+        del values[-size:], states[-size:], starts[-size:]
+    values.append(value)
+    starts.append(begin)
+    states.append(ACTIONS[states[-1]][name])
+    return states[-1]
 
 
 def _built(kind: str | None, steps: tuple[int | None, ...], values: list[Any], base: int, start: int, end: int) -> Any:

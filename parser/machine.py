@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, collector_paused, lookup
 from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
-from .backends import BACKENDS, CONSTANTS, Backend, TensorList
+from .backends import BACKENDS, CONSTANTS, Backend, TensorList, to_param
 from .compiler import (
     ATTR,
     BINARY,
@@ -160,6 +160,9 @@ class Session:
             assert statement.function is not None
             self._define(statement.function)
             return None
+        if statement.kind == "for":
+            self._loop(statement)
+            return None
         if statement.kind == "check":
             if self.on_check is None:
                 raise LanguageError("argument", "check statements run with `gradcalc check` or `gradcalc run`").at(statement.span)
@@ -182,6 +185,26 @@ class Session:
             self.update(statement.targets[0], value)
             return None
         return ExpressionResult(value, statement.text, statement.span)
+
+    def _loop(self, statement: Statement) -> None:
+        """Run a loop's body once per number of its range, define-by-run: each statement
+        builds its graph anew in every iteration. The loop is one statement: it shares one
+        budget (steps, time, memory), and what its body's expressions give is not shown.
+        The loop's name holds the iteration's number, a whole-number constant."""
+        bounds = [_range_bound(self.evaluate(code), span) for code, span in statement.bounds]
+        if len(bounds) == 3 and bounds[2] == 0:
+            raise LanguageError("argument", "range's step cannot be 0").at(statement.bounds[2][1])
+        name = statement.targets[0]
+        for i in range(*bounds):
+            self.variables[name] = self.backend.counter(i)
+            for inner in statement.body:
+                try:
+                    self._run_statement(inner)
+                except LanguageError as err:
+                    if err.kind in _BUDGETS:  # placed at the loop, which ran too long as a whole
+                        err.message += f" (a loop is one statement, its iterations share the budget; stopped at {name} = {i})"
+                        raise
+                    raise _in_iteration(err.at(inner.span), name, i) from None
 
     def _define(self, function: UserFunction) -> None:
         for name in (function.name, *function.params):
@@ -393,6 +416,29 @@ def _bound(function: UserFunction, args: list[Any], kwargs: dict[str, Any]) -> l
     if missing:
         raise LanguageError("argument", f"{signature}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing")
     return [*args, *(kwargs[p] for p in params[len(args) :])]
+
+
+_BUDGETS = frozenset({"steps", "time", "memory"})
+_ITERATION = " (in the loop at "
+
+
+def _in_iteration(err: LanguageError, name: str, i: int) -> LanguageError:
+    """The error, saying in which iteration it happened (of each loop around it, innermost first)."""
+    where = f"{name} = {i}"
+    if err.message.endswith(")") and _ITERATION in err.message:
+        err.message = f"{err.message[:-1]}, in the loop at {where})"
+    else:
+        err.message += f"{_ITERATION}{where})"
+    return err
+
+
+def _range_bound(value: Any, span: Span | None) -> int:
+    """An argument of a loop's range(...): a whole number."""
+    bound = to_param(value, "range") if not isinstance(value, str) else value
+    if not isinstance(bound, int) or isinstance(bound, bool):
+        shown = repr(bound) if isinstance(bound, (str, float)) else "a tensor" if isinstance(bound, tuple) else str(bound)
+        raise LanguageError("argument", f"range takes whole numbers, got {shown}").at(span)
+    return bound
 
 
 def _whole(value: Any) -> int:

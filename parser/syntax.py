@@ -7,6 +7,8 @@ words of a syntax error, and the REPL's "is the input finished?".
 """
 from __future__ import annotations
 
+import re
+
 from . import driver, tables
 from .driver import Node, Range, Stuck
 from .errors import LanguageError
@@ -19,7 +21,8 @@ __all__ = [
 ]
 
 _READABLE = {
-    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", NEWLINE: "end of line",
+    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", NEWLINE: "end of line", "_INDENT": "an indented block",
+    "_DEDENT": "the end of the loop's body",
     END: "end of input", "COMPARE": "a comparison", "AUGOP": "'+=', '-=', '*=', '/=', '//=' or '%='", "POW": "'**'",
 }
 _EXPRESSION_STARTS = {"NAME", "NUMBER", "LPAR", "LSQB", "MINUS"}
@@ -45,8 +48,8 @@ def describe_expected(expected: set[str]) -> str:
     words += sorted({_readable(t) for t in expected if not t.startswith("__")})
     if not words:
         return "something else"
-    if len(words) > 6:
-        words = words[:6] + ["..."]
+    if len(words) > 7:  # (where a statement may start: an expression, ';', check, def, for and the two ends)
+        words = words[:7] + ["..."]
     return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1]
 
 
@@ -93,7 +96,7 @@ def parse_recovering(source: str) -> tuple[Node, list[Range], list[BadStatement]
         except Stuck as stuck:
             error = _syntax_error(text, stuck)
             token = stuck.token
-            if token is not None and token.kind in SEPARATORS and stuck.statements:
+            if token is not None and token.kind in SEPARATORS and stuck.statement < 0 and stuck.statements:
                 start = stuck.statements[-1][0]
             else:
                 start = stuck.statement if 0 <= stuck.statement <= stuck.position else stuck.position
@@ -132,16 +135,40 @@ def _blank(text: str) -> str:
 
 def statement_end(source: str, start: int) -> int:
     """The end of the statement that starts at `start`: the first newline or ';' outside
-    brackets (strings and comments are tokens of their own), for text that does not parse."""
-    depth = 0
+    brackets (strings and comments are tokens of their own), for text that does not parse.
+    A loop ends with its body: the rest of its line, or the lines indented under it."""
+    depth, loop, previous = 0, False, ""
     for t in tokens(source, start):
         if t.kind in OPENERS:
             depth += 1
         elif t.kind in CLOSERS:
             depth = max(depth - 1, 0)
-        elif t.kind in SEPARATORS and depth == 0:
+        elif t.kind == "FOR" and not previous:
+            loop = True
+        elif t.kind in SEPARATORS and depth == 0 and not (loop and t.kind == "SEMICOLON"):
+            if loop and previous == "COLON":
+                return _block_end(source, start, t.end)
             return t.start
+        if t.kind not in COMMENTS:
+            previous = t.kind
     return len(source)
+
+
+def _block_end(source: str, start: int, body: int) -> int:
+    """Where the lines from offset `body` on that are indented deeper than the line of
+    `start` end (blank and comment lines among them count as theirs)."""
+    indent = len(source[_line_start(source, start) : start]) - len(source[_line_start(source, start) : start].lstrip(" \t\f"))
+    end = body
+    for line in re.finditer(r"[^\n]*\n?", source[body:]):
+        text = line.group()
+        stripped = text.strip()
+        if not stripped and not text:
+            break
+        if stripped and not stripped.startswith("#") and len(text) - len(text.lstrip(" \t\f")) <= indent:
+            break
+        if stripped:
+            end = body + line.start() + len(text.rstrip())
+    return end
 
 
 def count_checks(source: str) -> int:
@@ -162,14 +189,17 @@ class PendingInput:
 
     `add(line)` answers "is the input complete now?" without parsing everything typed so
     far on every line: while a bracket is open, or the line ends with an operator or a
-    `\\`, the input is unfinished and nothing is parsed; otherwise the whole input is
-    parsed once. So a paste of n lines costs O(n), not O(n^2). The lines are the input
-    as typed, joined by newlines (`text`), so every place in it is where it was typed.
+    `\\`, the input is unfinished and nothing is parsed; after a line that ends with a
+    loop's colon, only a blank line ends the input (the lines between are the loop's
+    body); otherwise the whole input is parsed once. So a paste of n lines costs O(n),
+    not O(n^2). The lines are the input as typed, joined by newlines (`text`), so every
+    place in it is where it was typed.
     """
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.depth = 0
+        self.block = False  # a line ended with a loop's colon: the input goes on to a blank line
 
     @property
     def text(self) -> str:
@@ -178,7 +208,7 @@ class PendingInput:
     def add(self, line: str) -> bool:
         """Add one line; True when the input so far is complete (run it, then `clear()`)."""
         self.lines.append(line)
-        if self._continues(line):
+        if self._continues(line) or (self.block and line.strip()):
             return False
         try:
             parse_tree(self.text)
@@ -187,7 +217,7 @@ class PendingInput:
         return True
 
     def clear(self) -> None:
-        self.lines, self.depth = [], 0
+        self.lines, self.depth, self.block = [], 0, False
 
     def _continues(self, line: str) -> bool:
         """Track bracket depth over one line; True when the input cannot end after it: a
@@ -206,6 +236,8 @@ class PendingInput:
                 self.depth = max(self.depth - 1, 0)
             if t.kind not in COMMENTS:
                 last = t.kind
+        # A line that ends with a colon outside brackets opens a loop's body of indented lines.
+        self.block = self.block or (last == "COLON" and self.depth == 0)
         return self.depth > 0 or last in CONTINUES or backslash
 
 
@@ -229,6 +261,9 @@ def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
         elif char == "!":  # `!=` is a comparison; a lone `!` is Python's or C's habit, not ours
             message = "'!' is not supported: there is no factorial, and for 'not x' write x == 0"
         return LanguageError("syntax", message, line, column, line, column + 1)
+    if stuck.reason:
+        line, column = _line_column(source, token.start)
+        return LanguageError("syntax", stuck.reason, line, column, line, column + max(len(token), 1))
     expected = describe_expected(driver.accepted(stuck.states))
     if token.kind == END or (token.kind == NEWLINE and _rest_is_blank(source, token.end)):
         line, column = _end_position(source) if token.kind == END else _line_column(source, token.start)

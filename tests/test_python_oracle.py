@@ -82,6 +82,8 @@ COMPARISONS = {"<": "np.less", "<=": "np.less_equal", ">": "np.greater", ">=": "
 REDUCTIONS = {"sum": "np.sum", "mean": "np.mean", "max": "np.max", "min": "np.min"}
 CONSTANTS = {"pi": "np.pi", "e": "np.e", "inf": "np.inf", "true": "1.0", "false": "0.0"}
 VARIABLES = ["a", "b", "x", "y", "w2", "M", "v_1", "total"]
+LOOP_NAMES = ["k", "step"]
+RANGES = [("2", "2"), ("1", "1"), ("0, 2", "0, 2"), ("1, 4, 2", "1, 4, 2"), ("3, 0, -1", "3, 0, -1"), ("-1, 1", "-1, 1")]
 KEYWORD_TARGETS = ["check", "def", "true", "false"]
 
 
@@ -408,8 +410,54 @@ class Writer:
     # ---- statements -----------------------------------------------------------------------
     def statement(self) -> tuple[str, str]:
         kinds = ["assign", "assign", "expression", "expression", "augmented", "augmented", "def", "recursive", "check",
-                 "check_equal", "unpack"]
+                 "check_equal", "unpack", "loop"]
         return getattr(self, "s_" + self.pick(kinds))()
+
+    def s_loop(self, indent: str = "") -> tuple[str, str]:
+        """`for k in range(...)` (its line at `indent`), on one line or as an indented
+        block: its body assignments, updates, expressions (shown by neither side) and, in
+        an outer loop, a loop. Python's loop is the same loop, its number made a float64,
+        as gradcalc's whole number is in every op. A body keeps each variable's shape, so
+        that every iteration runs what the first did; no range here is empty, so the
+        loop's name is defined after it on both sides."""
+        name = self.pick(LOOP_NAMES)
+        bounds, python_bounds = self.pick(RANGES)
+        if self.chance(0.3):  # a bound chosen by a conditional
+            condition = self.expr((), 1)
+            bounds, python_bounds = f"2 if {self.at(condition, COMPARISON)} else 3", f"2 if _truth({condition.python}) else 3"
+        self.variables[name] = ()
+        inside = indent + self.pick(["    ", "  "])
+        body = [self.loop_statement(inside, outer=not indent) for _ in range(self.draw(st.integers(1, 3)))]
+        head = f"for {name} in range({bounds}):"
+        python = f"for {name} in range({python_bounds}):\n    {name} = np.float64({name})\n"
+        python += "".join(f"    {line}\n" for _, p, _ in body for line in p.splitlines())
+        if not any(loop for _, _, loop in body) and self.chance(0.5):  # on one line (a loop in it would take the rest)
+            return head + self.pick([" ", ""]) + self.pick(["; ", ";"]).join(t for t, _, _ in body), python.rstrip("\n")
+        gaps = [self.pick(["\n", "\n\n", f"\n{inside}# a comment\n", " # a comment\n"]) for _ in body]
+        return head + "".join(f"{gap}{inside}{t}" for gap, (t, _, _) in zip(gaps, body)), python.rstrip("\n")
+
+    def loop_statement(self, indent: str, outer: bool) -> tuple[str, str, bool]:
+        """(text, Python, whether it is a loop) of one statement of a loop's body at `indent`."""
+        kind = self.pick(["assign", "augmented", "augmented", "expression", "fresh"] + (["loop"] if outer else []))
+        if kind == "loop":
+            return (*self.s_loop(indent), True)
+        if kind == "expression":
+            e = self.slot(self.pick(SHAPES), 3)
+            return e.text, f"_ = {e.python}", False  # (neither side shows an expression in a loop)
+        if kind == "fresh" or not self.variables:  # a name the first iteration makes
+            name = self.pick(VARIABLES)
+            shape = self.variables.get(name, self.pick(SHAPES))
+            e = self.slot(shape, 3)  # (before the name is known: it may not be defined yet)
+            self.variables[name] = shape
+            return f"{name} = {e.text}", f"{name} = {e.python}", False
+        name = self.pick(sorted(self.variables))
+        shape = self.variables[name]
+        if kind == "assign":
+            e = self.slot(shape, 3)
+            return f"{name} = {e.text}", f"{name} = {e.python}", False
+        e = self.slot(self.pick([shape, ()]), 3)
+        op = self.pick(sorted(AUGMENTED))
+        return f"{name} {op} {e.text}", f"{name} = {AUGMENTED[op]}({name}, {e.python})", False
 
     def s_assign(self) -> tuple[str, str]:
         shape = self.pick(SHAPES)
@@ -494,6 +542,7 @@ class Writer:
 
 
 SEPARATORS = ["\n", ";", "; ", " # a comment\n", "\r\n", "\n\n", ";\n"]
+LINE_ENDS = ["\n", " # a comment\n", "\n\n"]
 
 
 @st.composite
@@ -503,9 +552,12 @@ def programs(draw: Callable[[Any], Any]) -> tuple[str, str, bool]:
     pairs = [writer.statement() for _ in range(draw(st.integers(1, 7)))]
     if draw(st.integers(0, 9)) == 0:
         pairs.append(writer.s_keyword_target())
-    source = draw(st.sampled_from(["", "\n", "# start\n", ";"]))
-    for text, _ in pairs:
-        source += text + draw(st.sampled_from(SEPARATORS))
+    source = draw(st.sampled_from(["", "\n", "# start\n", ";" if not pairs[0][0].startswith("for ") else ""]))
+    for k, (text, _) in enumerate(pairs):
+        # A loop begins a line (its body is indented against that line) and takes the rest
+        # of its last line: what follows it begins a line of its own.
+        loop = text.startswith("for ") or (k + 1 < len(pairs) and pairs[k + 1][0].startswith("for "))
+        source += text + draw(st.sampled_from(LINE_ENDS if loop else SEPARATORS))
     python = PRELUDE + "\n".join(p for _, p in pairs) + "\n"
     return source, python, writer.exact
 
@@ -646,7 +698,7 @@ class Coverage:
                     self.conditional = label
                 parts.append(f"{shown(body)} -> {label}")
             lines.append(("!" if "!" in head else "") + f"{name}: " + "\n    | ".join(parts))
-        self.parser = Lark("\n".join(lines), start="program", parser="lalr", postlex=_BracketNewlines())
+        self.parser = Lark("\n".join(lines), start="program", parser="lalr", lexer="basic", postlex=_BracketNewlines())
 
     def of(self, source: str) -> tuple[set[str], set[str], set[tuple[str, str]]]:
         """The alternatives a program's parse uses, those seen holding a conditional right in
@@ -665,12 +717,17 @@ class Coverage:
 
 class _BracketNewlines:
     """Newlines inside brackets are spaces (grammar.lark's rule, which the language's own
-    lexer applies)."""
+    lexer applies), and a loop's body is told by _INDENT and _DEDENT (the rule driver.py
+    applies, written here again over Lark's tokens): the rest of the line after the
+    loop's colon, or the lines under it indented as its first line is."""
 
     always_accept = ("_NL",)
 
     def process(self, stream: Any) -> Any:
-        depth = 0
+        from lark import Token
+
+        depth, blocks = 0, []  # blocks: -1 for the rest of a line, else the body's column
+        header = opened = awaiting = line_start = False
         for token in stream:
             if token.value in ("(", "["):
                 depth += 1
@@ -678,7 +735,37 @@ class _BracketNewlines:
                 depth -= 1
             elif token.type == "_NL" and depth:
                 continue
+            if opened:
+                opened = False
+                if token.type == "_NL":
+                    awaiting = line_start = True
+                    continue
+                blocks.append(-1)
+                yield Token.new_borrow_pos("_INDENT", "", token)
+            elif token.type == "_NL":
+                if awaiting:  # blank and comment lines before the body
+                    continue
+                while blocks and blocks[-1] == -1:
+                    blocks.pop()
+                    yield Token.new_borrow_pos("_DEDENT", "", token)
+                line_start = True
+            elif line_start:
+                line_start = False
+                if awaiting:
+                    awaiting = False
+                    blocks.append(token.column)
+                    yield Token.new_borrow_pos("_INDENT", "", token)
+                elif blocks and token.column < blocks[-1]:
+                    while blocks and blocks[-1] > token.column:
+                        blocks.pop()
+                        yield Token.new_borrow_pos("_DEDENT", "", token)
+                    yield Token.new_borrow_pos("_NL", "\n", token)
+            header = header or token.type == "FOR"
+            if token.type == "COLON" and header and not depth:
+                header, opened = False, True
             yield token
+        for _ in blocks:
+            yield Token("_DEDENT", "")
 
 
 def test_the_generator_covers_every_rule_of_the_grammar():
