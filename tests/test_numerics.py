@@ -499,3 +499,10 @@ def test_max_of_nothing_names_the_op_in_plain_words(name):
     assert done.returncode == 2 and "internal error" not in done.stderr
     assert f"{name} of an empty tensor has no value" in done.stderr
     assert "identity" not in done.stderr and "zero-size array" not in done.stderr
+
+
+def test_outer_keeps_the_sign_of_a_zero_product():
+    # IEEE 754: 0 * -0 is -0 (NumPy's multiply, torch.outer); an einsum would add it to +0.
+    got = ops.outer(Tensor(np.array([0.0, 2.0])), Tensor(np.array([-0.0, 1.0]))).data
+    assert np.array_equal(np.signbit(got), [[True, False], [True, False]])
+    assert np.array_equal(got, [[0.0, 0.0], [-0.0, 2.0]])

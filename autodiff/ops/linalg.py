@@ -147,6 +147,11 @@ def _outer_subscripts(a_ndim: int, b_ndim: int) -> str:
     return "i,j->ij"
 
 
+def _outer(a: Any, b: Any) -> Any:
+    _outer_subscripts(np.ndim(a), np.ndim(b))
+    return np.multiply.outer(a, b)
+
+
 _VECTORS = (((4,), (4,)),)
 dot = defop(
     "dot", **_contraction(_dot_subscripts), n_in=2, method=True,
@@ -162,7 +167,9 @@ inner = defop(
     jvp=MULTILINEAR,
 )
 outer = defop(
-    "outer", **_contraction(_outer_subscripts), n_in=2, method=True,
+    # NumPy's einsum adds each product to a 0, so 0 * -0 would come out +0; the product
+    # itself keeps the sign of zero, as torch.outer does.
+    "outer", **{**_contraction(_outer_subscripts), "forward": _outer}, n_in=2, method=True,
     doc="a[i] * b[j] as a matrix, for 1-d a and b", category=LINALG, complex_safe=True,
     check=Check(shapes=(((3,), (4,)),)),
     rule="a: g @ b;  b: g.T @ a",
