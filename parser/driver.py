@@ -29,6 +29,7 @@ next); syntax.py words the message.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
@@ -213,55 +214,64 @@ def parse(source: str) -> tuple[Node, list[Range]]:
                 value.kind, value.start, value.end = kind, start, end
             else:
                 value = None
+        # The tokens no text is lexed as (_INDENT, _DEDENT, a separating _NL) go first, all
+        # at the end of the token before them (so a loop's range ends at its body's last
+        # token); a syntax error among them is reported at the token that follows them.
+        feed: Sequence[tuple[str, Token | None, int, int]]
         if extra:
-            state = _give(extra, state, states, values, starts, source, kind, value, start, end, first, statements)
-            shifted, extra = extra[-1][1], []
-        while True:  # feed the token: reduce until it can be shifted
-            action = actions[state].get(kind)
-            if action is None:
-                raise _stuck(source, kind, start, end, states, first, statements, value=value)
-            if action >= 0:
-                state = action
-                states.append(state)
-                values.append(value)
-                starts.append(start)
-                shifted = end
-                break
-            size, name, shape, kind_of, arg = rules[~action]
-            if shape == "unit":  # `?sum: product`: the value stays, only the state moves on
-                # (met here only after a shift: a reduction's goto follows these rules itself)
-                unit = (states[-2], state, kind)
-                after = units.get(unit)
-                if after is None:
-                    after = units[unit] = _after_units(states[-2], state, kind)
-                state = states[-1] = after
-                continue
-            if not size:  # an empty rule: it starts and ends where it is
-                begin = shifted
-                value_of = _built(kind_of, arg, [], 0, begin, shifted) if shape == "build" else Node(kind_of, [], begin, shifted)
-            else:
-                begin = starts[-size]
-                if shape == "slice":
-                    value_of = Node(kind_of, values[arg], begin, shifted)
-                elif shape == "child":  # `"(" expr ")"`: the expression keeps its own range
-                    value_of = values[arg - size]
+            shifted = extra[0][1]
+            feed = [(made, None, at, at) for made, at in extra]
+            feed.append((kind, value, start, end))
+            extra = []
+        else:
+            feed = ((kind, value, start, end),)
+        for fed, fed_value, fed_start, fed_end in feed:
+            while True:  # feed the token: reduce until it can be shifted
+                action = actions[state].get(fed)
+                if action is None:
+                    raise _stuck(source, kind, start, end, states, first, statements, value=value)
+                if action >= 0:
+                    state = action
+                    states.append(state)
+                    values.append(fed_value)
+                    starts.append(fed_start)
+                    shifted = fed_end
+                    break
+                size, name, shape, kind_of, arg = rules[~action]
+                if shape == "unit":  # `?sum: product`: the value stays, only the state moves on
+                    # (met here only after a shift: a reduction's goto follows these rules itself)
+                    unit = (states[-2], state, fed)
+                    after = units.get(unit)
+                    if after is None:
+                        after = units[unit] = _after_units(states[-2], state, fed)
+                    state = states[-1] = after
+                    continue
+                if not size:  # an empty rule: it starts and ends where it is
+                    begin = shifted
+                    value_of = _built(kind_of, arg, [], 0, begin, shifted) if shape == "build" else Node(kind_of, [], begin, shifted)
                 else:
-                    value_of = _built(kind_of, arg, values, len(values) - size, begin, shifted)
-                del values[-size:], states[-size:], starts[-size:]
-            values.append(value_of)
-            starts.append(begin)
-            below = states[-1]
-            goto = (below, name, kind)
-            next_state = gotos.get(goto)
-            if next_state is None:
-                next_state = actions[below][name]
-                if next_state != end_state or kind is not END:  # (parsing stops at the end state)
-                    next_state = _after_units(below, next_state, kind)
-                gotos[goto] = next_state
-            state = next_state
-            states.append(state)
-            if state == end_state and kind is END:
-                return values[-1], statements
+                    begin = starts[-size]
+                    if shape == "slice":
+                        value_of = Node(kind_of, values[arg], begin, shifted)
+                    elif shape == "child":  # `"(" expr ")"`: the expression keeps its own range
+                        value_of = values[arg - size]
+                    else:
+                        value_of = _built(kind_of, arg, values, len(values) - size, begin, shifted)
+                    del values[-size:], states[-size:], starts[-size:]
+                values.append(value_of)
+                starts.append(begin)
+                below = states[-1]
+                goto = (below, name, fed)
+                next_state = gotos.get(goto)
+                if next_state is None:
+                    next_state = actions[below][name]
+                    if next_state != end_state or fed is not END:  # (parsing stops at the end state)
+                        next_state = _after_units(below, next_state, fed)
+                    gotos[goto] = next_state
+                state = next_state
+                states.append(state)
+                if state == end_state and fed is END:
+                    return values[-1], statements
     raise AssertionError("the parser read past the end of its input")  # pragma: no cover - END always ends it
 
 
@@ -286,51 +296,6 @@ def _indentation(source: str, offset: int) -> int:
     blanks = BLANKS.match(source, line)
     assert blanks is not None  # (blanks may be none at all: it always matches)
     return blanks.end() - line
-
-
-def _give(
-    extra: list[tuple[str, int]], state: int, states: list[int], values: list[Any], starts: list[int], source: str,
-    kind: str, value: Any, start: int, end: int, first: int, statements: list[Range],
-) -> int:
-    """Give the parser the tokens no text is lexed as (_INDENT, _DEDENT, a separating _NL),
-    each (terminal, offset) at the end of the token before it, ahead of the token `kind`
-    at `start` (which a syntax error here is reported at); the state after them. Each
-    ends where the token before it ends, so a loop's range ends at its body's last token."""
-    for made, at in extra:
-        while True:
-            action = ACTIONS[state].get(made)
-            if action is None:
-                raise _stuck(source, kind, start, end, states, first, statements, value=value)
-            if action >= 0:
-                state = action
-                states.append(state)
-                values.append(None)
-                starts.append(at)
-                break
-            state = _reduce(action, state, states, values, starts, at, made)
-    return state
-
-
-def _reduce(action: int, state: int, states: list[int], values: list[Any], starts: list[int], shifted: int, kind: str) -> int:
-    """One reduction, as the parser's loop does it (without its caches), before a token
-    of `kind` that is not END; the state after it."""
-    size, name, shape, kind_of, arg = RULES[~action]
-    if shape == "unit":
-        states[-1] = ACTIONS[states[-2]][name]
-        return states[-1]
-    begin = starts[-size] if size else shifted
-    if shape == "slice":
-        value = Node(kind_of, values[arg], begin, shifted)
-    elif shape == "child":
-        value = values[arg - size]
-    else:
-        value = _built(kind_of, arg, values, len(values) - size, begin, shifted)
-    if size:
-        del values[-size:], states[-size:], starts[-size:]
-    values.append(value)
-    starts.append(begin)
-    states.append(ACTIONS[states[-1]][name])
-    return states[-1]
 
 
 def _built(kind: str | None, steps: tuple[int | None, ...], values: list[Any], base: int, start: int, end: int) -> Any:
