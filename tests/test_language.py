@@ -12,6 +12,7 @@ from gradcalc.autodiff import REGISTRY, Tensor
 from gradcalc.parser import LanguageError, Session, compile_program
 from gradcalc.parser.analysis import analyze
 from gradcalc.parser.backends import public_ops
+from gradcalc.parser.machine import HelpResult
 
 
 def value(source, engine="tensor"):
@@ -702,6 +703,8 @@ def run_anything(source):
     s.run_source("x = [1, 2]\ny = 0.5\ndef f(a) = a * 2")
     try:
         for result in s.run_source(source):
+            if isinstance(result, HelpResult):  # text, not a value (the CLI prints its lines)
+                continue
             analysis = analyze(result.value, None, s.variables)
             format_array(analysis.value)
             graph_dot(analysis.output)
