@@ -41,6 +41,7 @@ import numpy as np
 
 from .limits import charge, check_size, max_elements
 from .ops.reductions import normalize_axes
+from .registry import REGISTRY
 from .wiring import recorded_params
 
 # Ops whose forward acts element by element with NumPy broadcasting (params included)
@@ -150,9 +151,12 @@ class Tape:
 
     @functools.cached_property
     def batchable(self) -> bool:
-        """Every op on the graph is one of BATCHED_OPS (and no node is one output of several)."""
+        """Every op on the graph is one of BATCHED_OPS (and no node is one output of several).
+        An op made outside the registry is none of them, whatever its name (a user's
+        function with a rule of its own may be called `exp`)."""
         return all(
-            node.op.name in BATCHED_OPS and recorded_params(node)[1] is None for node in self.order if node.op is not None
+            node.op.name in BATCHED_OPS and REGISTRY.get(node.op.name) is node.op and recorded_params(node)[1] is None
+            for node in self.order if node.op is not None
         )
 
     def replay(self, values: dict[int, Any]) -> np.ndarray:

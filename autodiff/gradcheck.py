@@ -636,9 +636,23 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200, mode: st
             wrong = True
         if wrong:
             blamed.add(op.name)
+            label = op.name if op.blame is None else op.blame(_inputs_that_disagree(local, inputs, wrt, use, mode))
             # (an op of a derivative rule is named with the user's op it serves: `mul, in the derivative of softsign`)
-            suspects.append(op.name if made_by(node) is None else f"{op.name}, in {in_users_words(node)}")
+            suspects.append(label if made_by(node) is None else f"{label}, in {in_users_words(node)}")
     return suspects
+
+
+def _inputs_that_disagree(local: Callable[..., Tensor], inputs: list[np.ndarray], wrt: list[int], method: str, mode: str) -> list[int]:
+    """Which inputs of a blamed op have a VJP (JVP) of their own that disagrees, each
+    checked alone (all of them when none does alone)."""
+    found = []
+    for k in wrt:
+        try:
+            if _disagrees(local, inputs, [k], method, mode):
+                found.append(k)
+        except Exception:  # noqa: BLE001 - as in suspect_ops: a check that cannot run is a suspect
+            found.append(k)
+    return found or list(wrt)
 
 
 def _disagrees(local: Callable[..., Tensor], inputs: list[np.ndarray], wrt: list[int], method: str, mode: str) -> bool:

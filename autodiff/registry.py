@@ -67,7 +67,7 @@ class OpDef:
 
     __slots__ = (
         "name", "forward", "vjps", "n_in", "n_ret", "doc", "category", "complex_safe", "method", "public", "kink", "check",
-        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "jvp", "jvp_rule",
+        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "jvp", "jvp_rule", "blame",
     )
 
     def __init__(
@@ -78,12 +78,15 @@ class OpDef:
         rule: str | None = None,  # the derivative rule as text; without it, read from the VJPs (rules.py)
         jvp: Callable[..., Any] | None = None,  # the forward-mode rule (forward.py)
         jvp_rule: str | None = None,  # that rule as text; without it, read from the rule's structure (rules.py)
+        # How a failing check names the op, told which inputs' VJPs disagree; without it, by its name
+        # (an op made outside the registry, such as a rule the user wrote, names the inputs too).
+        blame: Callable[[list[int]], str] | None = None,
     ) -> None:
         self.name, self.forward, self.vjps, self.n_in, self.n_ret = name, forward, vjps, n_in, n_ret
         self.doc, self.category, self.complex_safe, self.method, self.public = doc, category, complex_safe, method, public
         self.kink, self.check, self.variadic_param = kink, check, variadic_param
         self.param_names, self.signature, self.leading, self.out_shape, self.rule = param_names, signature, leading, out_shape, rule
-        self.jvp, self.jvp_rule = jvp, jvp_rule
+        self.jvp, self.jvp_rule, self.blame = jvp, jvp_rule, blame
 
     @property
     def has_gradient(self) -> bool:

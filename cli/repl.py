@@ -256,6 +256,8 @@ class Repl:
             self.out.write(f"{var} = {_describe(value, self.out.style)}")
         for function in self.session.functions.values():
             self.out.write(function.text)
+            if function.rule is not None:
+                self.out.write(function.rule.rule.text)
 
     def _dot(self, path: str) -> None:
         if not path:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradcalc.autodiff.backprop import topological_order
+from gradcalc.autodiff.forward import NoJVPError
 from gradcalc.autodiff.graph import graph_tree, node_title, walk_tree
 from gradcalc.autodiff.steps import BackwardSteps, ForwardSteps, backward_steps, forward_steps
 
@@ -143,7 +144,10 @@ def eval_with_steps(analysis: Analysis, *, as_json: bool, style: Style, tree: bo
     from .common import OutputFileError, usage_error, write_dot
 
     if mode == "forward":
-        passes = forward_passes(analysis)
+        try:
+            passes = forward_passes(analysis)
+        except NoJVPError as err:  # (an op without a forward rule: a function with a vjp rule of the user's)
+            usage_error(f"--steps --mode forward: {err}")
         lines, labels, steps = forward_lines(passes, style.digits), forward_edge_labels(passes, style.digits or 6), forward_object(passes)
     else:
         trace = backward_steps(analysis.output)
@@ -183,6 +187,9 @@ def steps_in_repl(repl: Any, arg: str = "") -> None:
         passes = forward_passes(repl.last, [name] if name else None)
     except KeyError:
         render.error(f":steps forward {name}: {name!r} is not a named value of the last result's graph")
+        return
+    except NoJVPError as err:
+        render.error(f":steps forward: {err}")
         return
     print_lines(repl.out, forward_lines(passes, repl.out.style.digits))
 

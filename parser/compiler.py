@@ -20,6 +20,7 @@ from .syntax import KEYWORDS, Node, Range, Token, parse_recovering, parse_statem
 # Opcodes. Each instruction is (opcode, argument, span).
 CONST, STRING, NONE, LOAD, BINARY, UNARY, CALL, METHOD, ATTR, INDEX, SLICE, TENSOR = range(12)
 JUMP_IF_FALSE, JUMP = 12, 13
+TUPLE = 14  # the top n values as one tuple of results: what a vjp rule's `(gx, gy)` gives
 
 Instruction = tuple[int, Any, Span | None]  # (no span: an instruction the source has no place for)
 
@@ -55,17 +56,21 @@ def _refuse_reserved_at(names: Any, places: _Places) -> None:
 
 class UserFunction(Record):
     """A `def`: its code, its statement's text, and the source it was compiled from (the
-    places in its code count lines and columns there)."""
+    places in its code count lines and columns there). `rule` is the derivative rule a
+    `vjp` statement gave it (user_rules.Rule), None for none: a session binds a copy of
+    the function that has one, so the compiled `def` itself never changes."""
 
-    __slots__ = ("name", "params", "code", "text", "source")
+    __slots__ = ("name", "params", "code", "text", "source", "rule")
 
-    def __init__(self, name: str, params: tuple[str, ...], code: list[Instruction], text: str, source: str = "") -> None:
-        self.name, self.params, self.code, self.text, self.source = name, params, code, text, source
+    def __init__(self, name: str, params: tuple[str, ...], code: list[Instruction], text: str, source: str = "", rule: Any = None) -> None:
+        self.name, self.params, self.code, self.text, self.source, self.rule = name, params, code, text, source, rule
 
 
 class Statement(Record):
     """One statement. kind: expr, assign, update (an augmented assignment, `w -= ...`),
-    def, check, for (a loop), or error (a statement that did not compile, kept in its place by
+    def, vjp (a derivative rule for a def: `function` is the rule, its parameters the
+    def's and the cotangent, `places` where the function's name and the parameters are
+    written), check, for (a loop), or error (a statement that did not compile, kept in its place by
     `compile_program(..., recover=True)`).
 
     `text` is the statement's source text exactly as written (for a check, its expression).
@@ -73,14 +78,14 @@ class Statement(Record):
     `check A == B` (A's is `code`).
     """
 
-    __slots__ = ("kind", "code", "span", "text", "targets", "function", "wrt", "options", "error", "expected", "body", "bounds")
+    __slots__ = ("kind", "code", "span", "text", "targets", "function", "wrt", "options", "error", "expected", "body", "bounds", "places")
 
     def __init__(
         self, kind: str, code: list[Instruction], span: Span, text: str, targets: tuple[str, ...] = (),
         function: UserFunction | None = None, wrt: tuple[str, ...] = (),
         options: dict[str, tuple[list[Instruction], Span]] | None = None, error: LanguageError | None = None,
         expected: list[Instruction] | None = None, body: list[Statement] | None = None,
-        bounds: list[tuple[list[Instruction], Span]] | None = None,
+        bounds: list[tuple[list[Instruction], Span]] | None = None, places: tuple[Span, ...] = (),
     ) -> None:
         self.kind, self.code, self.span, self.text, self.targets = kind, code, span, text, targets
         self.function, self.wrt, self.options = function, wrt, {} if options is None else options
@@ -89,6 +94,7 @@ class Statement(Record):
         # argument of its range(...).
         self.body: list[Statement] = [] if body is None else body
         self.bounds: list[tuple[list[Instruction], Span]] = [] if bounds is None else bounds
+        self.places = places
 
 
 class Program(Record):
@@ -300,6 +306,8 @@ def _compile_statement(node: Node, source: str, places: _Places, where: Range) -
         _refuse_reserved_at(children[:1] if kind != "multi_assign" else children[:-1], places)
     elif kind == "funcdef":
         _refuse_reserved_at(children[:-1], places)
+    elif kind == "rule_def":
+        return _compile_rule(node, source, places, where)
     code = compiled(children[-1]) if kind in ("expr_stmt", "assign", "multi_assign") else []
     start, end = where
     span = places.range_span(start, end)
@@ -337,6 +345,40 @@ def _compile_statement(node: Node, source: str, places: _Places, where: Range) -
         text = _check_text(source, node, start, end)
         return Statement("check", code, span, text, wrt=wrt, options=options, expected=expected)
     raise LanguageError("syntax", f"unsupported statement {kind}").at(span)
+
+
+RULE_KINDS = ("vjp",)  # the derivative rules a user may write for a def
+
+
+def _compile_rule(node: Node, source: str, places: _Places, where: Range) -> Statement:
+    """`vjp f(x, y, g) = expr`: the rule is compiled as a function of the def's parameters
+    and the cotangent. The parser takes any two names in a row here (`vjp` stays an
+    ordinary name elsewhere); that the first is `vjp` is checked now."""
+    word, name, *params, body = node.children
+    if str(word) not in RULE_KINDS:
+        raise LanguageError("syntax", f"a statement that starts with two names is a derivative rule, vjp {name!s}(...) = ...; "
+                            f"'{word!s}' is not one").at(places.span(word))
+    _refuse_reserved_at([name, *params], places)
+    names = tuple(str(p) for p in params if p is not None)
+    if len(set(names)) != len(names):
+        raise LanguageError("syntax", f"a parameter name is repeated in vjp {name!s}").at(places.span(node))
+    start, end = where
+    text = source[start:end]
+    named = [p for p in params if p is not None]
+    listed = places.range_span(named[0].start, named[-1].end) if named else places.range_span(name.end, body.start)
+    # `(gx, gy)`, one gradient per parameter, is a tuple of results here, where elsewhere a
+    # tuple literal is a tensor (reshape(W, (3, 2))); each is placed where it is written.
+    items = [c for c in body.children if c is not None] if body.kind == "tensor" and source[body.start] == "(" else []
+    if items:
+        code = [instruction for item in items for instruction in compile_expression(item, places)]
+        code.append((TUPLE, len(items), places.range_span(body.start, body.end)))
+    else:
+        code = compile_expression(body, places)
+        items = [body]
+    rule = UserFunction(f"vjp {name!s}", names, code, text, source)
+    where_written = (places.range_span(name.start, name.end), listed, places.range_span(body.start, body.end),
+                     *(places.range_span(item.start, item.end) for item in items))
+    return Statement("vjp", [], places.range_span(start, end), text, targets=(str(name),), function=rule, places=where_written)
 
 
 def _compile_loop(node: Node, source: str, places: _Places, where: Range) -> Statement:

@@ -85,6 +85,14 @@ def _rule(text: str) -> tuple[int, str, str, Any, Any]:
 
 
 RULES = [_rule(text) for text in tables.RULES]
+# A statement that starts with two names is a derivative rule (`vjp f(x, g) = ...`); the
+# grammar cannot say that the first must be `vjp` without making it a keyword, so the
+# parser refuses the second name of `sin x` here, where it is wrong, rather than waiting
+# for a '(' that would make `sin x` look unfinished. (The state after a statement's first
+# name, and after its second.)
+AFTER_STATEMENT_NAME = ACTIONS[tables.START_STATE]["NAME"]
+_RULE_NAMED = ACTIONS[AFTER_STATEMENT_NAME]["NAME"]
+RULE_WORD = "vjp"
 KEPT = frozenset(tables.KEPT)
 # What the loop looks at beyond the parser's own work: keywords, brackets, separators,
 # dropped tokens, and the colon that opens a loop's block
@@ -231,6 +239,8 @@ def parse(source: str) -> tuple[Node, list[Range]]:
                 if action is None:
                     raise _stuck(source, kind, start, end, states, first, statements, value=value)
                 if action >= 0:
+                    if action == _RULE_NAMED and values[-1] != RULE_WORD:
+                        raise _stuck(source, kind, start, end, states, first, statements, value=value)
                     state = action
                     states.append(state)
                     values.append(fed_value)

@@ -87,7 +87,10 @@ def _method_form(op: Any) -> str:
 
 
 def _user_function(f: UserFunction) -> list[str]:
-    return [f"{f.name}({', '.join(f.params)}): a function you defined", f"  {f.text.strip()}"]
+    lines = [f"{f.name}({', '.join(f.params)}): a function you defined", f"  {f.text.strip()}"]
+    if f.rule is not None:  # its derivative rule, which backward passes use instead of the body's
+        lines += ["derivative: your vjp rule", f"  {f.rule.rule.text.strip()}"]
+    return lines
 
 
 def example_of(op: Any, digits: int | None = None) -> list[str]:

@@ -28,6 +28,7 @@ from .compiler import (
     STRING,
     SYMBOLS,
     TENSOR,
+    TUPLE,
     UNARY,
     Instruction,
     Program,
@@ -102,6 +103,7 @@ class Session:
         self.switch_engine = switch_engine
         self.warnings: list[str] = [] if warnings is None else warnings
         self.backend: Backend = BACKENDS[self.engine]()
+        self._rule_depth = 0  # the depth of calls of functions with vjp rules running now (_call_with_rule)
         self.backend.switch = self.switch_engine.format(engine="tensor")
 
     @property
@@ -163,6 +165,12 @@ class Session:
         if statement.kind == "for":
             self._loop(statement)
             return None
+        if statement.kind == "vjp":
+            from .user_rules import define_rule
+
+            function = define_rule(self, statement)
+            self.functions[function.name] = function
+            return None
         if statement.kind == "check":
             if self.on_check is None:
                 raise LanguageError("argument", "check statements run with `gradcalc check` or `gradcalc run`").at(statement.span)
@@ -213,6 +221,8 @@ class Session:
         if name not in self.functions and (name in self.backend.function_names() or name in CONSTANTS):
             what = "constant" if name in CONSTANTS else "function"
             self.warn(f"def {name} shadows the built-in {what} {name}: from here on, {name} means yours")
+        elif name in self.functions and self.functions[name].rule is not None:
+            self.warn(f"def {name} replaces the {name} that had a vjp rule: the new {name} has none (give it one with vjp {name}(...) = ...)")
         self.functions[name] = function
 
     def assign(self, name: str, value: Any) -> Any:
@@ -252,12 +262,12 @@ class Session:
         return sorted({*self.variables, *self.functions, *CONSTANTS, *self.backend.function_names()})
 
     # ---- the machine ---------------------------------------------------------------------
-    def evaluate(self, code: list[Instruction], local: dict[str, Any] | None = None) -> Any:
-        """Run one statement's instructions and return the value left on the stack."""
+    def evaluate(self, code: list[Instruction], local: dict[str, Any] | None = None, inside: UserFunction | None = None) -> Any:
+        """Run one statement's instructions and return the value left on the stack
+        (`inside`: the user function whose code it is, for the places of errors)."""
         backend = self.backend
         stack: list[Any] = []
         frames: list[tuple[list[Instruction], int, dict[str, Any] | None, UserFunction | None]] = []
-        inside: UserFunction | None = None  # the user function running (its code's places are in its source)
         pc = 0
         while True:
             if pc >= len(code):
@@ -299,6 +309,9 @@ class Session:
                         continue
                     if kwargs or len(args) != len(function.params):
                         args = _bound(function, args, kwargs)
+                    if function.rule is not None:  # one node, whose op uses the rule (user_rules.py)
+                        stack.append(self._call_with_rule(function, args, len(frames)))
+                        continue
                     if len(frames) >= self.max_call_depth:
                         raise LanguageError("recursion", f"calls nested deeper than {self.max_call_depth} (in {name}); is a recursion missing its base case?")
                     frames.append((code, pc, local, inside))
@@ -322,6 +335,10 @@ class Session:
                     stack.append(backend.tensor_literal([self._operand(i, "[...]") for i in items]))
                 elif op == STRING:
                     stack.append(arg)
+                elif op == TUPLE:
+                    items = stack[len(stack) - arg:]
+                    del stack[len(stack) - arg:]
+                    stack.append(tuple(items))
                 elif op == NONE:
                     stack.append(None)
             except LanguageError as err:
@@ -335,6 +352,21 @@ class Session:
             except (EngineError, TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
                 raise LanguageError("argument", str(err)).at(span, inside) from None
         return stack.pop()
+
+    def _call_with_rule(self, function: UserFunction, args: list[Any], depth: int) -> Any:
+        """A call of a function that has a vjp rule runs its body in an evaluation of its
+        own, so such calls nested in each other count against the depth cap together."""
+        from .user_rules import call_with_rule
+
+        self._rule_depth += depth + 1
+        try:
+            if self._rule_depth > self.max_call_depth:
+                raise LanguageError(
+                    "recursion", f"calls nested deeper than {self.max_call_depth} (in {function.name}); is a recursion missing its base case?"
+                )
+            return call_with_rule(self, function, args)
+        finally:
+            self._rule_depth -= depth + 1
 
     def _load(self, name: str, local: dict[str, Any] | None) -> Any:
         if name in _INDEX_WORDS:

@@ -264,7 +264,10 @@ def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
     if stuck.reason:
         line, column = _line_column(source, token.start)
         return LanguageError("syntax", stuck.reason, line, column, line, column + max(len(token), 1))
-    expected = describe_expected(driver.accepted(stuck.states))
+    expected_terminals = driver.accepted(stuck.states)
+    if stuck.states[-1] == driver.AFTER_STATEMENT_NAME:
+        expected_terminals.discard("NAME")  # a second name only after `vjp`, a rule's rare start (driver.py)
+    expected = describe_expected(expected_terminals)
     if token.kind == END or (token.kind == NEWLINE and _rest_is_blank(source, token.end)):
         line, column = _end_position(source) if token.kind == END else _line_column(source, token.start)
         return LanguageError("incomplete", f"unfinished input: expected {expected}", line, column)
