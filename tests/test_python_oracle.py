@@ -107,6 +107,7 @@ class Writer:
         self.draw = draw
         self.variables: dict[str, tuple[int, ...]] = {}
         self.functions: dict[str, tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]] = {}
+        self.ruled: set[str] = set()  # the functions given a vjp rule
         self.recursive: dict[str, tuple[int, ...]] = {}  # name -> shape of its second parameter and result
         self.scope: dict[str, tuple[int, ...]] | None = None  # a def's parameters while its body is written
         self.exact = True
@@ -410,7 +411,7 @@ class Writer:
     # ---- statements -----------------------------------------------------------------------
     def statement(self) -> tuple[str, str]:
         kinds = ["assign", "assign", "expression", "expression", "augmented", "augmented", "def", "recursive", "check",
-                 "check_equal", "unpack", "loop"]
+                 "check_equal", "unpack", "loop", "rule"]
         return getattr(self, "s_" + self.pick(kinds))()
 
     def s_loop(self, indent: str = "") -> tuple[str, str]:
@@ -491,6 +492,21 @@ class Writer:
         self.functions[name] = (tuple(params.values()), shape)
         listed = ", ".join(params)
         return f"def {name}({listed}) = {body.text}", f"def {name}({listed}):\n    return {body.python}"
+
+    def s_rule(self) -> tuple[str, str]:
+        """`vjp fK(p0, ..., g) = ...` for a def without one. A rule changes no value (it
+        runs in backward passes, which this test takes none of), so Python does nothing."""
+        free = [name for name in sorted(self.functions) if name not in self.ruled]
+        if not free:
+            return self.s_def()
+        name = self.pick(free)
+        params, shape = self.functions[name]
+        self.scope = {**{f"p{k}": s for k, s in enumerate(params)}, "g": shape}
+        body = self.slot(shape, 3)
+        self.scope = None
+        self.ruled.add(name)
+        listed = ", ".join([*(f"p{k}" for k in range(len(params))), "g"])
+        return f"vjp {name}({listed}) = {body.text}", "pass"
 
     def s_recursive(self) -> tuple[str, str]:
         """def rK(n, p) = BASE if n < 1 else STEP, STEP calling rK(n - 1, ...): recursion that ends."""

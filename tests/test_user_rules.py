@@ -333,3 +333,11 @@ def test_check_statements_in_a_session_use_the_same_blame():
     session = Session(on_check=make_check_handler())
     [result] = session.run_source(f"{ODD}\nx = 1.5\ncheck cube(x)")
     assert result.outcome.status == "fail" and result.outcome.message.endswith("cube (your vjp rule, for x)")
+
+
+def test_a_function_with_a_rule_named_as_a_batched_op_is_replayed_one_column_at_a_time(tmp_path):
+    """A check of many columns replays elementwise ops batched, by name; a user's `exp`
+    whose body sums over its input is not elementwise, and its check must still pass."""
+    text = "def exp(x) = x * sum(x)\nvjp exp(x, g) = g * sum(x) + sum(g * x)\nv = [0.5, -1, 2, 1.5, -0.25, 3, 0.75, -2]\ncheck exp(v)\n"
+    [found] = checks(tmp_path, text)
+    assert found["status"] == "pass" and found["max_abs_error"] < 1e-12, found
