@@ -45,7 +45,7 @@ def torch_losses(steps: int) -> tuple[list[float], float]:
     params = [torch.tensor(p, dtype=torch.float64, requires_grad=True) for p in first_weights()]
     W1, b1, W2, b2, W3, b3 = params
 
-    def score():  # noqa: ANN202 - torch is imported lazily
+    def score():
         return (torch.relu(torch.relu(X @ W1 + b1) @ W2 + b2) @ W3 + b3)[:, 0]
 
     losses = []
