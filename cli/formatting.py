@@ -111,3 +111,8 @@ def _short(value: Any, digits: int | None) -> str:
     if array.size <= 6:
         return format_array(array, digits)
     return f"shape {array.shape}"
+
+
+def count(n: int, one: str, many: str) -> str:
+    """`1 leaf`, `2 leaves`, `0 ops`."""
+    return f"{n} {one if n == 1 else many}"

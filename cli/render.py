@@ -16,7 +16,7 @@ from gradcalc.autodiff.graph import graph_tree, node_title, walk_tree
 from gradcalc.parser.analysis import Analysis, first_bad_call, nonfinite_kind, undefined_note
 from gradcalc.parser.errors import LanguageError
 
-from .formatting import EDGE_ITEMS, format_array
+from .formatting import EDGE_ITEMS, count, format_array
 
 TREE_LIMIT = 400  # lines of a tree shown before it is cut short
 
@@ -43,11 +43,6 @@ def fan_out_text(nodes: list[Any]) -> str:
     """`x, mul x4, const x2`: each title once, in order of first use, with its count."""
     counts = Counter(node_title(n) for n in nodes)
     return ", ".join(title if k == 1 else f"{title} x{k}" for title, k in counts.items()) or "none"
-
-
-def count(n: int, one: str, many: str) -> str:
-    """`1 leaf`, `2 leaves`, `0 ops`."""
-    return f"{n} {one if n == 1 else many}"
 
 
 def graph_line(a: Analysis) -> str:

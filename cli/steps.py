@@ -18,7 +18,7 @@ from gradcalc.autodiff.forward import NoJVPError
 from gradcalc.autodiff.graph import graph_tree, node_title, walk_tree
 from gradcalc.autodiff.steps import BackwardSteps, ForwardSteps, backward_steps, forward_steps
 
-from .formatting import SUMMARY_THRESHOLD, format_array, format_number
+from .formatting import SUMMARY_THRESHOLD, count, format_array, format_number
 
 if TYPE_CHECKING:
     from gradcalc.parser.analysis import Analysis
@@ -61,7 +61,7 @@ def step_lines(trace: BackwardSteps, digits: int | None = None, limit: int = STE
 
     if not trace.steps:
         return [("heading", "backward pass: no steps (the output depends on no variable)")]
-    lines = [("heading", f"backward pass: {len(trace.steps)} steps in the order they run, "
+    lines = [("heading", f"backward pass: {count(len(trace.steps), 'step', 'steps')} in the order they run, "
                          f"from d output/d output = {brief(trace.seed, digits)}")]
     for i, step in enumerate(trace.steps):
         if i == limit:
