@@ -10,13 +10,13 @@ from .errors import ArgumentError, EngineError, ShapeError, SizeLimitError
 from .forward import jacobian_forward, jvp, push_forward, tangent_of
 from .graph import GraphStats, TreeNode, first_nonfinite, graph_stats, graph_tree, walk_tree
 from .limits import max_elements, set_max_elements
-from .registry import ALIASES, REGISTRY, Check, OpDef, defop, lookup
+from .registry import ALIASES, REGISTRY, TORCH_CHECKED, Check, Edge, OpDef, defop, lookup
 from .registry import TENSOR_MATH as ops  # ops.exp(x), ops.sum(x, axis=0), ...
 from .scalar import Value
 from .tensor import Provenance, Tensor, as_tensor, is_grad_enabled, made_by, no_grad, set_grad_enabled, whole_numbers
 
 __all__ = [
-    "ALIASES", "REGISTRY", "ArgumentError", "Check", "collector_paused", "EngineError", "GraphStats", "OpDef", "ShapeError",
+    "ALIASES", "REGISTRY", "TORCH_CHECKED", "ArgumentError", "Check", "Edge", "collector_paused", "EngineError", "GraphStats", "OpDef", "ShapeError",
     "SizeLimitError", "Tensor", "TreeNode", "Value", "as_tensor", "backward", "defop", "first_nonfinite",
     "grad", "graph_stats", "graph_tree", "hessian", "is_grad_enabled", "jacobian", "jacobian_forward", "jvp",
     "lookup", "made_by", "Provenance", "push_forward", "tangent_of",

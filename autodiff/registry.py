@@ -56,6 +56,45 @@ class Check:
         return "Check(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__) + ")"
 
 
+# The PyTorch an Edge's torch="same" was checked against (the `oracles` extra pins it):
+# tests/test_edges.py fails when another is installed, until each "same" is checked again.
+TORCH_CHECKED = "2.13.0"
+
+
+class Edge:
+    """One convention of an op where calculus has no single answer (a kink, a tie, a zero,
+    an infinity, a singular matrix), stated as numbers that a test evaluates.
+
+    At `inputs` (with `params`) the op gives `value` (a tuple for several outputs), and
+    the gradient of sum(w * output) (w: `weights`, ones by default) with respect to input
+    k of `wrt` (all inputs by default) is grads[k]; `second`, when given, is the gradient
+    of the sum of those gradients (a second derivative). With `error` the op refuses the
+    inputs with a message that contains it. `case` says in words where this is (`at 0`,
+    `at a tie`), `note` what the numbers alone do not. `torch` is "same" where PyTorch
+    (TORCH_CHECKED, float64) gives the same numbers (value and gradient; to second order
+    too unless order=1), or what PyTorch gives instead.
+    """
+
+    __slots__ = ("case", "inputs", "params", "value", "grads", "second", "error", "wrt", "weights", "torch", "order", "note", "names")
+
+    def __init__(
+        self, case: str, inputs: Sequence[Any], value: Any = None, grads: Sequence[Any] | None = None, *,
+        params: dict[str, Any] | None = None, second: Sequence[Any] | None = None, error: str | None = None,
+        wrt: Sequence[int] | None = None, weights: Any = None, torch: str = "same", order: int = 2, note: str = "",
+        names: Sequence[str] | None = None,
+    ) -> None:
+        self.case, self.inputs, self.params, self.value, self.grads = case, tuple(inputs), params or {}, value, grads
+        self.second, self.error, self.wrt, self.weights = second, error, None if wrt is None else tuple(wrt), weights
+        self.torch, self.order, self.note, self.names = torch, order, note, names  # names: of the inputs, where the signature has none
+
+    def differentiated(self) -> tuple[int, ...]:
+        """The positions of the inputs whose gradients `grads` lists."""
+        return self.wrt if self.wrt is not None else tuple(range(len(self.inputs)))
+
+    def __repr__(self) -> str:
+        return f"Edge({self.case!r}, {self.inputs!r})"
+
+
 BINARY_SHAPES = (((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((2, 3), ()))
 
 
@@ -67,7 +106,7 @@ class OpDef:
 
     __slots__ = (
         "name", "forward", "vjps", "n_in", "n_ret", "doc", "category", "complex_safe", "method", "public", "kink", "check",
-        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "jvp", "jvp_rule", "blame",
+        "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "jvp", "jvp_rule", "blame", "edges",
     )
 
     def __init__(
@@ -81,12 +120,13 @@ class OpDef:
         # How a failing check names the op, told which inputs' VJPs disagree; without it, by its name
         # (an op made outside the registry, such as a rule the user wrote, names the inputs too).
         blame: Callable[[list[int]], str] | None = None,
+        edges: tuple[Edge, ...] = (),  # its conventions at kinks, ties, zeros, infinities (help and docs show them)
     ) -> None:
         self.name, self.forward, self.vjps, self.n_in, self.n_ret = name, forward, vjps, n_in, n_ret
         self.doc, self.category, self.complex_safe, self.method, self.public = doc, category, complex_safe, method, public
         self.kink, self.check, self.variadic_param = kink, check, variadic_param
         self.param_names, self.signature, self.leading, self.out_shape, self.rule = param_names, signature, leading, out_shape, rule
-        self.jvp, self.jvp_rule, self.blame = jvp, jvp_rule, blame
+        self.jvp, self.jvp_rule, self.blame, self.edges = jvp, jvp_rule, blame, edges
 
     @property
     def has_gradient(self) -> bool:
@@ -146,6 +186,7 @@ def defop(
     rule: str | None = None,
     jvp: Any = None,
     jvp_rule: str | None = None,
+    edges: Sequence[Edge] = (),
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -158,6 +199,8 @@ def defop(
     or one of forward.py's structural rules (DIAGONAL, LINEAR, ...), bound to the op here.
     `jvp_rule` is a JVP function's formula as `--steps --mode forward` shows it, in the
     inputs and their tangents (`dx` for x); a structural rule's text is made from the op.
+    `edges` are its conventions where the derivative is a choice (see Edge), each stated
+    as numbers that tests/test_edges.py evaluates; help and docs/language.md show them.
     """
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
@@ -170,7 +213,7 @@ def defop(
         name=name, forward=forward, vjps=vjps, n_in=n_in, n_ret=n_ret, doc=doc, category=category,
         complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
         variadic_param=variadic, param_names=param_names, signature=signature, leading=tuple(leading),
-        out_shape=out_shape, rule=rule, jvp_rule=jvp_rule,
+        out_shape=out_shape, rule=rule, jvp_rule=jvp_rule, edges=tuple(edges),
     )
     op.jvp = jvp.bind(op) if hasattr(jvp, "bind") else jvp
     REGISTRY[name] = op

@@ -1,12 +1,13 @@
 """The language's functions as rows, read from the op registry (and the autodiff builtins).
 
 `python -m gradcalc.cli.oplist docs/language.md` rewrites the function table of that page
-(between its `<!-- ops:start -->` and `<!-- ops:end -->` lines) from the registry;
-tests/test_docs.py fails while the page's table is not the current one.
+(between its `<!-- ops:start -->` and `<!-- ops:end -->` lines) and its edge table (between
+`<!-- edges:start -->` and `<!-- edges:end -->`: every op's Edge conventions) from the
+registry; tests/test_docs.py fails while either is not the current one.
 """
 from __future__ import annotations
 
-from gradcalc.autodiff import ALIASES, REGISTRY
+from gradcalc.autodiff import ALIASES, REGISTRY, TORCH_CHECKED
 from gradcalc.parser.backends import AUTODIFF_FUNCTIONS
 
 
@@ -49,18 +50,39 @@ def markdown_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def edge_table() -> str:
+    """Every op's edge conventions as rows of a Markdown table, in the function table's order:
+    the call, where it is, what gradcalc gives and what PyTorch does (the text help shows)."""
+    from gradcalc.parser.help import edge_call, edge_cells
+
+    lines = [f"| call | case | gradcalc: value; gradient | PyTorch {TORCH_CHECKED} |", "|---|---|---|---|"]
+    for name, *_ in op_rows():
+        op = REGISTRY.get(name)
+        for edge in op.edges if op is not None else ():
+            case, said, torch = (cell.replace("|", "\\|") for cell in edge_cells(op, edge))
+            lines.append(f"| `{edge_call(op, edge)}` | {case} | {said} | {torch} |")
+    return "\n".join(lines) + "\n"
+
+
 START, END = "<!-- ops:start -->\n", "<!-- ops:end -->"
+EDGES_START, EDGES_END = "<!-- edges:start -->\n", "<!-- edges:end -->"
+
+
+def _between(text: str, start: str, end: str, block: str, path: str) -> str:
+    before, found, rest = text.partition(start)
+    _, closed, after = rest.partition(end)
+    if not found or not closed:
+        raise SystemExit(f"{path}: no {start.strip()} ... {end} lines to put the table between")
+    return before + start + block + end + after
 
 
 def update_page(path: str) -> bool:
-    """Put the current table between the markers of the page at `path`; whether it changed."""
+    """Put the current tables between the markers of the page at `path`; whether it changed."""
     with open(path, encoding="utf-8") as file:
         text = file.read()
-    before, start, rest = text.partition(START)
-    _, end, after = rest.partition(END)
-    if not start or not end:
-        raise SystemExit(f"{path}: no {START.strip()} ... {END} lines to put the table between")
-    updated = before + START + markdown_table() + END + after
+    updated = _between(text, START, END, markdown_table(), path)
+    if EDGES_START in text:
+        updated = _between(updated, EDGES_START, EDGES_END, edge_table(), path)
     if updated != text:
         with open(path, "w", encoding="utf-8") as file:
             file.write(updated)

@@ -27,7 +27,7 @@ from .common import OutputFileError, SourceError, load_source, write_dot
 from .streams import Interrupted
 
 COMMANDS = {
-    ":help [NAME]": "this help; with a name, that function's signature, rule and example",
+    ":help [NAME]": "this help; with a name, that function's signature, rule, edges and example",
     ":vars": "variables (shapes of tensors) and user functions",
     ":tree": "the graph of the last result as a tree",
     ":dot FILE": "write the last result's graph as DOT (.svg/.png/.pdf draws it; - prints it)",

@@ -1,7 +1,9 @@
 """Help for one name of the language: `help(sin)`, `:help sin`, `gradcalc ops sin`.
 
 Everything is read from what the program runs: the op registry gives the signature, the
-description and the derivative rule (the text `--steps` prints); the example is
+description, the derivative rule (the text `--steps` prints) and the conventions at the
+op's edges (each a point and the numbers the op gives there, which tests/test_edges.py
+evaluates; docs/language.md's edge table is made of the same text); the example is
 evaluated when help is asked for, so its numbers are the program's own. The inputs of an
 example come from the op's gradient-check recipe (the shapes and range its every-op test
 draws from), rounded to short literals.
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gradcalc.autodiff import ALIASES, REGISTRY
+from gradcalc.autodiff import ALIASES, REGISTRY, TORCH_CHECKED, Edge
 from gradcalc.autodiff.rules import jvp_rule, op_rule
 
 from .backends import AUTODIFF_FUNCTIONS, CONSTANTS, public_ops
@@ -77,7 +79,81 @@ def op_help(op: Any, name: str | None = None, digits: int | None = None) -> list
                  else "derivative: none (no gradient flows through it)")
     if op.has_gradient:
         lines.append(f"forward (as --steps --mode forward shows it): {jvp_rule(op)}")
-    return [*lines, "example:", *example_of(op, digits)]
+    return [*lines, *edge_lines(op), "example:", *example_of(op, digits)]
+
+
+def edge_lines(op: Any) -> list[str]:
+    """The op's conventions at its edges, one line each (`edges: none` for an op without)."""
+    if not op.edges:
+        return ["edges: none (no point where its derivative is a choice)"]
+    lines = [f"edges (where the derivative is a convention; PyTorch {TORCH_CHECKED} beside it):"]
+    for edge in op.edges:
+        case, said, torch = edge_cells(op, edge)
+        lines.append(f"  {case}: {edge_call(op, edge)} {'is' if edge.error else '='} {said}; PyTorch: {torch}")
+    return lines
+
+
+def edge_cells(op: Any, edge: Edge) -> tuple[str, str, str]:
+    """(where, what gradcalc gives, what PyTorch gives) as words: the edge table's cells."""
+    torch = edge.torch if edge.torch != "same" else "the same" if edge.order == 1 or edge.error else "the same, second derivatives too"
+    if edge.error is not None:
+        return edge.case, f"an error: {edge.error}", torch
+    names = edge_names(op, edge)
+    value = edge.value if not isinstance(edge.value, tuple) else list(edge.value)
+    said = _short(value)
+    if edge.grads is not None:
+        of = "" if edge.weights is None else f" of sum({_short(edge.weights)} * y)"
+        said += f"; gradient {_per_input(edge.grads, [names[k] for k in edge.differentiated()])}{of}"
+    if edge.second is not None:
+        said += f"; second derivative {_per_input(edge.second, [names[k] for k in edge.differentiated()])}"
+    if edge.note:
+        said += f" ({edge.note})"
+    return edge.case, said, torch
+
+
+def _per_input(values: Any, names: list[str]) -> str:
+    shown = [_short(v) for v in values]
+    if len(shown) == 1:
+        return shown[0]
+    return ", ".join(f"{v} to {n}" for v, n in zip(shown, names))
+
+
+def _short(x: Any) -> str:
+    """A number or a nested list of them, each to 6 significant digits: 0, 0.5, -inf, 1.69934e-17."""
+    x = np.asarray(x, dtype=float)
+    if x.ndim == 0:
+        return f"{float(x):.6g}"
+    return "[" + ", ".join(_short(row) for row in x) + "]"
+
+
+def _exact(x: Any) -> str:
+    """An edge's input as a literal with every digit (1e-200 stays 1e-200): 0, 0.5, -inf, true."""
+    x = np.asarray(x)
+    if x.dtype.kind == "b" or x.ndim > 0:
+        return _literal(x) if x.dtype.kind == "b" else "[" + ", ".join(_exact(row) for row in x) + "]"
+    text = repr(float(x))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def edge_names(op: Any, edge: Edge) -> list[str]:
+    return list(edge.names) if edge.names is not None else _input_names(op, len(edge.inputs))
+
+
+def edge_call(op: Any, edge: Edge) -> str:
+    """The edge as a call in the language: `maximum(1, 1)`, `max([1, 1, 0])`."""
+    args = [_exact(x) for x in edge.inputs] + [f"{k}={_param(v)}" for k, v in edge.params.items()]
+    return f"{op.name}({', '.join(args)})"
+
+
+def edge_program(op: Any, edge: Edge) -> str:
+    """The edge as a program whose inputs are variables, so that their gradients are
+    reported: one assignment per input, then the call."""
+    names = edge_names(op, edge)
+    assigns = [f"{n} = {_exact(x)}" for n, x in zip(names, edge.inputs)]
+    call = f"{op.name}({', '.join([*names, *(f'{k}={_param(v)}' for k, v in edge.params.items())])})"
+    if edge.weights is not None:
+        call = f"sum({_short(edge.weights)} * {call})"
+    return "\n".join([*assigns, call])
 
 
 def _method_form(op: Any) -> str:
@@ -209,4 +285,4 @@ def _param(v: Any) -> str:
     return repr(v)
 
 
-__all__ = ["describe", "example_of", "op_help", "overview"]
+__all__ = ["describe", "edge_call", "edge_cells", "edge_lines", "edge_program", "example_of", "op_help", "overview"]

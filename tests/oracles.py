@@ -429,68 +429,9 @@ EDGE_POINTS: list[tuple[Any, ...]] = [
     ("hypot", [[3.0, 0.0, 1e300], [4.0, 2.0, 1e300]], {}),
 ]
 
-# Edge points where gradcalc deliberately differs from PyTorch: (op name, inputs, params,
-# why). tests/test_numerics.py checks gradcalc's answers; the differential test checks
-# that PyTorch really does differ, so the list stays true (docs/language.md shows it).
+# Edge points where gradcalc deliberately differs from PyTorch that are not one op's Edge
+# (those are in the op's defop, and tests/test_edges.py checks them): (op name, inputs,
+# params, order, why). The differential test checks that PyTorch really does differ.
 DIFFERS_FROM_TORCH: list[tuple[str, list[Any], dict[str, Any], int, str]] = [
-    ("det", [[[1.0, 2.0], [2.0, 4.0]]], {}, 1,
-     "at a singular matrix the gradient is the cofactor matrix [[4, -2], [-2, 1]] (det is a polynomial); torch gives 0"),
-    ("cbrt", [[0.0]], {}, 1, "gradient +inf at 0 (the limit); torch has no cbrt, and sign(x) * |x|**(1/3) gives nan"),
     ("softsign", [[inf, -inf]], {}, 1, "gradient 0 at +-inf (the limit); torch gives nan (inf / inf)"),
-    ("erf", [[inf, -inf]], {}, 2, "second derivative 0 at +-inf (the limit); torch gives nan"),
-    ("elu", [[0.0]], {}, 2, "second derivative alpha at 0, from the same (left) branch as the first derivative alpha; torch gives 0"),
-    ("binary_cross_entropy", [[0.0, 1.0, 0.5], [0.0, 1.0, 1.0]], {"reduction": "none"}, 1,
-     "the target's gradient log(1 - p) - log(p) uses the logs clamped at -100, as the loss does (+-100 at p = 0, 1); "
-     "torch gives +-inf there"),
-    ("pow", [[0.0, 0.0, 0.0], [0.0, 1.0, 2.0]], {}, 2,
-     "second derivatives at a zero base are finite (x**2 -> 2 at 0); torch gives nan. Mixed ones in the exponent "
-     "follow the values along a = 0, torch's first-order convention"),
-    ("pow", [[2.0], [0.0]], {}, 2,
-     "d2(a**b)/da db at b = 0 is 1/a (0.5 here); torch sets d/da to a constant 0 at b = 0, so it gives 0"),
-    ("relu", [[nan]], {}, 1, "gradient nan at nan (nan in, nan out); torch passes the gradient through (1)"),
-    ("abs", [[nan]], {}, 1, "gradient nan at nan; torch gives 0"),
-    ("softmax", [[inf, 1.0]], {}, 1, "the limit [1, 0]; torch gives nan"),
-    ("log_softmax", [[inf, 1.0]], {}, 1, "the limit [0, -inf]; torch gives nan"),
-    ("logsumexp", [[inf, 1.0]], {}, 1, "gradient [1, 0] (the softmax limit); torch gives [nan, 0]"),
-    ("clip", [[nan], [-1.0], [1.0]], {}, 1, "a nan x keeps its gradient (nan stays visible); torch gives 0 to x and to the bounds"),
-    ("tanh", [[20.0]], {}, 1, "gradient 1.7e-17 (exact); torch's 1 - tanh^2 gives 0"),
-    ("sign", [[nan]], {}, 1, "sign(nan) is nan; torch gives 0"),
-    ("prod", [[1e200, 1e200, 0.0]], {}, 1, "an exact 0 wins over the overflow: 0; torch multiplies in order, inf * 0 = nan"),
-    ("pow", [[-inf], [1.5]], {}, 1, "(-inf) ** 1.5 is nan (no real power); torch's tensor pow gives inf (C99)"),
-    ("sigmoid", [[30.0, 40.0]], {}, 1, "gradient exact in the right tail (4.25e-18 at 40); torch's s (1 - s) is 1e-3 off at 30, 0 at 40"),
-    ("softplus", [[25.0, 30.0]], {}, 2,
-     "second derivative exact (1.4e-11 at 25); torch's softplus is x past its threshold 20, so 0"),
 ]
-
-# Each row of docs/language.md's edge table that says PyTorch gives the "same", by the
-# row's first cell, with the cases that show it; tests/test_torch_differential.py checks
-# that every such row is here and that torch agrees on each case. The row "any nan input
-# to an op" is checked on every one-input elementwise op instead.
-SAME_AS_TORCH: dict[str, list[tuple[Any, ...]]] = {
-    "`relu(x)` at 0": [("relu", [[0.0]], {})],
-    "`abs(x)` at 0": [("abs", [[0.0]], {})],
-    "`maximum(a, b)`, `minimum(a, b)` at a tie": [("maximum", [[1.0], [1.0]], {}), ("minimum", [[1.0], [1.0]], {})],
-    "`maximum(nan, 1)`, `minimum(nan, 1)`": [("maximum", [[nan], [1.0]], {}, 1), ("minimum", [[nan], [1.0]], {}, 1)],
-    "`max(x)`, `min(x)` with ties": [("max", [[1.0, 1.0, 0.0]], {}), ("min", [[0.0, 1.0, 0.0]], {})],
-    "`max(x)` with a nan": [("max", [[nan, 1.0]], {})],
-    "`clip(x, low, high)` at a bound": [("clip", [[-1.0, 0.0, 1.0], [-1.0, 0.0, 0.5], [1.0, 1.0, 1.0]], {})],
-    "`clip` with `low > high`": [("clip", [[0.0], [1.0], [-1.0]], {})],
-    "`sqrt(0)`, `log(0)`": [("sqrt", [[0.0]], {}, 1), ("log", [[0.0]], {}, 1)],
-    "`x ** 0` at 0": [("pow", [[0.0], [0.0]], {}, 1)],
-    "`x ** 0` at nan": [("pow", [[nan], [0.0]], {}, 1)],
-    "`0 ** 0` (both variables)": [("pow", [[0.0], [0.0]], {}, 1)],
-    "`0 ** b` for b < 0": [("pow", [[0.0, 0.0], [-1.0, -0.5]], {}, 1)],
-    "`0 ** b` for b > 0": [("pow", [[0.0, 0.0], [2.0, 0.5]], {}, 1)],
-    "`(-1) ** b`": [("pow", [[-1.0, -1.0, -1.0], [0.5, 2.0, 3.0]], {}, 1)],
-    "`prod(x)` with zeros": [("prod", [[0.0, 2.0, 3.0]], {}), ("prod", [[0.0, 0.0, 3.0]], {}),
-                             ("prod", [[[0.0, 2.0], [3.0, 0.0], [4.0, 5.0]]], {"axis": 0})],
-    "`logsumexp`, `softmax`, `log_softmax` with `-inf` entries": [
-        ("logsumexp", [[-inf, 1.0, 2.0]], {}), ("softmax", [[-inf, 1.0, 2.0]], {}), ("log_softmax", [[-inf, 1.0, 2.0]], {})],
-    "all entries `-inf`": [("logsumexp", [[-inf, -inf]], {})],
-    "`cross_entropy([[-inf, 1, 2]], [1])`": [("cross_entropy", [[[-inf, 1.0, 2.0]], [1.0]], {})],
-    "`cross_entropy([[1e308, -1e308]], [0])`": [("cross_entropy", [[[1e308, -1e308]], [0.0]], {})],
-    "any nan input to an op": [],
-    "`det(a)` with a nan entry": [("det", [[[0.0, 1.0], [nan, 2.0]]], {}, 1)],
-    "`sum` of an empty tensor": [("sum", [np.zeros(0)], {})],
-    "`mean` of an empty tensor": [("mean", [np.zeros(0)], {})],
-}

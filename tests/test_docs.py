@@ -24,6 +24,24 @@ def test_language_doc_function_table_matches_the_registry():
     assert block == gradcalc("ops", "--markdown").stdout, "regenerate it: python -m gradcalc.cli.oplist docs/language.md"
 
 
+def test_language_doc_edge_table_is_the_registrys():
+    """The edge table is each op's Edge conventions, one row each, as help prints them."""
+    from gradcalc.autodiff import REGISTRY
+    from gradcalc.cli.oplist import edge_table
+    from gradcalc.parser.help import describe
+
+    text = (ROOT / "docs" / "language.md").read_text()
+    block = text.split("<!-- edges:start -->\n")[1].split("<!-- edges:end -->")[0]
+    assert block == edge_table(), "regenerate it: python -m gradcalc.cli.oplist docs/language.md"
+    rows = block.splitlines()[2:]
+    edges = [(op, edge) for op in REGISTRY.values() if op.public for edge in op.edges]
+    assert len(rows) == len(edges)
+    for op, edge in edges:
+        call = next(row for row in rows if row.startswith(f"| `{op.name}(") and f"| {edge.case} |" in row)
+        help_line = next(line for line in describe(op.name) if line.startswith(f"  {edge.case}: {op.name}("))
+        assert call.split(" | ")[0].strip("| `") in help_line
+
+
 def test_language_doc_program_example_runs():
     text = (ROOT / "docs" / "language.md").read_text()
     first_block = re.search(r"```\n(.*?)```", text, re.S).group(1)

@@ -111,3 +111,112 @@ def test_the_completion_menu_shows_signatures():
     assert metas["softmax"] == public_ops()["softmax"].signature
     metas = {c.text: c.display_meta_text for c in session.completer.get_completions(Document("dou"), None)}
     assert metas == {"double": "double(u)"}
+
+
+# ---- every op, in each of the three forms: signature, description, rule, edges, example ----
+
+
+def _number(v: float) -> str:
+    return f"{v:.6g}"
+
+
+def _numbers(x: object) -> str:
+    a = np.asarray(x, dtype=float)
+    return _number(float(a)) if a.ndim == 0 else "[" + ", ".join(_numbers(row) for row in a) + "]"
+
+
+def expected_edge_lines(op) -> list[str]:
+    """What help must say of each of the op's Edge conventions, read from the Edge itself:
+    where, the call's name, the value, and what PyTorch gives."""
+    if not op.edges:
+        return ["edges: none (no point where its derivative is a choice)"]
+    lines = []
+    for edge in op.edges:
+        torch = edge.torch if edge.torch != "same" else "the same"
+        said = f"an error: {edge.error}" if edge.error else _numbers(list(edge.value) if isinstance(edge.value, tuple) else edge.value)
+        lines.append((f"  {edge.case}: {op.name}(", said, f"; PyTorch: {torch}", edge.note))
+    return lines
+
+
+def assert_full_help(op, lines: list[str]) -> None:
+    """One op's help: the signature and description, the rule as --steps shows it, every
+    edge convention, and an example with its value."""
+    assert lines[0] == f"{op.signature}: {op.doc}", lines[0]
+    rule = next(line for line in lines if line.startswith("derivative"))
+    assert (op_rule(op) in rule) if op.has_gradient else rule == "derivative: none (no gradient flows through it)"
+    expected = expected_edge_lines(op)
+    if isinstance(expected[0], str):
+        assert expected[0] in lines, f"{op.name}: {lines}"
+    else:
+        start = lines.index(next(line for line in lines if line.startswith("edges (")))
+        shown = lines[start + 1:start + 1 + len(expected)]
+        for line, (head, said, torch, note) in zip(shown, expected):
+            assert line.startswith(head) and said in line and torch in line and note in line, f"{op.name}: {line!r}"
+    start = lines.index("example:")
+    assert lines[start + 1].startswith("  >>> ") and any(line.startswith("  value ") for line in lines[start:])
+
+
+def op_blocks(text: str) -> dict[str, list[str]]:
+    """Help output of several ops, split at each op's signature line."""
+    blocks: dict[str, list[str]] = {}
+    signatures = {public_ops()[name].signature + ": ": name for name in OPS}
+    current: list[str] = []
+    for line in text.splitlines():
+        head = next((name for sig, name in signatures.items() if line.startswith(sig)), None)
+        if head is not None:
+            current = blocks.setdefault(head, [])
+        current.append(line)
+    return blocks
+
+
+def test_gradcalc_ops_name_tells_all_of_every_op(capsys):
+    """`gradcalc ops NAME` for every op, through the command's own entry (its plain path,
+    in this process: a subprocess per op would cost a second each)."""
+    from gradcalc.cli.entry import plain_call
+
+    for name in OPS:
+        action = plain_call(["ops", name])
+        assert action is not None and action() == 0
+        assert_full_help(public_ops()[name], capsys.readouterr().out.splitlines())
+
+
+def test_help_in_the_language_tells_all_of_every_op(tmp_path):
+    """help(NAME) for every op, in one `gradcalc run` of a file."""
+    script = tmp_path / "all.gc"
+    script.write_text("".join(f"help({name})\n" for name in OPS))
+    ran = gradcalc("run", str(script))
+    assert ran.returncode == 0, ran.stderr
+    blocks = op_blocks(ran.stdout)
+    assert sorted(blocks) == OPS
+    for name in OPS:
+        assert_full_help(public_ops()[name], blocks[name])
+
+
+def test_repl_help_tells_all_of_every_op(capsys):
+    """:help NAME for every op, typed into the REPL's own loop."""
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from gradcalc.cli.repl import loop
+
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    with create_pipe_input() as pipe:
+        pipe.send_text("".join(f":help {name}\n" for name in OPS))
+        pipe.close()
+        loop(repl, make_prompt_session(repl, input=pipe, output=DummyOutput()))
+    blocks = op_blocks(capsys.readouterr().out)
+    assert sorted(blocks) == OPS
+    for name in OPS:
+        assert_full_help(public_ops()[name], blocks[name])
+
+
+def test_the_completion_menu_shows_every_ops_signature():
+    from prompt_toolkit.document import Document
+    from prompt_toolkit.output import DummyOutput
+
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    session = make_prompt_session(repl, output=DummyOutput())
+    for name in OPS:
+        # (the menu offers the words that continue what is typed: all but the last letter)
+        metas = {c.text: c.display_meta_text for c in session.completer.get_completions(Document(name[:-1]), None)}
+        assert metas.get(name) == public_ops()[name].signature, name

@@ -6,7 +6,8 @@ value, the gradient and a directional second derivative are compared with torch'
 are forward mode's tangents (torch.func.jvp), at second order both forward over forward
 and forward over reverse (a Hessian-vector product, torch.func.jvp over torch.func.grad).
 Random composite expressions over every one-input elementwise op follow, then the
-edge points (zero, ties, inf, nan) where the two are known to differ or agree.
+edge points (zero, ties, inf, nan) where the two are known to differ or agree (each op's
+own stated edges, its defop's Edge conventions, are checked in tests/test_edges.py).
 """
 from __future__ import annotations
 
@@ -20,14 +21,13 @@ from hypothesis import strategies as st
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad
 
-from .oracles import DIFFERS_FROM_TORCH, EDGE_POINTS, SAME_AS_TORCH, TORCH, TorchOracle
+from .oracles import DIFFERS_FROM_TORCH, EDGE_POINTS, TORCH, TorchOracle
 
 torch = pytest.importorskip("torch")
 
 PUBLIC = [op for op in REGISTRY.values() if op.public]
 MAPPED = [op for op in PUBLIC if op.name in TORCH]
 RTOL, ATOL = 1e-9, 1e-12
-SAME_RTOL = 1e-12  # what the edge table's "same" promises: rounding apart, the same numbers
 
 
 def ids(op: Any) -> str:
@@ -364,43 +364,9 @@ def test_listed_differences_from_torch_are_real(case):
         compare_op(op, TORCH[name], arrays, params, differentiated(op, arrays), order=order, exact=True)
 
 
-def edge_table_rows() -> list[list[str]]:
-    """The cells of docs/language.md's "Conventions at edge points" table."""
-    from pathlib import Path
-
-    text = (Path(__file__).parent.parent / "docs" / "language.md").read_text()
-    section = text.split("## Conventions at edge points")[1].split("\n## ")[0]
-    lines = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| case")]
-    return [[cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in lines]
-
-
-def test_every_same_row_of_the_edge_table_is_checked_against_torch():
-    same = [cells[0] for cells in edge_table_rows() if cells[-1].startswith("same")]
-    assert len(same) > 20
-    assert sorted(same) == sorted(SAME_AS_TORCH), "tests/oracles.py SAME_AS_TORCH must list exactly the rows that say 'same'"
-
-
-def test_every_same_in_the_edge_table_names_the_torch_it_was_checked_against():
-    """A "same" holds for one PyTorch: clamp's gradient at a bound changed in 2.14. With
-    another torch installed this fails, until each row is checked again and its version
-    updated."""
-    version = torch.__version__.split("+")[0]
-    stale = [cells[0] for cells in edge_table_rows() if cells[-1].startswith("same") and not cells[-1].startswith(f"same in {version}")]
-    assert not stale, f"these rows of docs/language.md's edge table do not say 'same in {version}': {stale}"
-
-
-@pytest.mark.parametrize("row", sorted(SAME_AS_TORCH))
-def test_edge_table_row_marked_same_agrees_with_torch(row):
-    # To SAME_RTOL relative and no absolute slack: a tail of 1e-18 against torch's 0 is a difference.
-    for name, inputs, params, *order in SAME_AS_TORCH[row]:
-        op = REGISTRY[name]
-        arrays = [np.asarray(x, dtype=float) for x in inputs]
-        compare_op(op, TORCH[name], arrays, params, differentiated(op, arrays), order=order[0] if order else 2, exact=SAME_RTOL)
-
-
 @pytest.mark.parametrize("name", UNARY)
 def test_a_nan_input_gives_nan_as_in_torch(name):
-    # The edge table's "any nan input to an op": nan out in both, except sign (torch: 0).
+    # docs/language.md's "any nan input to an op": nan out in both, except sign (torch: 0).
     nan = math.nan
     ours = REGISTRY[name](Tensor([nan]), **REGISTRY[name].check.params).data
     theirs = numpy_of(TORCH[name].fn(torch, torch_of([nan]), **REGISTRY[name].check.params))

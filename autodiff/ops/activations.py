@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..registry import ARRAY_MATH, Check
+from ..registry import ARRAY_MATH, Check, Edge
 from .arithmetic import near_zero
 from .special import TWO_OVER_SQRT_PI, elementwise, erfc, exp_of_minus_square, product_rounding_error, square_rounding_error
 
@@ -121,6 +121,7 @@ softsign = elementwise(
     # smooth once; the second derivative jumps at 0
     kink=near_zero, kink_gap=1e-3,
     rule="g / (1 + |x|)**2",
+    edges=(Edge("at 0", [0.0], 0.0, (1.0,), second=(0.0,), note="the second derivative jumps from 2 to -2 there"),),
 )
 
 
@@ -132,6 +133,7 @@ logsigmoid = elementwise(
     "logsigmoid", _logsigmoid, lambda m, g, ans, x: g * logistic(m, -x),
     "log(sigmoid(x)) = -softplus(-x), finite for any x (-1000 at x = -1000)", complex_safe=False, method=False,
     rule="g * sigmoid(-x)",
+    edges=(Edge("far in the left tail", [-1000.0], -1000.0, (1.0,), note="exact: -softplus(-x)"),),
 )
 
 # ---- leaky_relu, elu ------------------------------------------------------------------------
@@ -148,6 +150,7 @@ def _leaky_relu_vjp(m: Any, g: Any, ans: Any, x: Any, slope: float = 0.01) -> An
 leaky_relu = elementwise(
     "leaky_relu", _leaky_relu, _leaky_relu_vjp, "x where x > 0, else slope * x; gradient slope at 0",
     complex_safe=False, method=False, kink=near_zero, kink_gap=1e-3,
+    edges=(Edge("at 0", [0.0], 0.0, (0.01,), note="slope, from the left branch"),),
 )
 
 
@@ -165,4 +168,6 @@ elu = elementwise(
     "elu", _elu, _elu_vjp, "x where x > 0, else alpha * (e ** x - 1); gradient alpha at 0",
     complex_safe=False, method=False, kink=near_zero, kink_gap=1e-3,
     rule="g * (1 where x > 0, else alpha * exp(x))",
+    edges=(Edge("at 0", [0.0], 0.0, (1.0,), second=(1.0,), torch="second derivative 0",
+                note="alpha, and second derivative alpha: both from the left branch"),),
 )

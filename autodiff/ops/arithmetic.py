@@ -8,7 +8,7 @@ import numpy as np
 
 from ..forward import DIAGONAL, LINEAR, MULTILINEAR
 from ..limits import check_size, matmul_shape
-from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop
+from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, defop
 
 ARITH = "arithmetic"
 
@@ -131,6 +131,8 @@ div = defop(
     "div", _div, (lambda m, g, ans, a, b: masked(m, g, g / b), lambda m, g, ans, a, b: masked(m, g, -g * ans / b)),
     doc="a / b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__truediv__", "__rtruediv__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0), jvp=DIAGONAL,
+    edges=(Edge("by 0", [1.0, 0.0], math.inf, (math.inf, -math.inf), order=1, note="as IEEE division: no error"),
+           Edge("0 / 0", [0.0, 0.0], math.nan, (math.inf, math.nan), order=1)),
 )
 neg = defop(
     "neg", _neg, (lambda m, g, ans, x: -g,),
@@ -203,6 +205,20 @@ pow_ = defop(
     operators=("__pow__", "__rpow__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0), jvp=DIAGONAL,
     # The VJPs special-case a == 0 so every order stays finite; this is the rule they apply.
     rule="a: g * b * a ** (b - 1);  b: g * ans * log(a)",
+    edges=(
+        Edge("0 ** 0", [0.0, 0.0], 1.0, (0.0, 0.0), order=1, note="x ** 0 is 1 everywhere, 0 included"),
+        Edge("nan ** 0", [math.nan, 0.0], 1.0, (0.0, math.nan), order=1, note="a constant 1 passes nothing back to a"),
+        Edge("0 ** b, b < 0", [[0.0, 0.0], [-1.0, -0.5]], [math.inf, math.inf], ([-math.inf, -math.inf], [-math.inf, -math.inf]), order=1),
+        Edge("0 ** b, b > 0", [[0.0, 0.0], [2.0, 0.5]], [0.0, 0.0], ([0.0, math.inf], [0.0, 0.0]), order=1),
+        Edge("(-1) ** b", [[-1.0, -1.0, -1.0], [0.5, 2.0, 3.0]], [math.nan, 1.0, -1.0], ([math.nan, -2.0, 3.0], [math.nan] * 3),
+             order=1, note="as NumPy: nan for a fractional b; no real log(a) for the exponent"),
+        Edge("(-inf) ** b, b fractional", [-math.inf, 1.5], math.nan, (math.nan, math.nan), order=1,
+             torch="inf (C99's pow; x ** 0.5 is nan there)", note="no real power"),
+        Edge("x ** 2 at 0, second order", [0.0, 2.0], 0.0, (0.0, 0.0), second=(2.0, 0.0),
+             torch="nan from the second order", note="every order stays finite at a zero base"),
+        Edge("mixed second derivative at b = 0", [2.0, 0.0], 1.0, (0.0, math.log(2.0)), second=(0.5, 0.5 + math.log(2.0) ** 2),
+             torch="d2/da db = 0 (d/da is a constant 0 at b = 0)", note="d2/da db = 1/a"),
+    ),
 )
 
 

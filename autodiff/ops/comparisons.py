@@ -6,11 +6,12 @@ uses them as constant masks.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from ..registry import defop
+from ..registry import Edge, defop
 
 CMP = "no gradient"
 
@@ -30,12 +31,16 @@ ge = _compare("ge", lambda a, b: a >= b, ">=", "__ge__")
 eq = _compare("eq", lambda a, b: a == b, "==", "__eq__")
 ne = _compare("ne", lambda a, b: a != b, "!=", "__ne__")
 
-sign = defop("sign", lambda x: np.sign(x), None, doc="-1, 0 or 1 by the sign of x", category=CMP, method=True)
+sign = defop(
+    "sign", lambda x: np.sign(x), None, doc="-1, 0 or 1 by the sign of x", category=CMP, method=True,
+    edges=(Edge("at 0", [0.0], 0.0), Edge("at nan", [math.nan], math.nan, torch="0")),
+)
 floor = defop("floor", lambda x: np.floor(x), None, doc="largest integer <= x", category=CMP, method=True)
 ceil = defop("ceil", lambda x: np.ceil(x), None, doc="smallest integer >= x", category=CMP, method=True)
 round_ = defop(
     "round", lambda x, decimals=0: np.round(x, int(decimals)), None,
     doc="x rounded to decimals places (halves to even)", category=CMP, method=True,
+    edges=(Edge("halves", [[0.5, 1.5, 2.5, -0.5]], [0.0, 2.0, 2.0, -0.0], note="to even, as NumPy"),),
 )
 
 
@@ -47,8 +52,14 @@ def _argmin(x: Any, axis: int | None = None) -> Any:
     return np.argmin(x, axis=axis)
 
 
-argmax = defop("argmax", _argmax, None, doc="index of the largest element (flat, or along axis)", category=CMP, method=True)
-argmin = defop("argmin", _argmin, None, doc="index of the smallest element (flat, or along axis)", category=CMP, method=True)
+argmax = defop(
+    "argmax", _argmax, None, doc="index of the largest element (flat, or along axis)", category=CMP, method=True,
+    edges=(Edge("with ties", [[1.0, 3.0, 3.0]], 1.0, note="the first of the tied"),),
+)
+argmin = defop(
+    "argmin", _argmin, None, doc="index of the smallest element (flat, or along axis)", category=CMP, method=True,
+    edges=(Edge("with ties", [[2.0, 1.0, 1.0]], 1.0, note="the first of the tied"),),
+)
 
 
 def _detach(x: Any) -> Any:

@@ -1,13 +1,14 @@
 """Elementwise functions, one line each: forward beside its VJP."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ..errors import ArgumentError
 from ..forward import DIAGONAL
-from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, defop
+from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, defop
 from ..tensor import Tensor, to_array
 from .arithmetic import ONE, ZERO_NUMBER, is_real, masked, near_zero
 
@@ -17,12 +18,12 @@ ELEM = "elementwise"
 def unary(
     name: str, forward: Any, vjp: Any, doc: str, *, complex_safe: bool = True,
     low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0, rule: str | None = None,
-    aliases: tuple[str, ...] = (),
+    aliases: tuple[str, ...] = (), edges: tuple[Edge, ...] = (),
 ) -> Any:
     """Register a one-input elementwise op that is also a method (`x.exp()`)."""
     return defop(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=True,
-        aliases=aliases, kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule, jvp=DIAGONAL,
+        aliases=aliases, kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule, jvp=DIAGONAL, edges=edges,
     )
 
 
@@ -173,34 +174,50 @@ def _sigmoid_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
 
 exp = unary("exp", lambda x: np.exp(x), lambda m, g, ans, x: masked(m, g, g * ans), "e ** x")
 log = unary("log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0,
-            aliases=("ln",))
+            aliases=("ln",), edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),))
 log1p = unary(
     "log1p", lambda x: np.log1p(x), lambda m, g, ans, x: masked(m, g, g / (1 + x)), "log(1 + x), accurate for small x",
     low=-0.5,
 )
 sqrt = unary(
     "sqrt", lambda x: np.sqrt(x), lambda m, g, ans, x: masked(m, g, g / (2 * ans)), "square root", low=0.2, high=3.0,
+    edges=(Edge("at 0", [0.0], 0.0, (math.inf,), order=1, note="the limit of the slope"),),
 )
 sin = unary("sin", lambda x: np.sin(x), lambda m, g, ans, x: masked(m, g, g * m.cos(x)), "sine")
 cos = unary("cos", lambda x: np.cos(x), lambda m, g, ans, x: masked(m, g, -g * m.sin(x)), "cosine")
 tan = unary(
     "tan", lambda x: np.tan(x), lambda m, g, ans, x: masked(m, g, g * (1 + ans * ans)), "tangent", low=-1.2, high=1.2,
 )
-tanh = unary("tanh", lambda x: np.tanh(x), _tanh_vjp, "hyperbolic tangent", rule="g / cosh(x) ** 2")
+tanh = unary(
+    "tanh", lambda x: np.tanh(x), _tanh_vjp, "hyperbolic tangent", rule="g / cosh(x) ** 2",
+    edges=(Edge("far in a tail", [20.0], 1.0, (4.0 / (math.exp(20.0) + math.exp(-20.0)) ** 2,), order=1,
+                torch="gradient 0 past |x| = 19 (1 - tanh(x) ** 2)", note="the slope keeps its digits"),),
+)
 sigmoid = unary(
     "sigmoid", _sigmoid, _sigmoid_vjp, "logistic 1 / (1 + e ** -x); accurate in both tails",
     rule="g * sigmoid(x) * sigmoid(-x)",
+    edges=(Edge("far in the left tail", [-40.0], math.exp(-40.0) / (1.0 + math.exp(-40.0)),
+                (math.exp(-40.0) / (1.0 + math.exp(-40.0)) ** 2,), order=1),
+           Edge("far in the right tail", [40.0], 1.0, (math.exp(-40.0) / (1.0 + math.exp(-40.0)) ** 2,), order=1,
+                torch="gradient 0 (s (1 - s) with s rounded to 1; 1e-3 off at 30)", note="the slope keeps its digits")),
 )
 softplus = unary(
     "softplus", _softplus, lambda m, g, ans, x: masked(m, g, g * m.sigmoid(x)), "log(1 + e ** x), without overflow",
+    edges=(Edge("far in the right tail", [25.0], 25.0 + math.log1p(math.exp(-25.0)), (1.0 / (1.0 + math.exp(-25.0)),),
+                second=(math.exp(-25.0) / (1.0 + math.exp(-25.0)) ** 2,),
+                torch="second derivative 0 past 20 (softplus is x there)", note="the second derivative keeps its digits"),),
 )
 relu = unary(
     "relu", _relu, _relu_vjp, "max(x, 0); gradient 0 at 0; nan stays nan",
     complex_safe=False, kink=near_zero, kink_gap=1e-3, rule="g * (x > 0)",
+    edges=(Edge("at 0", [0.0], 0.0, (0.0,)),
+           Edge("at nan", [math.nan], math.nan, (math.nan,), order=1, torch="gradient 1", note="nan in, nan out")),
 )
 abs_ = unary(
     "abs", lambda x: np.abs(x), lambda m, g, ans, x: _gate(m, g, np.sign(m.raw(x))),
     "absolute value; gradient 0 at 0", complex_safe=False, kink=near_zero, kink_gap=1e-3,
+    edges=(Edge("at 0", [0.0], 0.0, (0.0,)),
+           Edge("at nan", [math.nan], math.nan, (math.nan,), order=1, torch="gradient 0", note="nan in, nan out")),
 )
 
 
@@ -222,13 +239,19 @@ def _tied(a: Any, b: Any, tol: float = 0.0) -> bool:
     return bool(np.any(np.abs(a - b) <= tol))
 
 
+def _pair_edges() -> tuple[Edge, ...]:
+    """maximum's and minimum's: the same at a tie and with a nan."""
+    return (Edge("at a tie", [1.0, 1.0], 1.0, (0.5, 0.5), note="half to each"),
+            Edge("with a nan", [math.nan, 1.0], math.nan, (1.0, 1.0), order=1, note="the gradient to both: the nan stays visible"))
+
+
 maximum = defop(
     "maximum", _maximum,
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) < m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) < m.raw(a), m.raw(a), m.raw(b)))),
     doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
     rule="a: g * (a > b);  b: g * (b > a);  half each at a tie", jvp=DIAGONAL,
-    check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3),
+    check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3), edges=_pair_edges(),
 )
 minimum = defop(
     "minimum", _minimum,
@@ -236,7 +259,7 @@ minimum = defop(
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) > m.raw(a), m.raw(a), m.raw(b)))),
     doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
     rule="a: g * (a < b);  b: g * (b < a);  half each at a tie", jvp=DIAGONAL,
-    check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3),
+    check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3), edges=_pair_edges(),
 )
 
 
@@ -286,12 +309,19 @@ def _clip_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, A
     return [rng.uniform(-2, 2, (3, 4)), rng.uniform(-1, -0.2, (3, 1)), rng.uniform(0.2, 1, (4,))], {}
 
 
+_CLIP_NAMES = ("x", "low", "high")
 clip = defop(
     "clip", _clip, _clip_vjp, n_in=None,
     doc="x limited to [low, high]; bounds given positionally are tensors that get gradients "
     "(any broadcastable shape), keyword bounds are constants",
     category=ELEM, method=True, kink=_clip_kink, check=Check(make=_clip_check, kink_gap=1e-3),
     rule="x: g * (low <= x <= high);  low: g * (x < low);  high: g * (x > high)", jvp=DIAGONAL,
+    edges=(Edge("x at a bound", [[-1.0, 0.0, 1.0], [-1.0, 0.0, 0.5], [1.0, 1.0, 1.0]], [-1.0, 0.0, 1.0],
+                ([1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]), names=_CLIP_NAMES,
+                note="the gradient to x, not to the bound; PyTorch 2.14 changed clamp's gradient here"),
+           Edge("low > high", [0.0, 1.0, -1.0], -1.0, (0.0, 0.0, 1.0), names=_CLIP_NAMES, note="the output is high, and so is the gradient"),
+           Edge("at nan", [math.nan, -1.0, 1.0], math.nan, (1.0, 0.0, 0.0), order=1, names=_CLIP_NAMES,
+                torch="0 to x and to the bounds", note="the nan stays visible")),
 )
 
 
@@ -310,4 +340,7 @@ where = defop(
         diff=(1, 2),
     ),
     jvp=DIAGONAL,
+    edges=(Edge("the branch not taken", [False, math.inf, 1.0], 1.0, (0.0, 1.0), wrt=(1, 2),
+                note="exactly 0 to the branch not taken, even where its own derivative is inf or nan: "
+                "where(x > 0, sqrt(x), 0) at -1 has gradient 0 (PyTorch's: nan)"),),
 )

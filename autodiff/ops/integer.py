@@ -8,12 +8,13 @@ Both jump where a / b is a whole number; their gradient check stays away from th
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ..forward import DIAGONAL
-from ..registry import Check, defop
+from ..registry import Check, Edge, defop
 
 INT = "integer arithmetic"
 
@@ -32,6 +33,7 @@ floor_divide = defop(
     "floor_divide", lambda a, b: np.floor_divide(a, b), None, n_in=2, aliases=("floordiv",),
     doc="Python's a // b: the largest whole number <= a / b", category=INT,
     operators=("__floordiv__", "__rfloordiv__"),
+    edges=(Edge("by 0", [[1.0, -1.0, 0.0], 0.0], [math.inf, -math.inf, math.nan], note="as NumPy"),),
 )
 remainder = defop(
     "remainder", _remainder,
@@ -40,4 +42,6 @@ remainder = defop(
     category=INT, n_in=2, aliases=("mod",), operators=("__mod__", "__rmod__"),
     kink=_near_whole_quotient,
     check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)), ((), (2, 3))), low=0.5, high=3.0, kink_gap=1e-3), jvp=DIAGONAL,
+    edges=(Edge("at a whole quotient", [2.0, 1.0], 0.0, (1.0, -2.0), note="where a % b jumps: the right-hand side's"),
+           Edge("by 0", [1.0, 0.0], math.nan, (1.0, -math.inf), order=1)),
 )

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..forward import LINEAR
-from ..registry import Check, defop
+from ..registry import Check, Edge, defop
 
 SHAPE = "shape"
 Axis = int | tuple[int, ...] | None
@@ -183,6 +183,10 @@ sort = defop(
     check=Check(shapes=(((5,),), ((3, 4),)), params={"axis": -1}, kink_gap=1e-3),
     rule="g moved back through the sorting permutation",
     jvp=_sort_jvp, jvp_rule="dx moved through the sorting permutation (the tangent sorted as x is)",
+    edges=(Edge("with ties", [[1.0, 1.0, 0.0]], [0.0, 1.0, 1.0], ([2.0, 3.0, 1.0],), weights=[1.0, 2.0, 3.0],
+                note="stable: tied elements keep their order"),
+           Edge("with ties, descending", [[2.0, 1.0, 2.0]], [2.0, 2.0, 1.0], ([1.0, 3.0, 2.0],), weights=[1.0, 2.0, 3.0],
+                params={"descending": True}, note="stable too"),),
 )
 
 # ---- pad ---------------------------------------------------------------------------------------

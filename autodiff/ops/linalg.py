@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..forward import LINEAR, MULTILINEAR, OVER_AXIS, OVER_MATRIX
-from ..registry import ARRAY_MATH, Check, defop
+from ..registry import ARRAY_MATH, Check, Edge, defop
 from .arithmetic import _swap_last as matrix_transpose
 from .reductions import Axis, expand_reduced, kept_shape, normalize_axes
 
@@ -392,12 +392,19 @@ def _solve_jvp(m: Any, tangents: Any, ans: Any, a: Any, b: Any) -> Any:
     return m.solve(a, rhs)
 
 
+_SINGULAR = [[1.0, 2.0], [2.0, 4.0]]
 det = defop(
     "det", _det, (_det_vjp,),
     doc="determinant of a square matrix (or of each in a stack)",
     category=LINALG, method=True, complex_safe=True, check=Check(make=_matrices),
     rule="g * ans * inv(a).T (the cofactor matrix where a is singular)",
     jvp=OVER_MATRIX,
+    edges=(
+        Edge("singular", [_SINGULAR], 0.0, ([[4.0, -2.0], [-2.0, 1.0]],), second=([[1.0, -1.0], [-1.0, 1.0]],), order=1,
+             torch="gradient 0", note="the cofactor matrix: det([[1 + h, 2], [2, 4]]) = 4h; differentiated again, the minors' signed determinants"),
+        Edge("a nan entry", [[[0.0, 1.0], [math.nan, 2.0]]], math.nan, ([[math.nan, math.nan], [math.nan, math.nan]],), order=1,
+             note="LAPACK's pivoting skips a nan: NumPy's det of this is 0"),
+    ),
 )
 slogdet = defop(
     "slogdet", _slogdet, (_slogdet_vjp,), n_ret=2,
@@ -405,6 +412,8 @@ slogdet = defop(
     method=True, check=Check(make=_matrices),
     rule="log|det|: g * inv(a).T;  sign: no gradient",
     jvp=_slogdet_jvp, jvp_rule="sign: 0;  logabsdet: sum(da * inv(a).T) (the trace of inv(a) @ da)",
+    edges=(Edge("singular", [_SINGULAR], (0.0, -math.inf), ([[math.nan, math.nan], [math.nan, math.nan]],), order=1,
+                torch="sign 0, log|det| -inf; gradient nan"),),
 )
 inv = defop(
     "inv", lambda a: np.linalg.inv(a),
@@ -413,6 +422,7 @@ inv = defop(
     complex_safe=True, check=Check(make=_matrices),
     jvp=_inv_jvp, jvp_rule="-(ans @ da @ ans)",
     rule='-(ans.T @ g @ ans.T), ans = inv(a) (.T swaps the last two axes)',
+    edges=(Edge("singular", [_SINGULAR], error="the matrix is singular"),),
 )
 
 
@@ -445,6 +455,7 @@ solve = defop(
     complex_safe=True, check=Check(make=_solve_case),
     rule="a: -solve(a.T, g) @ ans.T;  b: solve(a.T, g)",
     jvp=_solve_jvp, jvp_rule="solve(a, db - da @ ans)",
+    edges=(Edge("singular", [_SINGULAR, [1.0, 2.0]], error="the matrix is singular"),),
 )
 
 # ---- vector norms -------------------------------------------------------------------------------
@@ -523,4 +534,12 @@ norm = defop(
     category="reduction", method=True, kink=_norm_kink, check=Check(make=_norm_case, kink_gap=1e-3),
     rule="ord 1: g * sign(x); ord 2: g * x / ans (0 where ans = 0); ord inf: g * sign(x) at the largest |x|, ties sharing",
     jvp=OVER_AXIS,
+    edges=(
+        Edge("at 0", [[0.0, 0.0, 0.0]], 0.0, ([0.0, 0.0, 0.0],), order=1, note="a subgradient, never nan"),
+        Edge("at 0, ord 1", [[0.0, 0.0, 0.0]], 0.0, ([0.0, 0.0, 0.0],), params={"ord": 1}),
+        Edge("ties for the largest, ord inf", [[1.0, -1.0, 0.5]], 1.0, ([0.5, -0.5, 0.0],), params={"ord": math.inf},
+             note="shared equally"),
+        Edge("tiny elements", [[1e-200, 1e-200]], math.sqrt(2.0) * 1e-200, ([math.sqrt(0.5), math.sqrt(0.5)],), order=1,
+             torch="0, gradient 0", note="scaled by the largest |x|, as hypot"),
+    ),
 )

@@ -6,13 +6,14 @@ the complex-step check applies to these ops too.
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 import numpy as np
 
 from ..errors import ShapeError
 from ..forward import OVER_AXIS, TO_ITEMS
-from ..registry import Check, defop
+from ..registry import Check, Edge, defop
 from .reductions import Axis, checked_axis, expand_reduced, kept_shape
 
 NN = "softmax and losses"
@@ -89,24 +90,45 @@ def _log_softmax_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int = -1) ->
     return t - m.sum(m.exp(ans) * t, axis=axis, keepdims=True)
 
 
+# softmax([1, 2]): the weights the edges beside -inf entries come to.
+_S1, _S2 = 1.0 / (1.0 + math.e), math.e / (1.0 + math.e)
+
 logsumexp = defop(
     "logsumexp", _logsumexp, (_logsumexp_vjp,),
     doc="log(sum(exp(x))) over axis, shifted by the max so it never overflows", category=NN,
     method=True, complex_safe=True, check=Check(shapes=(((4,),), ((3, 4),)), params={"axis": -1}),
     jvp=OVER_AXIS,
     rule='g * softmax(x, axis), g repeated along the reduced axes',
+    edges=(
+        Edge("with inf", [[math.inf, 1.0]], math.inf, ([1.0, 0.0],), order=1, torch="inf; gradient [nan, 0]",
+             note="the softmax limit"),
+        Edge("with -inf", [[-math.inf, 1.0, 2.0]], math.log(math.e + math.e ** 2), ([0.0, _S1, _S2],),
+             note="a -inf entry has weight 0"),
+        Edge("all -inf", [[-math.inf, -math.inf]], -math.inf, ([math.nan, math.nan],)),
+    ),
 )
 softmax = defop(
     "softmax", _softmax, (_softmax_vjp,),
     doc="exp(x) / sum(exp(x)) along axis, max-shifted", category=NN, method=True, complex_safe=True,
     check=Check(shapes=(((4,),), ((3, 4),))),
     jvp=_softmax_jvp, jvp_rule="ans * (dx - sum(ans * dx, axis, keepdims=True))",
+    edges=(
+        Edge("with inf", [[math.inf, 1.0]], [1.0, 0.0], ([0.0, 0.0],), weights=[1.0, 2.0], order=1, torch="nan",
+             note="the limit"),
+        Edge("with -inf", [[-math.inf, 1.0, 2.0]], [0.0, _S1, _S2], ([0.0, -_S1 * _S2, _S1 * _S2],), weights=[1.0, 2.0, 3.0],
+             note="a -inf entry has weight 0"),
+    ),
 )
 log_softmax = defop(
     "log_softmax", _log_softmax, (_log_softmax_vjp,),
     doc="x - logsumexp(x) along axis, stable for large logits", category=NN, method=True,
     complex_safe=True, check=Check(shapes=(((4,),), ((3, 4),))),
     jvp=_log_softmax_jvp, jvp_rule="dx - sum(exp(ans) * dx, axis, keepdims=True)",
+    edges=(
+        Edge("with inf", [[math.inf, 1.0]], [0.0, -math.inf], ([-1.0, 1.0],), order=1, torch="nan", note="the limit"),
+        Edge("with -inf", [[-math.inf, 1.0, 2.0]], [-math.inf, -math.log1p(math.e), -math.log1p(1 / math.e)],
+             ([1.0, 1.0 - 3.0 * _S1, 1.0 - 3.0 * _S2],), note="finite where the true value is"),
+    ),
 )
 
 # ---- losses ------------------------------------------------------------------------------
@@ -171,6 +193,11 @@ cross_entropy = defop(
     jvp=TO_ITEMS,
     rule=("logits: g * (softmax(logits) - t) per row, t the target distribution (one-hot for classes, with "
           "label_smoothing mixed in), / rows for 'mean';  target: -g * log_softmax(logits)"),
+    edges=(
+        Edge("a -inf logit", [[[-math.inf, 1.0, 2.0]], [1.0]], math.log1p(math.e), ([[0.0, -_S2, _S2]],), wrt=(0,),
+             note="log(1 + e): the -inf class has probability 0"),
+        Edge("logits of +-1e308", [[[1e308, -1e308]], [0.0]], 0.0, ([[0.0, 0.0]],), wrt=(0,), note="no overflow"),
+    ),
 )
 
 
@@ -240,7 +267,7 @@ def _pairs(low: float, high: float, target: Any) -> Any:
 
 def _elementwise_loss(
     name: str, per_item: Any, d_pred: Any, d_target: Any, doc: str, check: Check, aliases: tuple[str, ...] = (),
-    kink: Any = None, rule: str = "",
+    kink: Any = None, rule: str = "", edges: tuple[Edge, ...] = (),
 ) -> Any:
     """A loss computed item by item from (pred, target) and then reduced. `per_item(p, t,
     **params)` is the forward, d_pred / d_target(m, p, t, **params) the derivatives of one
@@ -259,7 +286,7 @@ def _elementwise_loss(
     forward.__signature__ = _signature_with(per_item)  # type: ignore[attr-defined]
     return defop(
         name, forward, (vjp(d_pred), vjp(d_target)), doc=doc, category=NN, n_in=2, aliases=aliases,
-        kink=kink, check=check, rule=rule, jvp=TO_ITEMS,
+        kink=kink, check=check, rule=rule, jvp=TO_ITEMS, edges=edges,
     )
 
 
@@ -296,6 +323,9 @@ binary_cross_entropy = _elementwise_loss(
     "-(target log p + (1 - target) log(1 - p)) for probabilities p (logs clamped at -100, as PyTorch)",
     Check(make=_pairs(0.1, 0.9, _probabilities)),
     rule="pred: g * (pred - target) / (pred * (1 - pred));  target: g * (log(1 - pred) - log(pred))",
+    edges=(Edge("p = 0 or 1, the wrong target", [[0.0, 1.0], [1.0, 0.0]], [100.0, 100.0], ([-1e12, 1e12], [100.0, -100.0]),
+                params={"reduction": "none"}, order=1, torch="the same for p; +-inf to the target",
+                note="each log clamped at -100 and p (1 - p) at 1e-12, as PyTorch; the target's gradient from the same clamped logs"),),
 )
 
 
@@ -312,6 +342,8 @@ binary_cross_entropy_with_logits = _elementwise_loss(
     "binary cross-entropy of sigmoid(z) against target, computed from the logits z: stable for any z",
     Check(make=_pairs(-4.0, 4.0, _probabilities)),
     rule="pred: g * (sigmoid(pred) - target);  target: -g * pred",
+    edges=(Edge("logits of +-1000", [[1000.0, -1000.0], [0.0, 0.0]], [1000.0, 0.0], ([1.0, 0.0], [-1000.0, 1000.0]),
+                params={"reduction": "none"}, note="exact for any logit"),),
 )
 
 
@@ -344,6 +376,8 @@ nll_loss = defop(
     category=NN, check=Check(make=_nll_check, diff=(0,)),
     rule="logp: -g at each row's target entry, 0 elsewhere (/ rows for 'mean');  target: -g * logp (for probability targets)",
     jvp=TO_ITEMS,
+    edges=(Edge("-inf at the target", [[[-math.inf, 0.0]], [0.0]], math.inf, ([[-1.0, 0.0]],), wrt=(0,)),
+           Edge("-inf elsewhere", [[[-math.inf, 0.0]], [1.0]], 0.0, ([[0.0, -1.0]],), wrt=(0,), note="a class that is not the target may have probability 0")),
 )
 
 
@@ -362,6 +396,7 @@ l1_loss = _elementwise_loss(
     Check(make=_pairs(-2.0, 2.0, _anywhere), kink_gap=1e-3),
     kink=lambda p, t, tol=0.0, **params: _within(p - t, tol, 0.0),
     rule="pred: g * sign(pred - target);  target: -g * sign(pred - target)",
+    edges=(Edge("pred = target", [1.0, 1.0], 0.0, (0.0, 0.0)),),
 )
 
 

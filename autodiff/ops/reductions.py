@@ -1,6 +1,7 @@
 """Reductions over axes: sum, mean, max, min, prod, and the no-gradient argmax / argmin."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -8,7 +9,7 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError
 from ..forward import LINEAR, OVER_AXIS
 from ..limits import check_size
-from ..registry import ARRAY_MATH, Check, defop
+from ..registry import ARRAY_MATH, Check, Edge, defop
 from .arithmetic import masked
 
 RED = "reduction"
@@ -143,6 +144,7 @@ sum_ = defop(
     check=Check(shapes=_SHAPES, params={"axis": 0}),
     jvp=LINEAR,
     rule='g repeated along the summed axes (every element gets g)',
+    edges=(Edge("of an empty tensor", [np.zeros(0)], 0.0, (np.zeros(0),)),),
 )
 mean = defop(
     "mean", _mean,
@@ -151,6 +153,7 @@ mean = defop(
     check=Check(shapes=_SHAPES, params={"axis": -1, "keepdims": True}),
     jvp=LINEAR,
     rule='g / n repeated along the averaged axes (n elements averaged)',
+    edges=(Edge("of an empty tensor", [np.zeros(0)], math.nan, (np.zeros(0),), note="silently: no NumPy warning"),),
 )
 def _prod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     # d prod / d x_k is the product of the other elements: ans / x_k when no element is 0,
@@ -202,6 +205,12 @@ prod = defop(
     category=RED, method=True, complex_safe=True, check=Check(shapes=_SHAPES, low=0.5, high=1.5),
     jvp=OVER_AXIS,
     rule='g * (the product of the other elements), repeated along the axes (exact at zeros: no division)',
+    edges=(
+        Edge("with a zero", [[0.0, 2.0, 3.0]], 0.0, ([6.0, 0.0, 0.0],), second=([5.0, 3.0, 2.0],), note="exact, to every order"),
+        Edge("with two zeros", [[0.0, 0.0, 3.0]], 0.0, ([0.0, 0.0, 0.0],)),
+        Edge("with a zero and an overflow", [[1e200, 1e200, 0.0]], 0.0, ([0.0, 0.0, math.inf],), order=1,
+             torch="nan (inf * 0, as NumPy's product in order)", note="an exact 0 wins; a nan or inf factor still gives nan"),
+    ),
 )
 max_ = defop(
     "max", _max, (_extreme_vjp,),
@@ -209,6 +218,9 @@ max_ = defop(
     kink=lambda x, **p: _has_tie(x, **p, pick=np.max), check=Check(shapes=(((3, 4),), ((2, 3, 2),)), params={"axis": 1}, kink_gap=1e-3),
     jvp=OVER_AXIS,
     rule='g shared equally among the elements equal to the max, 0 elsewhere',
+    edges=(Edge("with ties", [[1.0, 1.0, 0.0]], 1.0, ([0.5, 0.5, 0.0],), note="shared equally among the tied elements"),
+           Edge("with a nan", [[math.nan, 1.0]], math.nan, ([math.nan, math.nan],)),
+           Edge("of an empty tensor", [np.zeros(0)], error="max of an empty tensor has no value")),
 )
 min_ = defop(
     "min", _min, (_extreme_vjp,),
@@ -216,4 +228,6 @@ min_ = defop(
     kink=lambda x, **p: _has_tie(x, **p, pick=np.min), check=Check(shapes=_SHAPES, kink_gap=1e-3),
     jvp=OVER_AXIS,
     rule='g shared equally among the elements equal to the min, 0 elsewhere',
+    edges=(Edge("with ties", [[0.0, 1.0, 0.0]], 0.0, ([0.5, 0.0, 0.5],), note="shared equally among the tied elements"),
+           Edge("of an empty tensor", [np.zeros(0)], error="min of an empty tensor has no value")),
 )

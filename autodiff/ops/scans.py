@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..forward import LINEAR
-from ..registry import Check, defop
+from ..registry import Check, Edge, defop
 
 SCAN = "reduction"
 _SHAPES = (((5,),), ((3, 4),))
@@ -142,6 +142,8 @@ cumprod = defop(
     rule="reversed cumsum of g * ans, / x (the products of the other elements where x has zeros)",
     jvp=_cumprod_jvp,
     jvp_rule="ans * cumsum(dx / x, axis) (with a 0 in x: the sum over j <= i of dx_j times the product of the other x_k, k <= i)",
+    edges=(Edge("with a zero", [[0.0, 2.0, 3.0]], [0.0, 0.0, 0.0], ([9.0, 0.0, 0.0],), second=([6.0, 4.0, 2.0],),
+                note="exact, formed without dividing"),),
 )
 logcumsumexp = defop(
     "logcumsumexp", _logcumsumexp, (_logcumsumexp_vjp,),

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..forward import DIAGONAL
-from ..registry import BINARY_SHAPES, Check, defop
+from ..registry import BINARY_SHAPES, Check, Edge, defop
 from .arithmetic import near_zero
 
 ELEM = "elementwise"
@@ -25,13 +25,14 @@ TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 def elementwise(
     name: str, forward: Any, vjp: Any, doc: str, *, aliases: tuple[str, ...] = (), complex_safe: bool = True,
     method: bool = True, low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0,
-    check: Check | None = None, rule: str | None = None,
+    check: Check | None = None, rule: str | None = None, edges: tuple[Edge, ...] = (),
 ) -> Any:
     """Register a one-input elementwise op (a method too, as in PyTorch, unless method=False).
     `rule` is the derivative as text for `eval --steps` where the VJP's own text is not it."""
     return defop(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=method,
         aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap), rule=rule, jvp=DIAGONAL,
+        edges=edges,
     )
 
 
@@ -92,15 +93,21 @@ erf = elementwise(
     "erf", lambda x: _real_only(_erf, x), lambda m, g, ans, x: g * _gaussian(m, x),
     "error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x", complex_safe=False,
     rule="g * 2 / sqrt(pi) * exp(-x**2)",
+    edges=(Edge("at +-inf", [[math.inf, -math.inf]], [1.0, -1.0], ([0.0, 0.0],), second=([0.0, 0.0],),
+                torch="second derivative nan", note="the limits"),),
 )
 erfc = elementwise(
     "erfc", lambda x: _real_only(_erfc, x), lambda m, g, ans, x: -g * _gaussian(m, x),
     "complementary error function 1 - erf(x), accurate where erf(x) is near 1", complex_safe=False,
     rule="-g * 2 / sqrt(pi) * exp(-x**2)",
+    edges=(Edge("at +-inf", [[math.inf, -math.inf]], [0.0, 2.0], ([0.0, 0.0],), order=1, note="the limits"),),
 )
 
 # ---- logarithms and powers ------------------------------------------------------------
-log2 = elementwise("log2", lambda x: np.log2(x), lambda m, g, ans, x: g / (x * LN2), "base-2 logarithm", low=0.2, high=3.0)
+log2 = elementwise(
+    "log2", lambda x: np.log2(x), lambda m, g, ans, x: g / (x * LN2), "base-2 logarithm", low=0.2, high=3.0,
+    edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),),
+)
 log10 = elementwise("log10", lambda x: np.log10(x), lambda m, g, ans, x: g / (x * LN10), "base-10 logarithm", low=0.2, high=3.0)
 exp2 = elementwise("exp2", lambda x: np.exp2(x), lambda m, g, ans, x: g * ans * LN2, "2 ** x")
 expm1 = elementwise(
@@ -118,10 +125,13 @@ cbrt = elementwise(
     "cbrt", lambda x: np.cbrt(x), lambda m, g, ans, x: g / (3.0 * ans * ans),
     "real cube root (negative for negative x); infinite slope at 0", complex_safe=False, method=False,
     kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
+    edges=(Edge("at 0", [0.0], 0.0, (math.inf,), order=1, torch="no cbrt; sign(x) * |x| ** (1/3) has gradient nan",
+                note="the limit of the slope"),),
 )
 reciprocal = elementwise(
     "reciprocal", lambda x: 1.0 / x, lambda m, g, ans, x: -g * ans * ans, "1 / x",
     kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
+    edges=(Edge("at 0 and -0", [[0.0, -0.0]], [math.inf, -math.inf], ([-math.inf, -math.inf],)),),
 )
 
 # ---- hyperbolic functions and their inverses --------------------------------------------
@@ -152,12 +162,14 @@ acosh = elementwise(
 atanh = elementwise(
     "atanh", lambda x: np.arctanh(x), lambda m, g, ans, x: g / m.one_minus_square(x),
     "inverse hyperbolic tangent (-1 < x < 1)", aliases=("arctanh",), low=-0.9, high=0.9, rule="g / (1 - x**2)",
+    edges=(Edge("at +-1", [[1.0, -1.0]], [math.inf, -math.inf], ([math.inf, math.inf],), order=1),),
 )
 
 # ---- inverse trigonometric functions -----------------------------------------------------
 asin = elementwise(
     "asin", lambda x: np.arcsin(x), lambda m, g, ans, x: g / m.sqrt(m.one_minus_square(x)),
     "inverse sine (-1 <= x <= 1)", aliases=("arcsin",), low=-0.9, high=0.9, rule="g / sqrt(1 - x**2)",
+    edges=(Edge("at +-1", [[1.0, -1.0]], [math.pi / 2, -math.pi / 2], ([math.inf, math.inf],), order=1),),
 )
 acos = elementwise(
     "acos", lambda x: np.arccos(x), lambda m, g, ans, x: -g / m.sqrt(m.one_minus_square(x)),
@@ -213,6 +225,10 @@ atan2 = defop(
     doc="angle of the point (x, y) in (-pi, pi]: atan2(y, x)", category=ELEM, n_in=2, method=True,
     aliases=("arctan2",), kink=_on_negative_x_axis,
     check=Check(shapes=BINARY_SHAPES, kink_gap=0.2), jvp=DIAGONAL,
+    edges=(Edge("on the negative x axis", [[0.0, -0.0], [-1.0, -1.0]], [math.pi, -math.pi], ([-1.0, -1.0], [0.0, 0.0]),
+                note="the sign of the zero y picks the side"),
+           Edge("at the origin", [[0.0, 0.0], [0.0, -0.0]], [0.0, math.pi], ([math.nan, math.nan], [math.nan, math.nan]), order=1,
+                torch="gradient 0", note="no direction: 0 / 0")),
 )
 hypot = defop(
     "hypot", _hypot,
@@ -220,4 +236,5 @@ hypot = defop(
     doc="sqrt(a**2 + b**2) without overflow", category=ELEM, n_in=2, method=True,
     kink=lambda a, b, tol=0.0: bool(np.any((np.abs(a) <= tol) & (np.abs(b) <= tol))),
     check=Check(shapes=BINARY_SHAPES, kink_gap=0.2), jvp=DIAGONAL,
+    edges=(Edge("at the origin", [0.0, 0.0], 0.0, (math.nan, math.nan), order=1, note="no direction: 0 / 0"),),
 )

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..forward import OVER_AXIS
-from ..registry import Check, defop
+from ..registry import Check, Edge, defop
 from .reductions import Axis, expand_reduced, normalize_axes
 
 RED = "reduction"
@@ -60,6 +60,7 @@ var = defop(
     category=RED, method=True, complex_safe=True, check=Check(shapes=_SHAPES, params={"axis": -1, "ddof": 1}),
     rule="g * 2 * (x - mean(x)) / (N - ddof)",
     jvp=OVER_AXIS,
+    edges=(Edge("one element, ddof=1", [[1.0]], float("nan"), ([float("nan")],), params={"ddof": 1}, order=1, note="0 / 0"),),
 )
 std = defop(
     "std", _std, (_std_vjp,),
@@ -67,4 +68,5 @@ std = defop(
     category=RED, method=True, complex_safe=True, kink=_no_spread, check=Check(shapes=_SHAPES, kink_gap=0.05),
     rule="g * (x - mean(x)) / ((N - ddof) * ans)",
     jvp=OVER_AXIS,
+    edges=(Edge("no spread", [[2.0, 2.0]], 0.0, ([0.0, 0.0],), order=1, note="a subgradient: no derivative exists there"),),
 )
