@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def evaluate_expression(
-    expr: str, bindings: list[str], engine: str, wrt: list[str] | None,
+    expr: str, bindings: list[str], engine: str, wrt: list[str] | None, mode: str = "reverse",
 ) -> tuple[Analysis | HelpResult | None, list[CheckOutcome]]:
     """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression
     (or give its help text, for help(NAME)); with the outcome of each `check` statement in
@@ -32,7 +32,7 @@ def evaluate_expression(
 
     Gradients are reported for every bound name (0 for one the output does not use) and
     for every other named value in the output's graph (see analyze), unless `wrt` names
-    them. An error in a binding is a BindingError."""
+    them; `mode` "forward" finds them by forward mode. An error in a binding is a BindingError."""
     from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, compile_program
     from gradcalc.parser.analysis import analyze
 
@@ -57,7 +57,7 @@ def evaluate_expression(
     if isinstance(last, HelpResult):
         return last, checks
     code = next((s.code for s in program.statements if s.span == last.span), None)
-    return analyze(last.value, wrt, session.variables, names, session=session, code=code), checks
+    return analyze(last.value, wrt, session.variables, names, session=session, code=code, mode=mode), checks
 
 
 def _run_check(session: Any, statement: Any, value: Any) -> CheckOutcome:
@@ -83,8 +83,8 @@ def eval_action(
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     if mode not in ("reverse", "forward"):
         usage_error(f"--mode must be reverse or forward, not {mode!r}")
-    if mode == "forward" and not steps:
-        usage_error("--mode forward chooses the pass that --steps shows: add --steps")
+    if mode == "forward" and engine == "scalar" and not steps:
+        usage_error("--mode forward needs the tensor engine for gradients (the scalar engine's forward mode is only what --steps shows)")
     if dot is not None:
         try:
             dot_format(dot)  # refuse an unknown format before computing anything
@@ -97,7 +97,7 @@ def eval_action(
     except ValueError as err:
         usage_error(str(err))
     try:
-        analysis, checks = evaluate_expression(expr, bindings or [], engine, wrt_names)
+        analysis, checks = evaluate_expression(expr, bindings or [], engine, wrt_names, "forward" if mode == "forward" and not steps else "reverse")
     except BindingError as err:
         fail(err.error, err.source, as_json)
     except LanguageError as err:

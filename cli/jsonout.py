@@ -55,6 +55,8 @@ def analysis_object(a: Analysis) -> dict[str, Any]:
         obj["grad_of"] = a.grad_of
     if a.dtype is not None:
         obj["dtype"] = a.dtype  # whole numbers or booleans: no gradient, `grads` is empty
+    if a.tangent_passes is not None:
+        obj["mode"], obj["tangent_passes"] = "forward", a.tangent_passes
     return obj
 
 

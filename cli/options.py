@@ -86,8 +86,8 @@ COMMANDS = {command.name: command for command in (
                 "Write the graph as Graphviz DOT (.dot, .gv, '-' for stdout); .svg, .png, .pdf... draw a picture.", metavar="FILE"),
          _flag("steps", "--steps", "Show the backward pass step by step (with --dot: gradients on the edges)."),
          Option("mode", ("--mode",), "str", "reverse",
-                "With --steps: reverse (the backward pass) or forward (forward mode: each variable's tangent pushed to the output "
-                "in turn, as value + tangent ε; --wrt picks the variables)."),
+                "reverse (one backward pass) or forward (forward mode: a tangent pass per element of each variable); with "
+                "--steps, the pass shown: each variable's tangent pushed to the output in turn, as value + tangent ε."),
          ENGINE,
          Option("wrt", ("--wrt",), "str", None, "Only these variables' gradients.", metavar="a,b"),
          JSON, DIGITS, FULL, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY, SAVE),

@@ -121,7 +121,7 @@ def no_gradient_text(dtype: str) -> str:
 def notes(a: Analysis) -> list[str]:
     """What explains an inf or nan: which op first produced it, from which inputs, and
     which op's backward pass first made a gradient infinite; for a derivative, where the
-    function it is of is not finite."""
+    function it is of is not finite; and gradients found by forward mode say so."""
     found = []
     culprit = a.nonfinite
     if culprit is not None and culprit.parents:
@@ -136,6 +136,9 @@ def notes(a: Analysis) -> list[str]:
         found.append(f"{'a' if kind == 'nan' else 'an'} {kind} gradient came from the backward pass of {first_bad_call(op, parent.grad, parent)}")
     if a.undefined is not None:
         found.append(undefined_note(a.undefined))
+    if a.tangent_passes is not None:
+        found.append(f"the gradients are by forward mode: {count(a.tangent_passes, 'tangent pass', 'tangent passes')}, "
+                     "one per element of each variable (reverse mode takes one backward pass for them all)")
     return found
 
 

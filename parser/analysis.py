@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradcalc.autodiff import GraphStats, Tensor, Value, first_nonfinite, graph_stats, made_by, topological_order
+from gradcalc.autodiff.forward import jacobian_forward
 from gradcalc.autodiff.graph import derivative_words, first_nonfinite_gradient
 
 from .backends import TensorBackend
@@ -34,12 +35,15 @@ class Analysis:
     `undefined` is, for an output computed from a derivative (grad(y, x) and what is
     computed from it), the node that first made an inf or nan in a y that was
     differentiated (see `differentiated_nonfinite`): the derivative is there, finite or
-    not, but the function it is of is not defined at this point (None otherwise)."""
+    not, but the function it is of is not defined at this point (None otherwise).
+    `tangent_passes` is how many forward passes found the gradients (None: one backward
+    pass did)."""
 
     def __init__(
         self, output: Any, value: np.ndarray, grads: dict[str, np.ndarray], grad_of: str | None, stats: GraphStats,
         variables: list[str], leaf_names: list[str] | None = None, nonfinite: Any | None = None,
         nonfinite_root: Any | None = None, nonfinite_gradient: tuple[Any, Any] | None = None, undefined: Any | None = None,
+        tangent_passes: int | None = None,
     ) -> None:
         self.output = output
         self.value = value
@@ -52,6 +56,7 @@ class Analysis:
         self.nonfinite_root = nonfinite_root if nonfinite_root is not None else output
         self.nonfinite_gradient = nonfinite_gradient
         self.undefined = undefined
+        self.tangent_passes = tangent_passes
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -110,7 +115,7 @@ def named_values(order: list[Any], known: dict[str, Any]) -> dict[str, Any]:
 
 def analyze(
     output: Any, wrt: list[str] | None = None, known: dict[str, Any] | None = None, always: list[str] | None = None,
-    *, session: Session | None = None, code: list[Any] | None = None,
+    *, session: Session | None = None, code: list[Any] | None = None, mode: str = "reverse",
 ) -> Analysis:
     """Run the backward pass from `output` (seeded with ones: the gradient of its sum)
     and collect d(output)/d(name) for every named value in its graph (see
@@ -118,7 +123,9 @@ def analyze(
     to them; `always` lists names reported even when the output does not use them (with
     zero gradients: eval's NAME=VALUE bindings). The `session` that computed the output
     and the statement's `code` let an inf or nan computed from constants alone be traced
-    to its op (see Analysis)."""
+    to its op (see Analysis). `mode="forward"` finds the same gradients by forward mode
+    instead: one tangent pass per element of each name's node (J e_i, summed over the
+    output), what `jacfwd` does."""
     if isinstance(output, tuple):
         raise LanguageError("value", f"the result is {len(output)} tensors; pick one with [k]")
     if not isinstance(output, (Tensor, Value)):
@@ -140,7 +147,12 @@ def analyze(
     if not differentiable:
         names = []  # nothing to differentiate: the report says so instead of listing zeros
     nodes = {name: named.get(name, known.get(name)) for name in names}
-    grads = _backward(output, order, nodes)
+    if mode == "forward":
+        if isinstance(output, Value):
+            raise LanguageError("argument", "forward mode needs the tensor engine (--engine tensor)")
+        grads, passes = _forward(output, order, nodes)
+    else:
+        grads, passes = _backward(output, order, nodes), None
     root, culprit = output, None
     if not _finite(value):
         culprit = first_nonfinite(output, order)
@@ -151,7 +163,9 @@ def analyze(
             traced = _retrace(session, code)
             if traced is not None:
                 root, culprit = traced, first_nonfinite(traced)
-    blamed = None if all(_finite(g) for g in grads.values()) else _first_bad_gradient(order, list(grads.values()))
+    # (the blame reads the gradients a backward pass leaves on the nodes)
+    finite = all(_finite(g) for g in grads.values())
+    blamed = None if finite or mode == "forward" else _first_bad_gradient(order, list(grads.values()))
     undefined = differentiated_nonfinite(order)
     if undefined is not None and not undefined.parents and not undefined.name and session is not None and code is not None:
         traced = _retrace(session, code)  # (a constant's op is named as for the value, above)
@@ -160,6 +174,7 @@ def analyze(
         output=output, value=value, grads=grads, grad_of="sum" if differentiable and (value.size != 1 or value.ndim) else None,
         stats=graph_stats(output, order), variables=names, leaf_names=[leaf.name for leaf in leaves],
         nonfinite=culprit, nonfinite_root=root, nonfinite_gradient=blamed, undefined=undefined,
+        tangent_passes=passes,
     )
 
 
@@ -289,6 +304,21 @@ def _retrace(session: Session, code: list[Any]) -> Any:
 
 def _has_gradient(value: Any) -> bool:
     return isinstance(value, (Tensor, Value)) and value.requires_grad
+
+
+def _forward(output: Tensor, order: list[Any], nodes: dict[str, Any]) -> tuple[dict[str, np.ndarray], int]:
+    """_backward's gradients by forward mode, and how many tangent passes found them:
+    d(sum of output)/d(node) is the sum over the output of the Jacobian's column for
+    each element of the node."""
+    in_graph = {id(n) for n in order}
+    grads, passes = {}, 0
+    for name, node in nodes.items():
+        if node is not None and id(node) in in_graph and _has_gradient(node):
+            grads[name] = np.asarray(jacobian_forward(output, node).data).sum(axis=tuple(range(output.ndim)))
+            passes += int(np.size(node.data))
+        else:
+            grads[name] = np.zeros(np.shape(getattr(node, "data", node)))
+    return grads, passes
 
 
 def _backward(output: Any, order: list[Any], nodes: dict[str, Any]) -> dict[str, np.ndarray]:
