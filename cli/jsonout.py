@@ -15,6 +15,8 @@ from gradcalc.autodiff.graph import node_title
 from gradcalc.parser.analysis import Analysis
 from gradcalc.parser.errors import LanguageError
 
+from .render import notes
+
 
 def json_number(x: float) -> float | str:
     x = float(x)
@@ -57,6 +59,9 @@ def analysis_object(a: Analysis) -> dict[str, Any]:
         obj["dtype"] = a.dtype  # whole numbers or booleans: no gradient, `grads` is empty
     if a.tangent_passes is not None:
         obj["mode"], obj["tangent_passes"] = "forward", a.tangent_passes
+    said = notes(a)
+    if said:
+        obj["notes"] = said  # the text report's notes (where an inf or nan came from, forward mode)
     return obj
 
 

@@ -136,10 +136,26 @@ def notes(a: Analysis) -> list[str]:
         found.append(f"{'a' if kind == 'nan' else 'an'} {kind} gradient came from the backward pass of {first_bad_call(op, parent.grad, parent)}")
     if a.undefined is not None:
         found.append(undefined_note(a.undefined))
+    if a.grads and not _finite(a.value) and all(_finite(g) for g in a.grads.values()):
+        # log(det(A)) at det(A) < 0: nan, while A^-T is finite. The gradient is what the
+        # rules compute, but there is no function there for it to be the derivative of.
+        found.append(f"the value is not finite {_first_nonfinite_place(a.value)} but its gradients are: "
+                     "the function has no derivative at this point, they are only what its ops' rules give")
     if a.tangent_passes is not None:
         found.append(f"the gradients are by forward mode: {count(a.tangent_passes, 'tangent pass', 'tangent passes')}, "
                      "one per element of each variable (reverse mode takes one backward pass for them all)")
     return found
+
+
+def _finite(data: Any) -> bool:
+    return bool(np.isfinite(np.asarray(data, dtype=np.float64) if np.asarray(data).dtype.kind in "biu" else data).all())
+
+
+def _first_nonfinite_place(value: np.ndarray) -> str:
+    """'here' for a scalar, else 'at element [i, j]' of the first entry that is not finite."""
+    if value.size == 1:
+        return "here"
+    return f"at element {[int(i) for i in np.argwhere(~np.isfinite(value))[0]]}"
 
 
 class RichRenderer(PlainRenderer):

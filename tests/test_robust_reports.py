@@ -143,3 +143,50 @@ def test_booleans_and_whole_numbers_compare_as_the_numbers_they_stand_for(tmp_pa
     results = json.loads(gradcalc("check", "--json", str(script)).stdout)["checks"]
     assert [r["status"] for r in results] == ["pass", "pass", "pass", "fail", "pass"], results
     assert results[3]["message"] == "left[1] = false, right[1] = true"
+
+
+# A value that is not finite where the gradients are finite: the gradients are what the
+# ops' rules give, but the function has no derivative there (log(det(A)) at det(A) = -1 is
+# nan while A^-T is finite). Every report says so: text, JSON, and check.
+@pytest.mark.parametrize("expression, binding, where", [
+    ("log(det(A))", "A=[[0, 1], [1, 0]]", "here"),
+    ("log(x)", "x=[1, -1, 2]", "at element [1]"),
+    ("sum(log(x))", "x=[1, -1, 2]", "here"),
+    ("log(0) + x", "x=1", "here"),
+    ("x - x", "x=inf", "here"),
+])
+def test_a_value_that_is_not_finite_with_finite_gradients_gets_a_note(expression, binding, where):
+    done = gradcalc("eval", expression, binding)
+    assert done.returncode == 0, done.stderr
+    assert f"note: the value is not finite {where} but its gradients are" in done.stdout, done.stdout
+    notes = json.loads(gradcalc("eval", "--json", expression, binding).stdout)["notes"]
+    assert any(note.startswith(f"the value is not finite {where}") for note in notes), notes
+
+
+def test_a_finite_value_or_a_gradient_that_is_not_finite_gets_no_such_note():
+    assert "the value is not finite" not in gradcalc("eval", "log(x)", "x=[1, 2]").stdout
+    assert "notes" not in json.loads(gradcalc("eval", "--json", "log(x)", "x=[1, 2]").stdout)
+    # sqrt at -1: the gradient is nan too, and its own note says where it came from
+    assert "the value is not finite" not in gradcalc("eval", "sqrt(x)", "x=-1").stdout
+
+
+def test_run_json_carries_the_notes(tmp_path):
+    script = tmp_path / "nan.gc"
+    script.write_text("A = [[0, 1], [1, 0]]\nlog(det(A))\n")
+    record = json.loads(gradcalc("run", "--json", str(script)).stdout)
+    assert record["notes"][0] == "the first nan came from log(-1.0)", record
+
+
+def test_a_check_whose_value_is_not_finite_says_so_and_shows_no_error_numbers(tmp_path):
+    # The numeric side of log(det(A)) at det < 0 is pi / 1e-20 by the complex step: not an
+    # error of anything, so the check reports none.
+    script = tmp_path / "nan.gc"
+    script.write_text("A = [[0, 1], [1, 0]]\nx = [1, -1, 2]\ncheck log(det(A))\ncheck log(x)\ncheck sum(sqrt(x)) method=\"central\"\n")
+    done = gradcalc("check", str(script))
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()[:3]
+    for line, where in zip(lines, ["out", "out[1]", "out"]):
+        assert line.startswith("FAIL") and "abs nan  rel nan" in line, line
+        assert f"the value is not finite at this point (nan at {where})" in line, line
+    report = json.loads(gradcalc("check", "--json", str(script)).stdout)["checks"]
+    assert [(r["max_abs_error"], r["max_rel_error"]) for r in report] == [("nan", "nan")] * 3
