@@ -116,8 +116,7 @@ def load_array(
         raise file_error(path, f"a .npy file holds one array; there is no key {key!r}")
     try:
         if suffix == ".npy":
-            with path.open("rb") as stream:
-                note_read(path, stream)
+            with open_data(path) as stream:
                 return _read_npy(stream, _size(stream, path), path)
         if suffix == ".npz":
             return _read_npz(path, key)
@@ -132,15 +131,31 @@ def load_array(
         raise file_error(path, "out of memory while reading it (a lower --max-elements or --max-input-bytes refuses it sooner)", kind="size") from None
 
 
-def _size(stream: IO[bytes], path: Path) -> int:
-    """The size of an open data file, refused over the byte limit; a device or a pipe
-    (a link to /dev/zero) has no size to trust, and is refused."""
+def open_data(path: Path) -> IO[bytes]:
+    """A data file opened for reading, and noted as read; anything but a regular file is
+    refused. A data file is named as a file: a device (a link to /dev/zero) has no size to
+    trust and never ends, and opening a named pipe waits for a writer that may never come
+    (the command hung), so the file is opened without waiting and looked at first."""
     import os
     import stat
 
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise file_error(path, "is not a regular file (a device or a pipe); gradcalc reads data from files", kind="size")
+        stream = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    note_read(path, stream)
+    return stream
+
+
+def _size(stream: IO[bytes], path: Path) -> int:
+    """The size of an open data file (open_data's), refused over the byte limit."""
+    import os
+
     info = os.fstat(stream.fileno())
-    if not stat.S_ISREG(info.st_mode):
-        raise file_error(path, "is not a regular file (a device or a pipe); gradcalc reads data from files", kind="size")
     if info.st_size > max_input_bytes():
         raise file_error(path, f"is larger than {max_input_bytes():,} bytes; raise the limit with --max-input-bytes", kind="size")
     return info.st_size
@@ -164,8 +179,7 @@ def read_capped(stream: IO[bytes], limit: int) -> bytes | None:
 
 def _read_bytes(path: Path) -> bytes:
     """The whole file, read up to the byte limit (a file that never ends stops there)."""
-    with path.open("rb") as stream:
-        note_read(path, stream)
+    with open_data(path) as stream:
         data = read_capped(stream, max_input_bytes())
     if data is None:
         raise file_error(path, f"is larger than {max_input_bytes():,} bytes; raise the limit with --max-input-bytes", kind="size")
@@ -224,8 +238,7 @@ def npz_keys(path: Path) -> list[str]:
     import zipfile  # here and below: only a command that reads such a file pays for the import
 
     try:
-        with path.open("rb") as stream:
-            note_read(path, stream)
+        with open_data(path) as stream:
             _size(stream, path)
             with zipfile.ZipFile(stream) as archive:
                 return [n[: -len(".npy")] for n in archive.namelist() if n.endswith(".npy")]
@@ -275,7 +288,7 @@ def _read_npz(path: Path, key: str | None) -> np.ndarray:
     import zipfile
 
     try:
-        with path.open("rb") as file, zipfile.ZipFile(_opened_regular(file, path)) as archive:
+        with open_data(path) as file, zipfile.ZipFile(_sized(file, path)) as archive:
             members = {n[: -len(".npy")]: n for n in archive.namelist() if n.endswith(".npy")}
             if key is None:
                 if len(members) != 1:
@@ -292,8 +305,7 @@ def _read_npz(path: Path, key: str | None) -> np.ndarray:
         raise file_error(path, f"damaged .npz file ({err})") from None
 
 
-def _opened_regular(stream: IO[bytes], path: Path) -> IO[bytes]:
-    note_read(path, stream)
+def _sized(stream: IO[bytes], path: Path) -> IO[bytes]:
     _size(stream, path)
     return stream
 
