@@ -265,17 +265,41 @@ def error_lines(err: LanguageError, source: str | None, origin: str = "") -> lis
         where = f"line {err.line}, column {err.column}" if err.line is not None else ""
     lines = [f"error: {err.message}" + (f"  [{where}]" if where else "")]
     if source is not None and err.line is not None:
-        text_lines = source.split("\n")
-        if 1 <= err.line <= len(text_lines):
-            text = text_lines[err.line - 1]
-            start = max((err.column or 1) - 1, 0)
-            end = err.end_column if err.end_line == err.line and err.end_column else start + 2
-            width = max(min(end - 1, len(text)) - start, 1)
-            text, start, width = _window(text.translate(_ONE_CELL), start, width)
-            gutter = f"{err.line} | "
-            lines.append(f"{gutter}{text}")
-            lines.append(" " * len(gutter) + " " * start + "^" * width)
+        lines += _excerpt(source.split("\n"), err)
     return lines
+
+
+SPAN_LINES = 4  # lines of a span echoed whole; a longer one shows its first and last two
+
+
+def _excerpt(text_lines: list[str], err: LanguageError) -> list[str]:
+    """Each line the span covers, with carets under its part of the span: from the
+    column on the first line, from the first character on the others, to the end column
+    on the last line."""
+    first = err.line or 1
+    last = err.end_line if err.end_line and err.end_column and err.end_line >= first else first
+    last = min(last, len(text_lines))
+    if not 1 <= first <= len(text_lines):
+        return []
+    numbers = list(range(first, last + 1))
+    if len(numbers) > SPAN_LINES:
+        numbers = numbers[:2] + [0] + numbers[-2:]  # 0: the lines left out
+    width = len(str(last))
+    out = []
+    for number in numbers:
+        if number == 0:
+            out.append(" " * width + " | ...")
+            continue
+        text = text_lines[number - 1]
+        start = max((err.column or 1) - 1, 0) if number == first else len(text) - len(text.lstrip())
+        if number == last:
+            end = (err.end_column or 0) - 1 if last > first or err.end_line == err.line and err.end_column else start + 1
+        else:  # (a continuation's backslash is not part of the span)
+            end = len(text.rstrip().removesuffix("\\").rstrip())
+        shown, at, wide = _window(text.translate(_ONE_CELL), start, max(min(end, len(text)) - start, 1))
+        gutter = f"{number:>{width}} | "
+        out += [f"{gutter}{shown}", " " * len(gutter) + " " * at + "^" * wide]
+    return out
 
 
 ECHO_LIMIT = 160  # characters of a source line echoed under an error

@@ -79,7 +79,22 @@ def test_repl_continuation_lines_are_placed_as_typed(capsys):
     err = capsys.readouterr().err
     assert "unknown name 'zz'  [line 2, column 3]\n2 |   zz)\n      ^^\n" in err
     assert "unknown name 'qq'  [line 2, column 4]\n2 |    qq\n       ^^\n" in err
-    assert "shapes do not fit for +: (2,) + (3,)  [line 1, column 5]\n1 | v = [1,\n        ^\n" in err
+    assert ("shapes do not fit for +: (2,) + (3,)  [line 1, column 5]\n1 | v = [1,\n        ^^^\n"
+            "2 |  2] + [1, 2, 3]\n     ^^^^^^^^^^^^^^\n") in err
+
+
+def test_a_span_over_several_lines_is_underlined_on_each(tmp_path):
+    script = tmp_path / "s.gc"
+    script.write_text("x = [1, 2]\ny = x +\\\n  [1, 2, 3]\n")
+    done = gradcalc("run", str(script))
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    # (a continuation's backslash is not underlined)
+    assert "2 | y = x +\\\n        ^^^\n3 |   [1, 2, 3]\n      ^^^^^^^^^\n" in done.stderr
+    # and one of more than four lines shows its first and last two
+    script.write_text("x = [1, 2]\nz = (x\n +\n\n 3 *\n 4\n + [1, 2, 3])\n")
+    done = gradcalc("run", str(script))
+    assert done.stderr.endswith("2 | z = (x\n         ^\n3 |  +\n     ^\n  | ...\n6 |  4\n     ^\n"
+                                "7 |  + [1, 2, 3])\n     ^^^^^^^^^^^\n"), done.stderr
 
 
 def test_repl_syntax_error_on_a_continuation_line(capsys):
