@@ -134,8 +134,9 @@ def _rule_op(session: Session, rule: Rule, complex_safe: bool) -> OpDef:
     function, written = rule.function, rule.rule
     params, n = function.params, len(function.params)
     # The VJPs of one node's inputs are asked for one after another with the same cotangent:
-    # the rule runs once for all of them. (g, ans, results) of the last run.
-    last: list[Any] = [None, None, None]
+    # the rule runs once for all of them. (g, ans, inputs, results) of the last run; a node is
+    # told by its inputs too, as two calls can give the same array (`def f(x, y) = x`).
+    last: list[Any] = [None, None, (), None]
 
     def forward(*arrays: Any) -> Any:
         with no_grad():
@@ -143,16 +144,16 @@ def _rule_op(session: Session, rule: Rule, complex_safe: bool) -> OpDef:
         return np.asarray(_one_value(out, function).data)
 
     def gradients(m: Any, g: Any, ans: Any, inputs: tuple[Any, ...]) -> list[Any]:
-        if last[0] is g and last[1] is ans:
-            return last[2]
+        if last[0] is g and last[1] is ans and len(last[2]) == len(inputs) and all(a is b for a, b in zip(last[2], inputs)):
+            return last[3]
         recorded = m.kind == "tensor"  # (a backward pass that records a graph: its values are Tensors)
         ts = inputs if recorded else tuple(Tensor(a) for a in inputs)
         cotangent = g if isinstance(g, Tensor) else Tensor(g)
         with set_grad_enabled(recorded):
             value = session.evaluate(written.code, dict(zip(written.params, (*ts, cotangent))), written)
         results = _returned(value, rule, ts)
-        last[:] = g, ans, results if recorded else [r.data for r in results]
-        return last[2]
+        last[:] = g, ans, inputs, results if recorded else [r.data for r in results]
+        return last[3]
 
     def vjp_of(k: int) -> Any:
         def vjp(m: Any, g: Any, ans: Any, *inputs: Any) -> Any:

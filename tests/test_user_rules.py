@@ -341,3 +341,15 @@ def test_a_function_with_a_rule_named_as_a_batched_op_is_replayed_one_column_at_
     text = "def exp(x) = x * sum(x)\nvjp exp(x, g) = g * sum(x) + sum(g * x)\nv = [0.5, -1, 2, 1.5, -0.25, 3, 0.75, -2]\ncheck exp(v)\n"
     [found] = checks(tmp_path, text)
     assert found["status"] == "pass" and found["max_abs_error"] < 1e-12, found
+
+
+def test_two_calls_that_give_the_same_array_each_use_their_own_arguments():
+    """`def f(x, y) = x` gives x's own array from both calls: each node's rule still runs
+    on its own y (d/da of y1 * a + y2 * a through the rule is y1 + y2 = 7)."""
+    out = evaluated("def f(x, y) = x; vjp f(x, y, g) = (g * y, g * 0); f(a, b) + f(a, c)", "a=1", "b=2", "c=5")
+    assert out["grads"]["a"] == 7.0 and out["grads"]["b"] == 0.0
+
+
+def test_jacobian_through_a_rule_is_the_closed_form():
+    out = evaluated(f"{SOFTPLUS}; jacobian(softplus2(v * [1, 2]), v)", "v=[0.5, -1]")
+    assert np.allclose(out["value"], np.diag(sigmoid([0.5, -2.0]) * [1, 2]), rtol=1e-15, atol=0)
