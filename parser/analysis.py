@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradcalc.autodiff import GraphStats, Tensor, Value, first_nonfinite, graph_stats, made_by, topological_order
-from gradcalc.autodiff.forward import jacobian_forward
+from gradcalc.autodiff.forward import NoJVPError, jacobian_forward
 from gradcalc.autodiff.graph import derivative_words, first_nonfinite_gradient
 
 from .backends import TensorBackend
@@ -150,7 +150,10 @@ def analyze(
     if mode == "forward":
         if isinstance(output, Value):
             raise LanguageError("argument", "forward mode needs the tensor engine (--engine tensor)")
-        grads, passes = _forward(output, order, nodes)
+        try:
+            grads, passes = _forward(output, order, nodes)
+        except NoJVPError as err:  # an op without a forward rule: a function with a vjp rule of the user's
+            raise LanguageError("argument", f"forward mode: {err}") from None
     else:
         grads, passes = _backward(output, order, nodes), None
     root, culprit = output, None

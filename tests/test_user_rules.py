@@ -224,6 +224,8 @@ def test_steps_show_the_users_rule_as_the_rule_used():
 def test_forward_mode_says_it_cannot_pass_through_a_rule(tmp_path):
     done = gradcalc("eval", "--steps", "--mode", "forward", f"{SOFTPLUS}; softplus2(x)", "x=1")
     assert done.returncode == 2 and "softplus2 has no JVP rule, so forward mode cannot pass through it" in done.stderr
+    done = gradcalc("eval", "--mode", "forward", f"{SOFTPLUS}; softplus2(x)", "x=1")
+    assert done.returncode == 2 and "error: forward mode: softplus2 has no JVP rule" in done.stderr, done.stderr
     [found] = checks(tmp_path, f"{SOFTPLUS}\nx = 1\ncheck softplus2(x) mode=forward\n".replace("; ", "\n"))
     assert found["status"] == "error" and "softplus2 has no JVP rule" in found["message"]
 
