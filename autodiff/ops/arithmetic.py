@@ -24,15 +24,6 @@ def is_real(a: Any) -> bool:
 _FLOAT = np.dtype(np.float64)
 
 
-def has_nan(x: Any) -> bool:
-    """Whether an array (or a NumPy scalar) has a nan entry, in one pass: the sum of the
-    squares (np.vdot; of the moduli, for complex) is nan exactly when an entry is, as
-    squares are never negative (no inf - inf); complex entries may raise a false alarm
-    (inf * 0 in an imaginary part)."""
-    total = np.vdot(x, x) if type(x) is np.ndarray and x.ndim else x
-    return total != total
-
-
 def near_zero(x: Any, tol: float = 0.0, **params: Any) -> bool:
     """Some element is within tol of 0: the kink of relu, abs and their kin."""
     if type(x) is np.ndarray and x.ndim == 0:  # a number (each check of a check file asks): no array made
@@ -48,11 +39,19 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     by an infinite or undefined local derivative (sqrt'(0), log'(-1)) and leaks nan, as
     PyTorch and JAX do. Only nan entries with g == 0 change, so elsewhere this is the
     plain product, and its own derivatives (grad of grad) are the plain product's. The
-    check is one pass (has_nan, a vdot: cheaper than a reduction on the small
-    arrays where this matters); a false alarm only costs the exact test.
+    check is one pass: the dot product of the flattened values with themselves is nan
+    exactly when an entry is, as squares are never negative (no inf - inf); complex
+    entries, unconjugated, may raise a false alarm, which only costs the exact test.
+    (The array's own `dot`, not np.vdot, whose dispatch through NumPy's function
+    protocol costs more than the product on the small arrays where this matters.)
     """
     raw = out if m is ARRAY_MATH else m.raw(out)
-    if not has_nan(raw):
+    if type(raw) is np.ndarray and raw.ndim:
+        flat = raw.ravel()
+        total = flat.dot(flat)
+    else:
+        total = raw
+    if total == total:
         return out
     return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
 
@@ -97,7 +96,8 @@ def _pow(a: Any, b: Any) -> Any:
             if a != _MINUS_INF:
                 return out
         else:
-            squares = np.vdot(a, a)
+            flat = a.ravel()  # (as in masked)
+            squares = flat.dot(flat)
             if squares == squares and squares != np.inf:
                 return out
     elif isinstance(a, (np.ndarray, np.complexfloating)) and a.dtype.kind == "c":  # (complex step)

@@ -100,7 +100,9 @@ def _relu(x: Any) -> Any:
     if is_real(x):  # nan <= 0 is false, so nan stays nan; -0.0 becomes 0.0
         if not x.ndim:  # one number: the branch in Python, not where(); a NumPy scalar, so nothing is shared
             return ZERO_NUMBER if x <= _ZERO else x[()]
-        return np.where(x <= _ZERO, _ZERO, x)
+        # max(x, 0), then + 0, which makes a -0.0 that NumPy's max keeps (the sign it
+        # gives a tie of zeros is unspecified) +0.0: a select (np.where) costs twice this.
+        return np.maximum(x, _ZERO) + _ZERO
     return np.where(x > 0, x, np.where(np.isnan(x), x, 0.0))
 
 
