@@ -16,6 +16,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from gradcalc.parser.checks import CheckDefaults, CheckOutcome
@@ -118,8 +119,7 @@ def check_action(
     sources, bound = read_sources(files, max_input), bound_or_exit(bindings, "tensor")
     if junit is not None:  # refused before any check runs (a file a check loads is refused when the report is written)
         refuse_overwriting(junit, "--junit-xml")
-    total = sum(count_checks(s) for _, s in sources)
-    with _progress(total) as advance:
+    with _progress(lambda: sum(count_checks(s) for _, s in sources)) as advance:
         results = run_checks(sources, defaults, bound, jobs, advance)
     outcomes = [o for _, batch in results for o in batch]
     report_checks(outcomes, as_json, render.use_rich(sys.stdout) and output_format == "text", github=output_format == "github")
@@ -218,22 +218,23 @@ def _widest(texts: list[str], heading: str) -> int:
 
 
 class _progress:
-    """A rich progress bar on stderr when the batch is long and stderr is a terminal."""
+    """A rich progress bar on stderr when the batch is long and stderr is a terminal.
+    `count` gives the batch's length, asked only for a terminal: it lexes every file."""
 
-    def __init__(self, total: int) -> None:
-        self.total = total
+    def __init__(self, count: Callable[[], int]) -> None:
+        self.count = count
         self.bar: Any = None
 
     def __enter__(self) -> Any:
         from . import render
 
-        if self.total > PROGRESS_THRESHOLD and render.use_rich(sys.stderr):
+        if render.use_rich(sys.stderr) and (total := self.count()) > PROGRESS_THRESHOLD:
             from rich.console import Console
             from rich.progress import Progress
 
             self.bar = Progress(console=Console(stderr=True), transient=True)
             self.bar.start()
-            task = self.bar.add_task("checking", total=self.total)
+            task = self.bar.add_task("checking", total=total)
             return lambda: self.bar.advance(task)
         return lambda: None
 
