@@ -355,7 +355,8 @@ nan, inf = float("nan"), float("inf")
 
 # Edge points (zeros, ties, kinks, inf, nan, empty) where gradcalc gives what PyTorch gives,
 # value, gradients and second derivatives: (op name, inputs, params[, order]); order 1
-# where only the first derivatives agree (DIFFERS_FROM_TORCH says why).
+# where only the first derivatives agree. Where gradcalc differs from PyTorch on purpose,
+# the op's defop says so in an Edge (tests/test_edges.py checks that the difference is real).
 EDGE_POINTS: list[tuple[Any, ...]] = [
     ("relu", [[-1.0, 0.0, 2.0, -inf, inf]], {}),
     ("abs", [[0.0, -0.0, -inf, inf, -2.0]], {}),
@@ -429,9 +430,3 @@ EDGE_POINTS: list[tuple[Any, ...]] = [
     ("hypot", [[3.0, 0.0, 1e300], [4.0, 2.0, 1e300]], {}),
 ]
 
-# Edge points where gradcalc deliberately differs from PyTorch that are not one op's Edge
-# (those are in the op's defop, and tests/test_edges.py checks them): (op name, inputs,
-# params, order, why). The differential test checks that PyTorch really does differ.
-DIFFERS_FROM_TORCH: list[tuple[str, list[Any], dict[str, Any], int, str]] = [
-    ("softsign", [[inf, -inf]], {}, 1, "gradient 0 at +-inf (the limit); torch gives nan (inf / inf)"),
-]

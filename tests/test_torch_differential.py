@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad
 
-from .oracles import DIFFERS_FROM_TORCH, EDGE_POINTS, TORCH, TorchOracle
+from .oracles import EDGE_POINTS, TORCH, TorchOracle
 
 torch = pytest.importorskip("torch")
 
@@ -353,15 +353,6 @@ def test_edge_point_matches_torch(case):
     op = REGISTRY[name]
     arrays = [np.asarray(x, dtype=float) for x in inputs]
     compare_op(op, TORCH[name], arrays, params, differentiated(op, arrays) if op.has_gradient else [], order=order[0] if order else 2)
-
-
-@pytest.mark.parametrize("case", DIFFERS_FROM_TORCH, ids=edge_id)
-def test_listed_differences_from_torch_are_real(case):
-    name, inputs, params, order, _why = case
-    op = REGISTRY[name]
-    arrays = [np.asarray(x, dtype=float) for x in inputs]
-    with pytest.raises(AssertionError):
-        compare_op(op, TORCH[name], arrays, params, differentiated(op, arrays), order=order, exact=True)
 
 
 @pytest.mark.parametrize("name", UNARY)

@@ -107,7 +107,9 @@ silu = elementwise(
 
 
 def _softsign(x: Any) -> Any:
-    return x / (1.0 + np.abs(x))
+    # +-1 at +-inf, the limits (x / (1 + |x|) is inf / inf there)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isinf(x), np.sign(x), x / (1.0 + np.abs(x)))
 
 
 def _softsign_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
@@ -121,7 +123,9 @@ softsign = elementwise(
     # smooth once; the second derivative jumps at 0
     kink=near_zero, kink_gap=1e-3,
     rule="g / (1 + |x|)**2",
-    edges=(Edge("at 0", [0.0], 0.0, (1.0,), second=(0.0,), note="the second derivative jumps from 2 to -2 there"),),
+    edges=(Edge("at 0", [0.0], 0.0, (1.0,), second=(0.0,), note="the second derivative jumps from 2 to -2 there"),
+           Edge("at +-inf", [[math.inf, -math.inf]], [1.0, -1.0], ([0.0, 0.0],), order=1, torch="nan; gradient nan",
+                note="the limits")),
 )
 
 

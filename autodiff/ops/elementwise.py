@@ -174,12 +174,15 @@ def _sigmoid_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     return masked(m, g, g * (0.25 * (s * s)))
 
 
-exp = unary("exp", lambda x: np.exp(x), lambda m, g, ans, x: masked(m, g, g * ans), "e ** x")
+exp = unary(
+    "exp", lambda x: np.exp(x), lambda m, g, ans, x: masked(m, g, g * ans), "e ** x",
+    edges=(Edge("at +-inf", [[math.inf, -math.inf]], [math.inf, 0.0], ([math.inf, 0.0],), order=1),),
+)
 log = unary("log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0,
             aliases=("ln",), edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),))
 log1p = unary(
     "log1p", lambda x: np.log1p(x), lambda m, g, ans, x: masked(m, g, g / (1 + x)), "log(1 + x), accurate for small x",
-    low=-0.5,
+    low=-0.5, edges=(Edge("at -1", [-1.0], -math.inf, (math.inf,), order=1),),
 )
 sqrt = unary(
     "sqrt", lambda x: np.sqrt(x), lambda m, g, ans, x: masked(m, g, g / (2 * ans)), "square root", low=0.2, high=3.0,

@@ -414,4 +414,6 @@ huber = _elementwise_loss(
     Check(make=_pairs(-2.0, 2.0, _anywhere), kink_gap=1e-3), aliases=("smooth_l1",),
     kink=lambda p, t, delta=1.0, tol=0.0, **params: _within(p - t, tol, delta),
     rule="pred: g * clip(pred - target, -delta, delta);  target: -g * clip(pred - target, -delta, delta)",
+    edges=(Edge("|pred - target| = delta", [1.0, 0.0], 0.5, (1.0,), wrt=(0,), second=(1.0,),
+                torch="second derivative 0 (the absolute side's)", note="the second derivative of the squared side"),),
 )

@@ -108,7 +108,10 @@ log2 = elementwise(
     "log2", lambda x: np.log2(x), lambda m, g, ans, x: g / (x * LN2), "base-2 logarithm", low=0.2, high=3.0,
     edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),),
 )
-log10 = elementwise("log10", lambda x: np.log10(x), lambda m, g, ans, x: g / (x * LN10), "base-10 logarithm", low=0.2, high=3.0)
+log10 = elementwise(
+    "log10", lambda x: np.log10(x), lambda m, g, ans, x: g / (x * LN10), "base-10 logarithm", low=0.2, high=3.0,
+    edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),),
+)
 exp2 = elementwise("exp2", lambda x: np.exp2(x), lambda m, g, ans, x: g * ans * LN2, "2 ** x")
 expm1 = elementwise(
     "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: g * m.exp(x), "e ** x - 1, accurate for small x",
@@ -158,6 +161,7 @@ asinh = elementwise(
 acosh = elementwise(
     "acosh", lambda x: np.arccosh(x), lambda m, g, ans, x: g / (m.sqrt(x - 1.0) * m.sqrt(x + 1.0)),
     "inverse hyperbolic cosine (x >= 1)", aliases=("arccosh",), low=1.2, high=3.0,
+    edges=(Edge("at 1", [1.0], 0.0, (math.inf,), order=1),),
 )
 atanh = elementwise(
     "atanh", lambda x: np.arctanh(x), lambda m, g, ans, x: g / m.one_minus_square(x),
@@ -174,6 +178,7 @@ asin = elementwise(
 acos = elementwise(
     "acos", lambda x: np.arccos(x), lambda m, g, ans, x: -g / m.sqrt(m.one_minus_square(x)),
     "inverse cosine (-1 <= x <= 1)", aliases=("arccos",), low=-0.9, high=0.9, rule="-g / sqrt(1 - x**2)",
+    edges=(Edge("at +-1", [[1.0, -1.0]], [0.0, math.pi], ([-math.inf, -math.inf],), order=1),),
 )
 _ATAN_FAR = 1e50
 
