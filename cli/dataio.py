@@ -45,6 +45,7 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
     import numpy as np
 
     from gradcalc.parser import LanguageError, Session
+    from gradcalc.parser.functions import FunctionValue
 
     from . import render
     from .bindings import BindingError, bind  # the one meaning of NAME=VALUE, as eval has it
@@ -59,12 +60,15 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
             fail(err.error, err.source, as_json=False)
         except LanguageError as err:
             fail(err, binding, as_json=False)
-    return [(name, np.asarray(value.data)) for name, value in session.variables.items()]
+    # (a function value, f='lambda x: x ** 2', is bound as it is)
+    return [(name, value if isinstance(value, FunctionValue) else np.asarray(value.data)) for name, value in session.variables.items()]
 
 
 def apply_bindings(session: Session, bound: Bound) -> None:
+    from gradcalc.parser.functions import FunctionValue
+
     for name, data in bound:
-        session.assign(name, session.backend.from_array(data))
+        session.assign(name, data if isinstance(data, FunctionValue) else session.backend.from_array(data))
 
 
 def script_folder(origin: str) -> Path:

@@ -18,6 +18,7 @@ from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, 
 from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import ATTRIBUTES
 from gradcalc.parser.checks import make_check_handler
+from gradcalc.parser.functions import FunctionValue
 from gradcalc.parser.lexer import COMMENTS, KEYWORDS, NAMES, NUMBERS, RENAMES, STRINGS, tokens
 from gradcalc.parser.syntax import PendingInput
 
@@ -308,6 +309,8 @@ def _describe(value: Any, style: render.Style) -> str:
     """A variable for :vars: a number's value, a tensor's shape (its values are a command away)."""
     if isinstance(value, tuple):
         return f"({len(value)} results)"
+    if isinstance(value, FunctionValue):
+        return repr(value)
     data = np.asarray(value.data if hasattr(value, "data") else value)
     if data.ndim == 0:
         return style.number(data)

@@ -26,9 +26,19 @@ CONSTANTS: dict[str, float | bool] = {
 }
 ATTRIBUTES = ("T", "mT", "shape", "ndim", "size")
 AUTODIFF_FUNCTIONS = {
-    "grad": "grad(y, x): dy/dx (of the sum of y if it is not a scalar); differentiable again",
-    "jacobian": "jacobian(y, x): dy/dx with shape y.shape + x.shape",
-    "hessian": "hessian(y, x): second derivatives of a scalar y, shape x.shape + x.shape",
+    "grad": "grad(y, x): dy/dx (of the sum of y if it is not a scalar); differentiable again; "
+            "grad(f, argnums=0) is the function x -> df/dx of a function f with a scalar output",
+    "jacobian": "jacobian(y, x): dy/dx with shape y.shape + x.shape; jacobian(f) is jacrev(f)",
+    "hessian": "hessian(y, x): second derivatives of a scalar y, shape x.shape + x.shape; "
+               "hessian(f, argnums=0) is the function x -> d2f/dx2, forward over reverse",
+    "value_and_grad": "value_and_grad(f, argnums=0): the function x -> (f(x), df/dx), for f with a scalar output",
+    "jacrev": "jacrev(f, argnums=0): the function x -> df/dx of shape f(x).shape + x.shape, a backward pass per output element",
+    "jacfwd": "jacfwd(f, argnums=0): the function x -> df/dx as jacrev gives it, a forward pass per input element",
+    "vmap": "vmap(f, in_axes=0): the function that maps f over an axis of its arguments (in_axes: one axis, "
+            "or one per argument, None for one not mapped) and stacks the results on a new first axis",
+    "jvp": "jvp(f, primals, tangents): f(x) and J v, by forward mode; several arguments as tuples, jvp(f, (x, y), (u, v))",
+    "vjp": "vjp(f, *primals): f(x) and the function u -> u J (the cotangent of each primal), by reverse mode",
+    "hvp": "hvp(f, primals, tangents): the Hessian of a scalar f at x times v, forward over reverse",
 }
 
 
@@ -337,6 +347,8 @@ class TensorBackend:
         for arg in args:
             if isinstance(arg, TensorList):
                 raise arg.error()
+            if arg is None:  # (x.clip(None): a method's arguments are not checked as operands)
+                raise LanguageError("argument", f"{op.signature}: None is not a value; it only adds an axis in an index, as in x[None]")
         if kwargs:
             known = set(op.param_names) | ({op.variadic_param} if op.variadic_param else set())
             for key in kwargs:

@@ -19,8 +19,10 @@ from .syntax import KEYWORDS, Node, Range, Token, parse_recovering, parse_statem
 
 # Opcodes. Each instruction is (opcode, argument, span).
 CONST, STRING, NONE, LOAD, BINARY, UNARY, CALL, METHOD, ATTR, INDEX, SLICE, TENSOR = range(12)
+# CALL_VALUE calls the value under its arguments (grad(f)(3)); FUNCTION makes a lambda's value.
 JUMP_IF_FALSE, JUMP = 12, 13
 TUPLE = 14  # the top n values as one tuple of results: what a vjp rule's `(gx, gy)` gives
+CALL_VALUE, FUNCTION = 15, 16
 
 Instruction = tuple[int, Any, Span | None]  # (no span: an instruction the source has no place for)
 
@@ -54,16 +56,27 @@ def _refuse_reserved_at(names: Any, places: _Places) -> None:
                 raise err.at(places.span(name)) from None
 
 
+LAMBDA = "lambda"  # the name a lambda's UserFunction goes by
+
+
 class UserFunction(Record):
-    """A `def`: its code, its statement's text, and the source it was compiled from (the
-    places in its code count lines and columns there). `rule` is the derivative rule a
-    `vjp` statement gave it (user_rules.Rule), None for none: a session binds a copy of
-    the function that has one, so the compiled `def` itself never changes."""
+    """A `def` or a `lambda`: its code, its text, and the source it was compiled from (the
+    places in its code count lines and columns there). A lambda's name is LAMBDA. `rule`
+    is the derivative rule a `vjp` statement gave a def (user_rules.Rule), None for none:
+    a session binds a copy of the function that has one, so the compiled `def` itself
+    never changes."""
 
     __slots__ = ("name", "params", "code", "text", "source", "rule")
 
     def __init__(self, name: str, params: tuple[str, ...], code: list[Instruction], text: str, source: str = "", rule: Any = None) -> None:
         self.name, self.params, self.code, self.text, self.source, self.rule = name, params, code, text, source, rule
+
+    @property
+    def signature(self) -> str:
+        """How messages name it: f(x, y), or <lambda x, y>."""
+        if self.name == LAMBDA:
+            return f"<lambda {', '.join(self.params)}>" if self.params else "<lambda>"
+        return f"{self.name}({', '.join(self.params)})"
 
 
 class Statement(Record):
@@ -116,6 +129,7 @@ class _Places:
     and end offsets (the parser's, driver.py); this turns them into lines and columns."""
 
     def __init__(self, source: str) -> None:
+        self.source = source
         self.line_starts = [0, *(match.end() for match in re.finditer("\n", source))]
         self.line: tuple[Any, float, int] = (0, self.line_starts[1] if len(self.line_starts) > 1 else math.inf, 1)
 
@@ -169,6 +183,9 @@ def _split_arguments(node: Node | None, places: _Places) -> tuple[list[Any], lis
 
 
 _LABEL = -1  # the work stack's task that marks a jump target (opcodes are >= 0)
+# A lambda's body is compiled into code of its own: _BODY starts that code, _BODY_END
+# gives it to the lambda's UserFunction and goes back to the code around it.
+_BODY, _BODY_END = -2, -3
 # A task on the work stack: a node to compile (a Node or Token), (opcode, argument, node)
 # to emit an instruction placed where `node` is, or (_LABEL, label, None).
 Task = Any
@@ -186,6 +203,7 @@ def compile_expression(root: Node | Token, places: _Places, prefix: tuple[Instru
     """
     code: list[Instruction] = list(prefix)
     jumps: list[int] = []  # where the instructions are whose argument is a _Label
+    around: list[tuple[list[Instruction], list[int]]] = []  # the code a lambda's body is inside
     work: list[Task] = [root]
     span = places.range_span
     while work:
@@ -207,12 +225,24 @@ def compile_expression(root: Node | Token, places: _Places, prefix: tuple[Instru
                 continue
             task = tasks[0]  # a name or a number: its instruction, now
         op, arg, node = task
-        if op == _LABEL:
-            arg.target = len(code)
+        if op < 0:
+            if op == _LABEL:
+                arg.target = len(code)
+            elif op == _BODY:
+                around.append((code, jumps))
+                code, jumps = [], []
+            else:  # _BODY_END
+                arg.code = _resolved(code, jumps)
+                code, jumps = around.pop()
             continue
-        if op >= JUMP_IF_FALSE:  # a jump: its target is known once the label is met
+        if op == JUMP_IF_FALSE or op == JUMP:  # a jump: its target is known once the label is met
             jumps.append(len(code))
         code.append((op, arg, None if node is None else span(node.start, node.end)))
+    return _resolved(code, jumps)
+
+
+def _resolved(code: list[Instruction], jumps: list[int]) -> list[Instruction]:
+    """`code` with each jump's label replaced by its target."""
     for i in jumps:
         op, label, where = code[i]
         code[i] = (op, label.target, where)
@@ -266,18 +296,28 @@ def _expand(node: Node | Token, places: _Places) -> list[Task]:
             value, (JUMP, done, condition),
             (_LABEL, otherwise, None), alternative, (_LABEL, done, None),
         ]
-    if kind in ("call", "method"):
-        if kind == "call":
-            name, arguments = children
-            head: list[Task] = []
-        else:
-            target, name, arguments = children
-            head = [target]
+    if kind == "call":
+        # f(x) calls by name, x.relu() is a method; any other callee is a value (grad(f)(3)).
+        callee, arguments = children
         positional, keywords = _split_arguments(arguments, places)
-        if str(name).startswith("_"):
-            raise LanguageError("safety", f"names starting with '_' cannot be called: {name!s}").at(places.span(name))
-        arg = (str(name), len(positional), tuple(k for k, _ in keywords))
-        return [*head, *_visit_all(positional), *_visit_all([v for _, v in keywords]), (CALL if kind == "call" else METHOD, arg, node)]
+        values = [*_visit_all(positional), *_visit_all([v for _, v in keywords])]
+        named = tuple(k for k, _ in keywords)
+        if callee.__class__ is Node and callee.kind in ("name", "attribute") and callee.children[-1].kind == "NAME":
+            name = callee.children[-1]
+            if str(name).startswith("_"):
+                raise LanguageError("safety", f"names starting with '_' cannot be called: {name!s}").at(places.span(name))
+            if callee.kind == "name":
+                return [*values, (CALL, (str(name), len(positional), named), node)]
+            return [callee.children[0], *values, (METHOD, (str(name), len(positional), named), node)]
+        return [callee, *values, (CALL_VALUE, (len(positional), named), node)]
+    if kind == "lambda":
+        *params, body = children
+        _refuse_reserved_at(params, places)
+        names = tuple(str(p) for p in params if p is not None)
+        if len(set(names)) != len(names):
+            raise LanguageError("syntax", "a parameter name is repeated in the lambda").at(places.span(node))
+        function = UserFunction(LAMBDA, names, [], places.source[node.start : node.end], places.source)
+        return [(_BODY, None, None), body, (_BODY_END, function, None), (FUNCTION, function, node)]
     if kind == "attribute":
         target, name = children
         if str(name).startswith("_"):

@@ -18,7 +18,9 @@ from gradcalc.autodiff import ALIASES, REGISTRY, TORCH_CHECKED, Edge
 from gradcalc.autodiff.rules import jvp_rule, op_rule
 
 from .backends import AUTODIFF_FUNCTIONS, CONSTANTS, public_ops
+from .compiler import LAMBDA
 from .errors import LanguageError
+from .functions import Defined, FunctionValue
 
 if TYPE_CHECKING:
     from .compiler import UserFunction
@@ -45,6 +47,10 @@ def describe(name: str, session: Session | None = None, digits: int | None = Non
         return [f"{name}: the constant {CONSTANTS[name]!r}"]
     if session is not None and name in session.variables:
         value = session.variables[name]
+        if isinstance(value, FunctionValue):
+            return [f"{name}: {value!r}" + (f" = {value.function.text}" if isinstance(value, Defined) and value.function.name == LAMBDA else "")]
+        if isinstance(value, tuple):
+            return [f"{name}: {len(value)} results"]
         return [f"{name}: a variable, shape {tuple(np.shape(value.data))}"]
     from .machine import _suggest
 

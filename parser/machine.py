@@ -17,7 +17,9 @@ from .compiler import (
     ATTR,
     BINARY,
     CALL,
+    CALL_VALUE,
     CONST,
+    FUNCTION,
     INDEX,
     JUMP,
     JUMP_IF_FALSE,
@@ -38,11 +40,16 @@ from .compiler import (
     refuse_reserved,
 )
 from .errors import LanguageError, Span
+from .functions import Builtin, Defined, FunctionValue, describe_value
+from .transforms import EXPRESSION_FORMS, TRANSFORMS, AxisSpec, make
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 DEFAULT_MAX_CALL_DEPTH = 200
+# Transformations (grad(f)(x)) call their function back from Python, one machine inside
+# another: this many at most, far below Python's own recursion limit.
+MAX_NESTED_CALLS = 40
 # Words that stand for NumPy's index markers: x[None] adds an axis, x[..., 0] skips axes.
 _INDEX_WORDS: dict[str, Any] = {"None": None, "...": Ellipsis}
 
@@ -61,6 +68,12 @@ class HelpResult(NamedTuple):
     lines: list[str]
     text: str
     span: Span
+
+
+class FunctionResult(HelpResult):
+    """An expression whose value is a function: shown as one line, `<function f(x)>`."""
+
+    __slots__ = ()
 
 
 class CheckStatementResult(NamedTuple):
@@ -102,6 +115,7 @@ class Session:
         self.on_notice = on_notice
         self.switch_engine = switch_engine
         self.warnings: list[str] = [] if warnings is None else warnings
+        self.nested_calls = 0
         self.backend: Backend = BACKENDS[self.engine]()
         self._rule_depth = 0  # the depth of calls of functions with vjp rules running now (_call_with_rule)
         self.backend.switch = self.switch_engine.format(engine="tensor")
@@ -174,7 +188,11 @@ class Session:
         if statement.kind == "check":
             if self.on_check is None:
                 raise LanguageError("argument", "check statements run with `gradcalc check` or `gradcalc run`").at(statement.span)
-            return CheckStatementResult(statement.text, statement.span, self.on_check(self, statement, self.evaluate(statement.code)))
+            value = self.evaluate(statement.code)
+            if isinstance(value, FunctionValue):
+                raise LanguageError("argument", f"check needs a value, and this is {describe_value(value)}: check it at a point, "
+                                                "as in check f(x)").at(statement.span)
+            return CheckStatementResult(statement.text, statement.span, self.on_check(self, statement, value))
         topic = _help_topic(statement.code) if statement.kind == "expr" else None
         if topic is not None:
             from .help import describe, overview
@@ -192,6 +210,8 @@ class Session:
         if statement.kind == "update":
             self.update(statement.targets[0], value)
             return None
+        if isinstance(value, FunctionValue):
+            return FunctionResult([repr(value)], statement.text, statement.span)
         return ExpressionResult(value, statement.text, statement.span)
 
     def _loop(self, statement: Statement) -> None:
@@ -223,6 +243,8 @@ class Session:
             self.warn(f"def {name} shadows the built-in {what} {name}: from here on, {name} means yours")
         elif name in self.functions and self.functions[name].rule is not None:
             self.warn(f"def {name} replaces the {name} that had a vjp rule: the new {name} has none (give it one with vjp {name}(...) = ...)")
+        if isinstance(self.variables.get(name), FunctionValue):  # `f = lambda ...` then `def f`: the def is f now
+            del self.variables[name]
         self.functions[name] = function
 
     def assign(self, name: str, value: Any) -> Any:
@@ -263,8 +285,9 @@ class Session:
 
     # ---- the machine ---------------------------------------------------------------------
     def evaluate(self, code: list[Instruction], local: dict[str, Any] | None = None, inside: UserFunction | None = None) -> Any:
-        """Run one statement's instructions and return the value left on the stack
-        (`inside`: the user function whose code it is, for the places of errors)."""
+        """Run one statement's instructions (or a function's, with its parameters
+        `local`) and return the value left on the stack (`inside`: the user function
+        whose code it is, for the places of errors)."""
         backend = self.backend
         stack: list[Any] = []
         frames: list[tuple[list[Instruction], int, dict[str, Any] | None, UserFunction | None]] = []
@@ -291,8 +314,11 @@ class Session:
                     stack.append(self._binary(arg, a, b))
                 elif op == UNARY:
                     stack.append(backend.unary(arg, self._operand(stack.pop(), SYMBOLS[arg])))
-                elif op == CALL or op == METHOD:
-                    name, n_positional, keywords = arg
+                elif op == CALL or op == METHOD or op == CALL_VALUE:
+                    if op == CALL_VALUE:
+                        n_positional, keywords = arg
+                    else:
+                        name, n_positional, keywords = arg
                     kwargs = {}
                     if keywords:
                         kwargs = dict(zip(keywords, stack[-len(keywords):]))
@@ -303,35 +329,48 @@ class Session:
                         target = stack.pop()
                         stack.append(backend.method(self._operand(target, "."), name, args, kwargs))
                         continue
-                    function = self.functions.get(name)
-                    if function is None:
+                    callee: Any = self._callee(name, local) if op == CALL else stack.pop()
+                    if callee is None:  # a built-in, by name
                         stack.append(self._call(name, args, kwargs))
                         continue
-                    if kwargs or len(args) != len(function.params):
-                        args = _bound(function, args, kwargs)
-                    if function.rule is not None:  # one node, whose op uses the rule (user_rules.py)
-                        stack.append(self._call_with_rule(function, args, len(frames)))
+                    closure = None
+                    if callee.__class__ is Defined:
+                        callee, closure = callee.function, callee.closure
+                    elif callee.__class__ is not UserFunction:  # a built-in or a transformation as a value
+                        stack.append(self.call_function(callee, args, kwargs))
+                        continue
+                    if kwargs or len(args) != len(callee.params):
+                        args = _bound(callee, args, kwargs)
+                    if callee.rule is not None:  # one node, whose op uses the rule (user_rules.py)
+                        stack.append(self._call_with_rule(callee, args, len(frames)))
                         continue
                     if len(frames) >= self.max_call_depth:
-                        raise LanguageError("recursion", f"calls nested deeper than {self.max_call_depth} (in {name}); is a recursion missing its base case?")
+                        raise LanguageError(
+                            "recursion", f"calls nested deeper than {self.max_call_depth} (in {callee.name}); is a recursion missing its base case?")
                     frames.append((code, pc, local, inside))
-                    code, pc, local, inside = function.code, 0, dict(zip(function.params, args)), function
+                    params = dict(zip(callee.params, args))
+                    code, pc, local, inside = callee.code, 0, params if closure is None else {**closure, **params}, callee
+                elif op == FUNCTION:  # a lambda: its parameters' names, and the names it sees where it is made
+                    stack.append(Defined(arg, local))
                 elif op == JUMP_IF_FALSE:
                     if not backend.truth(self._operand(stack.pop(), "if")):
                         pc = arg
                 elif op == JUMP:
                     pc = arg
                 elif op == ATTR:
-                    stack.append(backend.attribute(stack.pop(), arg))
+                    stack.append(backend.attribute(_not_function(stack.pop(), f".{arg}"), arg))
                 elif op == INDEX:
                     parts = [stack.pop() for _ in range(arg)][::-1]
-                    stack.append(backend.index(stack.pop(), parts))
+                    stack.append(backend.index(_not_function(stack.pop(), "[...]"), parts))
                 elif op == SLICE:
                     stop_step = [stack.pop(), stack.pop()]
                     start = stack.pop()
                     stack.append(slice(*(None if v is None else _whole(v) for v in (start, stop_step[1], stop_step[0]))))
                 elif op == TENSOR:
                     items = [stack.pop() for _ in range(arg)][::-1]
+                    if any(i is None for i in items):
+                        stack.append(AxisSpec(items))  # in_axes=(0, None)
+                        continue
                     stack.append(backend.tensor_literal([self._operand(i, "[...]") for i in items]))
                 elif op == STRING:
                     stack.append(arg)
@@ -378,12 +417,51 @@ class Session:
         if name in CONSTANTS:
             return self.backend.constant(CONSTANTS[name])
         refuse_reserved(name)  # `wrt += 1`: a keyword read as a name
-        if name in self.functions or name in self.backend.function_names():
-            raise LanguageError("name", f"{name} is a function: call it, as in {name}(...)")
+        if name in self.functions:
+            return Defined(self.functions[name])
+        if name in self.backend.function_names():
+            op = lookup(name)
+            return Builtin(name, op.n_in if op is not None else None)
         known = [*(local or {}), *self.variables, *CONSTANTS]
         raise LanguageError("name", f"unknown name {name!r}{_suggest(name, known)}")
 
+    def _callee(self, name: str, local: dict[str, Any] | None) -> Any:
+        """What `name(...)` calls: a function value bound to the name (a parameter first,
+        as in Python), else a def, else None for a built-in. A name bound to a tensor
+        calls the function of that name, if there is one."""
+        value = local[name] if local is not None and name in local else self.variables.get(name)
+        if isinstance(value, FunctionValue):
+            return value
+        function = self.functions.get(name)
+        if function is None and value is not None and name not in self.backend.function_names():
+            raise LanguageError("argument", f"{name} is not a function: it holds {describe_value(value)}, which cannot be called")
+        return function
+
+    def call_function(self, callee: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Call a function value from Python (what a transformation does with its function)."""
+        if isinstance(callee, Defined):
+            function = callee.function
+            if kwargs or len(args) != len(function.params):
+                args = _bound(function, args, kwargs)
+            if function.rule is not None:
+                return self._call_with_rule(function, args, 0)
+            params = dict(zip(function.params, args))
+            if self.nested_calls >= MAX_NESTED_CALLS:
+                raise LanguageError("recursion", f"transformations nested deeper than {MAX_NESTED_CALLS} calls (in {function.signature})")
+            self.nested_calls += 1
+            try:
+                return self.evaluate(function.code, params if callee.closure is None else {**callee.closure, **params}, function)
+            finally:
+                self.nested_calls -= 1
+        if isinstance(callee, Builtin):
+            return self._call(callee.name, args, kwargs)
+        if isinstance(callee, FunctionValue):
+            return callee.apply(self, args, kwargs)
+        raise LanguageError("argument", f"{describe_value(callee)} is not a function and cannot be called")
+
     def _call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name in TRANSFORMS and (name not in EXPRESSION_FORMS or (args and isinstance(args[0], FunctionValue))):
+            return make(self, name, args, kwargs)
         if name == "load":  # file names are strings: not operands
             from .datafiles import load_call
 
@@ -429,14 +507,22 @@ class Session:
             raise LanguageError("argument", f"{where} needs a tensor, got {len(value)} results: pick one with [k] or unpack them")
         if value is None:
             raise LanguageError("argument", f"{where} needs a value")
+        if isinstance(value, FunctionValue):
+            raise LanguageError("argument", f"{describe_value(value)} cannot be used with {where}: call it, as in f(x), to use its value")
         return value
+
+
+def _not_function(value: Any, where: str) -> Any:
+    if isinstance(value, FunctionValue):
+        raise LanguageError("argument", f"{describe_value(value)} cannot be used with {where}: call it, as in f(x), to use its value")
+    return value
 
 
 def _bound(function: UserFunction, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
     """The arguments of a call of a user function in its parameters' order: given by
     position, then by name, as in Python (f(1, y=2), f(y=2, x=1))."""
     params = function.params
-    signature = f"{function.name}({', '.join(params)})"
+    signature = function.signature
     if len(args) > len(params):
         raise LanguageError("argument", f"{signature} takes {len(params)} argument{'s' * (len(params) != 1)}, got {len(args)}")
     for key in kwargs:

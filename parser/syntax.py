@@ -26,7 +26,7 @@ _READABLE = {
     END: "end of input", "COMPARE": "a comparison", "AUGOP": "'+=', '-=', '*=', '/=', '//=' or '%='", "POW": "'**'",
 }
 _EXPRESSION_STARTS = {"NAME", "NUMBER", "LPAR", "LSQB", "MINUS"}
-_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "DOT", "LSQB", "IF"}
+_OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "DOT", "LSQB", "LPAR", "IF"}
 
 
 def _readable(terminal: str) -> str:
@@ -41,7 +41,7 @@ def describe_expected(expected: set[str]) -> str:
     words = []
     if _EXPRESSION_STARTS <= expected:
         words.append("an expression")
-        expected = {t for t in expected if t not in _EXPRESSION_STARTS and t not in {"PLUS", "STRING", "TRUE", "FALSE"}}
+        expected = {t for t in expected if t not in _EXPRESSION_STARTS and t not in {"PLUS", "STRING", "TRUE", "FALSE", "LAMBDA"}}
     if len(expected & _OPERATORS) >= 3:
         words.append("an operator")
         expected = expected - _OPERATORS

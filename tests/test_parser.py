@@ -94,6 +94,8 @@ def _python_expression(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         st.tuples(inner, inner, inner).map(lambda t: f"({t[0]} if {t[1]} else {t[2]})"),
         st.tuples(callables, st.lists(argument, max_size=3)).map(lambda t: f"{t[0]}({', '.join(_positional_first(t[1]))})"),
         st.tuples(inner, callables, st.lists(inner, max_size=2)).map(lambda t: f"({t[0]}).{t[1]}({', '.join(t[2])})"),
+        st.tuples(inner, st.lists(inner, max_size=2)).map(lambda t: f"({t[0]})({', '.join(t[1])})"),  # a call of any value
+        st.tuples(st.lists(callables, max_size=2, unique=True), inner).map(lambda t: f"(lambda {', '.join(t[0])}: {t[1]})"),
         st.tuples(inner, callables).map(lambda t: f"({t[0]}).{t[1]}"),
         st.tuples(inner, st.lists(index, min_size=1, max_size=3)).map(lambda t: f"({t[0]})[{', '.join(t[1])}]"),
         st.tuples(st.lists(inner, max_size=3), st.sampled_from(["", ","]), st.sampled_from(["", "\n"])).map(
@@ -149,10 +151,11 @@ def python_tree(node: ast.AST, source: str) -> object:
         if isinstance(n, ast.IfExp):
             return ("conditional", *place(n), of(n.body), of(n.test), of(n.orelse))
         if isinstance(n, ast.Call):
+            # A method is a call of an attribute, as in Python: x.relu() calls x.relu.
             arguments = [of(a) for a in n.args] + [of(k) for k in n.keywords]
-            if isinstance(n.func, ast.Attribute):
-                return ("method", *place(n), of(n.func.value), n.func.attr, *arguments)
-            return ("call", *place(n), n.func.id, *arguments)
+            return ("call", *place(n), of(n.func), *arguments)
+        if isinstance(n, ast.Lambda):
+            return ("lambda", *place(n), *(a.arg for a in n.args.args), of(n.body))
         if isinstance(n, ast.keyword):
             return ("keyword", *place(n), n.arg, of(n.value))
         if isinstance(n, ast.Attribute):
@@ -215,7 +218,9 @@ def test_trees_and_places_are_pythons(source):
 @pytest.mark.parametrize(("source", "expected"), [
     ("(a) + (b)", ("add", 0, 9, ("name", 1, 2, "a"), ("name", 7, 8, "b"))),
     ("x * (a + b)", ("mul", 0, 11, ("name", 0, 1, "x"), ("add", 5, 10, ("name", 5, 6, "a"), ("name", 9, 10, "b")))),
-    ("f(x, (y))", ("call", 0, 9, "f", ("name", 2, 3, "x"), ("name", 6, 7, "y"))),
+    ("f(x, (y))", ("call", 0, 9, ("name", 0, 1, "f"), ("name", 2, 3, "x"), ("name", 6, 7, "y"))),
+    ("g(f)(x)", ("call", 0, 7, ("call", 0, 4, ("name", 0, 1, "g"), ("name", 2, 3, "f")), ("name", 5, 6, "x"))),
+    ("x.t(1)", ("call", 0, 6, ("attribute", 0, 3, ("name", 0, 1, "x"), "t"), ("number", 4, 5, "1"))),
     ("-x ** -y ** 2", ("neg", 0, 13, ("pow", 1, 13, ("name", 1, 2, "x"), ("neg", 6, 13, ("pow", 7, 13, ("name", 7, 8, "y"), ("number", 12, 13, "2")))))),
 ])
 def test_hand_placed_trees(source, expected):
@@ -234,11 +239,11 @@ def test_a_caret_is_a_power():
 @pytest.mark.parametrize(("source", "tree"), [
     ("x = 1", ("assign", "x", "=", ("number", "1"))),
     ("check = 3", ("assign", "check", "=", ("number", "3"))),
-    ("a, b = f(x)", ("multi_assign", "a", "b", ("call", "f", ("arguments", ("name", "x"))))),
+    ("a, b = f(x)", ("multi_assign", "a", "b", ("call", ("name", "f"), ("arguments", ("name", "x"))))),
     ("x //= 2", ("aug_assign", "x", "//=", ("number", "2"))),
     ("def f() = 1", ("funcdef", "f", None, ("number", "1"))),
     ("def g(u, v) = u", ("funcdef", "g", "u", "v", ("name", "u"))),
-    ("check f(x) wrt x, y tol=1", ("check", ("call", "f", ("arguments", ("name", "x"))), "x", "y", ("check_option", "tol", ("number", "1")))),
+    ("check f(x) wrt x, y tol=1", ("check", ("call", ("name", "f"), ("arguments", ("name", "x"))), "x", "y", ("check_option", "tol", ("number", "1")))),
     ("check x", ("check", ("name", "x"), None)),
     ("x[..., None]", ("expr_stmt", ("index", ("name", "x"), ("name", "..."), ("name", "None")))),
     ("x[::]", ("expr_stmt", ("index", ("name", "x"), ("slice", None, None, None)))),
@@ -247,6 +252,9 @@ def test_a_caret_is_a_power():
     ("1 if x else 2 if y else 3", ("expr_stmt", ("conditional", ("number", "1"), ("name", "x"),
                                                  ("conditional", ("number", "2"), ("name", "y"), ("number", "3"))))),
     ("(1,)", ("expr_stmt", ("tensor", ("number", "1"), None))),
+    ("lambda x, y: x", ("expr_stmt", ("lambda", "x", "y", ("name", "x")))),
+    ("lambda: 1", ("expr_stmt", ("lambda", None, ("number", "1")))),
+    ("(lambda x: x)(2)", ("expr_stmt", ("call", ("lambda", "x", ("name", "x")), ("arguments", ("number", "2"))))),
     ("[1, 2,]", ("expr_stmt", ("tensor", ("number", "1"), ("number", "2")))),
 ])
 def test_statement_trees(source, tree):
@@ -298,6 +306,8 @@ def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         st.tuples(word, st.lists(inner, max_size=3), st.booleans()).map(
             lambda t: f"{t[0]}({', '.join(t[1])}{', axis=' + t[1][0] if t[2] and t[1] else ''})"),
         st.tuples(inner, word, st.lists(inner, max_size=2)).map(lambda t: f"({t[0]}).{t[1]}({', '.join(t[2])})"),
+        st.tuples(inner, st.lists(inner, max_size=2)).map(lambda t: f"({t[0]})({', '.join(t[1])})"),
+        st.tuples(st.lists(word, max_size=2), inner).map(lambda t: f"(lambda {', '.join(t[0])}: {t[1]})"),
         st.tuples(inner, word | st.sampled_from(["if", "else", "wrt", "check", "def"])).map(lambda t: f"({t[0]}).{t[1]}"),
         st.tuples(inner, st.lists(st.sampled_from(["0", ":", "1:", ":2", "::2", "1:2:3", "...", "None", "x"]), min_size=1, max_size=3))
         .map(lambda t: f"({t[0]})[{', '.join(t[1])}]"),
@@ -331,7 +341,7 @@ def any_statement(draw) -> str:
     if form == "check_eq":
         return f"check {e} == {draw(expression)}"
     if form == "keyword":
-        return f"{draw(st.sampled_from(['check', 'def', 'true', 'false']))} = {e}"
+        return f"{draw(st.sampled_from(['check', 'def', 'lambda', 'true', 'false']))} = {e}"
     return e
 
 
@@ -339,7 +349,7 @@ programs = st.lists(st.tuples(any_statement(), st.sampled_from(["\n", ";", "; ",
     lambda items: "".join(s + sep for s, sep in items))
 
 
-EXPRESSIONS = {"add", "sub", "mul", "div", "matmul", "pow", "floor_divide", "remainder", "compare", "neg", "pos", "call", "method",
+EXPRESSIONS = {"add", "sub", "mul", "div", "matmul", "pow", "floor_divide", "remainder", "compare", "neg", "pos", "call", "lambda",
                "attribute", "index", "tensor", "conditional", "name", "number", "string"}
 
 
@@ -441,11 +451,11 @@ def test_first_characters_of_a_pattern():
     ("1 2", "syntax", "expected an operator, ';', end of input or end of line, found '2'", (1, 3, 1, 4)),
     ("x = = 1", "syntax", "expected an expression, found '='", (1, 5, 1, 6)),
     (")", "syntax", "expected an expression, ';', 'check', 'def', 'for', end of input or end of line, found ')'", (1, 1, 1, 2)),
-    ("x ifa else b", "syntax", "expected an operator, '(', '+=', '-=', '*=', '/=', '//=' or '%=', ',', ';', '=', end of input or ..., found 'ifa'",
+    ("x ifa else b", "syntax", "expected an operator, '+=', '-=', '*=', '/=', '//=' or '%=', ',', ';', '=', end of input or end of line, found 'ifa'",
      (1, 3, 1, 6)),
     ("1 iffy else 2", "syntax", "expected ';', end of input or end of line, found 'iffy'", (1, 3, 1, 7)),
     ("z = (1 if x elsey)", "syntax", "expected 'else', found 'elsey'", (1, 13, 1, 18)),
-    ("x.1", "syntax", "expected an operator, '(', '+=', '-=', '*=', '/=', '//=' or '%=', ',', ';', '=', end of input or ..., found '.1'", (1, 2, 1, 4)),
+    ("x.1", "syntax", "expected an operator, '+=', '-=', '*=', '/=', '//=' or '%=', ',', ';', '=', end of input or end of line, found '.1'", (1, 2, 1, 4)),
     ("x = 1;;\n\n)", "syntax", "expected an expression, ';', 'check', 'def', 'for', end of input or end of line, found ')'", (3, 1, 3, 2)),
     ("a, = 1", "syntax", "expected a name, found '='", (1, 4, 1, 5)),
     ("1j", "syntax", "complex numbers are not supported (gradcalc works in real float64; complex step is internal)", (1, 1, 1, 3)),

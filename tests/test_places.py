@@ -43,6 +43,25 @@ def shown(done) -> list[str]:
                     "1 | wrt += 1", "    ^^^"]),
     # in a user function's body: placed in its definition
     (["def f(u) = (u) + (zz)\nf(1)"], ["error: unknown name 'zz'  [line 1, column 19]", "1 | def f(u) = (u) + (zz)", "                      ^^"]),
+    # function values: the call, the transformation's call, or the text in the lambda's body
+    (["x = 3; x(2)"], ["error: x is not a function: it holds the number 3, which cannot be called  [line 1, column 8]",
+                       "1 | x = 3; x(2)", "           ^^^^"]),
+    (["f = lambda x: x; f(1, 2)"], ["error: <lambda x> takes 1 argument, got 2  [line 1, column 18]", "1 | f = lambda x: x; f(1, 2)",
+                                    "                     ^^^^^^^"]),
+    (["y * grad(lambda x: [x, x])(1)", "y=2"],
+     ["error: grad(lambda x: [x, x]): the function must return a scalar, got shape (2,); for the derivatives of each output use jacrev "
+      "or jacfwd  [line 1, column 5]", "1 | y * grad(lambda x: [x, x])(1)", "        ^^^^^^^^^^^^^^^^^^^^^^^^^"]),
+    (["g = grad(lambda x, y: x * y, argnums=2)"],
+     ["error: grad(lambda x, y: x * y): argnums 2 is out of range: the function takes 2 arguments  [line 1, column 5]",
+      "1 | g = grad(lambda x, y: x * y, argnums=2)", "        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^"]),
+    (["vmap(lambda x, y: x * y)([1, 2, 3], [1, 2])"],
+     ["error: vmap(lambda x, y: x * y): the mapped axes differ in length: argument 0 has 3 along axis 0, argument 1 has 2 along axis 0  "
+      "[line 1, column 1]", "1 | vmap(lambda x, y: x * y)([1, 2, 3], [1, 2])", "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^"]),
+    (["f = lambda x: x; 2 * (f + 1)"],
+     ["error: the function <lambda x> cannot be used with +: call it, as in f(x), to use its value  [line 1, column 23]",
+      "1 | f = lambda x: x; 2 * (f + 1)", "                          ^^^^^"]),
+    (["grad(lambda x: x + (zz))(1)"], ["error: unknown name 'zz'  [line 1, column 21]", "1 | grad(lambda x: x + (zz))(1)", "                        ^^"]),
+    (["def f(x) = x\ngrad(f)(1, 2)"], ["error: f(x) takes 1 argument, got 2  [line 2, column 1]", "2 | grad(f)(1, 2)", "    ^^^^^^^^^^^^^"]),
     # a syntax error, after a good statement and on a later line
     (["y = 2\nz = (y +* 2)"], ["error: expected an expression, found '*'  [line 2, column 9]", "2 | z = (y +* 2)", "            ^"]),
 ])

@@ -156,6 +156,7 @@ class Writer:
             makers += [self.shape_of]
         if any(out == shape for _, out in self.functions.values()):
             makers += [self.user_call, self.user_call]
+        makers += [self.lambda_call]
         if shape in self.recursive.values():
             makers += [self.recursive_call]
         if shape == (3, 2) or shape == ():
@@ -403,6 +404,20 @@ class Writer:
         args = [self.expr(p, depth) for p in params]
         return Expr(f"{name}({', '.join(a.text for a in args)})", ATOM, f"{name}({', '.join(a.python for a in args)})")
 
+    def lambda_call(self, shape: tuple[int, ...], depth: int) -> Expr:
+        """`(lambda a, b: body)(x, y)`: the body sees its parameters and whatever the place
+        it is written in sees (a def's parameters, or the variables), as Python's lambda does."""
+        params = {f"lam{k}": self.pick(SHAPES[:3]) for k in range(self.draw(st.integers(0, 2)))}
+        args = [self.expr(p, depth) for p in params.values()]
+        saved = self.scope
+        self.scope = {**self.names(), **params}
+        body = self.slot(shape, depth)
+        self.scope = saved
+        names = ", ".join(params)
+        head = f"lambda {names}: " if names else "lambda: "
+        return Expr(f"({head}{self.at(body, CONDITIONAL)})({', '.join(a.text for a in args)})", POSTFIX,
+                    f"({head}{body.python})({', '.join(a.python for a in args)})")
+
     def recursive_call(self, shape: tuple[int, ...], depth: int) -> Expr:
         name = self.pick(sorted(f for f, s in self.recursive.items() if s == shape))
         count, value = self.whole(0, 5, depth), self.expr(shape, depth)
@@ -502,7 +517,8 @@ class Writer:
         name = self.pick(free)
         params, shape = self.functions[name]
         self.scope = {**{f"p{k}": s for k, s in enumerate(params)}, "g": shape}
-        body = self.slot(shape, 3)
+        # (a rule is a rare statement: its body is often a conditional, so that 400 programs give it one)
+        body = self.conditional(shape, 2) if self.chance(0.5) else self.slot(shape, 3)
         self.scope = None
         self.ruled.add(name)
         listed = ", ".join([*(f"p{k}" for k in range(len(params))), "g"])

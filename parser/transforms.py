@@ -1,0 +1,468 @@
+"""JAX's function transformations in the language: grad(f), value_and_grad(f), jacrev(f),
+jacfwd(f), hessian(f), vmap(f), and jvp(f, x, v), vjp(f, x), hvp(f, x, v).
+
+Each takes a function value and gives a function value (or, for jvp, vjp and hvp, the
+values at a point). Calling one calls its function back through the session on fresh
+inputs, then differentiates what it recorded: reverse mode with the engine's backward
+pass, forward mode with its forward (tangent) pass (autodiff/forward.py), never one
+through the other. Every derivative is built with its own graph (create_graph), so a
+transformation of a transformation (grad(grad(f)), jacfwd(jacrev(f))) differentiates it
+again.
+
+An argument that already has a gradient (a variable, or a value inside another
+transformation) is differentiated by through a node of its own (an identity), so the
+result stays connected to it, and a function that also uses that variable directly (a
+closure, as in grad(lambda t: t * w)(w)) gets JAX's answer: the argument is an input of
+its own. A result that depends on nothing but the transformation's own inputs is a
+constant, as grad(3 * x, x) is.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gradcalc.autodiff import REGISTRY, Tensor, grad, jacobian, jacobian_forward, tangent_of, topological_order
+from gradcalc.autodiff.limits import check_size
+
+from .backends import TensorList, to_param
+from .compiler import LAMBDA
+from .errors import LanguageError
+from .functions import Builtin, Defined, FunctionValue, describe_value
+
+# The expression forms grad(y, x), jacobian(y, x), hessian(y, x) stay what they were: a
+# transformation only when their first argument is a function.
+EXPRESSION_FORMS = frozenset({"grad", "jacobian", "hessian"})
+# name -> its keyword parameters and their defaults
+_OPTIONS: dict[str, dict[str, Any]] = {
+    "grad": {"argnums": 0}, "value_and_grad": {"argnums": 0}, "jacrev": {"argnums": 0}, "jacobian": {"argnums": 0},
+    "jacfwd": {"argnums": 0}, "hessian": {"argnums": 0}, "vmap": {"in_axes": 0},
+}
+POINTWISE = frozenset({"jvp", "vjp", "hvp"})  # the value at a point, not a function
+TRANSFORMS = frozenset(_OPTIONS) | POINTWISE
+
+
+def short(f: FunctionValue) -> str:
+    """A function's name inside another's signature: f, lambda x, sin, grad of f."""
+    if isinstance(f, Defined):
+        shown = f.function.signature
+        return shown[1:-1] if shown.startswith("<") else f.function.name
+    if isinstance(f, Builtin):
+        return f.name
+    if isinstance(f, (Transformed, Pullback)):
+        return f.signature()[1:-1]
+    return f.signature()
+
+
+_LONGEST = 40  # characters of a lambda's text in a message
+
+
+def label(f: FunctionValue) -> str:
+    """A function as messages write it: f, sin, lambda x: x ** 2, grad(f)."""
+    if isinstance(f, Defined) and f.function.name == LAMBDA:
+        text = " ".join(f.function.text.split())
+        return text if len(text) <= _LONGEST else text[: _LONGEST - 3] + "..."
+    if isinstance(f, Transformed):
+        return f"{f.kind}({label(f.f)})"
+    if isinstance(f, Pullback):
+        return f"the pullback of {label(f.f)}"
+    return short(f)
+
+
+class Transformed(FunctionValue):
+    """What a transformation makes of a function: grad(f), vmap(f, in_axes=1), ..."""
+
+    __slots__ = ("kind", "f", "option")
+
+    def __init__(self, kind: str, f: FunctionValue, option: Any) -> None:
+        self.kind, self.f, self.option = kind, f, option
+
+    def signature(self) -> str:
+        return f"<{self.kind} of {short(self.f)}>"
+
+    def arity(self) -> int | None:
+        return self.f.arity()
+
+    def apply(self, session: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        what = label(self)
+        if self.kind == "vmap":
+            return _vmap(session, self.f, what, self.option, args, kwargs)
+        return _APPLY[self.kind](session, self.f, what, self.option, args, kwargs)
+
+
+class Pullback(FunctionValue):
+    """vjp's second result: u -> u J, the cotangent of each primal."""
+
+    __slots__ = ("f", "out", "inputs", "fresh", "single")
+
+    def __init__(self, f: FunctionValue, out: Tensor, inputs: list[Tensor], fresh: list[Tensor], single: bool) -> None:
+        self.f, self.out, self.inputs, self.fresh, self.single = f, out, inputs, fresh, single
+
+    def signature(self) -> str:
+        return f"<vjp of {short(self.f)}>"
+
+    def arity(self) -> int | None:
+        return 1
+
+    def apply(self, session: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        what = label(self)
+        if kwargs or len(args) != 1:
+            raise LanguageError("argument", f"{what} takes one argument, the cotangent u of the output (shape {self.out.shape}); got {len(args) + len(kwargs)}")
+        u = _tensor(args[0], what, "the cotangent")
+        if u.shape != self.out.shape:
+            if u.size != 1:
+                raise LanguageError("shape", f"{what}: the cotangent has shape {u.shape}, the output {self.out.shape}")
+            u = Tensor(np.broadcast_to(u.data.reshape(()), self.out.shape))
+        cotangents = grad(self.out, self.inputs, grad_output=u.data, create_graph=True)
+        return _result(cotangents[0] if self.single else tuple(cotangents), self.fresh)
+
+
+def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """`name(f, ...)`: the transformed function, or for jvp, vjp and hvp their values."""
+    usage = _USAGE[name] if not args or not isinstance(args[0], FunctionValue) else f"{name}({label(args[0])})"
+    if not args or not isinstance(args[0], FunctionValue):
+        got = f", got {describe_value(args[0])}" if args else ""
+        raise LanguageError("argument", f"{usage} takes a function first, as in {name}(f) or {name}(lambda x: x ** 2){got}")
+    if session.backend.name != "tensor":
+        raise LanguageError("name", f"the scalar engine has no {name}(f); use {session.backend.switch}")
+    f, rest = args[0], args[1:]
+    if name in POINTWISE:
+        if kwargs:
+            raise LanguageError("argument", f"{usage} has no parameter {next(iter(kwargs))!r}")
+        return _POINTWISE[name](session, f, rest)
+    (option_name, default), = _OPTIONS[name].items()
+    for key in kwargs:
+        if key != option_name:
+            raise LanguageError("argument", f"{usage} has no parameter {key!r} (its parameter is {option_name}=)")
+    if len(rest) > 1 or (rest and kwargs):
+        raise LanguageError("argument", f"{usage} takes the function and {option_name}, got {len(args) + len(kwargs)} arguments")
+    given = rest[0] if rest else kwargs.get(option_name, default)
+    option = _in_axes(given, usage) if name == "vmap" else _argnums(given, usage, f)
+    return Transformed("jacrev" if name == "jacobian" else name, f, option)
+
+
+_USAGE = {
+    "grad": "grad(f, argnums=0)", "value_and_grad": "value_and_grad(f, argnums=0)", "jacrev": "jacrev(f, argnums=0)",
+    "jacobian": "jacobian(f, argnums=0)", "jacfwd": "jacfwd(f, argnums=0)", "hessian": "hessian(f, argnums=0)",
+    "vmap": "vmap(f, in_axes=0)", "jvp": "jvp(f, primals, tangents)", "vjp": "vjp(f, *primals)", "hvp": "hvp(f, primals, tangents)",
+}
+
+
+# ---- options ------------------------------------------------------------------------------
+
+
+def _argnums(value: Any, usage: str, f: FunctionValue) -> int | tuple[int, ...]:
+    """argnums: a whole number, or a tuple of them (each within f's arguments, if known)."""
+    param: Any = to_param(value, f"{usage}: argnums") if not isinstance(value, (str, FunctionValue)) else value
+    items = param if isinstance(param, tuple) else (param,)
+    if not items or not all(isinstance(k, int) and not isinstance(k, bool) for k in items):
+        raise LanguageError("argument", f"{usage}: argnums must be a whole number or a tuple of them, got {describe_value(value)}")
+    n = f.arity()
+    for k in items:
+        if n is not None and not -n <= k < n:
+            raise LanguageError("argument", f"{usage}: argnums {k} is out of range: the function takes {_count(n)}")
+    return param  # type: ignore[no-any-return]  # (an int or a tuple of ints, checked above)
+
+
+def _in_axes(value: Any, usage: str) -> int | None | tuple[int | None, ...]:
+    """in_axes: an axis for every argument, None (not mapped), or a tuple of those, one per argument."""
+    if value is None:
+        return None
+    if isinstance(value, AxisSpec):
+        items = tuple(None if v is None else _axis(v, usage) for v in value)
+        return items
+    param: Any = to_param(value, f"{usage}: in_axes") if not isinstance(value, (str, FunctionValue)) else value
+    items = param if isinstance(param, tuple) else (param,)
+    if not all(isinstance(k, int) and not isinstance(k, bool) for k in items):
+        raise LanguageError("argument", f"{usage}: in_axes must be an axis (a whole number), None, or a tuple of them, got {describe_value(value)}")
+    return param  # type: ignore[no-any-return]  # (an int or a tuple of ints, checked above)
+
+
+def _axis(value: Any, usage: str) -> int:
+    param = to_param(value, f"{usage}: in_axes")
+    if not isinstance(param, int) or isinstance(param, bool):
+        raise LanguageError("argument", f"{usage}: in_axes must be an axis (a whole number), None, or a tuple of them, got {describe_value(value)}")
+    return param
+
+
+class AxisSpec(TensorList):
+    """A literal holding None, as in in_axes=(0, None): only vmap's in_axes takes it."""
+
+    def error(self) -> LanguageError:
+        return LanguageError("argument", "a list with None in it is only vmap's in_axes, as in vmap(f, in_axes=(0, None))")
+
+
+# ---- inputs and results -----------------------------------------------------------------------
+
+
+def _count(n: int) -> str:
+    return f"{n} argument{'s' * (n != 1)}"
+
+
+def _tensor(value: Any, what: str, which: str) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise LanguageError("argument", f"{what}: {which} must be a tensor, got {describe_value(value)}")
+    return value
+
+
+def _fresh(value: Any, what: str, k: int) -> Tensor:
+    """An input to differentiate by: a new leaf holding a constant's numbers, or an
+    identity node on a value that has a gradient (so the result stays connected to it)."""
+    x = _tensor(value, what, f"argument {k}")
+    if x.requires_grad:
+        return REGISTRY["reshape"](x, shape=x.shape)  # type: ignore[no-any-return]  # (ops return Tensors)
+    data = x.data if x.data.dtype == np.float64 else x.data.astype(np.float64)
+    return Tensor(data, requires_grad=True)
+
+
+def _positions(argnums: int | tuple[int, ...], n: int, what: str) -> list[int]:
+    items = argnums if isinstance(argnums, tuple) else (argnums,)
+    for k in items:
+        if not -n <= k < n:
+            raise LanguageError("argument", f"{what}: argnums {k} is out of range for {_count(n)}")
+    return [k % n for k in items]
+
+
+def _call_at(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, list[Tensor]]:
+    """f called with the arguments picked by argnums replaced by fresh inputs."""
+    args = list(args)
+    inputs = []
+    for k in _positions(argnums, len(args), what):
+        args[k] = _fresh(args[k], what, k)
+        inputs.append(args[k])
+    return session.call_function(f, args, kwargs), inputs
+
+
+def _scalar_output(y: Any, what: str, f: FunctionValue) -> Tensor:
+    y = _tensor(y, what, "the function's result")
+    if y.size != 1:
+        raise LanguageError("shape", f"{what}: the function must return a scalar, got shape {y.shape}; "
+                                     f"for the derivatives of each output use jacrev or jacfwd")
+    return y
+
+
+def _outputs(y: Any, what: str, f: FunctionValue) -> list[Tensor]:
+    outs = list(y) if isinstance(y, tuple) else [y]
+    return [_tensor(o, what, "the function's result") for o in outs]
+
+
+def _shaped(y: Any, parts: list[Any]) -> Any:
+    return tuple(parts) if isinstance(y, tuple) else parts[0]
+
+
+def _result(value: Any, fresh: list[Tensor]) -> Any:
+    """`value` as a constant when it depends on nothing but the fresh inputs `fresh`."""
+    items = value if isinstance(value, tuple) else (value,)
+    own = {id(x) for x in fresh}
+    for item in _flat(items):
+        if isinstance(item, Tensor) and item.requires_grad:
+            for node in topological_order(item):
+                if node.op is None and node.requires_grad and id(node) not in own:
+                    return value  # connected to a variable outside: keep the graph
+    return _constant(value)
+
+
+def _flat(items: Any) -> list[Any]:
+    out: list[Any] = []
+    work = list(items)
+    while work:
+        item = work.pop()
+        if isinstance(item, tuple):
+            work += item
+        else:
+            out.append(item)
+    return out
+
+
+def _constant(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_constant(v) for v in value)
+    if not isinstance(value, Tensor):
+        return value
+    made = Tensor(value.data)
+    made.detached = True  # a derivative that came out constant stays a constant when named
+    return made
+
+
+# ---- reverse and forward mode -----------------------------------------------------------------
+
+
+def _grad(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any], with_value: bool = False) -> Any:
+    y, inputs = _call_at(session, f, what, argnums, args, kwargs)
+    y = _scalar_output(y, what, f)
+    grads = grad(y, inputs, create_graph=True)
+    g = tuple(grads) if isinstance(argnums, tuple) else grads[0]
+    return _result((y, g) if with_value else g, inputs)
+
+
+def _value_and_grad(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    return _grad(session, f, what, argnums, args, kwargs, with_value=True)
+
+
+def _jacobian_by(mode: str) -> Callable[..., Any]:
+    """jacrev (a backward pass per output element) or jacfwd (a forward pass per input element)."""
+    one = jacobian if mode == "jacrev" else jacobian_forward
+
+    def transform(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        y, inputs = _call_at(session, f, what, argnums, args, kwargs)
+        outs = _outputs(y, what, f)
+        parts = []
+        for out in outs:
+            blocks = []
+            for x in inputs:
+                check_size(out.shape + x.shape, what)
+                blocks.append(one(out, x, create_graph=True) if out.requires_grad else Tensor(np.zeros(out.shape + x.shape)))
+            parts.append(tuple(blocks) if isinstance(argnums, tuple) else blocks[0])
+        return _result(_shaped(y, parts), inputs)
+
+    return transform
+
+
+def _hessian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Forward over reverse, as JAX's hessian = jacfwd(jacrev(f)): the gradient by a
+    backward pass, then its Jacobian by forward passes."""
+    y, inputs = _call_at(session, f, what, argnums, args, kwargs)
+    y = _scalar_output(y, what, f)
+    grads = grad(y, inputs, create_graph=True)
+    rows = []
+    for g in grads:
+        row = []
+        for x in inputs:
+            check_size(g.shape + x.shape, what)
+            row.append(jacobian_forward(g, x, create_graph=True) if g.requires_grad else Tensor(np.zeros(g.shape + x.shape)))
+        rows.append(tuple(row) if isinstance(argnums, tuple) else row[0])
+    return _result(tuple(rows) if isinstance(argnums, tuple) else rows[0], inputs)
+
+
+_APPLY: dict[str, Callable[..., Any]] = {
+    "grad": _grad, "value_and_grad": _value_and_grad, "jacrev": _jacobian_by("jacrev"), "jacfwd": _jacobian_by("jacfwd"), "hessian": _hessian,
+}
+
+
+# ---- vmap ---------------------------------------------------------------------------------
+
+
+def _vmap(session: Any, f: FunctionValue, what: str, in_axes: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """f on each slice along the mapped axes, the results stacked on a new leading axis
+    (as JAX's vmap gives, computed one slice at a time, so gradients flow through it)."""
+    if isinstance(in_axes, tuple):
+        if len(in_axes) != len(args):
+            raise LanguageError("argument", f"{what}: in_axes has {len(in_axes)} entries for {_count(len(args))}")
+        axes = in_axes
+    else:
+        axes = (in_axes,) * len(args)
+    size, first = None, (0, 0)
+    for k, (a, axis) in enumerate(zip(args, axes)):
+        if axis is None:
+            continue
+        a = _tensor(a, what, f"argument {k}")
+        if not -a.ndim <= axis < a.ndim:
+            has = "is a scalar, which has no axis to map over" if a.ndim == 0 else f"has shape {a.shape}, which has no axis {axis}"
+            raise LanguageError("shape", f"{what}: argument {k} {has} (in_axes=None leaves an argument as it is)")
+        length = a.shape[axis]
+        if size is None:
+            size, first = length, (k, axis)
+        elif length != size:
+            raise LanguageError("shape", f"{what}: the mapped axes differ in length: argument {first[0]} has {size} along axis {first[1]}, "
+                                         f"argument {k} has {length} along axis {axis}")
+    if size is None:
+        raise LanguageError("argument", f"{what}: in_axes maps none of the arguments")
+    if size == 0:
+        raise LanguageError("shape", f"{what}: the mapped axis has length 0, so there is nothing to map over")
+    results = []
+    for i in range(size):
+        sliced = [a if axis is None else _take(a, axis % a.ndim, i) for a, axis in zip(args, axes)]
+        results.append(session.call_function(f, sliced, kwargs))
+    if isinstance(results[0], tuple):
+        return tuple(_stacked([r[j] if isinstance(r, tuple) else r for r in results], what, f) for j in range(len(results[0])))
+    return _stacked(results, what, f)
+
+
+def _take(a: Tensor, axis: int, i: int) -> Tensor:
+    index = i if axis == 0 else (*(slice(None),) * axis, i)
+    return REGISTRY["getitem"](a, index=index)  # type: ignore[no-any-return]  # (ops return Tensors)
+
+
+def _stacked(results: list[Any], what: str, f: FunctionValue) -> Tensor:
+    outs = [_tensor(r, what, "the function's result") for r in results]
+    shapes = {o.shape for o in outs}
+    if len(shapes) > 1:
+        raise LanguageError("shape", f"{what}: the function's results differ in shape from one slice to another: "
+                                     f"{' and '.join(str(s) for s in sorted(shapes))}")
+    return REGISTRY["stack"](*outs)  # type: ignore[no-any-return]  # (ops return Tensors)
+
+
+# ---- values at a point: jvp, vjp, hvp ------------------------------------------------------------
+
+
+def _spread(value: Any, f: FunctionValue, what: str, which: str) -> list[Any]:
+    """primals or tangents: one value for a function of one argument, else one per
+    argument, as a tuple (x, y) (whose items are the tensors written in it)."""
+    n = f.arity()
+    if isinstance(value, tuple):
+        items = list(value)
+    elif n is None or n == 1 or not isinstance(value, Tensor):
+        items = [value]
+    elif value.op is REGISTRY["stack"] and not value.params and len(value.parents) == n:
+        items = list(value.parents)  # the literal's own items
+    elif value.ndim and value.shape[0] == n:
+        items = [_take(value, 0, i) for i in range(n)]
+    else:
+        raise LanguageError("argument", f"{what}: the function takes {_count(n)}, so the {which} are {n} values, as in (x, y); "
+                                        f"got {describe_value(value)}")
+    if n is not None and len(items) != n:
+        raise LanguageError("argument", f"{what}: the function takes {_count(n)}, got {len(items)} {which}")
+    return items
+
+
+def _at_point(f: FunctionValue, what: str, rest: list[Any]) -> tuple[list[Tensor], list[Tensor]]:
+    """The fresh primals and the tangents of jvp(f, primals, tangents) and hvp."""
+    if len(rest) != 2:
+        raise LanguageError("argument", f"{what.split('(')[0]}(f, primals, tangents) takes the function, the primals and the tangents; "
+                                        f"got {_count(len(rest) + 1)}")
+    primals, tangents = _spread(rest[0], f, what, "primals"), _spread(rest[1], f, what, "tangents")
+    if len(primals) != len(tangents):
+        raise LanguageError("argument", f"{what}: {len(primals)} primals but {len(tangents)} tangents")
+    xs = [_fresh(p, what, k) for k, p in enumerate(primals)]
+    ts = []
+    for k, (x, t) in enumerate(zip(xs, tangents)):
+        t = _tensor(t, what, f"tangent {k}")
+        if t.shape != x.shape:
+            raise LanguageError("shape", f"{what}: tangent {k} has shape {t.shape}, its primal {x.shape}; they must be the same")
+        ts.append(t)
+    return xs, ts
+
+
+def _jvp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
+    """(f(x), J v): one forward pass, the tangents pushed through f's graph."""
+    what = f"jvp({label(f)})"
+    xs, ts = _at_point(f, what, rest)
+    y = session.call_function(f, list(xs), {})
+    outs = _outputs(y, what, f)
+    tangents = [tangent_of(o, xs, ts, create_graph=True) for o in outs]
+    return _result((_shaped(y, outs), _shaped(y, tangents)), xs)
+
+
+def _vjp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
+    """(f(x), the pullback u -> u J): f runs once; each call of the pullback is a backward pass."""
+    what = f"vjp({label(f)})"
+    if not rest:
+        raise LanguageError("argument", "vjp(f, *primals) takes the primals after the function, as in vjp(f, x)")
+    xs = [_fresh(p, what, k) for k, p in enumerate(rest)]
+    out = _tensor(session.call_function(f, list(xs), {}), what, "the function's result")
+    return _result(out, xs), Pullback(f, out, xs, xs, single=len(xs) == 1)
+
+
+def _hvp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
+    """H v of a scalar f: the gradient by a backward pass, then its directional
+    derivative along v by a forward pass (forward over reverse)."""
+    what = f"hvp({label(f)})"
+    xs, ts = _at_point(f, what, rest)
+    y = _scalar_output(session.call_function(f, list(xs), {}), what, f)
+    grads = grad(y, xs, create_graph=True)
+    parts = [tangent_of(g, xs, ts, create_graph=True) for g in grads]
+    return _result(parts[0] if len(parts) == 1 else tuple(parts), xs)
+
+
+_POINTWISE: dict[str, Callable[..., Any]] = {"jvp": _jvp, "vjp": _vjp, "hvp": _hvp}

@@ -1,0 +1,256 @@
+"""Functions as values and JAX's transformations in the language, through the real
+command (`gradcalc run --json`, `eval`, `check`) and the session the REPL uses, against
+closed forms and torch.func in float64."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gradcalc.parser import LanguageError, Session
+
+from .test_cli import gradcalc
+
+
+def run_values(tmp_path, program: str) -> list:
+    """The value of each expression statement of `program`, run as a script by `gradcalc run --json`."""
+    script = tmp_path / "program.gc"
+    script.write_text(program)
+    done = gradcalc("run", "--json", str(script))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [json.loads(line)["value"] for line in done.stdout.splitlines()]
+
+
+def value(source: str, engine: str = "tensor"):
+    [result] = [r for r in Session(engine=engine).run_source(source) if hasattr(r, "value")]
+    return result.value
+
+
+def numbers(v) -> np.ndarray:
+    return np.asarray(v.data if hasattr(v, "data") else v, dtype=float)
+
+
+# ---- closed forms, through `gradcalc run` ------------------------------------------------------
+
+CLOSED_FORMS = [
+    ("(lambda x: x * x)(3)", 9.0),
+    ("f = lambda x, y: x * y + 1; f(2, 5)", 11.0),
+    ("g = sin; g(0.5)", np.sin(0.5)),
+    ("def compose(f, g) = lambda x: f(g(x)); compose(exp, sin)(0.5)", np.exp(np.sin(0.5))),
+    ("def apply(f, x) = f(x); apply(lambda t: t ** 3, 2)", 8.0),
+    ("grad(lambda x: x ** 3)(2)", 12.0),
+    ("def f(x) = x ** 3; grad(grad(f))(2)", 12.0),
+    ("grad(grad(grad(sin)))(1)", -np.cos(1.0)),
+    ("grad(lambda x, y: x * y ** 2, argnums=1)(2, 3)", 12.0),
+    ("grad(lambda x, y: x * y ** 2, argnums=(0, 1))(2, 3)[0]", 9.0),
+    ("grad(lambda x, y: x * y ** 2, argnums=(0, 1))(2, 3)[1]", 12.0),
+    ("grad(lambda x, y: x * y ** 2, argnums=-1)(2, 3)", 12.0),
+    ("value_and_grad(lambda x: x ** 2)(3)[0]", 9.0),
+    ("value_and_grad(lambda x: x ** 2)(3)[1]", 6.0),
+    ("jacrev(lambda x: x ** 2)([1, 2, 3])", np.diag([2.0, 4.0, 6.0])),
+    ("jacfwd(lambda x: x ** 2)([1, 2, 3])", np.diag([2.0, 4.0, 6.0])),
+    ("jacobian(lambda x: x ** 2)([1, 2])", np.diag([2.0, 4.0])),
+    ("hessian(lambda x: sum(x ** 3))([1, 2])", np.diag([6.0, 12.0])),
+    ("jacfwd(jacrev(lambda x: sum(x ** 3)))([1, 2])", np.diag([6.0, 12.0])),
+    ("jacrev(jacfwd(lambda x: sum(x ** 3)))([1, 2])", np.diag([6.0, 12.0])),
+    ("hessian(lambda x, y: x * y ** 2, argnums=(0, 1))(2, 3)[0][1]", 6.0),
+    ("hessian(lambda x, y: x * y ** 2, argnums=(0, 1))(2, 3)[1][1]", 4.0),
+    ("vmap(lambda x: sum(x ** 2))([[1, 2], [3, 4]])", [5.0, 25.0]),
+    ("vmap(lambda x: sum(x ** 2), in_axes=1)([[1, 2], [3, 4]])", [10.0, 20.0]),
+    ("vmap(lambda x, y: x * y, in_axes=(0, None))([1, 2, 3], 10)", [10.0, 20.0, 30.0]),
+    ("vmap(grad(lambda x: x ** 3))([1, 2, 3])", [3.0, 12.0, 27.0]),
+    ("y, t = jvp(lambda x: x ** 3, 2, 1); y", 8.0),
+    ("y, t = jvp(lambda x: x ** 3, 2, 1); t", 12.0),
+    ("jvp(lambda x, y: x * y, (2, 3), (1, 0))[1]", 3.0),
+    ("jvp(lambda x, y: x * y, (2, 3), (0, 1))[1]", 2.0),
+    ("y, back = vjp(lambda x: x ** 2, [1, 2, 3]); back([1, 1, 1])", [2.0, 4.0, 6.0]),
+    ("y, back = vjp(lambda x, y: x * y, 2, 3); back(1)[1]", 2.0),
+    ("hvp(lambda x: sum(x ** 3), [1, 2], [1, 0])", [6.0, 0.0]),
+    # closures see the variable itself, and the argument is an input of its own (JAX's answer)
+    ("w = 3; grad(lambda t: t * w)(w)", 3.0),
+    ("w = 3; grad(lambda t: t * w ** 2)(2)", 9.0),
+    # a derivative at a variable keeps its gradient: d/dx (3 x^2) = 6 x at 2
+    ("x = 2; grad(grad(lambda t: t ** 3)(x), x)", 12.0),
+]
+
+
+def test_closed_forms_through_the_command(tmp_path):
+    program = "\n".join(source.replace("; ", "\n") for source, _ in CLOSED_FORMS)
+    got = run_values(tmp_path, program)
+    assert len(got) == len(CLOSED_FORMS)
+    for (source, expected), actual in zip(CLOSED_FORMS, got):
+        np.testing.assert_allclose(actual, expected, rtol=1e-13, atol=1e-15, err_msg=source)
+
+
+def test_the_one_shot_command_prints_a_derivative_and_a_function():
+    done = gradcalc("eval", "grad(lambda x: x**3)(2)")
+    assert done.returncode == 0 and "value: 12.0" in done.stdout
+    for source, shown in [("def f(x) = x; f", "<function f(x)>"), ("lambda x, y: x", "<lambda x, y>"), ("sin", "<built-in function sin>"),
+                          ("def f(x) = x; grad(f)", "<grad of f>"), ("vmap(grad(lambda x: x))", "<vmap of grad of lambda x>")]:
+        done = gradcalc("eval", source)
+        assert (done.returncode, done.stdout.strip()) == (0, shown), done.stdout + done.stderr
+
+
+def test_a_derivative_of_constants_is_a_constant_and_of_a_variable_keeps_its_gradient():
+    done = gradcalc("eval", "grad(lambda x: x**3)(2)", "--json")
+    assert json.loads(done.stdout)["grads"] == {}
+    done = gradcalc("eval", "grad(lambda t: t**3)(x)", "x=2", "--json")
+    assert json.loads(done.stdout)["grads"] == {"x": 12.0}  # d/dx 3 x^2
+
+
+# ---- against torch.func ------------------------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+tf = pytest.importorskip("torch.func")
+
+X = [0.3, -1.2, 0.7]
+V = [1.0, 0.5, -2.0]
+W = [[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]]
+# (gradcalc's body of f(x), torch's f, the output's kind): a scalar or a vector output
+FUNCTIONS = [
+    ("sum(tanh(x) * exp(x / 3))", lambda x: (torch.tanh(x) * torch.exp(x / 3)).sum(), "scalar"),
+    ("log(1 + sum(x ** 2)) * sin(x[0])", lambda x: torch.log(1 + (x ** 2).sum()) * torch.sin(x[0]), "scalar"),
+    ("sigmoid(W @ x)", lambda x: torch.sigmoid(torch.tensor(W, dtype=torch.float64) @ x), "vector"),
+    ("softmax(x * x)", lambda x: torch.softmax(x * x, dim=-1), "vector"),
+]
+
+
+def _t(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+@pytest.mark.parametrize(("body", "oracle", "kind"), FUNCTIONS, ids=[b for b, _, _ in FUNCTIONS])
+def test_transformations_agree_with_torch_func(body, oracle, kind, tmp_path):
+    x, v = _t(X), _t(V)
+    prelude = f"W = {W}\nx0 = {X}\nv = {V}\ndef f(x) = {body}\n"
+    forms = {
+        "jacrev(f)(x0)": tf.jacrev(oracle)(x),
+        "jacfwd(f)(x0)": tf.jacfwd(oracle)(x),
+        "jvp(f, x0, v)[1]": tf.jvp(oracle, (x,), (v,))[1],
+        "vmap(f)([x0, v])": tf.vmap(oracle)(torch.stack([x, v])),
+        "vjp(f, x0)[1](f(x0) * 0 + 1)": tf.vjp(oracle, x)[1](torch.ones_like(oracle(x)))[0],
+        "jacfwd(jacrev(f))(x0)": tf.jacfwd(tf.jacrev(oracle))(x),
+    }
+    if kind == "scalar":
+        forms |= {
+            "grad(f)(x0)": tf.grad(oracle)(x),
+            "value_and_grad(f)(x0)[1]": tf.grad(oracle)(x),
+            "hessian(f)(x0)": tf.hessian(oracle)(x),
+            "hvp(f, x0, v)": tf.jvp(tf.grad(oracle), (x,), (v,))[1],
+            "grad(grad(lambda t: f(x0 + t * v)))(0.5)": tf.grad(tf.grad(lambda t: oracle(x + t * v)))(_t(0.5)),
+            "vmap(grad(f))([x0, v])": tf.vmap(tf.grad(oracle))(torch.stack([x, v])),
+        }
+    got = run_values(tmp_path, prelude + "\n".join(forms) + "\n")
+    for (form, expected), actual in zip(forms.items(), got):
+        np.testing.assert_allclose(actual, expected.detach().numpy(), rtol=1e-12, atol=1e-14, err_msg=form)
+
+
+def test_jacfwd_is_forward_mode_and_jacrev_reverse(monkeypatch):
+    """jacfwd pushes tangents forward (autodiff/forward.py) and runs no backward pass; jacrev the reverse."""
+    import gradcalc.autodiff.backprop as backprop
+    import gradcalc.autodiff.forward as forward
+
+    counts = {"backward": 0, "forward": 0}
+    real_backprop, real_push = backprop.backprop, forward.push_forward
+
+    def counted_backprop(*args, **kwargs):
+        counts["backward"] += 1
+        return real_backprop(*args, **kwargs)
+
+    def counted_push(*args, **kwargs):
+        counts["forward"] += 1
+        return real_push(*args, **kwargs)
+
+    monkeypatch.setattr(backprop, "backprop", counted_backprop)
+    monkeypatch.setattr(forward, "push_forward", counted_push)
+    value("jacfwd(lambda x: sin(x) * 2)([1, 2, 3, 4])")
+    assert counts == {"backward": 0, "forward": 4}  # one forward pass per input element
+    counts.update(backward=0, forward=0)
+    value("jacrev(lambda x: sum(sin(x)))([1, 2, 3, 4])")
+    assert counts == {"backward": 1, "forward": 0}  # one backward pass per output element
+    counts.update(backward=0, forward=0)
+    value("hvp(lambda x: sum(sin(x) ** 2), [1, 2], [1, 0])")
+    assert counts == {"backward": 1, "forward": 1}  # forward over reverse
+
+
+# ---- properties ----------------------------------------------------------------------------------
+
+coefficient = st.floats(-3, 3, allow_nan=False).map(lambda c: round(c, 3))
+point = st.floats(-2, 2, allow_nan=False).map(lambda c: round(c, 3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(coefficient, min_size=1, max_size=5), point)
+def test_grad_of_a_polynomial_is_its_derivative(coefficients, x):
+    poly = " + ".join(f"({c}) * x ** {k}" for k, c in enumerate(coefficients))
+    session = f"p = lambda x: {poly}\n"
+    first = sum(k * c * x ** (k - 1) for k, c in enumerate(coefficients) if k)
+    second = sum(k * (k - 1) * c * x ** (k - 2) for k, c in enumerate(coefficients) if k > 1)
+    assert numbers(value(session + f"grad(p)({x})")) == pytest.approx(first, rel=1e-12, abs=1e-12)
+    assert numbers(value(session + f"grad(grad(p))({x})")) == pytest.approx(second, rel=1e-12, abs=1e-12)
+    assert numbers(value(session + f"jvp(p, {x}, 1)[1]")) == pytest.approx(first, rel=1e-12, abs=1e-12)
+
+
+vectors = st.lists(point, min_size=3, max_size=3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(vectors, vectors, vectors)
+def test_the_modes_agree_with_each_other(x, v, u):
+    """jvp is J v, vjp is u J, hvp is H v, jacfwd is jacrev, hessian is jacfwd(jacrev)."""
+    prelude = f"f = lambda x: [sum(sin(x) * x), prod(cos(x)), sum(exp(x / 4)) * x[1]]\ns = lambda x: sum(tanh(x) * x ** 2)\nx = {x}\nv = {v}\nu = {u}\n"
+
+    def at(expression: str) -> np.ndarray:
+        return numbers(value(prelude + expression))
+
+    jacobian = at("jacrev(f)(x)")
+    np.testing.assert_allclose(at("jacfwd(f)(x)"), jacobian, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(at("jvp(f, x, v)[1]"), jacobian @ np.array(v), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(at("vjp(f, x)[1](u)"), np.array(u) @ jacobian, rtol=1e-11, atol=1e-12)
+    hessian = at("hessian(s)(x)")
+    np.testing.assert_allclose(at("jacfwd(jacrev(s))(x)"), hessian, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(at("hvp(s, x, v)"), hessian @ np.array(v), rtol=1e-11, atol=1e-12)
+
+
+# ---- check files, the REPL, the scalar engine -------------------------------------------------------
+
+
+def test_check_files_take_transformations(tmp_path):
+    (tmp_path / "t.gc").write_text(
+        "f = lambda x: x ** 3\n"
+        "x = 1.5\n"
+        "check grad(f)(x) == 3 * x ** 2\n"
+        "check grad(f)(x)\n"                     # the second derivative, checked numerically
+        "check f(x)\n"
+        "check hessian(lambda v: sum(v ** 3))([1, 2]) == [[6, 0], [0, 12]]\n"
+        "check jvp(f, x, 1)[1] == 3 * x ** 2\n"
+        "check grad(f)(x) == 3 * x\n"             # wrong: fails
+    )
+    done = gradcalc("check", "--json", str(tmp_path / "t.gc"))
+    statuses = [c["status"] for c in json.loads(done.stdout)["checks"]]
+    assert statuses == ["pass"] * 5 + ["fail"], done.stdout + done.stderr
+    assert done.returncode == 1
+
+
+def test_the_repl_keeps_function_values_across_inputs(capsys):
+    from .test_repl import drive
+
+    drive("f = lambda x: x ** 2\ng = grad(f)\ng\ng(3)\nh = vmap(g)\nh([1, 2])\n:vars\n")
+    out = capsys.readouterr().out
+    assert "<grad of lambda x>" in out and "value: 6.0" in out and "value: [2.0, 4.0]" in out
+
+
+def test_the_scalar_engine_calls_function_values_and_says_what_it_lacks():
+    assert numbers(value("f = lambda x: x * x + 1; f(3)", engine="scalar")) == 10.0
+    with pytest.raises(LanguageError, match=r"the scalar engine has no grad\(f\); use --engine tensor"):
+        value("grad(lambda x: x * x)(3)", engine="scalar")
+
+
+def test_nesting_is_capped_with_a_clear_error():
+    with pytest.raises(LanguageError) as caught:
+        value("def p(n) = 1 if n == 0 else grad(lambda x: x * p(n - 1))(1)\np(100)")
+    assert caught.value.kind == "recursion" and "nested deeper than" in caught.value.message
+    assert numbers(value("def p(n) = 1 if n == 0 else grad(lambda x: x * p(n - 1))(1)\np(10)")) == 1.0
