@@ -74,8 +74,11 @@ UNARY = ["sin", "exp", "tanh", "sigmoid", "softplus", "sqrt", "log1p", "atan", "
 
 @settings(max_examples=60, deadline=None)
 @given(ops=st.lists(st.sampled_from(UNARY), min_size=1, max_size=5),
-       x=st.lists(st.floats(0.1, 3.0), min_size=1, max_size=4), k=st.floats(-2, 2))
+       x=st.lists(st.floats(0.1, 1.0), min_size=1, max_size=4), k=st.floats(0.1, 2) | st.floats(-2, -0.1))
 def test_random_chains_agree_in_both_modes(ops, x, k):
+    # Points where every value is finite: where exp overflows, a gradient of exactly 0
+    # times inf passes nothing back in reverse mode (docs/engine.md, "The branch where does
+    # not take") while forward mode's tangent is inf * 0 = nan, the conventions differing.
     expr = "x"
     for i, op in enumerate(ops):
         expr = f"{op}({expr})" if i % 2 == 0 else f"{op}({expr}) * k + {expr}"
