@@ -209,10 +209,29 @@ def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, crea
         if g is None:
             out.append(_zeros_of(x, y, create_graph))
         elif isinstance(g, Tensor):
-            out.append(g)
+            out.append(_undefined_stays_undefined(g, x, y))
         else:
             out.append(Tensor(g))
     return out[0] if single else out
+
+
+def _undefined_stays_undefined(g: Tensor, x: Tensor, y: Tensor) -> Tensor:
+    """A derivative `g` = dy/dx, to be differentiated again, whose nan entries stay nan in
+    every later derivative. Where a derivative is nan it is undefined, and so are all the
+    higher ones; but a nan that a rule writes in as a constant (log|det| at a singular
+    matrix), or that comes out of a part of the rule that does not depend on x (d/dt of
+    binary_cross_entropy(p, t) at p < 0, var at an inf), differentiates to a silent 0.
+    There, g is taken as g + x * (g * 0), nan there, whose derivative in x is nan again
+    (mul's rule passes exactly 0 where no gradient arrives, so the other entries keep
+    their derivatives, and g's own graph keeps those in the other variables). The nan
+    is g's own, not a constant, so a note still names the op that first made it."""
+    lost = np.isnan(g.data)
+    if not lost.any():
+        return g
+    m = TENSOR_MATH
+    kept = m.where(lost, m.add(g, m.mul(x, m.mul(g, 0.0))), g)
+    _label(kept, y, y, set())
+    return kept
 
 
 def _zeros_of(x: Tensor, y: Tensor, create_graph: bool) -> Tensor:

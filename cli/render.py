@@ -13,7 +13,7 @@ from typing import Any, NamedTuple, TextIO
 import numpy as np
 
 from gradcalc.autodiff.graph import graph_tree, node_title, walk_tree
-from gradcalc.parser.analysis import Analysis, first_bad_call, nonfinite_kind, undefined_note
+from gradcalc.parser.analysis import Analysis, first_bad_call, nonfinite_kind, rule_constant, undefined_note
 from gradcalc.parser.errors import LanguageError
 
 from .formatting import EDGE_ITEMS, count, format_array
@@ -126,6 +126,8 @@ def notes(a: Analysis) -> list[str]:
     culprit = a.nonfinite
     if culprit is not None and culprit.parents:
         found.append(f"the first {nonfinite_kind(culprit.data)} came from {first_bad_call(culprit, culprit.data)}")
+    elif culprit is not None and rule_constant(culprit) is not None:
+        found.append(f"the first {nonfinite_kind(culprit.data)} came from {rule_constant(culprit)}")
     elif culprit is not None and culprit is a.nonfinite_root:
         found.append(f"the {nonfinite_kind(culprit.data)} was computed from constants alone, so no op was recorded to name")
     elif culprit is not None:
@@ -153,7 +155,7 @@ def _finite(data: Any) -> bool:
 
 def _first_nonfinite_place(value: np.ndarray) -> str:
     """'here' for a scalar, else 'at element [i, j]' of the first entry that is not finite."""
-    if value.size == 1:
+    if value.ndim == 0:
         return "here"
     return f"at element {[int(i) for i in np.argwhere(~np.isfinite(value))[0]]}"
 

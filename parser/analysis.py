@@ -174,7 +174,8 @@ def analyze(
     undefined = differentiated_nonfinite(order)
     if undefined is not None and not undefined.parents and not undefined.name and session is not None and code is not None:
         traced = _retrace(session, code)  # (a constant's op is named as for the value, above)
-        undefined = (differentiated_nonfinite(topological_order(traced)) if traced is not None else None) or undefined
+        retraced = differentiated_nonfinite(topological_order(traced)) if traced is not None else None
+        undefined = retraced if retraced is not None else undefined  # (not `or`: a tensor has no truth value)
     return Analysis(
         output=output, value=value, grads=grads, grad_of="sum" if differentiable and (value.size != 1 or value.ndim) else None,
         stats=graph_stats(output, order), variables=names, leaf_names=[leaf.name for leaf in leaves],
@@ -203,12 +204,25 @@ def differentiated_nonfinite(order: list[Any]) -> Any | None:
     return None
 
 
+def rule_constant(culprit: Any) -> str | None:
+    """Where a constant that is not finite came from when a derivative's rule wrote it in
+    (log|det| at a singular matrix has no derivative, and its rule says nan): `the
+    derivative of slogdet(<2x2 tensor>), a constant in its rule`; None for any other leaf."""
+    origin = made_by(culprit)
+    if culprit.parents or origin is None or not origin.node.parents:
+        return None
+    user = origin.node
+    return f"{derivative_words(origin.order)} of {_call(user, (), np.shape(user.data))}, a constant in its rule"
+
+
 def undefined_note(culprit: Any) -> str:
     """What to say of a derivative taken where the function is not finite (`culprit`:
     differentiated_nonfinite's node)."""
     kind = nonfinite_kind(culprit.data)
     if culprit.parents:
         where = f"the first {kind} came from {first_bad_call(culprit, culprit.data)}"
+    elif rule_constant(culprit) is not None:
+        where = f"the first {kind} came from {rule_constant(culprit)}"
     else:
         where = f"the {kind} is in the input {culprit.name or '(a constant)'}"
     return f"the function differentiated is not finite here ({where}): it has no derivative at this point"

@@ -89,6 +89,105 @@ def test_a_nan_derivative_stays_nan_at_every_higher_order(op):
             assert not lost.any(), f"{op.name}: d^{n}/dx_{k}^{n} is nan but the next order is {later[lost][:5]} at {at}"
 
 
+# Every other op (reductions, linear algebra, losses, scans, shapes): probes made from the
+# op's own Check, so an op added to the registry is probed with no list to extend. Each
+# differentiated input in turn gets one entry, then every entry, set to a probe value, and
+# a square matrix input is also made singular. A nan derivative there is undefined, so
+# every higher one is too: the derivative of its sum must still hold a nan. (Whole rows
+# of it, for an op that is not elementwise: which entries the nan reaches is the op's.)
+STRUCTURED_OPS = [op for op in REGISTRY.values() if op.has_gradient and op not in OUT_OF_DOMAIN_OPS]
+EDGE_VALUES = [-inf, -1e300, -1.0, -0.0, 0.0, 1e300, inf]
+
+
+def base_case(op: Any) -> tuple[list[np.ndarray], dict[str, Any], list[int]]:
+    """The op's Check, drawn once: its inputs, params and the inputs differentiated."""
+    spec = op.check
+    rng = np.random.default_rng(0)
+    if spec.make is not None:
+        inputs, params = spec.make(rng)
+    else:
+        inputs, params = [rng.uniform(spec.low, spec.high, size=shape) for shape in spec.shapes[-1]], dict(spec.params)
+    diff = list(spec.diff) if spec.diff is not None else list(range(len(inputs)))
+    return [np.array(a, dtype=float) for a in inputs], params, diff
+
+
+def edge_probes(op: Any) -> list[tuple[str, list[np.ndarray]]]:
+    inputs, _, diff = base_case(op)
+    found = []
+    for i in diff:
+        for v in EDGE_VALUES:
+            for every in (False, True):
+                xs = [a.copy() for a in inputs]
+                if every or not xs[i].ndim:
+                    xs[i][...] = v
+                else:
+                    xs[i].reshape(-1)[0] = v
+                found.append((f"x{i}{'' if every else '[0]'} = {v}", xs))
+        if inputs[i].ndim >= 2 and inputs[i].shape[-1] == inputs[i].shape[-2]:
+            xs = [a.copy() for a in inputs]
+            xs[i][...] = 1.0  # singular (rank 1)
+            found.append((f"x{i} singular", xs))
+    return found
+
+
+def derivative_chain(f: Any, columns: list[np.ndarray], k: int, order: int = 3) -> list[np.ndarray] | None:
+    """d^n sum(f) / dx_k^n's sums' gradients for n = 1 .. order; None when f refuses the
+    inputs (inv of a singular matrix is an error, not a number)."""
+    xs = [Tensor(c, requires_grad=True) for c in columns]
+    try:
+        y = f(*xs)
+    except (ValueError, ArithmeticError):
+        return None
+    found = []
+    for _ in range(order):
+        y = grad(y.sum(), xs[k], create_graph=True)
+        found.append(np.array(y.data, dtype=float))
+    return found
+
+
+@pytest.mark.parametrize("op", STRUCTURED_OPS, ids=lambda op: op.name)
+def test_a_nan_derivative_of_any_op_stays_nan_at_every_higher_order(op):
+    from .test_every_op import outputs_of
+
+    _, params, diff = base_case(op)
+    lost = []
+    for label, columns in edge_probes(op):
+        for n_out, f in enumerate(outputs_of(op, params)):
+            for k in diff:
+                found = derivative_chain(f, columns, k)
+                for n, (d, later) in enumerate(zip(found or [], (found or [])[1:]), start=1):
+                    if np.isnan(d).any() and not np.isnan(later).any():
+                        lost.append(f"output {n_out}, d^{n + 1}/dx{k}^{n + 1} at {label}: {later.reshape(-1)[:4]}")
+    assert not lost, f"{op.name}: a nan derivative became numbers one order later: " + "; ".join(lost[:5])
+
+
+def test_the_edge_probes_reach_the_domains_of_the_ops_that_have_one():
+    """The probes are not vacuous: each op here has a first derivative that is undefined
+    at some probe (log|det| at a singular matrix, a probability out of [0, 1], an inf in
+    a variance), and the test above saw it."""
+    from .test_every_op import outputs_of
+
+    for name in ("slogdet", "solve", "binary_cross_entropy", "var", "std", "logsumexp", "cumprod", "norm", "det"):
+        op = REGISTRY[name]
+        _, params, diff = base_case(op)
+        seen = any(
+            found is not None and np.isnan(found[0]).any()
+            for _, columns in edge_probes(op) for f in outputs_of(op, params) for k in diff
+            for found in [derivative_chain(f, columns, k, order=1)]
+        )
+        assert seen, f"no probe makes a derivative of {name} nan"
+
+
+@pytest.mark.parametrize("source, binding", [
+    ("s, l = slogdet(A); grad(sum(grad(l, A)), A)", "A=[[1, 2], [2, 4]]"),  # log|det| = -inf: nan, not zeros
+    ("grad(sum(grad(var(x), x)), x)", "x=[1, inf, 2]"),
+    ("grad(grad(binary_cross_entropy(p, t), t), t)", "p=-1"),  # a probability of -1: log(-1)
+])
+def test_a_nan_derivative_stays_nan_one_order_later_through_the_command(source, binding):
+    out = eval_json(source, binding, "t=0.5")
+    assert np.isnan(np.asarray(out["value"], dtype=float)).any(), out["value"]
+
+
 # ---- nll_loss: a class that is not the target may have log-probability -inf -----------------
 
 

@@ -154,6 +154,8 @@ def test_booleans_and_whole_numbers_compare_as_the_numbers_they_stand_for(tmp_pa
     ("sum(log(x))", "x=[1, -1, 2]", "here"),
     ("log(0) + x", "x=1", "here"),
     ("x - x", "x=inf", "here"),
+    ("log(x)", "x=[-1]", "at element [0]"),  # a tensor of one element is still a tensor
+    ("x * 0 + log(-1)", "x=[1, 2]", "at element [0]"),
 ])
 def test_a_value_that_is_not_finite_with_finite_gradients_gets_a_note(expression, binding, where):
     done = gradcalc("eval", expression, binding)
