@@ -141,7 +141,10 @@ def open_data(path: Path) -> IO[bytes]:
 
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise file_error(path, "is a folder, not a data file")
+        if not stat.S_ISREG(mode):
             raise file_error(path, "is not a regular file (a device or a pipe); gradcalc reads data from files", kind="size")
         stream = os.fdopen(fd, "rb")
     except BaseException:

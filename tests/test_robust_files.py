@@ -272,3 +272,9 @@ def test_a_named_pipe_bound_in_a_check_file_is_an_error_of_that_check(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0].startswith("ERROR") and "pipe.csv: is not a regular file" in lines[0], done.stdout
     assert lines[1].startswith("PASS"), done.stdout
+
+
+def test_a_folder_named_as_a_data_file_is_called_a_folder(tmp_path):
+    (tmp_path / "d.json").mkdir()
+    done = gradcalc("eval", "sum(v)", "v=@d.json", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr == "error: d.json: is a folder, not a data file\n", done.stderr
