@@ -300,21 +300,26 @@ def _value_and_grad(session: Any, f: FunctionValue, what: str, argnums: Any, arg
     return _grad(session, f, what, argnums, args, kwargs, with_value=True)
 
 
+def _blocks(one: Callable[..., Any], outs: Any, inputs: list[Any], argnums: Any, what: str) -> list[Any]:
+    """Per output, its Jacobian by each input as `one` takes it (jacobian or
+    jacobian_forward): a tuple of them when argnums is a tuple, else the one."""
+    parts = []
+    for out in outs:
+        blocks = []
+        for x in inputs:
+            check_size(out.shape + x.shape, what)
+            blocks.append(one(out, x, create_graph=True) if out.requires_grad else Tensor(np.zeros(out.shape + x.shape)))
+        parts.append(tuple(blocks) if isinstance(argnums, tuple) else blocks[0])
+    return parts
+
+
 def _jacobian_by(mode: str) -> Callable[..., Any]:
     """jacrev (a backward pass per output element) or jacfwd (a forward pass per input element)."""
     one = jacobian if mode == "jacrev" else jacobian_forward
 
     def transform(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         y, inputs = _call_at(session, f, what, argnums, args, kwargs)
-        outs = _outputs(y, what, f)
-        parts = []
-        for out in outs:
-            blocks = []
-            for x in inputs:
-                check_size(out.shape + x.shape, what)
-                blocks.append(one(out, x, create_graph=True) if out.requires_grad else Tensor(np.zeros(out.shape + x.shape)))
-            parts.append(tuple(blocks) if isinstance(argnums, tuple) else blocks[0])
-        return _result(_shaped(y, parts), inputs)
+        return _result(_shaped(y, _blocks(one, _outputs(y, what, f), inputs, argnums, what)), inputs)
 
     return transform
 
@@ -324,14 +329,7 @@ def _hessian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list
     backward pass, then its Jacobian by forward passes."""
     y, inputs = _call_at(session, f, what, argnums, args, kwargs)
     y = _scalar_output(y, what, f)
-    grads = grad(y, inputs, create_graph=True)
-    rows = []
-    for g in grads:
-        row = []
-        for x in inputs:
-            check_size(g.shape + x.shape, what)
-            row.append(jacobian_forward(g, x, create_graph=True) if g.requires_grad else Tensor(np.zeros(g.shape + x.shape)))
-        rows.append(tuple(row) if isinstance(argnums, tuple) else row[0])
+    rows = _blocks(jacobian_forward, grad(y, inputs, create_graph=True), inputs, argnums, what)
     return _result(tuple(rows) if isinstance(argnums, tuple) else rows[0], inputs)
 
 
