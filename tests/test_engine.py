@@ -422,3 +422,28 @@ def test_repr_shows_data_and_grad():
     c.backward()
     assert repr(a) == "Tensor([1. 2.], grad=[3. 4.])"
     assert repr(c) == "Tensor([3. 8.], grad=None)"
+
+
+def test_the_context_managers_restore_what_they_found():
+    import gc
+
+    from gradcalc.autodiff import collector_paused
+    from gradcalc.autodiff.tensor import is_grad_enabled, set_grad_enabled
+
+    with pytest.raises(RuntimeError):
+        with no_grad():
+            assert not is_grad_enabled()
+            with set_grad_enabled(True):
+                assert is_grad_enabled()
+            assert not is_grad_enabled()
+            raise RuntimeError
+    assert is_grad_enabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with collector_paused():
+            assert not gc.isenabled()
+            with collector_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the inner block found it paused and leaves it so
+            raise RuntimeError
+    assert gc.isenabled()

@@ -23,6 +23,7 @@ from gradcalc.autodiff.errors import SizeLimitError
 from gradcalc.autodiff.limits import (
     DEFAULT_MAX_STEPS,
     StepLimitError,
+    check_size,
     indexed_shape,
     joined_shape,
     matmul_shape,
@@ -351,6 +352,56 @@ def test_matmul_backward_intermediate_is_checked_against_the_cap():
     previous = set_max_elements(100_000)
     try:
         y = (a @ b).sum()
+        with pytest.raises(SizeLimitError):
+            y.backward()
+    finally:
+        set_max_elements(previous)
+
+
+# ---- the element cap on the shortcuts of a plain backward pass ---------------------------------
+
+
+@pytest.mark.parametrize("shape, fine", [
+    ((), True), ((0,), True), ((3, 4), True), ((10**7,), True), ((10**7 + 1,), False), ((0, 10**8), False),
+    ((np.int64(5), 3), True), ((True, 2), True), ((-1, 3), False), ((1,) * 65, False), ([3, 4], True),
+    ((10**4, 10**4), False), ((2.0, 3), True),
+])
+def test_check_size_accepts_and_refuses_as_before(shape, fine):
+    if fine:
+        check_size(shape, "t")
+    else:
+        with pytest.raises(SizeLimitError):
+            check_size(shape, "t")
+
+
+@pytest.mark.parametrize("a, b", [
+    ((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)), ((7, 3, 4), (7, 4, 2)), ((2, 1, 3, 4), (5, 4, 6)),
+    ((1, 3, 4), (6, 4, 2)), ((0, 4), (4, 0)),
+])
+def test_matmul_shape_is_numpys(a, b):
+    assert matmul_shape(a, b) == (np.zeros(a) @ np.zeros(b)).shape
+
+
+def test_a_matrix_product_over_the_cap_is_refused_forward_and_backward():
+    a, b = Tensor(np.ones((200, 1)), requires_grad=True), Tensor(np.ones((1, 200)), requires_grad=True)
+    previous = set_max_elements(10_000)
+    try:
+        with pytest.raises(SizeLimitError):
+            a @ b
+        y = (b @ a).sum()  # (1, 1): fine; its gradients are (1, 200) and (200, 1)
+        y.backward()
+        set_max_elements(100)  # the plain pass checks each product it makes
+        with pytest.raises(SizeLimitError):
+            (b @ a).sum().backward()
+    finally:
+        set_max_elements(previous)
+
+
+def test_a_full_sum_gradient_over_the_cap_is_refused():
+    x = Tensor(np.ones((10, 10)), requires_grad=True)
+    y = x.sum()
+    previous = set_max_elements(50)
+    try:
         with pytest.raises(SizeLimitError):
             y.backward()
     finally:
