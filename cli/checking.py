@@ -1,6 +1,7 @@
 """`gradcalc check`: run gradcheck batch files; a table, JSON, JUnit XML and exit codes."""
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from typing import TYPE_CHECKING, Any
@@ -16,10 +17,9 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
-    from gradcalc.parser.checks import CheckDefaults, CheckOutcome
+    from gradcalc.parser.checks import CheckOutcome
 
 PROGRESS_THRESHOLD = 20  # checks; a progress bar on stderr for longer batches
 
@@ -44,18 +44,6 @@ def outcome_object(o: CheckOutcome) -> dict[str, Any]:
         "method": o.method, "mode": o.mode, "max_abs_error": json_number(o.max_abs_error), "max_rel_error": json_number(o.max_rel_error),
         "atol": o.atol, "rtol": o.rtol, "warnings": o.warnings, "message": o.message,
     }
-
-
-def run_check_file(origin: str, source: str, defaults: CheckDefaults, on_outcome: Any = None) -> list[CheckOutcome]:
-    """Every check of one file; an error in one statement never stops the others."""
-    from gradcalc.parser.checks import run_check_source
-
-    def record(outcome: CheckOutcome) -> None:
-        outcome.file = origin
-        if on_outcome is not None:
-            on_outcome(outcome)
-
-    return run_check_source(source, defaults, record)
 
 
 # Characters XML 1.0 cannot hold at all, not even escaped.
@@ -119,8 +107,13 @@ def check_action(
     sources, bound = read_sources(files, max_input), bound_or_exit(bindings, "tensor")
     if junit is not None:  # refused before any check runs (a file a check loads is refused when the report is written)
         refuse_overwriting(junit, "--junit-xml")
-    with _progress(lambda: sum(count_checks(s) for _, s in sources)) as advance:
-        results = run_checks(sources, defaults, bound, jobs, advance)
+    # A bar for a long batch, on a terminal only: counting the checks lexes every file.
+    total = sum(count_checks(s) for _, s in sources) if render.use_rich(sys.stderr) else 0
+    progress, done = render.LateProgress("checking"), itertools.count(1)
+    try:
+        results = run_checks(sources, defaults, bound, jobs, (lambda: progress(next(done), total)) if total > PROGRESS_THRESHOLD else lambda: None)
+    finally:
+        progress.close()
     outcomes = [o for _, batch in results for o in batch]
     report_checks(outcomes, as_json, render.use_rich(sys.stdout) and output_format == "text", github=output_format == "github")
     if junit is not None:  # after the results are shown, so a failed write loses nothing
@@ -215,29 +208,3 @@ _SHORTEST_CHECK = 8  # columns of the expression below which it says too little 
 
 def _widest(texts: list[str], heading: str) -> int:
     return max([len(heading), *map(len, texts)])
-
-
-class _progress:
-    """A rich progress bar on stderr when the batch is long and stderr is a terminal.
-    `count` gives the batch's length, asked only for a terminal: it lexes every file."""
-
-    def __init__(self, count: Callable[[], int]) -> None:
-        self.count = count
-        self.bar: Any = None
-
-    def __enter__(self) -> Any:
-        from . import render
-
-        if render.use_rich(sys.stderr) and (total := self.count()) > PROGRESS_THRESHOLD:
-            from rich.console import Console
-            from rich.progress import Progress
-
-            self.bar = Progress(console=Console(stderr=True), transient=True)
-            self.bar.start()
-            task = self.bar.add_task("checking", total=total)
-            return lambda: self.bar.advance(task)
-        return lambda: None
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()

@@ -59,26 +59,12 @@ def prepare_engine(max_elements: int | None, max_steps: int | None = None, max_i
     np.seterr(all="ignore")
     # NumPy's own RuntimeWarnings (a mean of nothing) would print its source paths.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="numpy")
-    if max_elements is not None:
-        from gradcalc.autodiff import set_max_elements
+    from gradcalc.autodiff import limits
 
-        set_max_elements(max_elements)
-    if max_steps is not None:
-        from gradcalc.autodiff.limits import set_max_steps
-
-        set_max_steps(max_steps)
-    if max_seconds is not None:
-        from gradcalc.autodiff.limits import set_max_seconds
-
-        set_max_seconds(max_seconds)
-    if max_memory is not None:
-        from gradcalc.autodiff.limits import set_max_memory
-
-        set_max_memory(max_memory)
-    if max_input is not None:
-        from gradcalc.autodiff.limits import set_max_input_bytes
-
-        set_max_input_bytes(max_input)
+    limited = {"elements": max_elements, "steps": max_steps, "seconds": max_seconds, "memory": max_memory, "input_bytes": max_input}
+    for name, value in limited.items():
+        if value is not None:
+            getattr(limits, f"set_max_{name}")(value)
 
 
 def fail(err: LanguageError, source: str | None, as_json: bool, origin: str = "") -> NoReturn:

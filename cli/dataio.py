@@ -44,7 +44,7 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
     reported with a caret into it, and exits with status 2."""
     import numpy as np
 
-    from gradcalc.parser import LanguageError, Session
+    from gradcalc.parser import Session
     from gradcalc.parser.functions import FunctionValue
 
     from . import render
@@ -58,8 +58,6 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
             bind(session, binding, bound)
         except BindingError as err:
             fail(err.error, err.source, as_json=False)
-        except LanguageError as err:
-            fail(err, binding, as_json=False)
     # (a function value, f='lambda x: x ** 2', is bound as it is)
     return [(name, value if isinstance(value, FunctionValue) else np.asarray(value.data)) for name, value in session.variables.items()]
 

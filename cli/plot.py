@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import shlex
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,38 +138,12 @@ def make_request(expr: str, arguments: list[str], order: str | None, points: int
 # ---- sampling ---------------------------------------------------------------------------
 
 
-class _LateProgress:
-    """A progress bar on stderr, shown only once the work has taken a second."""
-
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-        self.bar: Any = None
-        self.task: Any = None
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            from . import render
-
-            if time.monotonic() - self.start < 1.0 or not render.use_rich(sys.stderr):
-                return
-            from rich.console import Console
-            from rich.progress import Progress
-
-            self.bar = Progress(console=Console(stderr=True), transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task("point by point", total=total)
-        self.bar.update(self.task, completed=done)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 def sample(request: PlotRequest, base: Session) -> Curve | Surface:
     import numpy as np
 
     from gradcalc.parser import compile_program
 
+    from .render import LateProgress
     from .sampling import Sampler, sample_curve, sample_surface
 
     program = compile_program(request.expr)
@@ -178,7 +151,7 @@ def sample(request: PlotRequest, base: Session) -> Curve | Surface:
         raise _error("nothing to plot: the expression is empty")
     sampler = Sampler(program, base)
     axes = [np.linspace(r.low, r.high, request.points) for r in request.ranges]
-    progress = _LateProgress()
+    progress = LateProgress("point by point", delay=1.0)
     try:
         if len(axes) == 1:
             return sample_curve(sampler, request.ranges[0].name, axes[0], request.orders, progress)

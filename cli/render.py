@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections import Counter
 from typing import Any, NamedTuple, TextIO
 
@@ -320,6 +321,32 @@ def _window(text: str, start: int, width: int) -> tuple[str, int, int]:
     right = min(len(text), left + ECHO_LIMIT)
     prefix, suffix = ("…" if left else ""), ("…" if right < len(text) else "")
     return prefix + text[left:right] + suffix, start - left + len(prefix), width
+
+
+class LateProgress:
+    """A transient progress bar on stderr, when stderr is a terminal, shown only once the
+    work has taken `delay` seconds; called with the work done and the whole of it."""
+
+    def __init__(self, label: str, delay: float = 0.0) -> None:
+        self.label, self.delay, self.start = label, delay, time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.start < self.delay or not use_rich(sys.stderr):
+                return
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total)
+        self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def warn(text: str) -> None:

@@ -118,10 +118,6 @@ def edge_labels(trace: BackwardSteps, digits: int | None = 6) -> dict[tuple[int,
     return {(id(step.node), c.slot): brief(c.grad, digits) for step in trace.steps for c in step.contributions}
 
 
-def print_steps(out: PlainRenderer, trace: BackwardSteps, digits: int | None) -> None:
-    print_lines(out, step_lines(trace, digits))
-
-
 def print_lines(out: PlainRenderer, lines: list[tuple[str, str]]) -> None:
     """Step lines as text, or styled by kind on a terminal."""
     console = getattr(out, "console", None)
@@ -181,7 +177,7 @@ def steps_in_repl(repl: Any, arg: str = "") -> None:
         render.warn("no result yet: evaluate an expression first")
         return
     if mode == "reverse":
-        print_steps(repl.out, backward_steps(repl.last.output), repl.out.style.digits)
+        print_lines(repl.out, step_lines(backward_steps(repl.last.output), repl.out.style.digits))
         return
     try:
         passes = forward_passes(repl.last, [name] if name else None)

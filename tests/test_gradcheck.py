@@ -12,7 +12,8 @@ import pytest
 from gradcalc.autodiff import REGISTRY, Check, Tensor, defop
 from gradcalc.autodiff.gradcheck import gradcheck, gradcheck_graph
 from gradcalc.autodiff.registry import unregister
-from gradcalc.cli.checking import junit_xml, run_check_file
+from gradcalc.cli.checking import junit_xml
+from gradcalc.cli.parallel import run_checks
 from gradcalc.parser import Session
 from gradcalc.parser.checks import CheckDefaults, make_check_handler
 
@@ -22,7 +23,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def checks(source, **defaults):
-    return run_check_file("t.gc", source, CheckDefaults(**defaults))
+    [(_, outcomes)] = run_checks([("t.gc", source)], CheckDefaults(**defaults), [])
+    return outcomes
 
 
 def test_complex_step_is_used_where_every_op_is_complex_safe_and_is_exact():

@@ -41,11 +41,12 @@ def test_an_empty_tensor_with_a_huge_shape_prints_at_once():
 def test_check_table_at_80_columns_keeps_file_and_line_whole():
     from rich.console import Console
 
-    from gradcalc.cli.checking import _report, run_check_file
+    from gradcalc.cli.checking import _report
+    from gradcalc.cli.parallel import run_checks
     from gradcalc.parser.checks import CheckDefaults
 
     path = "examples/elementwise.gc"
-    outcomes = run_check_file(path, (ROOT / path).read_text(), CheckDefaults())
+    [(_, outcomes)] = run_checks([(path, (ROOT / path).read_text())], CheckDefaults(), [])
     console = Console(file=io.StringIO(), width=80, force_terminal=False)
     _report(outcomes, True, console)
     text = console.file.getvalue()
@@ -105,11 +106,12 @@ def test_check_table_at_80_columns_never_cuts_where_status_or_numbers(folder):
     5.55e-17 to `5.55e-…`; only the expression may be shortened."""
     from rich.console import Console
 
-    from gradcalc.cli.checking import _report, check_line, run_check_file
+    from gradcalc.cli.checking import _report, check_line
+    from gradcalc.cli.parallel import run_checks
     from gradcalc.parser.checks import CheckDefaults
 
     origin = folder + "arithmetic.gc"
-    outcomes = run_check_file(origin, (ROOT / "examples/arithmetic.gc").read_text(), CheckDefaults())
+    [(_, outcomes)] = run_checks([(origin, (ROOT / "examples/arithmetic.gc").read_text())], CheckDefaults(), [])
     console = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
     _report(outcomes, True, console)
     text = console.file.getvalue()

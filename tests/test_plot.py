@@ -367,12 +367,12 @@ def test_the_vector_pass_agrees_with_point_by_point(expr):
 
 
 def test_the_progress_bar_appears_only_after_a_second(monkeypatch):
-    from gradcalc.cli import plot, render
+    from gradcalc.cli import render
 
     now = [100.0]
-    monkeypatch.setattr(plot, "time", types.SimpleNamespace(monotonic=lambda: now[0]))  # plot's clock only
+    monkeypatch.setattr(render, "time", types.SimpleNamespace(monotonic=lambda: now[0]))  # render's clock only
     monkeypatch.setattr(render, "use_rich", lambda stream: True)
-    progress = plot._LateProgress()  # started at 100.0
+    progress = render.LateProgress("point by point", delay=1.0)  # started at 100.0
     now[0] = 100.4
     progress(1, 10)  # 0.4 s in: nothing yet
     assert progress.bar is None
