@@ -10,6 +10,10 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, compile_program
+from gradcalc.parser.analysis import Analysis, analyze
+
+from . import render
 from .bindings import BindingError, bind
 from .common import OutputFileError, dot_format, fail, prepare_engine, read_sources, shorten, usage_error, write_dot
 from .common import wrt_names as parse_wrt
@@ -17,8 +21,6 @@ from .common import wrt_names as parse_wrt
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from gradcalc.parser import HelpResult
-    from gradcalc.parser.analysis import Analysis
     from gradcalc.parser.checks import CheckOutcome
 
 
@@ -33,11 +35,6 @@ def evaluate_expression(
     Gradients are reported for every bound name (0 for one the output does not use) and
     for every other named value in the output's graph (see analyze), unless `wrt` names
     them; `mode` "forward" finds them by forward mode. An error in a binding is a BindingError."""
-    from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, compile_program
-    from gradcalc.parser.analysis import analyze
-
-    from . import render
-
     session = Session(engine=engine, on_check=_run_check, on_warning=render.warn, on_notice=render.notice)
     bound: set[str] = set()
     for binding in bindings:
@@ -75,11 +72,6 @@ def eval_action(
     max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc eval`: the value, the gradient per variable and the graph's statistics."""
-    from gradcalc.parser import LanguageError
-    from gradcalc.parser.analysis import Analysis
-
-    from . import render
-
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     if mode not in ("reverse", "forward"):
         usage_error(f"--mode must be reverse or forward, not {mode!r}")
@@ -172,8 +164,6 @@ def default_action(*, engine: str, digits: int | None, max_elements: int | None,
 
 def style(digits: int | None, full: bool) -> Any:
     """How numbers and tensors print on stdout: rich on a terminal, plain in a pipe."""
-    from . import render
-
     return render.Style(digits, render.use_rich(sys.stdout), full)
 
 
@@ -193,11 +183,8 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
                 bindings: list[str] | None = None, save: Path | None = None) -> int:
     """Run scripts statement by statement, printing each expression statement's result.
     Returns the exit code: 2 after an error, 1 if a check failed, else 0."""
-    from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, compile_program
-    from gradcalc.parser.analysis import analyze
     from gradcalc.parser.checks import make_check_handler
 
-    from . import render
     from .checking import check_line, outcome_object
     from .dataio import apply_bindings, bound_or_exit, save_or_exit, script_folder
     from .jsonout import analysis_object, dumps

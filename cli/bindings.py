@@ -5,10 +5,7 @@ VALUE is an expression run like an assignment (it may use names bound before it)
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the parser is imported when a binding is run, not at start-up
-    from gradcalc.parser import LanguageError, Session
+from gradcalc.parser import LanguageError, Session, compile_program
 
 
 class BindingError(Exception):
@@ -24,8 +21,6 @@ def bind(session: Session, binding: str, bound: set[str]) -> None:
     """Run one NAME=VALUE (or NAME=@FILE) argument into `session` as variables; `bound`
     holds the names given so far (a name given twice is an error). Every error is a
     BindingError."""
-    from gradcalc.parser import LanguageError
-
     try:
         _bind(session, binding, bound)
     except LanguageError as err:
@@ -33,8 +28,6 @@ def bind(session: Session, binding: str, bound: set[str]) -> None:
 
 
 def _bind(session: Session, binding: str, bound: set[str]) -> None:
-    from gradcalc.parser import LanguageError, compile_program
-
     loaded = None
     if "@" in binding:  # NAME=@FILE (docs/cli.md, "Data files"); the loaders load only then
         from gradcalc.parser.datafiles import file_bindings

@@ -6,6 +6,11 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
+from gradcalc.parser.checks import METHODS, MODES, CheckDefaults
+from gradcalc.parser.syntax import count_checks
+
+from . import render
+from .annotations import github_lines
 from .common import (
     OutputFileError,
     prepare_engine,
@@ -15,6 +20,9 @@ from .common import (
     usage_error,
     write_file,
 )
+from .dataio import bound_or_exit, split_bindings
+from .jsonout import dumps, json_number
+from .parallel import run_checks
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -37,8 +45,6 @@ def check_line(o: CheckOutcome) -> str:
 
 
 def outcome_object(o: CheckOutcome) -> dict[str, Any]:
-    from .jsonout import json_number
-
     return {
         "file": o.file, "line": o.line, "expression": o.text, "status": o.status, "variables": o.variables,
         "method": o.method, "mode": o.mode, "max_abs_error": json_number(o.max_abs_error), "max_rel_error": json_number(o.max_rel_error),
@@ -86,10 +92,6 @@ def check_action(
 ) -> int:
     """`gradcalc check`: run the `check` statements of FILE arguments and report each one.
     Returns 0 when every check passes, 1 when any fails or errors (exits 2 on bad usage)."""
-    from gradcalc.parser.checks import METHODS, MODES, CheckDefaults
-
-    from . import render
-
     if method not in METHODS:
         usage_error(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
     if mode not in MODES:
@@ -98,11 +100,6 @@ def check_action(
         usage_error(f"--format must be text or github, not {output_format!r}")
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     defaults = CheckDefaults(method=method, mode=mode, atol=tol, rtol=tol)
-    from gradcalc.parser.syntax import count_checks
-
-    from .dataio import bound_or_exit, split_bindings
-    from .parallel import run_checks
-
     files, bindings = split_bindings(files)
     sources, bound = read_sources(files, max_input), bound_or_exit(bindings, "tensor")
     if junit is not None:  # refused before any check runs (a file a check loads is refused when the report is written)
@@ -129,8 +126,6 @@ def report_checks(outcomes: list[CheckOutcome], as_json: bool, rich: bool, githu
     """The results on stdout: one JSON document, or a line (a table on a terminal) per
     check and the summary."""
     if as_json:
-        from .jsonout import dumps
-
         print(dumps({"checks": [outcome_object(o) for o in outcomes], "summary": _summary_counts(outcomes)}))
     else:
         _report(outcomes, rich, github=github)
@@ -148,8 +143,6 @@ def _summary(outcomes: list[CheckOutcome]) -> str:
 
 def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None, github: bool = False) -> None:
     if not rich:
-        from .annotations import github_lines
-
         for o in outcomes:
             print("\n".join(github_lines(o, check_line(o))) if github else check_line(o))
         print(_summary(outcomes))

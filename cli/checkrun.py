@@ -15,9 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gradcalc.autodiff import collector_paused
+from gradcalc.parser import LanguageError, Session, compile_program
+from gradcalc.parser.checks import CheckOutcome, make_check_handler, nothing_checked, statement_outcome
+
+from . import render
+from .dataio import apply_bindings, script_folder
+
 if TYPE_CHECKING:
     from gradcalc.parser import Program, Statement
-    from gradcalc.parser.checks import CheckDefaults, CheckOutcome
+    from gradcalc.parser.checks import CheckDefaults
 
     from .dataio import Bound
 
@@ -39,9 +46,6 @@ def compile_file(origin: str, source: str, recover: bool = True) -> tuple[Progra
     """The file's program, or the error outcome of a file that does not compile. With
     `recover` (as `gradcalc check` runs), a statement that does not parse is an error in
     its place. Cached: planning and each part of a file (in one process) parse it once."""
-    from gradcalc.parser import LanguageError, compile_program
-    from gradcalc.parser.checks import CheckOutcome
-
     try:
         return compile_program(source, recover=recover), None
     except LanguageError as err:
@@ -56,11 +60,6 @@ class FileRun:
     """One file's session, advanced statement by statement."""
 
     def __init__(self, origin: str, program: Program, defaults: CheckDefaults, bound: Bound, on_notice: Callable[[str, str], None] | None = None) -> None:
-        from gradcalc.parser import Session
-        from gradcalc.parser.checks import make_check_handler
-
-        from .dataio import apply_bindings, script_folder
-
         self.origin = origin
         self.statements: list[Statement] = program.statements
         self.session = Session(on_check=make_check_handler(defaults), base_dir=script_folder(origin), on_notice=on_notice)
@@ -71,8 +70,6 @@ class FileRun:
     def setup_until(self, stop: int) -> list[CheckOutcome]:
         """Run the setup statements before `stop` not run yet, skipping checks; the
         errors among them as outcomes."""
-        from gradcalc.parser.checks import statement_outcome
-
         errors = []
         for index in range(self.next, stop):
             if self.statements[index].kind != "check":
@@ -83,8 +80,6 @@ class FileRun:
 
     def check(self, index: int) -> CheckOutcome:
         """Run the check at statement `index` (after the setup before it)."""
-        from gradcalc.parser.checks import statement_outcome
-
         self.setup_until(index)
         started = time.perf_counter()
         [outcome] = self.placed(statement_outcome(self.session, self.statements[index]))
@@ -105,13 +100,9 @@ COLLECT_EVERY = 256  # statements run between the collector's passes (see run_pa
 def run_part(part: Part, defaults: CheckDefaults, bound: Bound, on_outcome: Callable[[CheckOutcome], None] | None = None) -> list[CheckOutcome]:
     """The outcomes of one part, in statement order. An error in one statement never
     stops the others."""
-    from gradcalc.parser.checks import nothing_checked
-
     program, failed = compile_file(part.origin, part.source)
     if program is None:
         return [dataclasses.replace(failed)] if failed is not None and part.first == 0 else []
-    from . import render
-
     # Every part runs its file's setup again: only the first says what the setup's loads read.
     run = FileRun(part.origin, program, defaults, bound, render.notice if part.first == 0 else None)
     run.setup_until(part.first)
@@ -122,8 +113,6 @@ def run_part(part: Part, defaults: CheckDefaults, bound: Bound, on_outcome: Call
         if on_outcome is not None:
             for outcome in found:
                 on_outcome(outcome)
-
-    from gradcalc.autodiff import collector_paused
 
     stop = len(program.statements) if part.stop is None else part.stop
     # Each statement runs with the collector paused; between statements it would collect

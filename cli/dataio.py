@@ -7,8 +7,19 @@ use it.
 """
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gradcalc.parser import Session
+from gradcalc.parser.functions import FunctionValue
+
+from . import render
+from .bindings import BindingError, bind  # the one meaning of NAME=VALUE, as eval has it
+from .common import OutputFileError, fail, usage_error, write_file
+from .jsonout import dumps, plain
 
 if TYPE_CHECKING:
     from gradcalc.parser import Session
@@ -32,8 +43,6 @@ def split_bindings(arguments: list[Path]) -> tuple[list[Path], list[str]]:
         else:
             files.append(argument)
     if not files:
-        from .common import usage_error
-
         usage_error("no FILE given: NAME=VALUE arguments only bind variables for the files")
     return files, bindings
 
@@ -42,15 +51,6 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
     """Each binding evaluated once, in order (later ones may use earlier ones), as arrays
     that every file's session receives as fresh leaves (apply_bindings). A bad binding is
     reported with a caret into it, and exits with status 2."""
-    import numpy as np
-
-    from gradcalc.parser import Session
-    from gradcalc.parser.functions import FunctionValue
-
-    from . import render
-    from .bindings import BindingError, bind  # the one meaning of NAME=VALUE, as eval has it
-    from .common import fail
-
     session = Session(engine=engine, on_notice=render.notice)
     bound: set[str] = set()
     for binding in bindings:
@@ -63,8 +63,6 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
 
 
 def apply_bindings(session: Session, bound: Bound) -> None:
-    from gradcalc.parser.functions import FunctionValue
-
     for name, data in bound:
         session.assign(name, data if isinstance(data, FunctionValue) else session.backend.from_array(data))
 
@@ -76,31 +74,21 @@ def script_folder(origin: str) -> Path:
 
 def save_result(path: Path, analysis: Analysis) -> None:
     """Write the value and every gradient by name. Raises OutputFileError."""
-    import numpy as np
-
-    from .common import OutputFileError, write_file
-
     suffix = path.suffix.lower()
     if suffix not in SAVE_SUFFIXES:
         raise OutputFileError(f"--save writes .npz or .json files, not {path.name!r}")
     arrays = {"value": np.real(analysis.value), **{f"grad_{name}": np.real(g) for name, g in analysis.grads.items()}}
     if suffix == ".npz":
-        import io
-
         buffer = io.BytesIO()
         columns: dict[str, Any] = {key: np.asarray(value, dtype=np.float64) for key, value in arrays.items()}
         np.savez(buffer, **columns)
         write_file(path, buffer.getvalue())
     else:
-        from .jsonout import dumps, plain
-
         write_file(path, dumps({key: plain(value) for key, value in arrays.items()}) + "\n")
 
 
 def save_or_exit(path: Path, analysis: Analysis | None) -> None:
     """save_result for a command: a result that cannot be written exits with status 2."""
-    from .common import OutputFileError, usage_error
-
     if analysis is None:
         usage_error(f"nothing to save in {path}: no expression statement ran")
     try:

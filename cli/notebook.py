@@ -316,32 +316,29 @@ class Notebook:
         return Result(result.text, analysis, options.digits, options.graph, options.steps, options.mode)
 
     def plot(self, words: list[str]) -> Any:
-        """`%gradcalc plot EXPR x=A:B [--order 0,1,2] [--points N]`: the figure as inline SVG."""
+        """`%gradcalc plot EXPR x=A:B [NAME=VALUE ...] [--order 0,1,2] [--points N]`: the
+        figure as inline SVG."""
         import tempfile
         from pathlib import Path
 
+        from .bindings import BindingError
         from .figures import write_figure
-        from .plot import _title, make_request, sample
+        from .plot import _title, read_words, sample_words
 
-        parser = argparse.ArgumentParser(prog="%gradcalc plot", add_help=False, exit_on_error=False)
-        parser.add_argument("expr")
-        parser.add_argument("ranges", nargs="+")
-        parser.add_argument("--order")
-        parser.add_argument("--points", type=int)
-        try:
-            options = parser.parse_args(words)
-        except (argparse.ArgumentError, SystemExit) as err:
-            return _usage_error(err)
+        expr, arguments, options = read_words(words)
+        if not expr or not arguments or "--out" in options:
+            return _usage_error(ValueError("%gradcalc plot takes EXPR, then NAME=A:B (and NAME=VALUE), --order and --points"))
         self.variables.refresh()
         try:
-            request = make_request(options.expr, options.ranges, options.order, options.points)
-            data = sample(request, self.session)
+            request, data = sample_words(expr, arguments, options, self.session)
             with tempfile.TemporaryDirectory() as folder:
                 path = Path(folder) / "plot.svg"
                 write_figure(data, _title(request), path)
                 svg = path.read_text()
+        except BindingError as err:
+            return _Html(error_html(err.error, err.source))
         except LanguageError as err:
-            return _Html(error_html(err, options.expr))
+            return _Html(error_html(err, expr))
         return _Html(svg[svg.index("<svg"):])
 
 

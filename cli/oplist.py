@@ -7,8 +7,14 @@ registry; tests/test_docs.py fails while either is not the current one.
 """
 from __future__ import annotations
 
+import sys
+
 from gradcalc.autodiff import ALIASES, REGISTRY, TORCH_CHECKED
+from gradcalc.parser import LanguageError
 from gradcalc.parser.backends import AUTODIFF_FUNCTIONS
+from gradcalc.parser.help import describe, edge_call, edge_cells
+
+from . import render
 
 
 def op_rows() -> list[tuple[str, str, str, bool, str]]:
@@ -53,8 +59,6 @@ def markdown_table() -> str:
 def edge_table() -> str:
     """Every op's edge conventions as rows of a Markdown table, in the function table's order:
     the call, where it is, what gradcalc gives and what PyTorch does (the text help shows)."""
-    from gradcalc.parser.help import edge_call, edge_cells
-
     lines = [f"| call | case | gradcalc: value; gradient | PyTorch {TORCH_CHECKED} |", "|---|---|---|---|"]
     for name, *_ in op_rows():
         op = REGISTRY.get(name)
@@ -92,14 +96,7 @@ def update_page(path: str) -> bool:
 def ops_action(name: str | None, *, markdown: bool, digits: int | None) -> int:
     """`gradcalc ops`: a Markdown table, a rich table on a terminal, or aligned plain lines;
     `gradcalc ops NAME`: all about one function."""
-    import sys
-
     if name is not None:
-        from gradcalc.parser import LanguageError
-        from gradcalc.parser.help import describe
-
-        from . import render
-
         try:
             lines = describe(name, digits=digits)
         except LanguageError as err:
@@ -112,8 +109,6 @@ def ops_action(name: str | None, *, markdown: bool, digits: int | None) -> int:
         print(markdown_table(), end="")
         return 0
     rows = op_rows()
-    from . import render
-
     if render.use_rich(sys.stdout):
         from rich.console import Console
         from rich.table import Table
@@ -132,7 +127,5 @@ def ops_action(name: str | None, *, markdown: bool, digits: int | None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     for page in sys.argv[1:] or ["docs/language.md"]:
         print(f"{page}: {'updated' if update_page(page) else 'already current'}")

@@ -15,8 +15,11 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from gradcalc.autodiff.limits import max_elements, max_input_bytes, max_memory, max_seconds, max_steps
+from gradcalc.parser.datafiles import files_read, note_files_read
+
 from .checkrun import Part, check_indices, compile_file, run_part
-from .common import usage_error
+from .common import prepare_engine, usage_error
 
 if TYPE_CHECKING:
     from gradcalc.parser.checks import CheckDefaults, CheckOutcome
@@ -77,12 +80,9 @@ def run_checks(
 
 
 def _in_workers(parts: list[Part], defaults: CheckDefaults, bound: Bound, workers: int, advance: Callable[[], None]) -> list[list[CheckOutcome]]:
-    import multiprocessing
+    import multiprocessing  # (only -j N needs these)
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
-
-    from gradcalc.autodiff.limits import max_elements, max_input_bytes, max_memory, max_seconds, max_steps
-    from gradcalc.parser.datafiles import note_files_read
 
     done: list[list[CheckOutcome]] = [[] for _ in parts]
     context = multiprocessing.get_context("spawn")
@@ -131,15 +131,11 @@ _worker_state: tuple[CheckDefaults, Bound] | None = None
 
 
 def _start_worker(limits: tuple[int, int, int, float, int], defaults: CheckDefaults, bound: Bound) -> None:
-    from .common import prepare_engine
-
     global _worker_state
     prepare_engine(*limits)  # the command's limits and budgets, and NumPy kept quiet
     _worker_state = (defaults, bound)
 
 
 def _run_in_worker(part: Part) -> tuple[list[CheckOutcome], list[tuple[str, tuple[int, int] | None]]]:
-    from gradcalc.parser.datafiles import files_read
-
     assert _worker_state is not None
     return run_part(part, *_worker_state), files_read()

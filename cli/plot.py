@@ -13,12 +13,18 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from gradcalc.parser import Session
+import numpy as np
 
-    from .sampling import Curve, Surface
+from gradcalc import autodiff
+from gradcalc.parser import LanguageError, Session, compile_program
+
+from . import render
+from .bindings import BindingError, bind
+from .common import fail, prepare_engine
+from .jsonout import dumps, plain
+from .sampling import Curve, Sampler, Surface, column_names, sample_curve, sample_surface
 
 FIGURE_SUFFIXES = (".svg", ".png", ".pdf")
 DEFAULT_POINTS = (401, 41)  # one variable; two variables (per axis)
@@ -46,9 +52,7 @@ class PlotRequest:
 # ---- reading the request --------------------------------------------------------------
 
 
-def _error(message: str) -> Any:
-    from gradcalc.parser import LanguageError
-
+def _error(message: str) -> LanguageError:
     return LanguageError("argument", message)
 
 
@@ -81,8 +85,6 @@ def parse_range(binding: str) -> Range:
 
 def _range_end(binding: str, name: str, text: str) -> float:
     """A number, or an expression of constants (pi, 2*pi, -e)."""
-    from gradcalc.parser import LanguageError, Session
-
     text = text.strip()
     try:
         value = float(text)
@@ -127,11 +129,9 @@ def make_request(expr: str, arguments: list[str], order: str | None, points: int
     if points is not None and points < 2:
         raise _error("--points must be at least 2")
     points = points or DEFAULT_POINTS[len(ranges) - 1]
-    from gradcalc.autodiff import max_elements
-
-    if points ** len(ranges) > max_elements():
+    if points ** len(ranges) > autodiff.max_elements():
         grid = f"{points} x {points}" if len(ranges) == 2 else str(points)
-        raise _error(f"{grid} points is more than the {max_elements():,} elements a tensor may hold (--max-elements)")
+        raise _error(f"{grid} points is more than the {autodiff.max_elements():,} elements a tensor may hold (--max-elements)")
     return PlotRequest(expr, ranges, bindings, parse_orders(order), points)
 
 
@@ -139,19 +139,12 @@ def make_request(expr: str, arguments: list[str], order: str | None, points: int
 
 
 def sample(request: PlotRequest, base: Session) -> Curve | Surface:
-    import numpy as np
-
-    from gradcalc.parser import compile_program
-
-    from .render import LateProgress
-    from .sampling import Sampler, sample_curve, sample_surface
-
     program = compile_program(request.expr)
     if not program.statements:
         raise _error("nothing to plot: the expression is empty")
     sampler = Sampler(program, base)
     axes = [np.linspace(r.low, r.high, request.points) for r in request.ranges]
-    progress = LateProgress("point by point", delay=1.0)
+    progress = render.LateProgress("point by point", delay=1.0)
     try:
         if len(axes) == 1:
             return sample_curve(sampler, request.ranges[0].name, axes[0], request.orders, progress)
@@ -165,12 +158,8 @@ def sample(request: PlotRequest, base: Session) -> Curve | Surface:
 
 def _table(data: Curve | Surface) -> tuple[list[str], list[Any]]:
     """Column names and columns (flat arrays)."""
-    from .sampling import Curve, column_names
-
     if isinstance(data, Curve):
         return [data.name, *column_names(data.name, tuple(data.values))], [data.x, *data.values.values()]
-    import numpy as np
-
     gx, gy = np.meshgrid(data.x, data.y)
     x, y = data.names
     return [x, y, "f", f"df/d{x}", f"df/d{y}"], [a.ravel() for a in (gx, gy, data.f, data.dfdx, data.dfdy)]
@@ -185,9 +174,6 @@ def csv_text(data: Curve | Surface) -> str:
 
 
 def json_object(data: Curve | Surface) -> dict[str, Any]:
-    from .jsonout import plain
-    from .sampling import Curve
-
     names, columns = _table(data)
     obj: dict[str, Any] = {name: plain(column) for name, column in zip(names, columns)}
     if isinstance(data, Curve):
@@ -206,13 +192,10 @@ def _title(request: PlotRequest) -> str:
 def show(request: PlotRequest, data: Curve | Surface, *, out: Path | None, as_csv: bool, as_json: bool, draw: bool, colour: bool) -> None:
     if out is not None:
         from .figures import write_figure
-        from .render import wrote
 
         write_figure(data, _title(request), out)
-        wrote(out)
+        render.wrote(out)
     if as_json:
-        from .jsonout import dumps
-
         print(dumps(json_object(data)))
     elif as_csv or (out is None and not draw):
         sys.stdout.write(csv_text(data))
@@ -222,7 +205,6 @@ def show(request: PlotRequest, data: Curve | Surface, *, out: Path | None, as_cs
 
 def terminal_text(request: PlotRequest, data: Curve | Surface, colour: bool) -> str:
     from .figures import curve_text, surface_text, terminal_size
-    from .sampling import Curve
 
     width, height = terminal_size()
     height = min(height - 2, 40)
@@ -236,12 +218,6 @@ def plot_action(
     draw: bool, max_elements: int | None, max_steps: int | None, max_input: int, max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc plot` (cli/options.py declares its arguments): the exit status."""
-    from gradcalc.parser import LanguageError, Session
-
-    from . import render
-    from .bindings import BindingError, bind
-    from .common import fail, prepare_engine
-
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     try:
         if as_csv and as_json:
@@ -264,66 +240,68 @@ def plot_action(
     return 0
 
 
-def plot_in_repl(repl: Any, arg: str) -> None:
-    """`:plot EXPR x=A:B [NAME=VALUE ...] [--order 0,1] [--points N] [--out FILE]`, with
-    the session's variables and functions."""
-    from gradcalc.parser import LanguageError
+USAGE = "EXPR x=A:B [NAME=VALUE ...] [--order 0,1,2] [--points N] [--out FILE]"
 
-    from . import render
 
-    try:
-        tokens = shlex.split(arg)
-    except ValueError as err:
-        render.warn(f":plot: {err}")
-        return
+def read_words(words: list[str]) -> tuple[str, list[str], dict[str, str]]:
+    """The words of `:plot` and `%gradcalc plot` (USAGE): EXPR (the words before the
+    NAME=... words at the end, which are ranges and bindings), those, and the options."""
     options: dict[str, str] = {}
     rest: list[str] = []
     i = 0
-    while i < len(tokens):
-        if tokens[i] in ("--order", "--points", "--out") and i + 1 < len(tokens):
-            options[tokens[i]] = tokens[i + 1]
+    while i < len(words):
+        if words[i] in ("--order", "--points", "--out") and i + 1 < len(words):
+            options[words[i]] = words[i + 1]
             i += 2
-            continue
-        rest.append(tokens[i])
-        i += 1
-    # Trailing NAME=... words are ranges and bindings; the words before them are EXPR.
+        else:
+            rest.append(words[i])
+            i += 1
     split = len(rest)
     while split > 0 and _is_binding(rest[split - 1]):
         split -= 1
-    expr, arguments = " ".join(rest[:split]), rest[split:]
+    return " ".join(rest[:split]), rest[split:], options
+
+
+def sample_words(expr: str, arguments: list[str], options: dict[str, str], session: Session) -> tuple[PlotRequest, Curve | Surface]:
+    """What read_words read, sampled with the variables and functions of `session`
+    (NAME=VALUE binds in a copy of it). Raises LanguageError and BindingError."""
+    try:
+        points = int(options["--points"]) if "--points" in options else None
+    except ValueError:
+        raise _error("--points takes a whole number") from None
+    request = make_request(expr, arguments, options.get("--order"), points)
+    if request.bindings:
+        session = Session(engine="tensor", variables=dict(session.variables), functions=dict(session.functions))
+        bound: set[str] = set()
+        for binding in request.bindings:
+            bind(session, binding, bound)
+    return request, sample(request, session)
+
+
+def plot_in_repl(repl: Any, arg: str) -> None:
+    """`:plot` (USAGE), with the session's variables and functions."""
+    try:
+        expr, arguments, options = read_words(shlex.split(arg))
+    except ValueError as err:  # an unclosed quote
+        render.warn(f":plot: {err}")
+        return
     if not expr:
-        render.warn("usage: :plot EXPR x=A:B [NAME=VALUE ...] [--order 0,1,2] [--points N] [--out FILE]")
+        render.warn(f"usage: :plot {USAGE}")
         return
     if repl.engine != "tensor":
         render.warn(":plot uses the tensor engine: switch with :engine tensor")
         return
     try:
-        points = int(options["--points"]) if "--points" in options else None
-        request = make_request(expr, arguments, options.get("--order"), points)
-        from .bindings import BindingError, bind
-
-        base = repl.session
-        if request.bindings:
-            from gradcalc.parser import Session
-
-            base = Session(engine="tensor", variables=dict(repl.session.variables), functions=dict(repl.session.functions))
-            bound: set[str] = set()
-            for binding in request.bindings:
-                try:
-                    bind(base, binding, bound)
-                except BindingError as err:
-                    render.print_error(err.error, err.source)
-                    return
-        data = sample(request, base)
+        request, data = sample_words(expr, arguments, options, repl.session)
         if "--out" in options:
             from .figures import write_figure
 
             write_figure(data, _title(request), Path(options["--out"]))
             render.wrote(options["--out"])
-            return
-        _emit(repl.out, terminal_text(request, data, repl.out.style.rich))
-    except ValueError:
-        render.warn("--points takes a whole number")
+        else:
+            _emit(repl.out, terminal_text(request, data, repl.out.style.rich))
+    except BindingError as err:
+        render.print_error(err.error, err.source)
     except LanguageError as err:
         render.print_error(err, expr if err.line is not None else None)
 

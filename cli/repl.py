@@ -16,15 +16,16 @@ import numpy as np
 
 from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, Statement, compile_program
 from gradcalc.parser.analysis import Analysis, analyze
-from gradcalc.parser.backends import ATTRIBUTES
+from gradcalc.parser.backends import ATTRIBUTES, AUTODIFF_FUNCTIONS, public_ops
 from gradcalc.parser.checks import make_check_handler
 from gradcalc.parser.functions import FunctionValue
+from gradcalc.parser.help import describe
 from gradcalc.parser.lexer import COMMENTS, KEYWORDS, NAMES, NUMBERS, RENAMES, STRINGS, tokens
 from gradcalc.parser.syntax import PendingInput
 
 from . import render
 from .checking import check_line
-from .common import OutputFileError, SourceError, load_source, write_dot
+from .common import OutputFileError, SourceError, load_source, write_dot, wrt_names
 from .streams import Interrupted
 
 COMMANDS = {
@@ -104,8 +105,6 @@ class Repl:
 
     def signature(self, name: str) -> str:
         """What the completion menu shows beside a name: a function's signature."""
-        from gradcalc.parser.backends import AUTODIFF_FUNCTIONS, public_ops
-
         if name in self.session.functions:
             f = self.session.functions[name]
             return f"{name}({', '.join(f.params)})"
@@ -183,8 +182,6 @@ class Repl:
     def _set_wrt(self, arg: str) -> None:
         """`:wrt a,b` for variables that exist, `:wrt` alone for all; anything else is
         refused and the choice stays as it was."""
-        from .common import wrt_names
-
         try:
             names = wrt_names(arg, ":wrt") if arg else None
         except ValueError as err:
@@ -203,8 +200,6 @@ class Repl:
         if name in (":quit", ":q", ":exit"):
             return False
         if name == ":help" and arg:
-            from gradcalc.parser.help import describe
-
             try:
                 self.out.lines(describe(arg, self.session, digits=self.out.style.digits))
             except LanguageError as err:

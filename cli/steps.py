@@ -18,7 +18,10 @@ from gradcalc.autodiff.forward import NoJVPError
 from gradcalc.autodiff.graph import graph_tree, node_title, walk_tree
 from gradcalc.autodiff.steps import BackwardSteps, ForwardSteps, backward_steps, forward_steps
 
+from . import render
+from .common import OutputFileError, usage_error, write_dot
 from .formatting import SUMMARY_THRESHOLD, count, format_array, format_number
+from .jsonout import analysis_object, dumps, json_number, plain
 
 if TYPE_CHECKING:
     from gradcalc.parser.analysis import Analysis
@@ -87,8 +90,6 @@ def _clip(rule: str) -> str:
 
 def _value(value: Any) -> Any:
     """A gradient in JSON: numbers in full up to SUMMARY_THRESHOLD elements, else a summary."""
-    from .jsonout import json_number, plain
-
     array = np.asarray(value)
     if array.size <= SUMMARY_THRESHOLD:
         return plain(array)
@@ -136,9 +137,6 @@ def print_lines(out: PlainRenderer, lines: list[tuple[str, str]]) -> None:
 def eval_with_steps(analysis: Analysis, *, as_json: bool, style: Style, tree: bool, dot: str | None, mode: str = "reverse") -> None:
     """`gradcalc eval ... --steps [--mode forward]`: the usual report followed by the
     backward pass, or by forward mode's passes (one per variable reported)."""
-    from . import render
-    from .common import OutputFileError, usage_error, write_dot
-
     if mode == "forward":
         try:
             passes = forward_passes(analysis)
@@ -149,8 +147,6 @@ def eval_with_steps(analysis: Analysis, *, as_json: bool, style: Style, tree: bo
         trace = backward_steps(analysis.output)
         lines, labels, steps = step_lines(trace, style.digits), edge_labels(trace, style.digits or 6), steps_object(trace)
     if as_json:
-        from .jsonout import analysis_object, dumps
-
         print(dumps({**analysis_object(analysis), **({"mode": "forward"} if mode == "forward" else {}), "steps": steps}))
     else:
         out = render.renderer(style)
@@ -166,8 +162,6 @@ def eval_with_steps(analysis: Analysis, *, as_json: bool, style: Style, tree: bo
 def steps_in_repl(repl: Any, arg: str = "") -> None:
     """`:steps` (or `:steps reverse`): the backward pass of the last result; `:steps
     forward [NAME]`: forward mode's pass from each variable reported (or from NAME)."""
-    from . import render
-
     mode, _, name = arg.partition(" ")
     mode, name = mode or "reverse", name.strip()
     if mode not in MODES or (name and mode != "forward"):
