@@ -187,11 +187,6 @@ def unbroadcast(m: Any, g: Any, shape: tuple[int, ...]) -> Any:
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
     )
-    if m.kind == "array" and type(g) is np.ndarray:
-        # What m.sum and m.reshape do on a plain pass (np.sum is np.add.reduce for an
-        # array; reshape's check of the cap is on `shape`), without the trips through the ops.
-        check_size(shape, "reshape")
-        return (np.add.reduce(g, axis=axes, keepdims=True) if axes else g).reshape(shape)
     if axes:
         g = m.sum(g, axis=axes, keepdims=True)
     return m.reshape(g, shape=shape)

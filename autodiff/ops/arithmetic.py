@@ -26,8 +26,6 @@ _FLOAT = np.dtype(np.float64)
 
 def near_zero(x: Any, tol: float = 0.0, **params: Any) -> bool:
     """Some element is within tol of 0: the kink of relu, abs and their kin."""
-    if type(x) is np.ndarray and x.ndim == 0:  # a number (each check of a check file asks): no array made
-        return abs(x.item()) <= tol
     return bool(np.any(np.abs(x) <= tol))
 
 
@@ -145,8 +143,6 @@ def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     # derivative of a**0 is 0 (PyTorch's convention too); writing it b * a**1 there gives 0
     # and keeps every higher derivative of a polynomial finite at 0:
     # x**2 -> 2 x**1 -> 2 x**0 -> 0 * x**1 -> 0.
-    if m is ARRAY_MATH and is_real(a) and is_real(b) and not a.ndim and not b.ndim:
-        return _pow_dbase_of_numbers(g, a, b)
     raw_a, raw_b = m.raw(a), m.raw(b)
     zero_zero = (raw_a == 0) & (raw_b == 0)
     exponent = b - 1 if not zero_zero.any() else m.where(zero_zero, 1.0, b - 1)
@@ -174,20 +170,6 @@ def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
 # write into a result that is it).
 ONE = np.array(1.0)
 ZERO_NUMBER = np.float64(0.0)
-
-
-def _pow_dbase_of_numbers(g: Any, a: Any, b: Any) -> Any:
-    """_pow_dbase for one real base and exponent (every power in a check of numbers): its
-    tests as branches in Python, its arithmetic the same NumPy operations on the same
-    operands, so the same bits (tests/test_fast_paths.py)."""
-    x, y = float(a), float(b)
-    power = a ** (ONE if x == 0 and y == 0 else b - 1)
-    if x < 0 and math.isfinite(y) and not y.is_integer():
-        power = np.nan
-    out = masked(ARRAY_MATH, g, g * b * power)
-    if y == 0 and out != out:
-        return ZERO_NUMBER
-    return out
 
 
 def _pow_dexponent(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:

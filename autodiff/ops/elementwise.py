@@ -45,40 +45,13 @@ def _nonnegative_real(x: Any) -> Any:
     return (x.real if isinstance(x, (np.ndarray, np.generic)) else np.real(x)) >= 0
 
 
-def _complex_number(x: Any) -> Any:
-    """x as a NumPy complex scalar when it is one complex number (complex step in a check
-    of numbers), else None: for such an input sigmoid and softplus take their branch in
-    Python, the same operations as their where()s make for that element."""
-    if type(x) is np.complex128:
-        return x
-    if type(x) is np.ndarray and x.ndim == 0 and x.dtype == np.complex128:
-        return x[()]
-    return None
-
-
 def _sigmoid(x: Any) -> Any:
     # 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below: exp never overflows, the tails
     # keep full relative precision (4.25e-18 at -40). For complex inputs (complex step)
     # the branch is chosen on the real part and each branch is the same analytic function.
-    real = is_real(x)
-    if not real and (z := _complex_number(x)) is not None:
-        if z.real >= 0:
-            return 1.0 / (1.0 + np.exp(-z))
-        e = np.exp(z)
-        return e / (1.0 + e)
-    if real or not np.iscomplexobj(x):  # (is_real first: the cheap test for the engine's arrays)
-        if real and x.ndim:  # the same operations, in place: big tensors pass here
-            e = np.abs(x)
-            np.negative(e, out=e)
-            np.exp(e, out=e)
-            r = e + ONE
-            np.divide(ONE, r, out=r)
-            e *= r
-            return np.where(x >= 0, r, e)
+    if is_real(x) or not np.iscomplexobj(x):  # (is_real first: the cheap test for the engine's arrays)
         e = np.exp(-np.abs(x))
         r = 1.0 / (1.0 + e)
-        if real:  # one number (0-d): the branch in Python, not where()
-            return r if x >= 0 else e * r
         return np.where(x >= 0, r, e * r)
     positive = _nonnegative_real(x)
     e = np.exp(np.where(positive, -x, x))
@@ -87,10 +60,7 @@ def _sigmoid(x: Any) -> Any:
 
 def _softplus(x: Any) -> Any:
     # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): exact in both tails, never overflows.
-    real = is_real(x)
-    if not real and (z := _complex_number(x)) is not None:
-        return z + np.log1p(np.exp(-z)) if z.real >= 0 else 0j + np.log1p(np.exp(z))
-    if real or not np.iscomplexobj(x):
+    if is_real(x) or not np.iscomplexobj(x):
         return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
     positive = _nonnegative_real(x)
     return np.where(positive, x, 0.0) + np.log1p(np.exp(np.where(positive, -x, x)))

@@ -8,8 +8,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ShapeError
 from ..forward import LINEAR, OVER_AXIS
-from ..limits import check_size
-from ..registry import ARRAY_MATH, Check, Edge, defop
+from ..registry import Check, Edge, defop
 from .arithmetic import masked
 
 RED = "reduction"
@@ -61,11 +60,6 @@ def kept_shape(shape: tuple[int, ...], axis: Axis) -> tuple[int, ...]:
 
 def expand_reduced(m: Any, g: Any, shape: tuple[int, ...], axis: Axis) -> Any:
     """Undo a reduction's shape change: put back the reduced axes, then broadcast."""
-    if m is ARRAY_MATH and axis is None:
-        # All axes were reduced, so g is one number: broadcast as it is, the same view the
-        # reshape to all ones gives broadcast, without the two trips through the ops.
-        check_size(shape, "broadcast_to")
-        return np.broadcast_to(g, shape)
     return m.broadcast_to(m.reshape(g, shape=kept_shape(shape, axis)), shape=shape)
 
 
