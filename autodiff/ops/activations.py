@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from ..registry import ARRAY_MATH, Check, Edge
-from .arithmetic import near_zero
-from .special import TWO_OVER_SQRT_PI, elementwise, erfc, exp_of_minus_square, product_rounding_error, square_rounding_error
+from .arithmetic import elementwise, near_zero
+from .special import TWO_OVER_SQRT_PI, erfc, exp_of_minus_square, product_rounding_error, square_rounding_error
 
 SQRT_HALF = math.sqrt(0.5)
 # sqrt(0.5) - SQRT_HALF, from SQRT_HALF**2 = 0.5 - 2 SQRT_HALF SQRT_HALF_LOW (exact products)

@@ -29,6 +29,23 @@ def near_zero(x: Any, tol: float = 0.0, **params: Any) -> bool:
     return bool(np.any(np.abs(x) <= tol))
 
 
+ELEM = "elementwise"
+
+
+def elementwise(
+    name: str, forward: Any, vjp: Any, doc: str, *, aliases: tuple[str, ...] = (), complex_safe: bool = True,
+    method: bool = True, low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0,
+    check: Check | None = None, rule: str | None = None, edges: tuple[Edge, ...] = (),
+) -> Any:
+    """Register a one-input elementwise op (a method too, as in PyTorch, unless method=False).
+    `rule` is the derivative as text for `eval --steps` where the VJP's own text is not it."""
+    return defop(
+        name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=method,
+        aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap), rule=rule, jvp=DIAGONAL,
+        edges=edges,
+    )
+
+
 def masked(m: Any, g: Any, out: Any) -> Any:
     """A VJP's result `out` (computed from `g`), made exactly 0 where g is 0 and out is nan.
 

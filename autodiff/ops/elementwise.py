@@ -10,21 +10,7 @@ from ..errors import ArgumentError
 from ..forward import DIAGONAL
 from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, defop
 from ..tensor import Tensor, to_array
-from .arithmetic import ONE, ZERO_NUMBER, is_real, masked, near_zero
-
-ELEM = "elementwise"
-
-
-def unary(
-    name: str, forward: Any, vjp: Any, doc: str, *, complex_safe: bool = True,
-    low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0, rule: str | None = None,
-    aliases: tuple[str, ...] = (), edges: tuple[Edge, ...] = (),
-) -> Any:
-    """Register a one-input elementwise op that is also a method (`x.exp()`)."""
-    return defop(
-        name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=True,
-        aliases=aliases, kink=kink, check=Check(low=low, high=high, kink_gap=kink_gap), rule=rule, jvp=DIAGONAL, edges=edges,
-    )
+from .arithmetic import ELEM, ONE, ZERO_NUMBER, elementwise, is_real, masked, near_zero
 
 
 def _gate(m: Any, g: Any, factor: Any) -> Any:
@@ -144,31 +130,31 @@ def _sigmoid_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     return masked(m, g, g * (0.25 * (s * s)))
 
 
-exp = unary(
+exp = elementwise(
     "exp", lambda x: np.exp(x), lambda m, g, ans, x: masked(m, g, g * ans), "e ** x",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [math.inf, 0.0], ([math.inf, 0.0],), order=1),),
 )
-log = unary("log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0,
+log = elementwise("log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0,
             aliases=("ln",), edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),))
-log1p = unary(
+log1p = elementwise(
     "log1p", lambda x: np.log1p(x), lambda m, g, ans, x: masked(m, g, g / (1 + x)), "log(1 + x), accurate for small x",
     low=-0.5, edges=(Edge("at -1", [-1.0], -math.inf, (math.inf,), order=1),),
 )
-sqrt = unary(
+sqrt = elementwise(
     "sqrt", lambda x: np.sqrt(x), lambda m, g, ans, x: masked(m, g, g / (2 * ans)), "square root", low=0.2, high=3.0,
     edges=(Edge("at 0", [0.0], 0.0, (math.inf,), order=1, note="the limit of the slope"),),
 )
-sin = unary("sin", lambda x: np.sin(x), lambda m, g, ans, x: masked(m, g, g * m.cos(x)), "sine")
-cos = unary("cos", lambda x: np.cos(x), lambda m, g, ans, x: masked(m, g, -g * m.sin(x)), "cosine")
-tan = unary(
+sin = elementwise("sin", lambda x: np.sin(x), lambda m, g, ans, x: masked(m, g, g * m.cos(x)), "sine")
+cos = elementwise("cos", lambda x: np.cos(x), lambda m, g, ans, x: masked(m, g, -g * m.sin(x)), "cosine")
+tan = elementwise(
     "tan", lambda x: np.tan(x), lambda m, g, ans, x: masked(m, g, g * (1 + ans * ans)), "tangent", low=-1.2, high=1.2,
 )
-tanh = unary(
+tanh = elementwise(
     "tanh", lambda x: np.tanh(x), _tanh_vjp, "hyperbolic tangent", rule="g / cosh(x) ** 2",
     edges=(Edge("far in a tail", [20.0], 1.0, (4.0 / (math.exp(20.0) + math.exp(-20.0)) ** 2,), order=1,
                 torch="gradient 0 past |x| = 19 (1 - tanh(x) ** 2)", note="the slope keeps its digits"),),
 )
-sigmoid = unary(
+sigmoid = elementwise(
     "sigmoid", _sigmoid, _sigmoid_vjp, "logistic 1 / (1 + e ** -x); accurate in both tails",
     rule="g * sigmoid(x) * sigmoid(-x)",
     edges=(Edge("far in the left tail", [-40.0], math.exp(-40.0) / (1.0 + math.exp(-40.0)),
@@ -176,19 +162,19 @@ sigmoid = unary(
            Edge("far in the right tail", [40.0], 1.0, (math.exp(-40.0) / (1.0 + math.exp(-40.0)) ** 2,), order=1,
                 torch="gradient 0 (s (1 - s) with s rounded to 1; 1e-3 off at 30)", note="the slope keeps its digits")),
 )
-softplus = unary(
+softplus = elementwise(
     "softplus", _softplus, lambda m, g, ans, x: masked(m, g, g * m.sigmoid(x)), "log(1 + e ** x), without overflow",
     edges=(Edge("far in the right tail", [25.0], 25.0 + math.log1p(math.exp(-25.0)), (1.0 / (1.0 + math.exp(-25.0)),),
                 second=(math.exp(-25.0) / (1.0 + math.exp(-25.0)) ** 2,),
                 torch="second derivative 0 past 20 (softplus is x there)", note="the second derivative keeps its digits"),),
 )
-relu = unary(
+relu = elementwise(
     "relu", _relu, _relu_vjp, "max(x, 0); gradient 0 at 0; nan stays nan",
     complex_safe=False, kink=near_zero, kink_gap=1e-3, rule="g * (x > 0)",
     edges=(Edge("at 0", [0.0], 0.0, (0.0,)),
            Edge("at nan", [math.nan], math.nan, (math.nan,), order=1, torch="gradient 1", note="nan in, nan out")),
 )
-abs_ = unary(
+abs_ = elementwise(
     "abs", lambda x: np.abs(x), lambda m, g, ans, x: _gate(m, g, np.sign(m.raw(x))),
     "absolute value; gradient 0 at 0", complex_safe=False, kink=near_zero, kink_gap=1e-3,
     edges=(Edge("at 0", [0.0], 0.0, (0.0,)),

@@ -14,26 +14,11 @@ import numpy as np
 
 from ..forward import DIAGONAL
 from ..registry import BINARY_SHAPES, Check, Edge, defop
-from .arithmetic import near_zero
+from .arithmetic import ELEM, elementwise, near_zero
 
-ELEM = "elementwise"
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
 TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-
-
-def elementwise(
-    name: str, forward: Any, vjp: Any, doc: str, *, aliases: tuple[str, ...] = (), complex_safe: bool = True,
-    method: bool = True, low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0,
-    check: Check | None = None, rule: str | None = None, edges: tuple[Edge, ...] = (),
-) -> Any:
-    """Register a one-input elementwise op (a method too, as in PyTorch, unless method=False).
-    `rule` is the derivative as text for `eval --steps` where the VJP's own text is not it."""
-    return defop(
-        name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=method,
-        aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap), rule=rule, jvp=DIAGONAL,
-        edges=edges,
-    )
 
 
 # ---- the error function ---------------------------------------------------------------
