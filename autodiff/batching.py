@@ -188,56 +188,36 @@ class Tape:
         return np.asarray(data[-1])
 
     def plan(self, replays: list[tuple[int, ...]]) -> None:
-        """Plan replays that each replace some leaves (by id), in one pass over the graph:
-        a replay runs the steps of the nodes that depend on a leaf it replaces."""
-        varies: list[int] = []  # bit r: the node depends on a leaf replay r replaces
-        bits: dict[int, int] = {}
+        """Plan replays that each replace some nodes' values (by id), in one pass over the
+        graph: a replay runs the steps of the nodes that depend on a node it replaces. A
+        replaced op node (`check ... wrt y` for a named intermediate y, as `grad(out, y)`
+        differentiates) is an input in that replay, whose value is given, and is computed
+        as recorded in the others."""
+        given = [0] * len(self.steps)  # bit r: replay r replaces the node
         for r, key in enumerate(replays):
-            for leaf in key:
-                bits[leaf] = bits.get(leaf, 0) | 1 << r
+            for node in key:
+                i = self.index.get(node)
+                if i is not None:
+                    given[i] |= 1 << r
+        varies: list[int] = []  # bit r: the node depends on a node replay r replaces
         mark = varies.append
-        for _, kind, _, a, b in self.steps:
+        for (_, kind, _, a, b), mask in zip(self.steps, given):
             if kind is _BINARY:
-                mark(varies[a] | varies[b])
+                mark(mask | varies[a] | varies[b])
             elif kind is _UNARY:
-                mark(varies[a])
+                mark(mask | varies[a])
             elif kind is _LEAF:
-                mark(bits.get(a, 0))
+                mark(mask)
             else:
-                mask = 0
                 for p in a:
                     mask |= varies[p]
                 mark(mask)
         for r, key in enumerate(replays):
             bit = 1 << r
-            self._plans[key] = [step for step, mask in zip(self.steps, varies) if mask & bit]
-        inner = {i for key in replays for i in key} - {step[3] for step in self.steps if step[1] is _LEAF}
-        if inner:
-            self._plan_from_inside(replays, inner)
-
-    def _plan_from_inside(self, replays: list[tuple[int, ...]], inner: set[int]) -> None:
-        """Replays that replace an op node's value (`check ... wrt y` for a named
-        intermediate y, as `grad(out, y)` differentiates): in such a replay the node is an
-        input, whose value is given, and what depends on it runs again; in the others it
-        is computed as recorded."""
-        position = {id(node): i for i, node in enumerate(self.order) if id(node) in inner}
-        for key in replays:
-            replaced = {position[k] for k in key if k in position}
-            if not replaced:
-                continue
-            depends = [False] * len(self.steps)
-            plan = []
-            for step in self.steps:
-                i, kind, _, a, b = step
-                if i in replaced:
-                    depends[i] = True
-                    plan.append((i, _LEAF, None, id(self.order[i]), None))
-                    continue
-                parents = () if kind is _LEAF else (a, b) if kind is _BINARY else (a,) if kind is _UNARY else a
-                if any(depends[p] for p in parents) or (kind is _LEAF and a in key):
-                    depends[i] = True
-                    plan.append(step)
-            self._plans[key] = plan
+            self._plans[key] = [
+                (step[0], _LEAF, None, id(self.order[step[0]]), None) if mine & bit and step[1] is not _LEAF else step
+                for step, mask, mine in zip(self.steps, varies, given) if mask & bit
+            ]
 
     def batched_jacobian(self, leaves: Sequence[Any], method: str, step: float) -> list[np.ndarray] | None:
         """d output / d leaf for each leaf as (output.size, leaf.size) matrices

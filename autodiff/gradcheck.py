@@ -65,19 +65,11 @@ class CheckResult:
         return describe_worst(self.worst_entry, self.output_shape, self.leaves)
 
 
-def path_ops(output: Any, order: list[Any] | None = None) -> list[Any]:
-    """The ops (OpDefs) on the graph of `output` (`order`: its topological order, if known)."""
-    nodes = topological_order(output) if order is None else order
-    return [n.op for n in nodes if getattr(n, "op", None) is not None]
-
-
-def complex_safe(output: Any) -> bool:
-    return not complex_unsafe(output)
-
-
 def complex_unsafe(output: Any, order: list[Any] | None = None) -> list[str]:
-    """The ops on the path that have no complex extension (so no complex step)."""
-    return sorted({op.name for op in path_ops(output, order) if not op.complex_safe})
+    """The ops on the graph of `output` (`order`: its topological order, if known) that
+    have no complex extension (so no complex step)."""
+    nodes = topological_order(output) if order is None else order
+    return sorted({n.op.name for n in nodes if getattr(n, "op", None) is not None and not n.op.complex_safe})
 
 
 def choose_method(output: Any, method: str, order: list[Any] | None = None) -> tuple[str, list[str]]:
