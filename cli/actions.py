@@ -36,9 +36,7 @@ def evaluate_expression(
     for every other named value in the output's graph (see analyze), unless `wrt` names
     them; `mode` "forward" finds them by forward mode. An error in a binding is a BindingError."""
     session = Session(engine=engine, on_check=_run_check, on_warning=render.warn, on_notice=render.notice)
-    bound: set[str] = set()
-    for binding in bindings:
-        bind(session, binding, bound)
+    bind(session, bindings)
     names = list(session.variables)
     program = compile_program(expr)
     if not program.statements:

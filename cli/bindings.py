@@ -17,14 +17,15 @@ class BindingError(Exception):
         self.error, self.source = error, source
 
 
-def bind(session: Session, binding: str, bound: set[str]) -> None:
-    """Run one NAME=VALUE (or NAME=@FILE) argument into `session` as variables; `bound`
-    holds the names given so far (a name given twice is an error). Every error is a
-    BindingError."""
-    try:
-        _bind(session, binding, bound)
-    except LanguageError as err:
-        raise BindingError(err, binding) from None
+def bind(session: Session, bindings: list[str]) -> None:
+    """Run NAME=VALUE (or NAME=@FILE) arguments into `session` as variables, in order (a
+    name given twice is an error). Every error is a BindingError."""
+    bound: set[str] = set()
+    for binding in bindings:
+        try:
+            _bind(session, binding, bound)
+        except LanguageError as err:
+            raise BindingError(err, binding) from None
 
 
 def _bind(session: Session, binding: str, bound: set[str]) -> None:

@@ -11,18 +11,12 @@ import contextlib
 import os
 import re
 import sys
-from enum import Enum
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from gradcalc.parser import LanguageError
-
-
-class Engine(str, Enum):
-    tensor = "tensor"
-    scalar = "scalar"
 
 
 MAX_INPUT_BYTES = 50_000_000  # a script larger than this is refused, not read to the end (/dev/zero)

@@ -52,12 +52,10 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
     that every file's session receives as fresh leaves (apply_bindings). A bad binding is
     reported with a caret into it, and exits with status 2."""
     session = Session(engine=engine, on_notice=render.notice)
-    bound: set[str] = set()
-    for binding in bindings:
-        try:
-            bind(session, binding, bound)
-        except BindingError as err:
-            fail(err.error, err.source, as_json=False)
+    try:
+        bind(session, bindings)
+    except BindingError as err:
+        fail(err.error, err.source, as_json=False)
     # (a function value, f='lambda x: x ** 2', is bound as it is)
     return [(name, value if isinstance(value, FunctionValue) else np.asarray(value.data)) for name, value in session.variables.items()]
 
@@ -72,26 +70,22 @@ def script_folder(origin: str) -> Path:
     return Path() if origin.startswith("<") else Path(origin).parent
 
 
-def save_result(path: Path, analysis: Analysis) -> None:
-    """Write the value and every gradient by name. Raises OutputFileError."""
-    suffix = path.suffix.lower()
-    if suffix not in SAVE_SUFFIXES:
-        raise OutputFileError(f"--save writes .npz or .json files, not {path.name!r}")
-    arrays = {"value": np.real(analysis.value), **{f"grad_{name}": np.real(g) for name, g in analysis.grads.items()}}
-    if suffix == ".npz":
-        buffer = io.BytesIO()
-        columns: dict[str, Any] = {key: np.asarray(value, dtype=np.float64) for key, value in arrays.items()}
-        np.savez(buffer, **columns)
-        write_file(path, buffer.getvalue())
-    else:
-        write_file(path, dumps({key: plain(value) for key, value in arrays.items()}) + "\n")
-
-
 def save_or_exit(path: Path, analysis: Analysis | None) -> None:
-    """save_result for a command: a result that cannot be written exits with status 2."""
+    """Write the value and every gradient by name; no result, or one that cannot be
+    written, exits with status 2."""
     if analysis is None:
         usage_error(f"nothing to save in {path}: no expression statement ran")
+    suffix = path.suffix.lower()
+    if suffix not in SAVE_SUFFIXES:
+        usage_error(f"--save writes .npz or .json files, not {path.name!r}")
+    arrays = {"value": np.real(analysis.value), **{f"grad_{name}": np.real(g) for name, g in analysis.grads.items()}}
     try:
-        save_result(path, analysis)
+        if suffix == ".npz":
+            buffer = io.BytesIO()
+            columns: dict[str, Any] = {key: np.asarray(value, dtype=np.float64) for key, value in arrays.items()}
+            np.savez(buffer, **columns)
+            write_file(path, buffer.getvalue())
+        else:
+            write_file(path, dumps({key: plain(value) for key, value in arrays.items()}) + "\n")
     except OutputFileError as err:
         usage_error(str(err))

@@ -73,10 +73,7 @@ def _command_call(command: Command, argv: list[str], given: dict[str, Any]) -> C
             values[argument.key] = None
     if positional:
         return None  # typer reports the extra argument
-    module, name = command.action.split(":")
-    from importlib import import_module
-
-    action = getattr(import_module(f"{__package__}.{module}"), name)
+    action = command.function()
     return lambda: action(**values)
 
 

@@ -28,15 +28,8 @@ FILE_COLOURS = {0: "#1f77b4", 1: "#ff7f0e", 2: "#2ca02c"}
 
 def _finite_runs(x: Any, y: Any) -> list[tuple[Any, Any]]:
     """The stretches of consecutive finite points: non-finite points are gaps."""
-    finite = np.isfinite(y)
-    runs, start = [], None
-    for i, ok in enumerate([*finite, False]):
-        if ok and start is None:
-            start = i
-        elif not ok and start is not None:
-            runs.append((x[start:i], y[start:i]))
-            start = None
-    return runs
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], np.isfinite(y), [0]])))  # starts and ends, in turn
+    return [(x[start:end], y[start:end]) for start, end in zip(edges[::2], edges[1::2])]
 
 
 def visible_range(curves: list[Any], pad: float = 0.05) -> tuple[float, float]:

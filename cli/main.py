@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from importlib import import_module
+from enum import Enum
 from pathlib import Path
 from types import GenericAlias
 from typing import Annotated, Any
 
 import typer
 
-from .common import Engine, usage_error
-from .options import COMMANDS, GLOBAL_OPTIONS, Argument, Command, Option, as_typed
+from .common import usage_error
+from .options import COMMANDS, ENGINES, GLOBAL_OPTIONS, Argument, Command, Option, as_typed
 
 app = typer.Typer(
     name="gradcalc",
@@ -30,6 +30,7 @@ app = typer.Typer(
     no_args_is_help=False,
 )
 
+Engine = Enum("Engine", {name: name for name in ENGINES}, type=str)  # type: ignore[misc]  # typer offers its values as choices
 _TYPES: dict[str, Any] = {"flag": bool, "int": int, "float": float, "str": str, "expr": str, "path": Path, "engine": Engine}
 
 
@@ -49,11 +50,6 @@ def _parameter(declared: Option | Argument) -> inspect.Parameter:
     return inspect.Parameter(declared.key, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, info])
 
 
-def _action(command: Command) -> Callable[..., int]:
-    module, name = command.action.split(":")
-    return getattr(import_module(f"{__package__}.{module}"), name)  # type: ignore[no-any-return]
-
-
 def _plain(values: dict[str, Any], command: Command) -> dict[str, Any]:
     """typer's values as the action takes them (what cli/entry.py passes)."""
     for key, value in values.items():
@@ -69,7 +65,7 @@ def _plain(values: dict[str, Any], command: Command) -> dict[str, Any]:
 
 def _typer_command(command: Command) -> Callable[..., None]:
     def invoke(**values: Any) -> None:
-        raise typer.Exit(_action(command)(**_plain(values, command)) or 0)
+        raise typer.Exit(command.function()(**_plain(values, command)) or 0)
 
     invoke.__signature__ = inspect.Signature([*map(_parameter, command.arguments), *map(_parameter, command.options)])  # type: ignore[attr-defined]  # typer reads it
     invoke.__doc__ = command.help
@@ -142,27 +138,20 @@ def protect_expression(argv: list[str]) -> list[str]:
     if command is None:
         return argv
     args = list(argv)
-    start = args.index(command) + 1
     flags, valued = _option_names(command)
-    expression_seen, skip = False, False
-    for i in range(start, len(args)):
+    expression_seen = False
+    i = args.index(command) + 1
+    while i < len(args) and args[i] != "--":
         token = args[i]
-        if skip:
-            skip = False
-            continue
-        if token == "--":
-            break
         name = token.split("=", 1)[0]
-        if name in flags or (name in valued and "=" in token):
-            continue
-        if name in valued:
-            skip = True  # its value follows
-            continue
-        if token.startswith("--") and len(token) > 2 and not expression_seen:
-            args[i] = " " + token
-        elif token.startswith("-") and not token.startswith("--") and token != "-h" and len(token) > 1:
-            args[i] = " " + token
-        expression_seen = True
+        if name in valued and "=" not in token:
+            i += 1  # its value follows
+        elif name not in flags and name not in valued:
+            if (token.startswith("--") and len(token) > 2 and not expression_seen) or (
+                    token.startswith("-") and not token.startswith("--") and token != "-h" and len(token) > 1):
+                args[i] = " " + token
+            expression_seen = True
+        i += 1
     return args
 
 

@@ -18,16 +18,25 @@ import html
 import shlex
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gradcalc.autodiff.graph import node_title
+from gradcalc.autodiff.steps import backward_steps
 from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
-from gradcalc.parser.analysis import Analysis
+from gradcalc.parser.analysis import Analysis, analyze
+from gradcalc.parser.checks import make_check_handler
 
+from .bindings import BindingError
+from .checking import check_line
+from .figures import write_figure
 from .formatting import format_array, graph_dot
+from .plot import _title, read_words, sample_words
 from .render import error_lines, graph_line, notes, tree_lines
+from .steps import forward_lines, forward_passes, step_lines
 
 GRAPH_NODE_LIMIT = 200  # a bigger graph is summarised by its statistics, not drawn
 
@@ -111,8 +120,6 @@ class CheckResult:
     """A `check` statement's verdict; `passed` is True or False."""
 
     def __init__(self, outcome: Any) -> None:
-        from .checking import check_line
-
         self.outcome = outcome
         self.passed = bool(outcome.passed)
         self.line = check_line(outcome)
@@ -159,10 +166,6 @@ def error_html(err: LanguageError, source: str) -> str:
 def steps_html(a: Analysis, digits: int | None, mode: str = "reverse") -> str:
     """The backward pass (or, mode forward, forward mode's passes) as a table: one row
     per line `--steps` (`--steps --mode forward`) prints."""
-    from gradcalc.autodiff.steps import backward_steps
-
-    from .steps import forward_lines, forward_passes, step_lines
-
     lines = forward_lines(forward_passes(a), digits) if mode == "forward" else step_lines(backward_steps(a.output), digits)
     rows = "".join(f'<tr class="gradcalc-step-{kind}"><td>{html.escape(text)}</td></tr>' for kind, text in lines)
     caption = "forward pass" if mode == "forward" else "backward pass"
@@ -246,8 +249,6 @@ class Notebook:
         self.reset("tensor")
 
     def reset(self, engine: str) -> None:
-        from gradcalc.parser.checks import make_check_handler
-
         self.variables = NotebookVariables(self.namespace)
         self.session = Session(engine=engine, variables=self.variables, on_check=make_check_handler(),
                                on_warning=self._warn, switch_engine="--engine {engine}")
@@ -310,21 +311,12 @@ class Notebook:
         return last
 
     def _result(self, result: ExpressionResult, statement: Any, wrt: list[str] | None, options: Any) -> Result:
-        from gradcalc.parser.analysis import analyze
-
         analysis = analyze(result.value, wrt, self.session.variables, session=self.session, code=statement.code)
         return Result(result.text, analysis, options.digits, options.graph, options.steps, options.mode)
 
     def plot(self, words: list[str]) -> Any:
         """`%gradcalc plot EXPR x=A:B [NAME=VALUE ...] [--order 0,1,2] [--points N]`: the
         figure as inline SVG."""
-        import tempfile
-        from pathlib import Path
-
-        from .bindings import BindingError
-        from .figures import write_figure
-        from .plot import _title, read_words, sample_words
-
         expr, arguments, options = read_words(words)
         if not expr or not arguments or "--out" in options:
             return _usage_error(ValueError("%gradcalc plot takes EXPR, then NAME=A:B (and NAME=VALUE), --order and --points"))

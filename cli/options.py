@@ -12,7 +12,10 @@ not classes (`pathlib` is not imported on the plain path).
 """
 from __future__ import annotations
 
-from .common import MAX_INPUT_BYTES, Engine
+from importlib import import_module
+from typing import Any
+
+from .common import MAX_INPUT_BYTES
 
 
 class Option:
@@ -45,10 +48,15 @@ class Command:
     def __init__(self, name: str, help: str, action: str, arguments: tuple[Argument, ...], options: tuple[Option, ...]) -> None:
         self.name, self.help, self.action, self.arguments, self.options = name, help, action, arguments, options
 
+    def function(self) -> Any:
+        """The action, imported now."""
+        module, name = self.action.split(":")
+        return getattr(import_module(f"{__package__}.{module}"), name)
+
 
 # The kinds an option's value may have: how entry.py reads one (a value it cannot read goes
 # to typer, which says what is wrong), and the choices of "engine".
-ENGINES = tuple(e.value for e in Engine)
+ENGINES = ("tensor", "scalar")
 
 ENGINE = Option("engine", ("--engine",), "engine", "tensor", "tensor (NumPy arrays) or scalar (one node per number, for teaching).")
 DIGITS = Option("digits", ("--digits",), "int", None, "Round numbers to N significant digits for display (default: full precision).", low=1, high=17)

@@ -226,9 +226,7 @@ def plot_action(
             raise _error(f"--out {out}: the file must end in {', '.join(FIGURE_SUFFIXES)}")
         request = make_request(expr, arguments or [], order, points)
         base = Session(engine="tensor")
-        bound: set[str] = set()
-        for binding in request.bindings:
-            bind(base, binding, bound)
+        bind(base, request.bindings)
         data = sample(request, base)
         tty = sys.stdout.isatty()
         show(request, data, out=out, as_csv=as_csv, as_json=as_json,
@@ -272,9 +270,7 @@ def sample_words(expr: str, arguments: list[str], options: dict[str, str], sessi
     request = make_request(expr, arguments, options.get("--order"), points)
     if request.bindings:
         session = Session(engine="tensor", variables=dict(session.variables), functions=dict(session.functions))
-        bound: set[str] = set()
-        for binding in request.bindings:
-            bind(session, binding, bound)
+        bind(session, request.bindings)
     return request, sample(request, session)
 
 

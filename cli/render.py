@@ -83,12 +83,11 @@ def tree_lines(output: Any, digits: int | None) -> list[tuple[int, str]]:
 
 
 class PlainRenderer:
-    def __init__(self, style: Style, out: TextIO | None = None) -> None:
+    def __init__(self, style: Style) -> None:
         self.style = style
-        self.out = out or sys.stdout
 
     def write(self, text: str = "") -> None:
-        print(text, file=self.out)
+        print(text)
 
     def heading(self, text: str) -> None:
         self.write(f"== {text}")
@@ -246,13 +245,7 @@ def renderer(style: Style) -> PlainRenderer:
 
 def print_error(err: LanguageError, source: str | None, origin: str = "") -> None:
     """The message, the offending line and a caret under the span, on stderr."""
-    message = "\n".join(error_lines(err, source, origin))
-    if use_rich(sys.stderr):
-        from rich.console import Console
-
-        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {_escape(message.removeprefix('error: '))}")
-    else:
-        print(message, file=sys.stderr)
+    error("\n".join(error_lines(err, source, origin)).removeprefix("error: "))
 
 
 def error_lines(err: LanguageError, source: str | None, origin: str = "") -> list[str]:
