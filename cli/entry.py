@@ -10,12 +10,14 @@ through typer, built from the same declarations, which says what is wrong.
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from .options import COMMANDS, ENGINES, GLOBAL_OPTIONS, Command, Option
+from .streams import Interrupted, StdoutError, guard_stdout, interrupt_handler, output_failed, reader_gone
 
 COMPLETION_VARIABLE = "_GRADCALC_COMPLETE"  # typer's shell completion asks through it
 _GLOBAL = {name: option for option in GLOBAL_OPTIONS for name in option.names}
@@ -144,10 +146,6 @@ def run() -> None:
     """Console-script entry point. A bug in gradcalc shows as one line, not a traceback,
     unless GRADCALC_DEBUG is set; Ctrl-C prints `interrupted` and exits 130; output that
     cannot be written (a closed pipe, a full disk) ends the command quietly or in one line."""
-    import errno
-
-    from .streams import Interrupted, StdoutError, guard_stdout, interrupt_handler, output_failed, reader_gone
-
     if sys.stdout is None:
         print("error: stdout is closed; gradcalc needs somewhere to print", file=sys.stderr)
         raise SystemExit(2)

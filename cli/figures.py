@@ -4,6 +4,7 @@ module only when something is drawn.
 """
 from __future__ import annotations
 
+import io
 import math
 import re
 import shutil
@@ -14,6 +15,7 @@ import numpy as np
 
 from gradcalc.parser import LanguageError
 
+from .common import OutputFileError, write_file
 from .sampling import Curve, Surface, column_names
 
 INSTALL_PLOT = "pip install 'gradcalc[plot]'"  # plotext and matplotlib
@@ -240,10 +242,6 @@ def write_figure(data: Curve | Surface, title: str, path: Path) -> None:
         axes = figure.add_subplot()
         _draw_surface(figure, axes, data)
         axes.set_title(title)
-    import io
-
-    from .common import OutputFileError, write_file
-
     buffer = io.BytesIO()
     suffix = path.suffix.lower()
     figure.savefig(buffer, format=suffix.lstrip("."), metadata={"Date": None} if suffix == ".svg" else None)

@@ -64,12 +64,9 @@ def format_number(x: float | complex, digits: int | None = None) -> str:
         return "true" if x else "false"
     if isinstance(x, int):
         return str(x)
-    if isinstance(x, complex):
-        return repr(x) if digits is None else f"{x:.{digits}g}"
-    x = float(x)
-    if digits is None:
-        return repr(x)
-    return f"{x:.{digits}g}"
+    if not isinstance(x, complex):
+        x = float(x)
+    return repr(x) if digits is None else f"{x:.{digits}g}"
 
 
 _DOT_RECORD_SPECIALS = str.maketrans({c: "\\" + c for c in '\\"|{}<>'} | {"\n": "\\n"})

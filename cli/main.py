@@ -16,6 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
+from gradcalc import __version__
+
 from .common import usage_error
 from .options import COMMANDS, ENGINES, GLOBAL_OPTIONS, Argument, Command, Option, as_typed
 
@@ -41,12 +43,12 @@ def _parameter(declared: Option | Argument) -> inspect.Parameter:
         info: Any = typer.Argument(metavar=declared.metavar, help=declared.help, show_default=False)
         annotation: Any = GenericAlias(list, (kind,)) if declared.many else kind  # (list[kind])
         default: Any = inspect.Parameter.empty if declared.required else None
+        if not declared.required:
+            annotation = annotation | None
     else:
         info = typer.Option(*declared.names, help=declared.help, metavar=declared.metavar, min=declared.low, max=declared.high)
         annotation = kind if declared.default is not None or declared.kind == "flag" else kind | None
         default = Engine(declared.default) if declared.kind == "engine" else declared.default
-    if isinstance(declared, Argument) and not declared.required:
-        annotation = annotation | None
     return inspect.Parameter(declared.key, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, info])
 
 
@@ -79,8 +81,6 @@ for _command in COMMANDS.values():
 
 def _version(value: bool) -> None:
     if value:
-        from gradcalc import __version__
-
         print(f"gradcalc {__version__}")
         raise typer.Exit()
 

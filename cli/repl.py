@@ -394,11 +394,10 @@ def _history(path: Path) -> Any:
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and not path.is_file():
-            raise OSError(0, "not a regular file")
         if path.exists():
-            with open(path, "rb"):
-                pass
+            if not path.is_file():
+                raise OSError(0, "not a regular file")
+            open(path, "rb").close()  # (readable)
     except OSError as err:
         render.warn(f"cannot use the history file {path}: {err.strerror}; history will not be saved")
         return InMemoryHistory()
