@@ -376,8 +376,8 @@ def _plain_table(data: bytes, cap: int, path: Path) -> tuple[list[str] | None, n
     """A CSV file without quotes read by NumPy's parser (ten times faster than csv's rows
     in Python): the header, the table and the header's line, or None when NumPy cannot
     read it as it is (not UTF-8, a line of spaces, a cell float() reads and NumPy does not, a ragged row),
-    for csv's reader to read or to say exactly what is wrong. A file with more rows than
-    the cap allows is refused from its line count, before a number is read."""
+    for csv's reader to read or to say exactly what is wrong. NumPy stops reading one row
+    past the cap (its `max_rows` counts rows of data, not blank lines)."""
     import io
     import warnings
 
@@ -394,12 +394,6 @@ def _plain_table(data: bytes, cap: int, path: Path) -> tuple[list[str] | None, n
         return None
     line_number = data.count(b"\n", 0, start) + 1
     header = None if all(_is_number(cell) for cell in first) else _header(first, path, line_number)
-    # Rows are at least the lines less the blank ones and the header: a run of k blank
-    # lines holds at most k // 2 + 1 pairs "\n\n" once spaces are taken out.
-    lines = data.count(b"\n", start) + (not data.endswith(b"\n"))
-    blank = 2 * data.translate(None, b" \t\r\x0b\x0c").count(b"\n\n") + 2
-    if (lines - blank - 1) * len(first) > cap:
-        raise file_error(path, f"more than {cap:,} numbers (the element cap; --max-elements raises it)", kind="size")
     stream = io.BytesIO(data)
     stream.seek(start if header is None else len(data) if end < 0 else end + 1)
     try:

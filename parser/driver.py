@@ -158,7 +158,7 @@ def parse(source: str) -> tuple[Node, list[Range]]:
                     if keyword is not None and (keyword in actions[state] or kind not in actions[state]):
                         kind = keyword
                         if kind == "FOR":
-                            header, loop_indent = True, _indentation(source, start)
+                            header, loop_indent = True, indentation(source, start)
                 elif kind in OPENERS:
                     depth += 1
                 elif kind in CLOSERS:
@@ -300,7 +300,7 @@ def _stuck(
     return Stuck(start, value, states, first, statements, reason)
 
 
-def _indentation(source: str, offset: int) -> int:
+def indentation(source: str, offset: int) -> int:
     """How many blanks begin the line that holds `offset`."""
     line = source.rfind("\n", 0, offset) + 1
     blanks = BLANKS.match(source, line)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from . import driver, tables
-from .driver import Node, Range, Stuck
-from .errors import LanguageError
+from .driver import Node, Range, Stuck, indentation
+from .errors import LanguageError, place_of
 from .lexer import BAD, CLOSERS, COMMENTS, CONTINUES, END, KEYWORDS, NEWLINE, OPENERS, SEPARATORS, Token, tokens
 from .records import Record
 
@@ -157,7 +157,7 @@ def statement_end(source: str, start: int) -> int:
 def _block_end(source: str, start: int, body: int) -> int:
     """Where the lines from offset `body` on that are indented deeper than the line of
     `start` end (blank and comment lines among them count as theirs)."""
-    indent = len(source[_line_start(source, start) : start]) - len(source[_line_start(source, start) : start].lstrip(" \t\f"))
+    indent = indentation(source, start)
     end = body
     for line in re.finditer(r"[^\n]*\n?", source[body:]):
         text = line.group()
@@ -241,11 +241,6 @@ class PendingInput:
         return self.depth > 0 or last in CONTINUES or backslash
 
 
-def _line_column(source: str, offset: int) -> tuple[int, int]:
-    """The 1-based line and column of `offset`."""
-    return source.count("\n", 0, offset) + 1, offset - _line_start(source, offset) + 1
-
-
 def _rest_is_blank(source: str, offset: int) -> bool:
     return all(t.kind == NEWLINE or t.kind in COMMENTS for t in tokens(source, offset))
 
@@ -253,7 +248,7 @@ def _rest_is_blank(source: str, offset: int) -> bool:
 def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
     token = stuck.token
     if token is None:  # a character no terminal matches
-        line, column = _line_column(source, stuck.position)
+        line, column = place_of(source, stuck.position)
         char = source[stuck.position]
         message = f"unexpected character {char!r}"
         if char in "'\"":
@@ -262,16 +257,16 @@ def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
             message = "'!' is not supported: there is no factorial, and for 'not x' write x == 0"
         return LanguageError("syntax", message, line, column, line, column + 1)
     if stuck.reason:
-        line, column = _line_column(source, token.start)
+        line, column = place_of(source, token.start)
         return LanguageError("syntax", stuck.reason, line, column, line, column + max(len(token), 1))
     expected_terminals = driver.accepted(stuck.states)
     if stuck.states[-1] == driver.AFTER_STATEMENT_NAME:
         expected_terminals.discard("NAME")  # a second name only after `vjp`, a rule's rare start (driver.py)
     expected = describe_expected(expected_terminals)
     if token.kind == END or (token.kind == NEWLINE and _rest_is_blank(source, token.end)):
-        line, column = _end_position(source) if token.kind == END else _line_column(source, token.start)
+        line, column = _end_position(source) if token.kind == END else place_of(source, token.start)
         return LanguageError("incomplete", f"unfinished input: expected {expected}", line, column)
-    line, column = _line_column(source, token.start)
+    line, column = place_of(source, token.start)
     number = _number_before(source, stuck)
     if number:
         return LanguageError(

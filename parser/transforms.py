@@ -19,6 +19,7 @@ constant, as grad(3 * x, x) is.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -85,10 +86,7 @@ class Transformed(FunctionValue):
         return self.f.arity()
 
     def apply(self, session: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        what = label(self)
-        if self.kind == "vmap":
-            return _vmap(session, self.f, what, self.option, args, kwargs)
-        return _APPLY[self.kind](session, self.f, what, self.option, args, kwargs)
+        return _APPLY[self.kind](session, self.f, label(self), self.option, args, kwargs)
 
 
 class Pullback(FunctionValue):
@@ -142,11 +140,8 @@ def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> An
     return Transformed("jacrev" if name == "jacobian" else name, f, option)
 
 
-_USAGE = {
-    "grad": "grad(f, argnums=0)", "value_and_grad": "value_and_grad(f, argnums=0)", "jacrev": "jacrev(f, argnums=0)",
-    "jacobian": "jacobian(f, argnums=0)", "jacfwd": "jacfwd(f, argnums=0)", "hessian": "hessian(f, argnums=0)",
-    "vmap": "vmap(f, in_axes=0)", "jvp": "jvp(f, primals, tangents)", "vjp": "vjp(f, *primals)", "hvp": "hvp(f, primals, tangents)",
-}
+_USAGE = {name: "{}(f, {}={})".format(name, *option) for name, options in _OPTIONS.items() for option in options.items()}
+_USAGE.update({"jvp": "jvp(f, primals, tangents)", "vjp": "vjp(f, *primals)", "hvp": "hvp(f, primals, tangents)"})
 
 
 # ---- options ------------------------------------------------------------------------------
@@ -170,8 +165,7 @@ def _in_axes(value: Any, usage: str) -> int | None | tuple[int | None, ...]:
     if value is None:
         return None
     if isinstance(value, AxisSpec):
-        items = tuple(None if v is None else _axis(v, usage) for v in value)
-        return items
+        return tuple(None if v is None else _axis(v, usage) for v in value)
     param: Any = to_param(value, f"{usage}: in_axes") if not isinstance(value, (str, FunctionValue)) else value
     items = param if isinstance(param, tuple) else (param,)
     if not all(isinstance(k, int) and not isinstance(k, bool) for k in items):
@@ -296,10 +290,6 @@ def _grad(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[An
     return _result((y, g) if with_value else g, inputs)
 
 
-def _value_and_grad(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    return _grad(session, f, what, argnums, args, kwargs, with_value=True)
-
-
 def _blocks(one: Callable[..., Any], outs: Any, inputs: list[Any], argnums: Any, what: str) -> list[Any]:
     """Per output, its Jacobian by each input as `one` takes it (jacobian or
     jacobian_forward): a tuple of them when argnums is a tuple, else the one."""
@@ -333,9 +323,6 @@ def _hessian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list
     return _result(tuple(rows) if isinstance(argnums, tuple) else rows[0], inputs)
 
 
-_APPLY: dict[str, Callable[..., Any]] = {
-    "grad": _grad, "value_and_grad": _value_and_grad, "jacrev": _jacobian_by("jacrev"), "jacfwd": _jacobian_by("jacfwd"), "hessian": _hessian,
-}
 
 
 # ---- vmap ---------------------------------------------------------------------------------
@@ -389,6 +376,12 @@ def _stacked(results: list[Any], what: str, f: FunctionValue) -> Tensor:
         raise LanguageError("shape", f"{what}: the function's results differ in shape from one slice to another: "
                                      f"{' and '.join(str(s) for s in sorted(shapes))}")
     return REGISTRY["stack"](*outs)  # type: ignore[no-any-return]  # (ops return Tensors)
+
+
+_APPLY: dict[str, Callable[..., Any]] = {
+    "grad": _grad, "value_and_grad": partial(_grad, with_value=True), "jacrev": _jacobian_by("jacrev"), "jacfwd": _jacobian_by("jacfwd"), "hessian": _hessian,
+    "vmap": _vmap,
+}
 
 
 # ---- values at a point: jvp, vjp, hvp ------------------------------------------------------------
