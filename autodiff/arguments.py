@@ -38,17 +38,12 @@ _ONE_AXIS = frozenset({"argmax", "argmin", "concatenate", "cumprod", "cumsum", "
 _LARGEST = 2**53  # beyond it a whole number is no longer exact in float64, and C's int is too small
 
 
-class _Spec:
-    __slots__ = ("required", "kinds")
-
-    def __init__(self, required: tuple[str, ...], kinds: dict[str, str]) -> None:
-        self.required, self.kinds = required, kinds
+# By op (not by id: a test's throwaway op may reuse one): the parameters its signature
+# requires, and what each parameter must be (_KINDS).
+_SPECS: dict[Any, tuple[tuple[str, ...], dict[str, str]]] = {}
 
 
-_SPECS: dict[Any, _Spec] = {}  # by op (not by id: a test's throwaway op may reuse one)
-
-
-def _spec(op: Any) -> _Spec:
+def _spec(op: Any) -> tuple[tuple[str, ...], dict[str, str]]:
     spec = _SPECS.get(op)
     if spec is None:
         parameters = _parameters(op.forward)
@@ -64,7 +59,7 @@ def _spec(op: Any) -> _Spec:
             described = _KINDS.get(name) or _BY_DEFAULT.get(type(default))
             if described is not None:
                 kinds[name] = WHOLE if described is WHOLES and name == "axis" and op.name in _ONE_AXIS else described
-        spec = _SPECS[op] = _Spec(tuple(required), kinds)
+        spec = _SPECS[op] = (tuple(required), kinds)
     return spec
 
 
@@ -118,12 +113,11 @@ _PLAIN = (int, float, bool, str, tuple, list, np.integer, np.floating, np.bool_)
 
 def check(op: Any, inputs: Sequence[Any], params: dict[str, Any]) -> None:
     """Raise ArgumentError if `params` do not fit the signature of `op`."""
-    spec = _spec(op)
-    missing = [name for name in spec.required if name not in params]
+    required, kinds = _spec(op)
+    missing = [name for name in required if name not in params]
     if missing:
         verb = "is" if len(missing) == 1 else "are"
         raise ArgumentError(f"{op.signature}: {_names(missing)} {verb} missing")
-    kinds = spec.kinds
     for name, value in params.items():
         kind = kinds.get(name)
         if kind is None or value is None or not isinstance(value, _PLAIN) or _fits(value, kind):

@@ -235,8 +235,10 @@ class _Readable(ast.NodeTransformer):
         name = func.id.lstrip("_") if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
         if name in _GUARDS and len(node.args) == 2 and not node.keywords:
             return self.visit(_GUARDS[name](node.args))
-        if name == "where" and len(node.args) == 3 and _is_nan_test(node.args[0]) and _is_nan(node.args[1]):
-            return self.visit(node.args[2])
+        if name == "where" and len(node.args) == 3 and _is_named(node.args[1], "nan"):
+            test = node.args[0]
+            if isinstance(test, ast.Call) and _is_named(test.func, "isnan"):
+                return self.visit(node.args[2])
         if isinstance(func, ast.Name):
             inlined = self._inline_helper(func.id, node)
             if inlined is not None:
@@ -282,13 +284,9 @@ class _Readable(ast.NodeTransformer):
 SHORT_HELPER = 30  # characters: a helper's formula this short reads better than its name
 
 
-def _is_nan(node: ast.expr) -> bool:
-    return (isinstance(node, ast.Name) and node.id == "nan") or (isinstance(node, ast.Attribute) and node.attr == "nan")
-
-
-def _is_nan_test(node: ast.expr) -> bool:
-    func = node.func if isinstance(node, ast.Call) else None
-    return func is not None and ((isinstance(func, ast.Name) and func.id == "isnan") or (isinstance(func, ast.Attribute) and func.attr == "isnan"))
+def _is_named(node: ast.expr, word: str) -> bool:
+    """`word` or `<anything>.word` (`nan`, `np.nan`)."""
+    return (isinstance(node, ast.Name) and node.id == word) or (isinstance(node, ast.Attribute) and node.attr == word)
 
 
 # ---- forward mode: the JVP rules as text ---------------------------------------------------
