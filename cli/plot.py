@@ -189,20 +189,6 @@ def _title(request: PlotRequest) -> str:
     return " ".join([request.expr.strip(), *request.bindings])
 
 
-def show(request: PlotRequest, data: Curve | Surface, *, out: Path | None, as_csv: bool, as_json: bool, draw: bool, colour: bool) -> None:
-    if out is not None:
-        from .figures import write_figure
-
-        write_figure(data, _title(request), out)
-        render.wrote(out)
-    if as_json:
-        print(dumps(json_object(data)))
-    elif as_csv or (out is None and not draw):
-        sys.stdout.write(csv_text(data))
-    if draw:
-        print(terminal_text(request, data, colour))
-
-
 def terminal_text(request: PlotRequest, data: Curve | Surface, colour: bool) -> str:
     from .figures import curve_text, surface_text, terminal_size
 
@@ -228,9 +214,18 @@ def plot_action(
         base = Session(engine="tensor")
         bind(base, request.bindings)
         data = sample(request, base)
-        tty = sys.stdout.isatty()
-        show(request, data, out=out, as_csv=as_csv, as_json=as_json,
-             draw=draw or (tty and out is None and not as_csv and not as_json), colour=render.use_rich(sys.stdout))
+        draw = draw or (sys.stdout.isatty() and out is None and not as_csv and not as_json)
+        if out is not None:
+            from .figures import write_figure
+
+            write_figure(data, _title(request), out)
+            render.wrote(out)
+        if as_json:
+            print(dumps(json_object(data)))
+        elif as_csv or (out is None and not draw):
+            sys.stdout.write(csv_text(data))
+        if draw:
+            print(terminal_text(request, data, render.use_rich(sys.stdout)))
     except BindingError as err:
         fail(err.error, err.source, as_json)
     except LanguageError as err:

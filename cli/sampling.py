@@ -79,22 +79,17 @@ class Sampler:
         self.program = program
         self.base = base
 
-    def run(self, values: dict[str, np.ndarray]) -> tuple[Tensor, dict[str, Tensor]]:
-        session = Session(engine="tensor", variables=dict(self.base.variables), functions=dict(self.base.functions))
-        leaves = {name: session.assign(name, Tensor(np.asarray(v, dtype=float))) for name, v in values.items()}
-        results = [r for r in session.run(self.program) if isinstance(r, ExpressionResult)]
-        if not results:
-            raise LanguageError("argument", "nothing to plot: end EXPR with an expression")
-        out = results[-1].value
-        if not isinstance(out, Tensor):
-            raise LanguageError("value", "plot needs a number for each point, not several results")
-        return out, leaves
-
     def derivatives(self, values: dict[str, np.ndarray], orders: tuple[int, ...]) -> tuple[Tensor, list[Any], list[np.ndarray]]:
         """The output, the variables' leaves and, for one variable, the derivatives of
         each order in `orders` (0 is f itself); for two variables f and both partials."""
-        out, leaves = self.run(values)
-        xs = list(leaves.values())
+        session = Session(engine="tensor", variables=dict(self.base.variables), functions=dict(self.base.functions))
+        xs = [session.assign(name, Tensor(np.asarray(v, dtype=float))) for name, v in values.items()]
+        ran = [r for r in session.run(self.program) if isinstance(r, ExpressionResult)]
+        if not ran:
+            raise LanguageError("argument", "nothing to plot: end EXPR with an expression")
+        out = ran[-1].value
+        if not isinstance(out, Tensor):
+            raise LanguageError("value", "plot needs a number for each point, not several results")
         if len(xs) == 2:
             gx, gy = grad(out, xs)
             return out, xs, [out.data, _array(gx), _array(gy)]
