@@ -129,12 +129,8 @@ softsign = elementwise(
 )
 
 
-def _logsigmoid(x: Any) -> Any:
-    return -np.logaddexp(0.0, -x)
-
-
 logsigmoid = elementwise(
-    "logsigmoid", _logsigmoid, lambda m, g, ans, x: g * logistic(m, -x),
+    "logsigmoid", lambda x: -np.logaddexp(0.0, -x), lambda m, g, ans, x: g * logistic(m, -x),
     "log(sigmoid(x)) = -softplus(-x), finite for any x (-1000 at x = -1000)", complex_safe=False, method=False,
     rule="g * sigmoid(-x)",
     edges=(Edge("far in the left tail", [-1000.0], -1000.0, (1.0,), note="exact: -softplus(-x)"),),

@@ -71,14 +71,6 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
 
 
-def _add(a: Any, b: Any) -> Any:
-    return a + b
-
-
-def _sub(a: Any, b: Any) -> Any:
-    return a - b
-
-
 # Products, quotients and powers call NumPy's ufuncs rather than Python's operators: for
 # two NumPy scalars an operator is NumPy's scalar arithmetic, which rounds a complex
 # product without the fused multiply-adds of its array loops (and whose pow may differ
@@ -90,10 +82,6 @@ def _mul(a: Any, b: Any) -> Any:
 
 def _div(a: Any, b: Any) -> Any:
     return np.divide(a, b)
-
-
-def _neg(x: Any) -> Any:
-    return -x
 
 
 _MINUS_INF = np.array(-np.inf)
@@ -123,17 +111,13 @@ def _pow(a: Any, b: Any) -> Any:
     return out
 
 
-def _matmul(a: Any, b: Any) -> Any:
-    return a @ b
-
-
 add = defop(
-    "add", _add, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: g),
+    "add", lambda a, b: a + b, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: g),
     doc="a + b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__add__", "__radd__"), check=Check(shapes=BINARY_SHAPES), jvp=DIAGONAL,
 )
 sub = defop(
-    "sub", _sub, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: -g),
+    "sub", lambda a, b: a - b, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: -g),
     doc="a - b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__sub__", "__rsub__"), check=Check(shapes=BINARY_SHAPES), jvp=DIAGONAL,
 )
@@ -150,7 +134,7 @@ div = defop(
            Edge("0 / 0", [0.0, 0.0], math.nan, (math.inf, math.nan), order=1)),
 )
 neg = defop(
-    "neg", _neg, (lambda m, g, ans, x: -g,),
+    "neg", lambda x: -x, (lambda m, g, ans, x: -g,),
     doc="-x", category=ARITH, complex_safe=True, method=True, operators=("__neg__",), check=Check(), jvp=LINEAR,
 )
 
@@ -274,7 +258,7 @@ def _matmul_db(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
 
 
 matmul = defop(
-    "matmul", _matmul, (_matmul_da, _matmul_db),
+    "matmul", lambda a, b: a @ b, (_matmul_da, _matmul_db),
     doc="matrix product a @ b (1-d operands act as vectors; leading axes broadcast)", category=ARITH,
     n_in=2, complex_safe=True, method=True, operators=("__matmul__", "__rmatmul__"), jvp=MULTILINEAR,
     out_shape=lambda a, b: matmul_shape(a.shape, b.shape),

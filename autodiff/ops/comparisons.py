@@ -44,20 +44,12 @@ round_ = defop(
 )
 
 
-def _argmax(x: Any, axis: int | None = None) -> Any:
-    return np.argmax(x, axis=axis)
-
-
-def _argmin(x: Any, axis: int | None = None) -> Any:
-    return np.argmin(x, axis=axis)
-
-
 argmax = defop(
-    "argmax", _argmax, None, doc="index of the largest element (flat, or along axis)", category=CMP, method=True,
+    "argmax", lambda x, axis=None: np.argmax(x, axis=axis), None, doc="index of the largest element (flat, or along axis)", category=CMP, method=True,
     edges=(Edge("with ties", [[1.0, 3.0, 3.0]], 1.0, note="the first of the tied"),),
 )
 argmin = defop(
-    "argmin", _argmin, None, doc="index of the smallest element (flat, or along axis)", category=CMP, method=True,
+    "argmin", lambda x, axis=None: np.argmin(x, axis=axis), None, doc="index of the smallest element (flat, or along axis)", category=CMP, method=True,
     edges=(Edge("with ties", [[2.0, 1.0, 1.0]], 1.0, note="the first of the tied"),),
 )
 

@@ -182,14 +182,6 @@ abs_ = elementwise(
 )
 
 
-def _maximum(a: Any, b: Any) -> Any:
-    return np.maximum(a, b)
-
-
-def _minimum(a: Any, b: Any) -> Any:
-    return np.minimum(a, b)
-
-
 def _share(loses: Any, a: Any, b: Any) -> Any:
     """The derivative factor of one side of maximum/minimum, as torch computes it: 0 where
     it loses, 1/2 at a tie, 1 otherwise (so both sides get the gradient when one is nan)."""
@@ -207,7 +199,7 @@ def _pair_edges() -> tuple[Edge, ...]:
 
 
 maximum = defop(
-    "maximum", _maximum,
+    "maximum", lambda a, b: np.maximum(a, b),
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) < m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) < m.raw(a), m.raw(a), m.raw(b)))),
     doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
@@ -215,7 +207,7 @@ maximum = defop(
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3), edges=_pair_edges(),
 )
 minimum = defop(
-    "minimum", _minimum,
+    "minimum", lambda a, b: np.minimum(a, b),
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) > m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) > m.raw(a), m.raw(a), m.raw(b)))),
     doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
@@ -286,12 +278,8 @@ clip = defop(
 )
 
 
-def _where(cond: Any, a: Any, b: Any) -> Any:
-    return np.where(cond != 0, a, b)
-
-
 where = defop(
-    "where", _where,
+    "where", lambda cond, a, b: np.where(cond != 0, a, b),
     (None,
      lambda m, g, ans, c, a, b: m.where(m.raw(c), g, 0.0),
      lambda m, g, ans, c, a, b: m.where(m.raw(c), 0.0, g)),

@@ -25,10 +25,6 @@ def _near_whole_quotient(a: Any, b: Any, tol: float = 0.0) -> bool:
     return bool(np.any(np.abs(q - np.round(q)) <= tol))
 
 
-def _remainder(a: Any, b: Any) -> Any:
-    return np.remainder(a, b)
-
-
 floor_divide = defop(
     "floor_divide", lambda a, b: np.floor_divide(a, b), None, n_in=2, aliases=("floordiv",),
     doc="Python's a // b: the largest whole number <= a / b", category=INT,
@@ -36,7 +32,7 @@ floor_divide = defop(
     edges=(Edge("by 0", [[1.0, -1.0, 0.0], 0.0], [math.inf, -math.inf, math.nan], note="as NumPy"),),
 )
 remainder = defop(
-    "remainder", _remainder,
+    "remainder", lambda a, b: np.remainder(a, b),
     (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: -g * m.floor(m.raw(a) / m.raw(b))),
     doc="Python's a % b = a - b * floor(a / b), with the sign of b; gradient 1 for a and -floor(a / b) for b",
     category=INT, n_in=2, aliases=("mod",), operators=("__mod__", "__rmod__"),

@@ -18,34 +18,18 @@ def _back_to_input_shape(m: Any, g: Any, ans: Any, x: Any, **params: Any) -> Any
     return m.reshape(g, shape=x.shape)
 
 
-def _squeeze(x: Any, axis: Axis = None) -> Any:
-    return np.squeeze(x, axis=axis)
-
-
-def _unsqueeze(x: Any, axis: int | tuple[int, ...]) -> Any:
-    return np.expand_dims(x, axis)
-
-
 squeeze = defop(
-    "squeeze", _squeeze, (_back_to_input_shape,),
+    "squeeze", lambda x, axis=None: np.squeeze(x, axis=axis), (_back_to_input_shape,),
     doc="x without its size-1 axes (only those given by axis, if given)", category=SHAPE, method=True,
     complex_safe=True, check=Check(shapes=(((3, 1, 2),), ((1, 4),))),
     jvp=LINEAR,
 )
 unsqueeze = defop(
-    "unsqueeze", _unsqueeze, (_back_to_input_shape,),
+    "unsqueeze", lambda x, axis: np.expand_dims(x, axis), (_back_to_input_shape,),
     doc="x with a new size-1 axis at position axis", category=SHAPE, method=True, aliases=("expand_dims",),
     complex_safe=True, check=Check(shapes=(((3,),), ((2, 3),)), params={"axis": 1}),
     jvp=LINEAR,
 )
-
-
-def _flip(x: Any, axis: Axis = None) -> Any:
-    return np.flip(x, axis=axis)
-
-
-def _roll(x: Any, shift: int | tuple[int, ...], axis: Axis = None) -> Any:
-    return np.roll(x, shift, axis=axis)
 
 
 def _negated(shift: int | tuple[int, ...]) -> Any:
@@ -53,13 +37,13 @@ def _negated(shift: int | tuple[int, ...]) -> Any:
 
 
 flip = defop(
-    "flip", _flip, (lambda m, g, ans, x, axis=None: m.flip(g, axis=axis),),
+    "flip", lambda x, axis=None: np.flip(x, axis=axis), (lambda m, g, ans, x, axis=None: m.flip(g, axis=axis),),
     doc="x with the order of elements reversed along axis (all axes by default)", category=SHAPE,
     method=True, complex_safe=True, check=Check(shapes=(((5,),), ((3, 4),)), params={"axis": -1}),
     jvp=LINEAR,
 )
 roll = defop(
-    "roll", _roll, (lambda m, g, ans, x, shift, axis=None: m.roll(g, shift=_negated(shift), axis=axis),),
+    "roll", lambda x, shift, axis=None: np.roll(x, shift, axis=axis), (lambda m, g, ans, x, shift, axis=None: m.roll(g, shift=_negated(shift), axis=axis),),
     doc="x shifted cyclically by shift places along axis (of the flattened tensor by default)",
     category=SHAPE, method=True, complex_safe=True, check=Check(shapes=(((5,),), ((3, 4),)), params={"shift": 2}),
     jvp=LINEAR,

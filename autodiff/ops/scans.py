@@ -23,14 +23,6 @@ def _flat(x: Any, axis: int | None) -> tuple[Any, int]:
     return (np.reshape(x, -1), 0) if axis is None else (x, axis)
 
 
-def _cumsum(x: Any, axis: int | None = None) -> Any:
-    return np.cumsum(*_flat(x, axis))
-
-
-def _cumprod(x: Any, axis: int | None = None) -> Any:
-    return np.cumprod(*_flat(x, axis))
-
-
 def _logcumsumexp(x: Any, axis: int | None = None) -> Any:
     # logaddexp is max-shifted, so no step overflows.
     x, axis = _flat(x, axis)
@@ -128,14 +120,14 @@ def _logcumsumexp_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int | None 
 
 
 cumsum = defop(
-    "cumsum", _cumsum, (_cumsum_vjp,),
+    "cumsum", lambda x, axis=None: np.cumsum(*_flat(x, axis)), (_cumsum_vjp,),
     doc="running sum along axis (of the flattened tensor when axis is None)", category=SCAN,
     method=True, complex_safe=True, check=Check(shapes=_SHAPES, params={"axis": -1}),
     rule="g summed from each position to the end along axis (a reversed cumsum)",
     jvp=LINEAR,
 )
 cumprod = defop(
-    "cumprod", _cumprod, (_cumprod_vjp,),
+    "cumprod", lambda x, axis=None: np.cumprod(*_flat(x, axis)), (_cumprod_vjp,),
     doc="running product along axis (flattened when axis is None); exact gradient with zeros too",
     category=SCAN, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, low=0.5, high=1.5, params={"axis": 0}),

@@ -15,18 +15,6 @@ from ..wiring import unbroadcast
 SHAPE = "shape"
 
 
-def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
-    return np.reshape(x, shape)
-
-
-def _flatten(x: Any) -> Any:
-    return np.reshape(x, -1)
-
-
-def _transpose(x: Any, axes: tuple[int, ...] = ()) -> Any:
-    return np.transpose(x, axes or None)
-
-
 def _broadcast_to(x: Any, shape: tuple[int, ...]) -> Any:
     check_size(shape, "broadcast_to")
     return np.broadcast_to(x, shape)
@@ -39,20 +27,20 @@ def _inverse_axes(axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
 
 
 reshape = defop(
-    "reshape", _reshape, (lambda m, g, ans, x, shape: m.reshape(g, shape=x.shape),),
+    "reshape", lambda x, shape: np.reshape(x, shape), (lambda m, g, ans, x, shape: m.reshape(g, shape=x.shape),),
     doc="the same elements in a new shape (one dimension may be -1)", category=SHAPE, method=True,
     variadic="shape", out_shape=lambda x, shape: np.reshape(x, shape).shape,  # a view: nothing allocated
     complex_safe=True, check=Check(shapes=(((3, 4),),), params={"shape": (2, 6)}),
     jvp=LINEAR,
 )
 flatten = defop(
-    "flatten", _flatten, (lambda m, g, ans, x: m.reshape(g, shape=x.shape),),
+    "flatten", lambda x: np.reshape(x, -1), (lambda m, g, ans, x: m.reshape(g, shape=x.shape),),
     doc="the elements as a 1-d tensor", category=SHAPE, method=True, complex_safe=True,
     check=Check(shapes=(((3, 4),), ((2, 3, 2),))),
     jvp=LINEAR,
 )
 transpose = defop(
-    "transpose", _transpose,
+    "transpose", lambda x, axes=(): np.transpose(x, axes or None),
     (lambda m, g, ans, x, axes=(): m.transpose(g, axes=_inverse_axes(axes, x.ndim)),),
     doc="axes reversed, or permuted as given (x.T reverses)", category=SHAPE, method=True, variadic="axes",
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),))),
@@ -62,12 +50,8 @@ transpose = defop(
 Tensor.T = property(lambda self: transpose(self), doc="the tensor with its axes reversed")  # type: ignore[assignment]  # declared in Tensor
 
 
-def _swapaxes(x: Any, axis1: int, axis2: int) -> Any:
-    return np.swapaxes(x, axis1, axis2)
-
-
 swapaxes = defop(
-    "swapaxes", _swapaxes, (lambda m, g, ans, x, axis1, axis2: m.swapaxes(g, axis1=axis1, axis2=axis2),),
+    "swapaxes", lambda x, axis1, axis2: np.swapaxes(x, axis1, axis2), (lambda m, g, ans, x, axis1, axis2: m.swapaxes(g, axis1=axis1, axis2=axis2),),
     doc="x with two axes exchanged (PyTorch's transpose(x, 0, 1)); x.mT swaps the last two", category=SHAPE,
     method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),)), params={"axis1": 0, "axis2": -1}),
     jvp=LINEAR,
@@ -93,10 +77,6 @@ def _is_basic(index: Any) -> bool:
     return all(p is None or p is Ellipsis or isinstance(p, (int, np.integer, slice)) for p in parts)
 
 
-def _getitem(x: Any, index: Any) -> Any:
-    return x[index]
-
-
 def _unindex(g: Any, index: Any, shape: tuple[int, ...]) -> Any:
     """Zeros of `shape` with `g` added at `index` (repeated picks add up)."""
     out = np.zeros(shape, dtype=np.result_type(g, np.float64))
@@ -108,7 +88,7 @@ def _unindex(g: Any, index: Any, shape: tuple[int, ...]) -> Any:
 
 
 getitem = defop(
-    "getitem", _getitem, (lambda m, g, ans, x, index: m.unindex(g, index=index, shape=x.shape),),
+    "getitem", lambda x, index: x[index], (lambda m, g, ans, x, index: m.unindex(g, index=index, shape=x.shape),),
     doc="x[index]: integers, slices, integer tensors, boolean masks, None and ...", category=SHAPE, complex_safe=True,
     operators=("__getitem__",), out_shape=lambda x, index: indexed_shape(x.shape, index),
     check=Check(shapes=(((3, 4),),), params={"index": (slice(0, 2), 1)}),
@@ -123,14 +103,6 @@ unindex = defop(
 )
 
 # ---- joining and splitting ----------------------------------------------------------------
-
-
-def _concatenate(*xs: Any, axis: int = 0) -> Any:
-    return np.concatenate(xs, axis=axis)
-
-
-def _stack(*xs: Any, axis: int = 0) -> Any:
-    return np.stack(xs, axis=axis)
 
 
 def _concatenate_vjp(m: Any, g: Any, ans: Any, *xs: Any, axis: int = 0, k: int) -> Any:
@@ -149,7 +121,7 @@ def _join_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, A
 
 
 concatenate = defop(
-    "concatenate", _concatenate, _concatenate_vjp, n_in=None, aliases=("concat",),
+    "concatenate", lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concatenate_vjp, n_in=None, aliases=("concat",),
     out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=False),
     doc="the inputs joined along an existing axis; concatenate([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,
@@ -158,7 +130,7 @@ concatenate = defop(
     rule='each input gets the slice of g along axis where it was placed',
 )
 stack = defop(
-    "stack", _stack, _stack_vjp, n_in=None,
+    "stack", lambda *xs, axis=0: np.stack(xs, axis=axis), _stack_vjp, n_in=None,
     out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=True),
     doc="the inputs joined along a new axis; stack([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,

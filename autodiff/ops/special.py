@@ -185,14 +185,6 @@ atan = elementwise(
 )
 
 
-def _atan2(y: Any, x: Any) -> Any:
-    return np.arctan2(y, x)
-
-
-def _hypot(a: Any, b: Any) -> Any:
-    return np.hypot(a, b)
-
-
 def _on_negative_x_axis(y: Any, x: Any, tol: float = 0.0) -> bool:
     """atan2 jumps by 2 pi across the negative x axis and is undefined at the origin."""
     return bool(np.any((np.abs(y) <= tol) & (x <= tol)))
@@ -211,7 +203,7 @@ def _atan2_dx(m: Any, g: Any, ans: Any, y: Any, x: Any) -> Any:
 
 
 atan2 = defop(
-    "atan2", _atan2, (_atan2_dy, _atan2_dx), rule="y: g * x / (x**2 + y**2);  x: -g * y / (x**2 + y**2)",
+    "atan2", lambda y, x: np.arctan2(y, x), (_atan2_dy, _atan2_dx), rule="y: g * x / (x**2 + y**2);  x: -g * y / (x**2 + y**2)",
     doc="angle of the point (x, y) in (-pi, pi]: atan2(y, x)", category=ELEM, n_in=2, method=True,
     aliases=("arctan2",), kink=_on_negative_x_axis,
     check=Check(shapes=BINARY_SHAPES, kink_gap=0.2), jvp=DIAGONAL,
@@ -221,7 +213,7 @@ atan2 = defop(
                 torch="gradient 0", note="no direction: 0 / 0")),
 )
 hypot = defop(
-    "hypot", _hypot,
+    "hypot", lambda a, b: np.hypot(a, b),
     (lambda m, g, ans, a, b: g * a / ans, lambda m, g, ans, a, b: g * b / ans),
     doc="sqrt(a**2 + b**2) without overflow", category=ELEM, n_in=2, method=True,
     kink=lambda a, b, tol=0.0: bool(np.any((np.abs(a) <= tol) & (np.abs(b) <= tol))),
