@@ -381,10 +381,6 @@ def _slogdet_jvp(m: Any, tangents: Any, ans: Any, a: Any, *, output: int) -> Any
     return m.sum(tangents[0] * _slogdet_vjp(m, np.ones(a.shape[:-2]), ans, a, output=1), axis=(-2, -1))
 
 
-def _inv_jvp(m: Any, tangents: Any, ans: Any, a: Any) -> Any:
-    return -(ans @ tangents[0] @ ans)
-
-
 def _solve_jvp(m: Any, tangents: Any, ans: Any, a: Any, b: Any) -> Any:
     # a x = b gives a dx = db - da x.
     ta, tb = tangents
@@ -420,7 +416,7 @@ inv = defop(
     (lambda m, g, ans, a: -(matrix_transpose(m, ans) @ g @ matrix_transpose(m, ans)),),
     doc="inverse of a square matrix (or of each in a stack)", category=LINALG, method=True, aliases=("inverse",),
     complex_safe=True, check=Check(make=_matrices),
-    jvp=_inv_jvp, jvp_rule="-(ans @ da @ ans)",
+    jvp=lambda m, tangents, ans, a: -(ans @ tangents[0] @ ans), jvp_rule="-(ans @ da @ ans)",
     rule='-(ans.T @ g @ ans.T), ans = inv(a) (.T swaps the last two axes)',
     edges=(Edge("singular", [_SINGULAR], error="the matrix is singular"),),
 )

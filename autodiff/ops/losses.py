@@ -75,10 +75,6 @@ def _softmax_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int = -1) -> Any:
     return ans * (g - m.sum(g * ans, axis=axis, keepdims=True))
 
 
-def _log_softmax_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int = -1) -> Any:
-    return g - m.exp(ans) * m.sum(g, axis=axis, keepdims=True)
-
-
 def _softmax_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int = -1) -> Any:
     # J v = s * (v - <s, v>) along axis (J is symmetric).
     t = tangents[0]
@@ -120,7 +116,7 @@ softmax = defop(
     ),
 )
 log_softmax = defop(
-    "log_softmax", _log_softmax, (_log_softmax_vjp,),
+    "log_softmax", _log_softmax, (lambda m, g, ans, x, axis=-1: g - m.exp(ans) * m.sum(g, axis=axis, keepdims=True),),
     doc="x - logsumexp(x) along axis, stable for large logits", category=NN, method=True,
     complex_safe=True, check=Check(shapes=(((4,),), ((3, 4),))),
     jvp=_log_softmax_jvp, jvp_rule="dx - sum(exp(ans) * dx, axis, keepdims=True)",

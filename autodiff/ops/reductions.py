@@ -98,14 +98,6 @@ def zero_wins(product: Any, x: Any, axis: Axis, keepdims: bool) -> Any:
     return np.where(lost, zero, product)
 
 
-def _max(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return _extreme(np.max, "max", x, axis, keepdims)
-
-
-def _min(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return _extreme(np.min, "min", x, axis, keepdims)
-
-
 def _extreme(pick: Any, op: str, x: Any, axis: Axis, keepdims: bool) -> Any:
     axis = checked_axis(op, axis, np.ndim(x))
     if any(np.shape(x)[a] == 0 for a in normalize_axes(axis, np.ndim(x))):
@@ -207,7 +199,7 @@ prod = defop(
     ),
 )
 max_ = defop(
-    "max", _max, (_extreme_vjp,),
+    "max", lambda x, axis=None, keepdims=False: _extreme(np.max, "max", x, axis, keepdims), (_extreme_vjp,),
     doc="largest element over axis; ties share the gradient", category=RED, method=True,
     kink=lambda x, **p: _has_tie(x, **p, pick=np.max), check=Check(shapes=(((3, 4),), ((2, 3, 2),)), params={"axis": 1}, kink_gap=1e-3),
     jvp=OVER_AXIS,
@@ -218,7 +210,7 @@ max_ = defop(
            Edge("of an empty tensor", [np.zeros(0)], error="max of an empty tensor has no value")),
 )
 min_ = defop(
-    "min", _min, (_extreme_vjp,),
+    "min", lambda x, axis=None, keepdims=False: _extreme(np.min, "min", x, axis, keepdims), (_extreme_vjp,),
     doc="smallest element over axis; ties share the gradient", category=RED, method=True,
     kink=lambda x, **p: _has_tie(x, **p, pick=np.min), check=Check(shapes=_SHAPES, kink_gap=1e-3),
     jvp=OVER_AXIS,
