@@ -14,6 +14,7 @@ error, whatever happens in the others.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -81,12 +82,7 @@ def error_outcome(text: str, span: Span, err: LanguageError) -> CheckOutcome:
 
 def make_check_handler(defaults: CheckDefaults | None = None) -> Any:
     """A Session.on_check that runs the check and returns a CheckOutcome."""
-    defaults = defaults or CheckDefaults()
-
-    def handle(session: Any, statement: Statement, value: Any) -> CheckOutcome:
-        return run_check(session, statement, value, defaults)
-
-    return handle
+    return functools.partial(run_check, defaults=defaults or CheckDefaults())
 
 
 # Options whose value is one of a few words, written bare (`mode=forward`) or quoted.
@@ -204,8 +200,8 @@ def _not_finite_derivative(jacobians: list[np.ndarray], value: Tensor, leaves: l
     for jacobian, leaf in zip(jacobians, leaves):
         if _finite(jacobian):
             continue
-        row, column = divmod(int(np.argmax(~np.isfinite(jacobian).reshape(-1))), jacobian.shape[1])
-        found = jacobian[row, column].item()
+        flat, found = _first_not_finite(jacobian)
+        row, column = divmod(flat, jacobian.shape[1])
         where = f"d out{position(value.shape, row)} / d {leaf.name or '?'}{position(leaf.shape, column)}"
         return f"the derivative is not finite at this point ({found!r} at {where}), so there is no number to check it against"
     return ""
@@ -217,16 +213,19 @@ def _finite(data: Any) -> bool:
     return math.isfinite(abs(np.vdot(data, data))) or bool(np.isfinite(data).all())
 
 
+def _first_not_finite(data: Any) -> tuple[int, Any]:
+    """The flat index of the first entry that is not finite, and that entry."""
+    flat = int(np.argmax(~np.isfinite(data).reshape(-1)))
+    return flat, np.reshape(data, -1)[flat].item()
+
+
 def _not_finite(data: Any) -> str:
     """Why a check cannot pass when the function is not finite at the point ('' if it is)."""
     if _finite(data):
         return ""
-    bad = ~np.isfinite(data)
-    flat = int(np.argmax(bad.reshape(-1)))
-    where = position(np.shape(data), flat)
-    found = data.reshape(-1)[flat].item()
+    flat, found = _first_not_finite(data)
     return (
-        f"the value is not finite at this point ({found!r} at out{where}): the function has no derivative "
+        f"the value is not finite at this point ({found!r} at out{position(np.shape(data), flat)}): the function has no derivative "
         "there to check; choose another point"
     )
 
@@ -251,8 +250,8 @@ def _compare_values(session: Any, statement: Statement, left: Tensor, atol: floa
         outcome.message = f"shapes differ: left {a.shape}, right {b.shape}"
         return outcome
     if not _finite(a):  # nan meets nan, inf meets inf: equal, but say that it is not a number that was checked
-        flat = int(np.argmax(~np.isfinite(a).reshape(-1)))
-        outcome.warnings.append(f"the value is not finite at this point ({a.reshape(-1)[flat].item()!r} at left{position(a.shape, flat)}): "
+        flat, found = _first_not_finite(a)
+        outcome.warnings.append(f"the value is not finite at this point ({found!r} at left{position(a.shape, flat)}): "
                                 "where both sides agree there, they agree as inf or nan, not as numbers")
     b = np.broadcast_to(b.reshape(()) if b.shape != a.shape else b, a.shape)
     same = (a == b) | (np.isnan(a) & np.isnan(b))

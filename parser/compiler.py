@@ -446,10 +446,6 @@ def _compile_loop(node: Node, source: str, places: _Places, where: Range) -> Sta
     return Statement("for", [], places.range_span(start, end), source[start:end], targets=(str(name),), body=statements, bounds=bounds)
 
 
-def _error_statement(error: LanguageError, text: str, span: Span) -> Statement:
-    return Statement("error", [], span, text, error=error)
-
-
 def compile_program(source: str, recover: bool = False) -> Program:
     """Parse and compile `source`. Raises LanguageError with the place of the problem.
 
@@ -465,22 +461,20 @@ def compile_program(source: str, recover: bool = False) -> Program:
 
 def _compile(source: str, recover: bool) -> Program:
     places = _Places(source)
-    if not recover:
-        tree, ranges = parse_statements(source)
-        nodes = [child for child in tree.children if child is not None]
-        return Program(source, [_compile_statement(n, source, places, r) for n, r in zip(nodes, ranges)])
-    tree, ranges, bad = parse_recovering(source)
+    tree, ranges, bad = parse_recovering(source) if recover else (*parse_statements(source), [])
     nodes = [child for child in tree.children if child is not None]
     statements: list[tuple[int, Statement]] = []
     for node, where in zip(nodes, ranges):
         try:
             statements.append((where[0], _compile_statement(node, source, places, where)))
         except LanguageError as err:
+            if not recover:
+                raise
             span = places.range_span(*where)
-            statements.append((where[0], _error_statement(err.at(span), source[where[0] : where[1]], span)))
+            statements.append((where[0], Statement("error", [], span, source[where[0] : where[1]], error=err.at(span))))
     for b in bad:
         text = source[b.start : b.end].strip()
         span = places.range_span(b.start, b.start + len(text))
-        statements.append((b.start, _error_statement(b.error, text, span)))
+        statements.append((b.start, Statement("error", [], span, text, error=b.error)))
     statements.sort(key=lambda item: item[0])
     return Program(source, [statement for _, statement in statements])

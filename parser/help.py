@@ -132,22 +132,13 @@ def _short(x: Any) -> str:
     return "[" + ", ".join(_short(row) for row in x) + "]"
 
 
-def _exact(x: Any) -> str:
-    """An edge's input as a literal with every digit (1e-200 stays 1e-200): 0, 0.5, -inf, true."""
-    x = np.asarray(x)
-    if x.dtype.kind == "b" or x.ndim > 0:
-        return _literal(x) if x.dtype.kind == "b" else "[" + ", ".join(_exact(row) for row in x) + "]"
-    text = repr(float(x))
-    return text[:-2] if text.endswith(".0") else text
-
-
 def edge_names(op: Any, edge: Edge) -> list[str]:
     return list(edge.names) if edge.names is not None else _input_names(op, len(edge.inputs))
 
 
 def edge_call(op: Any, edge: Edge) -> str:
     """The edge as a call in the language: `maximum(1, 1)`, `max([1, 1, 0])`."""
-    args = [_exact(x) for x in edge.inputs] + [f"{k}={_param(v)}" for k, v in edge.params.items()]
+    args = [_literal(np.asarray(x), digits=None) for x in edge.inputs] + [f"{k}={_param(v)}" for k, v in edge.params.items()]
     return f"{op.name}({', '.join(args)})"
 
 
@@ -155,7 +146,7 @@ def edge_program(op: Any, edge: Edge) -> str:
     """The edge as a program whose inputs are variables, so that their gradients are
     reported: one assignment per input, then the call."""
     names = edge_names(op, edge)
-    assigns = [f"{n} = {_exact(x)}" for n, x in zip(names, edge.inputs)]
+    assigns = [f"{n} = {_literal(np.asarray(x), digits=None)}" for n, x in zip(names, edge.inputs)]
     call = f"{op.name}({', '.join([*names, *(f'{k}={_param(v)}' for k, v in edge.params.items())])})"
     if edge.weights is not None:
         call = f"sum({_short(edge.weights)} * {call})"
@@ -257,26 +248,28 @@ def _pattern(shape: tuple[int, ...], low: float, high: float) -> np.ndarray:
     return np.round(np.asarray(values, dtype=float), 3).reshape(shape)
 
 
-def _literal(x: np.ndarray, digits: int | None = 4) -> str:
+def _literal(x: np.ndarray, digits: int | None = 4, whole: bool = True) -> str:
+    """`x` as a literal of the language: rounded to `digits` decimals, or with every digit
+    (an edge's input: 1e-200 stays 1e-200); `whole` numbers without their ".0"."""
     if x.dtype.kind in "iub":
         return str(x.tolist()).replace("True", "true").replace("False", "false")
 
     def number(v: float) -> str:
         r = float(np.round(v, digits)) if digits is not None and np.isfinite(v) else float(v)
         text = repr(r)
-        return text[:-2] if text.endswith(".0") and digits == 4 else text
+        return text[:-2] if text.endswith(".0") and whole else text
 
     if x.ndim == 0:
         return number(float(x))
-    return "[" + ", ".join(_literal(row, digits) if row.ndim else number(float(row)) for row in x) + "]"
+    return "[" + ", ".join(_literal(row, digits, whole) if row.ndim else number(float(row)) for row in x) + "]"
 
 
 def _shown(x: np.ndarray, digits: int | None) -> str:
     """A result: every digit, or `digits` significant ones (as --digits rounds)."""
     if digits is None or x.dtype.kind != "f":
-        return _literal(x, digits=None)
+        return _literal(x, digits=None, whole=False)
     rounded = np.vectorize(lambda v: float(f"{v:.{digits}g}") if np.isfinite(v) else v, otypes=[float])(x)
-    return _literal(np.asarray(rounded), digits=None)
+    return _literal(np.asarray(rounded), digits=None, whole=False)
 
 
 def _param(v: Any) -> str:

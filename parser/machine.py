@@ -345,8 +345,7 @@ class Session:
                         stack.append(self._call_with_rule(callee, args, len(frames)))
                         continue
                     if len(frames) >= self.max_call_depth:
-                        raise LanguageError(
-                            "recursion", f"calls nested deeper than {self.max_call_depth} (in {callee.name}); is a recursion missing its base case?")
+                        raise self._too_deep(callee)
                     frames.append((code, pc, local, inside))
                     params = dict(zip(callee.params, args))
                     code, pc, local, inside = callee.code, 0, params if closure is None else {**closure, **params}, callee
@@ -400,12 +399,13 @@ class Session:
         self._rule_depth += depth + 1
         try:
             if self._rule_depth > self.max_call_depth:
-                raise LanguageError(
-                    "recursion", f"calls nested deeper than {self.max_call_depth} (in {function.name}); is a recursion missing its base case?"
-                )
+                raise self._too_deep(function)
             return call_with_rule(self, function, args)
         finally:
             self._rule_depth -= depth + 1
+
+    def _too_deep(self, function: UserFunction) -> LanguageError:
+        return LanguageError("recursion", f"calls nested deeper than {self.max_call_depth} (in {function.name}); is a recursion missing its base case?")
 
     def _load(self, name: str, local: dict[str, Any] | None) -> Any:
         if name in _INDEX_WORDS:
@@ -507,9 +507,7 @@ class Session:
             raise LanguageError("argument", f"{where} needs a tensor, got {len(value)} results: pick one with [k] or unpack them")
         if value is None:
             raise LanguageError("argument", f"{where} needs a value")
-        if isinstance(value, FunctionValue):
-            raise LanguageError("argument", f"{describe_value(value)} cannot be used with {where}: call it, as in f(x), to use its value")
-        return value
+        return _not_function(value, where)
 
 
 def _not_function(value: Any, where: str) -> Any:

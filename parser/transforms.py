@@ -247,26 +247,15 @@ def _shaped(y: Any, parts: list[Any]) -> Any:
 
 def _result(value: Any, fresh: list[Tensor]) -> Any:
     """`value` as a constant when it depends on nothing but the fresh inputs `fresh`."""
-    items = value if isinstance(value, tuple) else (value,)
     own = {id(x) for x in fresh}
-    for item in _flat(items):
-        if isinstance(item, Tensor) and item.requires_grad:
-            for node in topological_order(item):
-                if node.op is None and node.requires_grad and id(node) not in own:
-                    return value  # connected to a variable outside: keep the graph
-    return _constant(value)
 
-
-def _flat(items: Any) -> list[Any]:
-    out: list[Any] = []
-    work = list(items)
-    while work:
-        item = work.pop()
+    def outside(item: Any) -> bool:  # connected to a variable outside: keep the graph
         if isinstance(item, tuple):
-            work += item
-        else:
-            out.append(item)
-    return out
+            return any(outside(part) for part in item)
+        return isinstance(item, Tensor) and item.requires_grad and any(
+            node.op is None and node.requires_grad and id(node) not in own for node in topological_order(item))
+
+    return value if outside(value) else _constant(value)
 
 
 def _constant(value: Any) -> Any:
