@@ -6,7 +6,7 @@ Data only; the CLI decides how it looks.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .machine import Session
 
 
-class Analysis(NamedTuple):
+class Analysis:
     """An output's value, the gradient per name (of the sum when the output is not a
     scalar: `grad_of`), its graph's statistics, and where an inf or nan came from.
 
@@ -39,18 +39,24 @@ class Analysis(NamedTuple):
     `tangent_passes` is how many forward passes found the gradients (None: one backward
     pass did)."""
 
-    output: Any
-    value: np.ndarray
-    grads: dict[str, np.ndarray]
-    grad_of: str | None
-    stats: GraphStats
-    variables: list[str]
-    leaf_names: list[str]
-    nonfinite: Any
-    nonfinite_root: Any
-    nonfinite_gradient: tuple[Any, Any] | None
-    undefined: Any
-    tangent_passes: int | None
+    def __init__(
+        self, output: Any, value: np.ndarray, grads: dict[str, np.ndarray], grad_of: str | None, stats: GraphStats,
+        variables: list[str], leaf_names: list[str] | None = None, nonfinite: Any | None = None,
+        nonfinite_root: Any | None = None, nonfinite_gradient: tuple[Any, Any] | None = None, undefined: Any | None = None,
+        tangent_passes: int | None = None,
+    ) -> None:
+        self.output = output
+        self.value = value
+        self.grads = grads
+        self.grad_of = grad_of
+        self.stats = stats
+        self.variables = variables
+        self.leaf_names: list[str] = leaf_names or []
+        self.nonfinite = nonfinite
+        self.nonfinite_root = nonfinite_root if nonfinite_root is not None else output
+        self.nonfinite_gradient = nonfinite_gradient
+        self.undefined = undefined
+        self.tangent_passes = tangent_passes
 
     @property
     def shape(self) -> tuple[int, ...]:

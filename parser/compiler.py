@@ -26,8 +26,7 @@ CALL_VALUE, FUNCTION = 15, 16
 
 Instruction = tuple[int, Any, Span | None]  # (no span: an instruction the source has no place for)
 
-BINARY_OPS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "matmul": "matmul", "pow": "pow",
-              "floor_divide": "floor_divide", "remainder": "remainder"}
+BINARY_OPS = frozenset({"add", "sub", "mul", "div", "matmul", "pow", "floor_divide", "remainder"})  # nodes named as their ops
 COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 AUGMENTED = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "div", "//=": "floor_divide", "%=": "remainder"}
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "floor_divide": "//", "remainder": "%",
@@ -217,7 +216,7 @@ def compile_expression(root: Node | Token, places: _Places, prefix: tuple[Instru
                     code.append((LOAD, str(token), span(token.start, token.end)))
                     continue
                 if kind in BINARY_OPS:
-                    work += ((BINARY, BINARY_OPS[kind], task), children[-1], children[0])
+                    work += ((BINARY, kind, task), children[-1], children[0])
                     continue
             tasks = _expand(task, places)
             if len(tasks) > 1:
@@ -271,7 +270,7 @@ def _expand(node: Node | Token, places: _Places) -> list[Task]:
     if kind == "name":
         return [(LOAD, str(children[0]), node)]
     if kind in BINARY_OPS:
-        return [children[0], children[-1], (BINARY, BINARY_OPS[kind], node)]
+        return [children[0], children[-1], (BINARY, kind, node)]
     if kind == "number":
         if not children[0].isascii():  # the lexer's \d also matches other scripts' digits
             raise LanguageError("syntax", f"{children[0]!s} is not a number: numbers are written with the digits 0-9").at(places.span(node))

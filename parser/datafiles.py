@@ -13,6 +13,7 @@ the file, and for CSV and JSON the line and column.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -38,8 +39,6 @@ _read_files: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> the path as 
 def note_read(path: Path | str, stream: Any = None) -> None:
     """Remember that the command read `path` (through `stream` when it is open: the file
     it is, whatever links led there)."""
-    import os
-
     shown = str(path)
     _read_paths.setdefault(os.path.abspath(shown), shown)
     try:
@@ -57,8 +56,6 @@ def files_read() -> list[tuple[str, tuple[int, int] | None]]:
 
 def note_files_read(found: list[tuple[str, tuple[int, int] | None]]) -> None:
     """Add what files_read gave in another process."""
-    import os
-
     for shown, key in found:
         if key is None:
             _read_paths.setdefault(os.path.abspath(shown), shown)
@@ -70,8 +67,6 @@ def read_by_this_command(target: Path | str) -> str | None:
     """The input file (as it was named) that writing `target` would replace or write
     through to, or None: the same path, the same file by a hard link, or a symlink at
     `target` (or a folder on its way) that leads to one."""
-    import os
-
     shown = str(target)
     found = _read_paths.get(os.path.abspath(shown))
     if found is not None:
@@ -117,7 +112,7 @@ def load_array(
     try:
         if suffix == ".npy":
             with open_data(path) as stream:
-                return _read_npy(stream, _size(stream, path), path)
+                return _read_npy(stream, os.fstat(stream.fileno()).st_size, path)
         if suffix == ".npz":
             return _read_npz(path, key)
         if suffix == ".csv":
@@ -133,35 +128,32 @@ def load_array(
 
 def open_data(path: Path) -> IO[bytes]:
     """A data file opened for reading, and noted as read; anything but a regular file is
-    refused. A data file is named as a file: a device (a link to /dev/zero) has no size to
-    trust and never ends, and opening a named pipe waits for a writer that may never come
-    (the command hung), so the file is opened without waiting and looked at first."""
-    import os
+    refused, and so is a file over the byte limit. A data file is named as a file: a device
+    (a link to /dev/zero) has no size to trust and never ends, and opening a named pipe
+    waits for a writer that may never come (the command hung), so the file is opened
+    without waiting and looked at first."""
     import stat
 
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
             raise file_error(path, "is a folder, not a data file")
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(info.st_mode):
             raise file_error(path, "is not a regular file (a device or a pipe); gradcalc reads data from files", kind="size")
         stream = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
     note_read(path, stream)
+    if info.st_size > max_input_bytes():
+        stream.close()
+        raise _too_large(path)
     return stream
 
 
-def _size(stream: IO[bytes], path: Path) -> int:
-    """The size of an open data file (open_data's), refused over the byte limit."""
-    import os
-
-    info = os.fstat(stream.fileno())
-    if info.st_size > max_input_bytes():
-        raise file_error(path, f"is larger than {max_input_bytes():,} bytes; raise the limit with --max-input-bytes", kind="size")
-    return info.st_size
+def _too_large(path: Path) -> LanguageError:
+    return file_error(path, f"is larger than {max_input_bytes():,} bytes; raise the limit with --max-input-bytes", kind="size")
 
 
 def read_capped(stream: IO[bytes], limit: int) -> bytes | None:
@@ -184,8 +176,8 @@ def _read_bytes(path: Path) -> bytes:
     """The whole file, read up to the byte limit (a file that never ends stops there)."""
     with open_data(path) as stream:
         data = read_capped(stream, max_input_bytes())
-    if data is None:
-        raise file_error(path, f"is larger than {max_input_bytes():,} bytes; raise the limit with --max-input-bytes", kind="size")
+    if data is None:  # (it grew while it was read)
+        raise _too_large(path)
     return data
 
 
@@ -241,10 +233,8 @@ def npz_keys(path: Path) -> list[str]:
     import zipfile  # here and below: only a command that reads such a file pays for the import
 
     try:
-        with open_data(path) as stream:
-            _size(stream, path)
-            with zipfile.ZipFile(stream) as archive:
-                return [n[: -len(".npy")] for n in archive.namelist() if n.endswith(".npy")]
+        with open_data(path) as stream, zipfile.ZipFile(stream) as archive:
+            return [n[: -len(".npy")] for n in archive.namelist() if n.endswith(".npy")]
     except OSError as err:
         raise file_error(path, f"cannot read: {err.strerror or err}") from None
     except zipfile.BadZipFile:
@@ -291,7 +281,7 @@ def _read_npz(path: Path, key: str | None) -> np.ndarray:
     import zipfile
 
     try:
-        with open_data(path) as file, zipfile.ZipFile(_sized(file, path)) as archive:
+        with open_data(path) as file, zipfile.ZipFile(file) as archive:
             members = {n[: -len(".npy")]: n for n in archive.namelist() if n.endswith(".npy")}
             if key is None:
                 if len(members) != 1:
@@ -306,11 +296,6 @@ def _read_npz(path: Path, key: str | None) -> np.ndarray:
         raise file_error(path, "not a valid .npz file (not a zip archive)") from None
     except (zipfile.LargeZipFile, EOFError, ValueError) as err:
         raise file_error(path, f"damaged .npz file ({err})") from None
-
-
-def _sized(stream: IO[bytes], path: Path) -> IO[bytes]:
-    _size(stream, path)
-    return stream
 
 
 def _numbers(data: np.ndarray) -> np.ndarray:

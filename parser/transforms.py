@@ -30,7 +30,7 @@ from gradcalc.autodiff.limits import check_size
 from .backends import TensorList, to_param
 from .compiler import LAMBDA
 from .errors import LanguageError
-from .functions import Builtin, Defined, FunctionValue, describe_value
+from .functions import Defined, FunctionValue, describe_value
 
 # The expression forms grad(y, x), jacobian(y, x), hessian(y, x) stay what they were: a
 # transformation only when their first argument is a function.
@@ -46,14 +46,10 @@ TRANSFORMS = frozenset(_OPTIONS) | POINTWISE
 
 def short(f: FunctionValue) -> str:
     """A function's name inside another's signature: f, lambda x, sin, grad of f."""
-    if isinstance(f, Defined):
-        shown = f.function.signature
-        return shown[1:-1] if shown.startswith("<") else f.function.name
-    if isinstance(f, Builtin):
-        return f.name
-    if isinstance(f, (Transformed, Pullback)):
-        return f.signature()[1:-1]
-    return f.signature()
+    if isinstance(f, Defined) and f.function.name != LAMBDA:
+        return f.function.name
+    shown = f.signature()
+    return shown[1:-1] if shown.startswith("<") else shown
 
 
 _LONGEST = 40  # characters of a lambda's text in a message
