@@ -138,7 +138,7 @@ def edge_names(op: Any, edge: Edge) -> list[str]:
 
 def edge_call(op: Any, edge: Edge) -> str:
     """The edge as a call in the language: `maximum(1, 1)`, `max([1, 1, 0])`."""
-    args = [_literal(np.asarray(x), digits=None) for x in edge.inputs] + [f"{k}={_param(v)}" for k, v in edge.params.items()]
+    args = [_literal(np.asarray(x), digits=None, whole=True) for x in edge.inputs] + [f"{k}={_param(v)}" for k, v in edge.params.items()]
     return f"{op.name}({', '.join(args)})"
 
 
@@ -146,7 +146,7 @@ def edge_program(op: Any, edge: Edge) -> str:
     """The edge as a program whose inputs are variables, so that their gradients are
     reported: one assignment per input, then the call."""
     names = edge_names(op, edge)
-    assigns = [f"{n} = {_literal(np.asarray(x), digits=None)}" for n, x in zip(names, edge.inputs)]
+    assigns = [f"{n} = {_literal(np.asarray(x), digits=None, whole=True)}" for n, x in zip(names, edge.inputs)]
     call = f"{op.name}({', '.join([*names, *(f'{k}={_param(v)}' for k, v in edge.params.items())])})"
     if edge.weights is not None:
         call = f"sum({_short(edge.weights)} * {call})"
@@ -248,16 +248,17 @@ def _pattern(shape: tuple[int, ...], low: float, high: float) -> np.ndarray:
     return np.round(np.asarray(values, dtype=float), 3).reshape(shape)
 
 
-def _literal(x: np.ndarray, digits: int | None = 4, whole: bool = True) -> str:
+def _literal(x: np.ndarray, digits: int | None = 4, whole: bool = False) -> str:
     """`x` as a literal of the language: rounded to `digits` decimals, or with every digit
-    (an edge's input: 1e-200 stays 1e-200); `whole` numbers without their ".0"."""
+    (an edge's input: 1e-200 stays 1e-200); whole numbers without their ".0" when rounded,
+    or when asked for (`whole`)."""
     if x.dtype.kind in "iub":
         return str(x.tolist()).replace("True", "true").replace("False", "false")
 
     def number(v: float) -> str:
         r = float(np.round(v, digits)) if digits is not None and np.isfinite(v) else float(v)
         text = repr(r)
-        return text[:-2] if text.endswith(".0") and whole else text
+        return text[:-2] if text.endswith(".0") and (whole or digits == 4) else text
 
     if x.ndim == 0:
         return number(float(x))
@@ -267,9 +268,9 @@ def _literal(x: np.ndarray, digits: int | None = 4, whole: bool = True) -> str:
 def _shown(x: np.ndarray, digits: int | None) -> str:
     """A result: every digit, or `digits` significant ones (as --digits rounds)."""
     if digits is None or x.dtype.kind != "f":
-        return _literal(x, digits=None, whole=False)
+        return _literal(x, digits=None)
     rounded = np.vectorize(lambda v: float(f"{v:.{digits}g}") if np.isfinite(v) else v, otypes=[float])(x)
-    return _literal(np.asarray(rounded), digits=None, whole=False)
+    return _literal(np.asarray(rounded), digits=None)
 
 
 def _param(v: Any) -> str:

@@ -118,13 +118,9 @@ def _before_statement_line(source: str, start: int, end: int) -> int:
         if t.start >= end:
             break
         if previous == NEWLINE and t.kind in _STATEMENT_KEYWORDS:
-            return _line_start(source, t.start)
+            return source.rfind("\n", 0, t.start) + 1  # the start of its line
         previous = t.kind
     return end
-
-
-def _line_start(source: str, offset: int) -> int:
-    return source.rfind("\n", 0, offset) + 1
 
 
 def _blank(text: str) -> str:
@@ -264,7 +260,8 @@ def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
         expected_terminals.discard("NAME")  # a second name only after `vjp`, a rule's rare start (driver.py)
     expected = describe_expected(expected_terminals)
     if token.kind == END or (token.kind == NEWLINE and _rest_is_blank(source, token.end)):
-        line, column = _end_position(source) if token.kind == END else place_of(source, token.start)
+        # (at the end: just after the last character that is not a blank)
+        line, column = place_of(source, len(source.rstrip()) if token.kind == END else token.start)
         return LanguageError("incomplete", f"unfinished input: expected {expected}", line, column)
     line, column = place_of(source, token.start)
     number = _number_before(source, stuck)
@@ -290,9 +287,3 @@ def _number_before(source: str, stuck: Stuck) -> int:
             break
         before = t
     return before.end - before.start if before is not None and before.kind == "NUMBER" and before.end == token.start else 0
-
-
-def _end_position(source: str) -> tuple[int, int]:
-    text = source.rstrip()
-    lines = text.split("\n") if text else [""]
-    return len(lines), len(lines[-1]) + 1
