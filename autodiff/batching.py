@@ -34,6 +34,7 @@ replays per column.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -361,10 +362,7 @@ class BatchedReplay:
         self.tape, self.leaves, self.method, self.step = tape, leaves, method, step
         order = tape.order
         self.leaf_at = {tape.index[id(leaf)]: k for k, leaf in enumerate(leaves)}
-        offsets = [0]
-        for leaf in leaves:
-            offsets.append(offsets[-1] + leaf.size)
-        self.offsets = tuple(offsets)
+        self.offsets = tuple(itertools.accumulate((leaf.size for leaf in leaves), initial=0))
         # Sparse values only with one input: they carry one changed entry per slot.
         self.sparse = len(leaves) == 1 and leaves[0].size > SPARSE_MIN
         # In joint complex-step batches, slots whose input a value does not depend on

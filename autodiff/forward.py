@@ -173,10 +173,6 @@ class NoJVPError(ArgumentError):
     """Forward mode met an op without a JVP rule (one defined outside gradcalc)."""
 
 
-def _inputs_of(node: Tensor, create_graph: bool) -> tuple[Any, ...]:
-    return tuple(node._prev) if create_graph else tuple(p.data for p in node._prev)
-
-
 def node_tangent(node: Tensor, tangents: dict[Any, Any], create_graph: bool) -> Any:
     """The tangent of one op node from those of its parents (None: zero)."""
     ts = tuple(tangents.get(p) for p in node._prev)
@@ -188,7 +184,8 @@ def node_tangent(node: Tensor, tangents: dict[Any, Any], create_graph: bool) -> 
         raise NoJVPError(f"{op.name} has no JVP rule, so forward mode cannot pass through it (reverse mode can)")
     m = TENSOR_MATH if create_graph else ARRAY_MATH
     ans = node if create_graph else node.data
-    out = op.jvp(m, ts, ans, *_inputs_of(node, create_graph), **(node.params or {}))
+    inputs = node._prev if create_graph else [p.data for p in node._prev]
+    out = op.jvp(m, ts, ans, *inputs, **(node.params or {}))
     if out is not None and out.shape != node.shape:  # (a rule may give a broadcastable tangent)
         out = m.broadcast_to(out, shape=node.shape)
     return out
