@@ -19,6 +19,7 @@ imports neither NumPy nor gradcalc's engine and parser until a .gc file is colle
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,13 +84,8 @@ HINT_LIMIT = 20  # check files counted for the hint: enough to say "there are so
 
 
 def _check_files(folder: Path) -> list[Path]:
-    found: list[Path] = []
-    for path in folder.rglob("*.gc"):
-        if not any(part.startswith(".") for part in path.relative_to(folder).parts):
-            found.append(path.relative_to(folder))
-            if len(found) == HINT_LIMIT:
-                break
-    return sorted(found)
+    found = (path.relative_to(folder) for path in folder.rglob("*.gc"))
+    return sorted(itertools.islice((path for path in found if not any(part.startswith(".") for part in path.parts)), HINT_LIMIT))
 
 
 def _chosen_roots(config: pytest.Config) -> list[Path]:

@@ -13,6 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.lexers import Lexer
+from prompt_toolkit.styles import Style
 
 from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, Statement, compile_program
 from gradcalc.parser.analysis import Analysis, analyze
@@ -26,6 +31,8 @@ from gradcalc.parser.syntax import PendingInput
 from . import render
 from .checking import check_line
 from .common import OutputFileError, SourceError, load_source, write_dot, wrt_names
+from .plot import plot_in_repl
+from .steps import steps_in_repl
 from .streams import Interrupted
 
 COMMANDS = {
@@ -233,12 +240,8 @@ class Repl:
         elif name == ":load":
             self._load(arg)
         elif name == ":plot":
-            from .plot import plot_in_repl
-
             plot_in_repl(self, arg)
         elif name == ":steps":
-            from .steps import steps_in_repl
-
             steps_in_repl(self, arg)
         else:
             render.warn(f"unknown command {name}; :help lists them")
@@ -350,8 +353,6 @@ def colour(line: str, functions: set[str]) -> list[tuple[str, str]]:
 
 
 def _lexer(words: Any) -> Any:
-    from prompt_toolkit.lexers import Lexer
-
     class GradcalcLexer(Lexer):
         def lex_document(self, document: Any) -> Any:
             lines = document.lines
@@ -362,10 +363,6 @@ def _lexer(words: Any) -> Any:
 
 
 def make_prompt_session(repl: Repl, **kwargs: Any) -> Any:
-    from prompt_toolkit import PromptSession
-    from prompt_toolkit.completion import Completer, Completion
-    from prompt_toolkit.styles import Style
-
     class Words(Completer):
         def get_completions(self, document: Any, complete_event: Any) -> Any:
             word, candidates = repl.completions(document.text_before_cursor)
@@ -382,8 +379,6 @@ def make_prompt_session(repl: Repl, **kwargs: Any) -> Any:
 def _history(path: Path) -> Any:
     """A file history that warns once and goes on in memory when the file cannot be used
     (a directory, a symlink to /dev/full, a full disk): typed lines must always run."""
-    from prompt_toolkit.history import FileHistory, InMemoryHistory
-
     class SafeFileHistory(FileHistory):
         def store_string(self, string: str) -> None:
             try:
