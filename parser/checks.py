@@ -89,14 +89,6 @@ def make_check_handler(defaults: CheckDefaults | None = None) -> Any:
 WORDS = {"method": METHODS, "mode": MODES}
 
 
-def _word(code: list[Any], session: Any) -> str | None:
-    """The word of an option written bare (`mode=forward`: a lone name that is not a
-    variable), else None (the value is an expression, evaluated)."""
-    if len(code) == 1 and code[0][0] == LOAD and code[0][1] not in session.variables:
-        return str(code[0][1])
-    return None
-
-
 def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tuple[str, str, float | None, float | None]:
     method, mode, atol, rtol = defaults.method, defaults.mode, defaults.atol, defaults.rtol
     for key, given in (("--tol", atol), ("--tol", rtol)):
@@ -106,7 +98,9 @@ def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tup
         if key not in OPTIONS:
             raise LanguageError("argument", f"unknown check option {key!r} (options: {', '.join(OPTIONS)})").at(span)
         if key in WORDS:
-            word = _word(code, session) or to_param(session.evaluate(code), f"check option {key}")
+            # The word written bare (`mode=forward`: a lone name that is not a variable), or an expression's value.
+            bare = len(code) == 1 and code[0][0] == LOAD and code[0][1] not in session.variables
+            word = str(code[0][1]) if bare else to_param(session.evaluate(code), f"check option {key}")
             if word not in WORDS[key]:
                 raise LanguageError("argument", f"{key} must be one of {', '.join(WORDS[key])}, not {word!r}").at(span)
             if key == "method":

@@ -116,13 +116,6 @@ class Program(Record):
         self.source, self.statements = source, statements
 
 
-class _Label:
-    __slots__ = ("target",)
-
-    def __init__(self) -> None:
-        self.target = -1
-
-
 class _Places:
     """Where nodes sit in the source, as spans: every node and token carries its start
     and end offsets (the parser's, driver.py); this turns them into lines and columns."""
@@ -201,7 +194,7 @@ def compile_expression(root: Node | Token, places: _Places, prefix: tuple[Instru
     (its children are done by then); (_LABEL, label, None) marks a jump target.
     """
     code: list[Instruction] = list(prefix)
-    jumps: list[int] = []  # where the instructions are whose argument is a _Label
+    jumps: list[int] = []  # where the instructions are whose argument is a label
     around: list[tuple[list[Instruction], list[int]]] = []  # the code a lambda's body is inside
     work: list[Task] = [root]
     span = places.range_span
@@ -226,7 +219,7 @@ def compile_expression(root: Node | Token, places: _Places, prefix: tuple[Instru
         op, arg, node = task
         if op < 0:
             if op == _LABEL:
-                arg.target = len(code)
+                arg[0] = len(code)
             elif op == _BODY:
                 around.append((code, jumps))
                 code, jumps = [], []
@@ -244,7 +237,7 @@ def _resolved(code: list[Instruction], jumps: list[int]) -> list[Instruction]:
     """`code` with each jump's label replaced by its target."""
     for i in jumps:
         op, label, where = code[i]
-        code[i] = (op, label.target, where)
+        code[i] = (op, label[0], where)
     return code
 
 
@@ -289,7 +282,7 @@ def _expand(node: Node | Token, places: _Places) -> list[Task]:
         return [children[0], (UNARY, kind, node)]
     if kind == "conditional":
         value, condition, alternative = children
-        otherwise, done = _Label(), _Label()
+        otherwise, done = [-1], [-1]  # labels: each a jump's target, set where the label is met
         return [
             condition, (JUMP_IF_FALSE, otherwise, condition),
             value, (JUMP, done, condition),

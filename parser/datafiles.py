@@ -274,7 +274,7 @@ def _read_npy(stream: IO[bytes], size: int, where: Path | str) -> np.ndarray:
     if available < expected:
         raise file_error(where, f"truncated: the header promises {expected:,} bytes of data, the file holds {max(available, 0):,}")
     data = np.frombuffer(stream.read(expected), dtype=dtype, count=count)
-    return _numbers(data.reshape(shape, order="F" if fortran_order else "C"))
+    return np.array(data.reshape(shape, order="F" if fortran_order else "C"), dtype=np.float64)  # a fresh, writable float64 array
 
 
 def _read_npz(path: Path, key: str | None) -> np.ndarray:
@@ -296,10 +296,6 @@ def _read_npz(path: Path, key: str | None) -> np.ndarray:
         raise file_error(path, "not a valid .npz file (not a zip archive)") from None
     except (zipfile.LargeZipFile, EOFError, ValueError) as err:
         raise file_error(path, f"damaged .npz file ({err})") from None
-
-
-def _numbers(data: np.ndarray) -> np.ndarray:
-    return np.array(data, dtype=np.float64)  # a fresh, writable float64 array
 
 
 # ---- CSV -----------------------------------------------------------------------------------------
@@ -418,11 +414,7 @@ def _header(row: list[str], path: Path, line: int) -> list[str]:
 
 def _say_header(on_header: Callable[[str], Any] | None, path: Path, line: int, header: list[str]) -> None:
     if on_header is not None:
-        on_header(f"{path} line {line}: {', '.join(map(_shown_cell, header))} (column names, not data)")
-
-
-def _shown_cell(name: str) -> str:
-    return name if name.isprintable() and name else repr(name)
+        on_header(f"{path} line {line}: {', '.join(name if name.isprintable() and name else repr(name) for name in header)} (column names, not data)")
 
 
 def _is_number(cell: str) -> bool:

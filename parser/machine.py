@@ -310,8 +310,12 @@ class Session:
                     stack.append(self._load(arg, local))
                 elif op == BINARY:
                     b = stack.pop()
-                    a = stack.pop()
-                    stack.append(self._binary(arg, a, b))
+                    a = self._operand(stack.pop(), SYMBOLS[arg])
+                    b = self._operand(b, SYMBOLS[arg])
+                    try:
+                        stack.append(backend.binary(arg, a, b))
+                    except ShapeError:
+                        raise LanguageError("shape", f"shapes do not fit for {SYMBOLS[arg]}: {tuple(a.shape)} {SYMBOLS[arg]} {tuple(b.shape)}") from None
                 elif op == UNARY:
                     stack.append(backend.unary(arg, self._operand(stack.pop(), SYMBOLS[arg])))
                 elif op == CALL or op == METHOD or op == CALL_VALUE:
@@ -481,14 +485,6 @@ class Session:
             if err.kind == "name" and err.message.startswith("unknown function"):
                 err.message += _suggest(name, [*self.functions, *self.backend.function_names()])
             raise
-
-    def _binary(self, op: str, a: Any, b: Any) -> Any:
-        a, b = self._operand(a, SYMBOLS[op]), self._operand(b, SYMBOLS[op])
-        try:
-            return self.backend.binary(op, a, b)
-        except ShapeError as err:
-            shapes = f"{tuple(a.shape)} {SYMBOLS[op]} {tuple(b.shape)}"
-            raise LanguageError("shape", f"shapes do not fit for {SYMBOLS[op]}: {shapes}") from err
 
     @staticmethod
     def _operand(value: Any, where: str, op: Any = None) -> Any:

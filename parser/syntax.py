@@ -237,10 +237,6 @@ class PendingInput:
         return self.depth > 0 or last in CONTINUES or backslash
 
 
-def _rest_is_blank(source: str, offset: int) -> bool:
-    return all(t.kind == NEWLINE or t.kind in COMMENTS for t in tokens(source, offset))
-
-
 def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
     token = stuck.token
     if token is None:  # a character no terminal matches
@@ -259,7 +255,7 @@ def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
     if stuck.states[-1] == driver.AFTER_STATEMENT_NAME:
         expected_terminals.discard("NAME")  # a second name only after `vjp`, a rule's rare start (driver.py)
     expected = describe_expected(expected_terminals)
-    if token.kind == END or (token.kind == NEWLINE and _rest_is_blank(source, token.end)):
+    if token.kind == END or (token.kind == NEWLINE and all(t.kind == NEWLINE or t.kind in COMMENTS for t in tokens(source, token.end))):
         # (at the end: just after the last character that is not a blank)
         line, column = place_of(source, len(source.rstrip()) if token.kind == END else token.start)
         return LanguageError("incomplete", f"unfinished input: expected {expected}", line, column)
