@@ -139,23 +139,12 @@ logsigmoid = elementwise(
 # ---- leaky_relu, elu ------------------------------------------------------------------------
 
 
-def _leaky_relu(x: Any, slope: float = 0.01) -> Any:
-    return np.where(x > 0, x, slope * x)
-
-
-def _leaky_relu_vjp(m: Any, g: Any, ans: Any, x: Any, slope: float = 0.01) -> Any:
-    return g * np.where(m.raw(x) > 0, 1.0, slope)
-
-
 leaky_relu = elementwise(
-    "leaky_relu", _leaky_relu, _leaky_relu_vjp, "x where x > 0, else slope * x; gradient slope at 0",
+    "leaky_relu", lambda x, slope=0.01: np.where(x > 0, x, slope * x), lambda m, g, ans, x, slope=0.01: g * np.where(m.raw(x) > 0, 1.0, slope),
+    "x where x > 0, else slope * x; gradient slope at 0",
     complex_safe=False, method=False, kink=near_zero, kink_gap=1e-3,
     edges=(Edge("at 0", [0.0], 0.0, (0.01,), note="slope, from the left branch"),),
 )
-
-
-def _elu(x: Any, alpha: float = 1.0) -> Any:
-    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
 
 
 def _elu_vjp(m: Any, g: Any, ans: Any, x: Any, alpha: float = 1.0) -> Any:
@@ -165,7 +154,8 @@ def _elu_vjp(m: Any, g: Any, ans: Any, x: Any, alpha: float = 1.0) -> Any:
 
 
 elu = elementwise(
-    "elu", _elu, _elu_vjp, "x where x > 0, else alpha * (e ** x - 1); gradient alpha at 0",
+    "elu", lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0))), _elu_vjp,
+    "x where x > 0, else alpha * (e ** x - 1); gradient alpha at 0",
     complex_safe=False, method=False, kink=near_zero, kink_gap=1e-3,
     rule="g * (1 where x > 0, else alpha * exp(x))",
     edges=(Edge("at 0", [0.0], 0.0, (1.0,), second=(1.0,), torch="second derivative 0",

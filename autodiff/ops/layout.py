@@ -64,10 +64,6 @@ def _tiled_shape(x: Any, reps: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(s * r for s, r in zip(shape, full_reps))
 
 
-def _tile(x: Any, reps: tuple[int, ...]) -> Any:
-    return np.tile(x, _tile_shape(np.shape(x), reps)[1])
-
-
 def _tile_vjp(m: Any, g: Any, ans: Any, x: Any, reps: tuple[int, ...]) -> Any:
     # Output axis i of size r_i * s_i is (r_i, s_i) in C order: sum the copies out.
     shape, full_reps = _tile_shape(x.shape, reps)
@@ -77,7 +73,7 @@ def _tile_vjp(m: Any, g: Any, ans: Any, x: Any, reps: tuple[int, ...]) -> Any:
 
 
 tile = defop(
-    "tile", _tile, (_tile_vjp,),
+    "tile", lambda x, reps: np.tile(x, _tile_shape(np.shape(x), reps)[1]), (_tile_vjp,),
     doc="x repeated as a whole reps times along each axis (torch's x.repeat)", category=SHAPE,
     method=True, variadic="reps", complex_safe=True,
     check=Check(shapes=(((3,),), ((2, 3),)), params={"reps": (2, 2)}), out_shape=_tiled_shape,

@@ -42,10 +42,6 @@ def _reverse_logcumsumexp(m: Any, v: Any, axis: int) -> Any:
     return m.flip(m.logcumsumexp(m.flip(v, axis=axis), axis=axis), axis=axis)
 
 
-def _cumsum_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
-    return m.reshape(reverse_cumsum(m, g, _scan_axis(axis)), shape=x.shape)
-
-
 def _scanned_last(m: Any, x: Any, axis: int | None) -> tuple[Any, tuple[int, ...]]:
     """x with its scanned axis moved last (flattened first when axis is None), and the
     axis order that did it."""
@@ -120,7 +116,8 @@ def _logcumsumexp_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int | None 
 
 
 cumsum = defop(
-    "cumsum", lambda x, axis=None: np.cumsum(*_flat(x, axis)), (_cumsum_vjp,),
+    "cumsum", lambda x, axis=None: np.cumsum(*_flat(x, axis)),
+    (lambda m, g, ans, x, axis=None: m.reshape(reverse_cumsum(m, g, _scan_axis(axis)), shape=x.shape),),
     doc="running sum along axis (of the flattened tensor when axis is None)", category=SCAN,
     method=True, complex_safe=True, check=Check(shapes=_SHAPES, params={"axis": -1}),
     rule="g summed from each position to the end along axis (a reversed cumsum)",

@@ -112,10 +112,6 @@ def _concatenate_vjp(m: Any, g: Any, ans: Any, *xs: Any, axis: int = 0, k: int) 
     return m.getitem(g, index=index)
 
 
-def _stack_vjp(m: Any, g: Any, ans: Any, *xs: Any, axis: int = 0, k: int) -> Any:
-    return m.getitem(g, index=(slice(None),) * (axis % ans.ndim) + (k,))
-
-
 def _join_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
     return [rng.uniform(-2, 2, (2, 3)), rng.uniform(-2, 2, (2, 3))], {"axis": 1}
 
@@ -130,7 +126,8 @@ concatenate = defop(
     rule='each input gets the slice of g along axis where it was placed',
 )
 stack = defop(
-    "stack", lambda *xs, axis=0: np.stack(xs, axis=axis), _stack_vjp, n_in=None,
+    "stack", lambda *xs, axis=0: np.stack(xs, axis=axis),
+    lambda m, g, ans, *xs, axis=0, k: m.getitem(g, index=(slice(None),) * (axis % ans.ndim) + (k,)), n_in=None,
     out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=True),
     doc="the inputs joined along a new axis; stack([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,
