@@ -70,9 +70,8 @@ def to_param(value: Any, what: str) -> Any:
         raise LanguageError("argument", f"{what} must be a number or a list of numbers, got a tensor of shape {data.shape}")
     if np.iscomplexobj(data):
         data = data.real
-    items = [float(v) for v in np.ravel(data)]
-    items_py = [int(v) if v.is_integer() else v for v in items]
-    return items_py[0] if data.ndim == 0 else tuple(items_py)
+    items = [int(v) if v.is_integer() else v for v in map(float, np.ravel(data))]
+    return items[0] if data.ndim == 0 else tuple(items)
 
 
 def _param(op: OpDef, name: str | None, value: Any) -> Any:

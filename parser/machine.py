@@ -546,7 +546,7 @@ def _in_iteration(err: LanguageError, name: str, i: int) -> LanguageError:
 
 def _range_bound(value: Any, span: Span | None) -> int:
     """An argument of a loop's range(...): a whole number."""
-    bound = to_param(value, "range") if not isinstance(value, str) else value
+    bound = to_param(value, "range")
     if not isinstance(bound, int) or isinstance(bound, bool):
         shown = repr(bound) if isinstance(bound, (str, float)) else "a tensor" if isinstance(bound, tuple) else str(bound)
         raise LanguageError("argument", f"range takes whole numbers, got {shown}").at(span)

@@ -88,10 +88,10 @@ class Transformed(FunctionValue):
 class Pullback(FunctionValue):
     """vjp's second result: u -> u J, the cotangent of each primal."""
 
-    __slots__ = ("f", "out", "inputs", "fresh", "single")
+    __slots__ = ("f", "out", "inputs")
 
-    def __init__(self, f: FunctionValue, out: Tensor, inputs: list[Tensor], fresh: list[Tensor], single: bool) -> None:
-        self.f, self.out, self.inputs, self.fresh, self.single = f, out, inputs, fresh, single
+    def __init__(self, f: FunctionValue, out: Tensor, inputs: list[Tensor]) -> None:
+        self.f, self.out, self.inputs = f, out, inputs  # (the inputs: fresh, one per primal)
 
     def signature(self) -> str:
         return f"<vjp of {short(self.f)}>"
@@ -109,7 +109,7 @@ class Pullback(FunctionValue):
                 raise LanguageError("shape", f"{what}: the cotangent has shape {u.shape}, the output {self.out.shape}")
             u = Tensor(np.broadcast_to(u.data.reshape(()), self.out.shape))
         cotangents = grad(self.out, self.inputs, grad_output=u.data, create_graph=True)
-        return _result(cotangents[0] if self.single else tuple(cotangents), self.fresh)
+        return _result(cotangents[0] if len(self.inputs) == 1 else tuple(cotangents), self.inputs)
 
 
 def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -427,7 +427,7 @@ def _vjp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
         raise LanguageError("argument", "vjp(f, *primals) takes the primals after the function, as in vjp(f, x)")
     xs = [_fresh(p, what, k) for k, p in enumerate(rest)]
     out = _tensor(session.call_function(f, list(xs), {}), what, "the function's result")
-    return _result(out, xs), Pullback(f, out, xs, xs, single=len(xs) == 1)
+    return _result(out, xs), Pullback(f, out, xs)
 
 
 def _hvp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
