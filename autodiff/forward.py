@@ -147,11 +147,8 @@ def _over_axis(m: Any, z: Any, ans: Any, axis: Any = None, keepdims: bool = Fals
     return m.reshape(m.sum(z, axis=axis, keepdims=keepdims), shape=ans.shape)
 
 
-def _over_last(n: int) -> Callable[..., Any]:
-    def reduce(m: Any, z: Any, ans: Any, **params: Any) -> Any:
-        return m.reshape(m.sum(z, axis=tuple(range(z.ndim - n, z.ndim))), shape=ans.shape)
-
-    return reduce
+def _over_matrix(m: Any, z: Any, ans: Any, **params: Any) -> Any:
+    return m.reshape(m.sum(z, axis=(-2, -1)), shape=ans.shape)
 
 
 def _to_items(m: Any, z: Any, ans: Any, **params: Any) -> Any:
@@ -162,7 +159,7 @@ def _to_items(m: Any, z: Any, ans: Any, **params: Any) -> Any:
 
 
 OVER_AXIS = through_partials(_over_axis, "sum over axis of {t} * d ans / d {x}")
-OVER_MATRIX = through_partials(_over_last(2), "sum over each matrix of {t} * d ans / d {x}")
+OVER_MATRIX = through_partials(_over_matrix, "sum over each matrix of {t} * d ans / d {x}")
 TO_ITEMS = through_partials(_to_items, "sum over each item of {t} * d loss / d {x}")
 
 

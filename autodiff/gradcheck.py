@@ -165,11 +165,6 @@ def forward_jacobian(output: Tensor, leaves: Sequence[Tensor], order: list[Any] 
     return jacs
 
 
-def analytic_jacobian(mode: str) -> Callable[..., list[np.ndarray]]:
-    """The Jacobian a check of `mode` holds against the numbers (MODES)."""
-    return forward_jacobian if mode == "forward" else reverse_jacobian
-
-
 def numerical_jacobian(
     f: Callable[[list[np.ndarray]], np.ndarray], inputs: Sequence[np.ndarray], wrt: Sequence[int], method: str,
     step: float | Callable[[float], float] | None = None,
@@ -443,7 +438,7 @@ def gradcheck(
     tensors = [Tensor(x, requires_grad=i in wrt) for i, x in enumerate(arrays)]
     output = f(*tensors)
     method, notes = choose_method(output, method)
-    analytic = analytic_jacobian(mode)(output, [tensors[i] for i in wrt])
+    analytic = (forward_jacobian if mode == "forward" else reverse_jacobian)(output, [tensors[i] for i in wrt])
     numeric = numerical_jacobian(value, arrays, wrt, method, step)
     names = [(f"inputs[{i}]", arrays[i].shape) for i in wrt]
     return _finish(method, atol, rtol, analytic, numeric, output, names, notes, inputs=[arrays[i] for i in wrt])
@@ -478,7 +473,7 @@ def gradcheck_graph(
             return tape.replay({key: v for key, v, recorded, interior in given if not (interior and v is recorded)})
         return tape.replay(dict(zip(keys, values)))  # replay(output, ..., order), compiled once
 
-    analytic = analytic_jacobian(mode)(output, leaves, order)
+    analytic = (forward_jacobian if mode == "forward" else reverse_jacobian)(output, leaves, order)  # the Jacobian checked (MODES)
     atol, rtol = resolve_tolerances(method, atol, rtol)
     step = COMPLEX_STEP if method == "complex" else CENTRAL_STEP
     # A batched replay pays for itself, and for the columns it checks again, from about
