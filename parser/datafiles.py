@@ -344,7 +344,8 @@ def _read_csv(path: Path, column: str | None, on_header: Callable[[str], Any] | 
             try:
                 values.extend(map(float, row))
             except ValueError:
-                values.extend(_cell(cell, path, line, col) for col, cell in enumerate(row, start=1))
+                at, cell = next((k, cell) for k, cell in enumerate(row, start=1) if not _is_number(cell))
+                raise file_error(path, f"line {line}, column {at}: {cell.strip()!r} is not a number") from None
     except csv.Error as err:
         raise file_error(path, f"line {reader.line_num}: {err}") from None
     del text
@@ -423,13 +424,6 @@ def _is_number(cell: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _cell(cell: str, path: Path, line: int, column: int) -> float:
-    try:
-        return float(cell)
-    except ValueError:
-        raise file_error(path, f"line {line}, column {column}: {cell.strip()!r} is not a number") from None
 
 
 # ---- JSON ----------------------------------------------------------------------------------------

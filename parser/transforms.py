@@ -288,15 +288,11 @@ def _blocks(one: Callable[..., Any], outs: Any, inputs: list[Any], argnums: Any,
     return parts
 
 
-def _jacobian_by(mode: str) -> Callable[..., Any]:
-    """jacrev (a backward pass per output element) or jacfwd (a forward pass per input element)."""
-    one = jacobian if mode == "jacrev" else jacobian_forward
-
-    def transform(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        y, inputs = _call_at(session, f, what, argnums, args, kwargs)
-        return _result(_shaped(y, _blocks(one, _outputs(y, what, f), inputs, argnums, what)), inputs)
-
-    return transform
+def _jacobian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any], one: Any = jacobian) -> Any:
+    """jacrev (`one` is jacobian: a backward pass per output element) or jacfwd
+    (jacobian_forward: a forward pass per input element)."""
+    y, inputs = _call_at(session, f, what, argnums, args, kwargs)
+    return _result(_shaped(y, _blocks(one, _outputs(y, what, f), inputs, argnums, what)), inputs)
 
 
 def _hessian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -364,8 +360,8 @@ def _stacked(results: list[Any], what: str, f: FunctionValue) -> Tensor:
 
 
 _APPLY: dict[str, Callable[..., Any]] = {
-    "grad": _grad, "value_and_grad": partial(_grad, with_value=True), "jacrev": _jacobian_by("jacrev"), "jacfwd": _jacobian_by("jacfwd"), "hessian": _hessian,
-    "vmap": _vmap,
+    "grad": _grad, "value_and_grad": partial(_grad, with_value=True), "jacrev": _jacobian, "jacfwd": partial(_jacobian, one=jacobian_forward),
+    "hessian": _hessian, "vmap": _vmap,
 }
 
 
