@@ -107,7 +107,8 @@ def parse_recovering(source: str) -> tuple[Node, list[Range], list[BadStatement]
             if len(bad) + 1 >= MAX_SYNTAX_ERRORS:
                 end = len(text)
             bad.append(BadStatement(error, start, end))
-            text = text[:start] + _blank(text[start:end]) + text[end:]
+            # (a "\r" is blanked too: alone it is a bad character, kept it would be the same error for ever)
+            text = text[:start] + "".join(ch if ch == "\n" else " " for ch in text[start:end]) + text[end:]
 
 
 def _before_statement_line(source: str, start: int, end: int) -> int:
@@ -121,12 +122,6 @@ def _before_statement_line(source: str, start: int, end: int) -> int:
             return source.rfind("\n", 0, t.start) + 1  # the start of its line
         previous = t.kind
     return end
-
-
-def _blank(text: str) -> str:
-    # Newlines stay, so every place stays where it was. A "\r" does not: alone it is a
-    # bad character, and kept it would be the same error again, for ever.
-    return "".join(ch if ch == "\n" else " " for ch in text)
 
 
 def statement_end(source: str, start: int) -> int:
