@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -67,44 +67,29 @@ def cost(dims: Sequence[int]) -> int:
     with empty dimensions counted as 1. A (10**10, 0) tensor holds no numbers, but
     everything that walks it row by row (printing, JSON's nested lists) makes 10**10
     empty rows, and `sum(zeros(0, 10**10), axis=0)` would make 10**10 zeros: it costs as
-    much as a (10**10,) one."""
+    much as a (10**10,) one. Raises SizeLimitError for a negative dimension."""
     n = 1
     for d in dims:
+        d = int(d)  # a NumPy integer would overflow the product silently
         if d > 1:
             n *= d
+        elif d < 0:
+            raise SizeLimitError(f"negative dimension in shape {tuple(map(int, dims))}")
     return n
 
 
-def _over_cap(what: str, dims: tuple[int, ...], n: int) -> SizeLimitError:
-    size = f"{n:,} elements" if math.prod(dims) == n else f"0 elements, counted as {n:,} (an empty dimension counts as 1)"
-    return SizeLimitError(
-        f"{what}: a tensor of shape {dims} would have {size}, over the cap of {_max_elements:,} "
-        "(--max-elements raises it)"
-    )
-
-
-def check_size(shape: Iterable[int], what: str) -> None:
+def check_size(shape: Sequence[int], what: str) -> None:
     """Raise SizeLimitError if a tensor of `shape` would be larger than the cap."""
-    # Every op's result passes here: a shape NumPy gave (a tuple of non-negative ints)
-    # under the cap is let through in one loop; anything else takes the full checks.
-    if type(shape) is tuple and len(shape) <= MAX_DIMENSIONS:
-        n = 1
-        for d in shape:
-            if type(d) is not int or d < 0:
-                break
-            if d > 1:
-                n *= d
-        else:
-            if n <= _max_elements:
-                return
-    dims = tuple(int(d) for d in shape)
-    if any(d < 0 for d in dims):
-        raise SizeLimitError(f"{what}: negative dimension in shape {dims}")
-    if len(dims) > MAX_DIMENSIONS:  # lists nested 65 deep, say
-        raise SizeLimitError(f"{what}: a tensor of {len(dims)} dimensions; at most {MAX_DIMENSIONS} are possible")
-    n = cost(dims)
+    try:
+        n = cost(shape)
+    except SizeLimitError as err:
+        raise SizeLimitError(f"{what}: {err}") from None
+    if len(shape) > MAX_DIMENSIONS:  # lists nested 65 deep, say
+        raise SizeLimitError(f"{what}: a tensor of {len(shape)} dimensions; at most {MAX_DIMENSIONS} are possible")
     if n > _max_elements:
-        raise _over_cap(what, dims, n)
+        dims = tuple(map(int, shape))
+        size = f"{n:,} elements" if math.prod(dims) == n else f"0 elements, counted as {n:,} (an empty dimension counts as 1)"
+        raise SizeLimitError(f"{what}: a tensor of shape {dims} would have {size}, over the cap of {_max_elements:,} (--max-elements raises it)")
 
 
 def check_outputs(count: int, shape: Sequence[int], what: str) -> None:
