@@ -99,7 +99,7 @@ def call_with_rule(session: Session, function: UserFunction, args: list[Any]) ->
             "argument", f"{function.name} has a vjp rule, and rules need the tensor engine ({session.switch_engine.format(engine='tensor')})"
         )
     operands = [session._operand(a, function.name) for a in args]
-    if not is_grad_enabled() or not any(t.requires_grad for t in operands):
+    if not is_grad_enabled():
         return _one_value(session.evaluate(function.code, dict(zip(function.params, operands)), function), function)
     # The body runs on leaves of its own: its graph says which ops it used (for complex
     # step) and whether it reads variables from outside, and is then let go.
@@ -117,6 +117,8 @@ def call_with_rule(session: Session, function: UserFunction, args: list[Any]) ->
                 f"{function.name} reads {', '.join(outside)} from outside its parameters: with a vjp rule it is a function of its "
                 f"parameters only, so no gradient reaches {', '.join(outside)} through it; pass {'it' if len(outside) == 1 else 'them'} as a parameter"
             )
+    if not any(t.requires_grad for t in operands):  # constants in, a constant out: nothing reaches the outside variables either
+        return new_tensor(out.data, (), None, None)
     op = rule.op(session, not complex_unsafe(out, order))
     return new_tensor(out.data, tuple(operands), op, None)
 

@@ -304,6 +304,16 @@ def test_a_variable_read_from_outside_is_a_constant_to_the_rule_and_said_so():
     assert any("f reads w from outside its parameters" in warning for warning in session.warnings)
 
 
+@pytest.mark.parametrize("argument", ["2", "x"])
+def test_the_outside_variable_is_a_constant_whether_or_not_the_argument_is(argument):
+    """d/dw (f(a) + w) is 1 with f(a) = a * w a constant to w: with a constant argument too."""
+    result = gradcalc("eval", "--json", f"w = 3; x = 2; def f(x) = x * w; vjp f(x, g) = g * 100; f({argument}) + w")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["value"] == 9.0 and out["grads"]["w"] == 1.0
+    assert "f reads w from outside its parameters" in result.stderr
+
+
 def test_the_scalar_engine_refuses_a_rule_and_says_how_to_switch():
     error = gradcalc("eval", "--engine", "scalar", "def f(x) = x; vjp f(x, g) = 2*g; f(x)", "x=3")
     assert error.returncode == 2 and "f has a vjp rule, and rules need the tensor engine (--engine tensor)" in error.stderr
