@@ -245,6 +245,8 @@ def _zeros_of(x: Tensor, y: Tensor, create_graph: bool) -> Tensor:
 def jacobian(f_out: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
     """d out / d x as a tensor of shape out.shape + x.shape, one backward pass per output element."""
     check_size(f_out.shape + x.shape, "jacobian")  # before the passes, not after
+    if f_out.size == 0:  # no passes to stack: the zeros of that shape, as torch.func.jacrev gives
+        return Tensor(np.zeros(f_out.shape + x.shape))
     rows = []
     for i in range(f_out.size):
         seed = np.zeros(f_out.size)

@@ -271,6 +271,8 @@ def jvp(
 def jacobian_forward(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
     """d y / d x of shape y.shape + x.shape, one forward pass per element of x (jacfwd)."""
     check_size(y.shape + x.shape, "jacfwd")
+    if x.size == 0:  # no passes to stack
+        return Tensor(np.zeros(y.shape + x.shape))
     order = topological_order(y)
     columns = []
     for i in range(x.size):
@@ -280,7 +282,5 @@ def jacobian_forward(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor
         t = push_forward([y], {x: Tensor(seed) if create_graph else seed}, create_graph, order).get(y)
         columns.append(Tensor(np.zeros(y.shape)) if t is None else t if isinstance(t, Tensor) else Tensor(np.array(t)))
     if create_graph:
-        stacked = TENSOR_MATH.stack(*columns, axis=-1) if columns else None
-        return TENSOR_MATH.reshape(stacked, y.shape + x.shape) if columns else Tensor(np.zeros(y.shape + x.shape))
-    data = np.stack([c.data for c in columns], axis=-1) if columns else np.zeros(y.shape + (0,))
-    return Tensor(data.reshape(y.shape + x.shape))
+        return TENSOR_MATH.reshape(TENSOR_MATH.stack(*columns, axis=-1), y.shape + x.shape)
+    return Tensor(np.stack([c.data for c in columns], axis=-1).reshape(y.shape + x.shape))
