@@ -355,8 +355,8 @@ def _read_csv(path: Path, column: str | None, on_header: Callable[[str], Any] | 
 
 
 def _plain_table(data: bytes, cap: int, path: Path) -> tuple[list[str] | None, np.ndarray, int] | None:
-    """A CSV file without quotes read by NumPy's parser (ten times faster than csv's rows
-    in Python): the header, the table and the header's line, or None when NumPy cannot
+    """A CSV file without quotes read by NumPy's parser (half the instructions of csv's rows
+    in Python: docs/performance.md's ledger): the header, the table and the header's line, or None when NumPy cannot
     read it as it is (not UTF-8, a line of spaces, a cell float() reads and NumPy does not, a ragged row),
     for csv's reader to read or to say exactly what is wrong. NumPy stops reading one row
     past the cap (its `max_rows` counts rows of data, not blank lines)."""

@@ -1,4 +1,4 @@
-"""The engine's fast paths give what its general paths give, bit for bit.
+"""The fast paths give what the general paths give, bit for bit.
 
 Each section guards one row of the fast-path ledger in docs/performance.md, and the
 ledger names every test here (the last test holds the two together): a fast path that
@@ -21,12 +21,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gradcalc.autodiff import Tensor, grad, no_grad, ops
 from gradcalc.autodiff.limits import STEPS, step_budget
 from gradcalc.autodiff.ops.arithmetic import masked
 from gradcalc.autodiff.ops.elementwise import _relu
 from gradcalc.autodiff.registry import ARRAY_MATH, REGISTRY, TENSOR_MATH
+from gradcalc.parser import LanguageError, datafiles
 
 INF, NAN = np.inf, np.nan
 X_EDGES = [NAN, INF, -INF, 0.0, -0.0, 5e-324, -5e-324, 1e-310, 1e-300, -1e-300, 0.5, -0.5, 1.0, -1.0,
@@ -228,6 +231,54 @@ def test_matmul_gradients_are_the_same_on_both_paths(shape_a, shape_b):
     for seed in range(3):
         plain, general = both_ways(lambda a, b: a @ b, edge_matrix(shape_a, seed), edge_matrix(shape_b, seed + 10))
         assert all(same(p, q) for p, q in zip(plain, general))
+
+
+# ---- CSV files read by NumPy's parser --------------------------------------------------------------
+
+
+def _both_readers(tmp_path: Path, text: str | bytes) -> tuple[object, object]:
+    """What reading the file gives by the NumPy path and by csv's rows alone: the array or
+    the error's message, and what is said of a header."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    outcomes = []
+    for plain in (datafiles._plain_table, lambda *args: None):
+        said: list[str] = []
+        try:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(datafiles, "_plain_table", plain)
+                outcomes.append((datafiles._read_csv(path, None, said.append), said))
+        except LanguageError as err:
+            outcomes.append((err.message, said))
+    return outcomes[0], outcomes[1]
+
+
+CSV_EDGES = [
+    "1,2\n3,4\n", "a,b\n1,2\n3,4\n", "\ufeffa,b\n1,2\n", "\n\n1,2\n\n3,4\n\n", "1,2\r\n3,4\r\n", "x\n1\n2\n3\n",
+    "nan,inf,-inf,-0.0\n5e-324,1e-310,1e308,-1e308\n", "1e5,2E-3\n.5,5.\n", " 1 , 2 \n3,4\n", "1_000,2\n3,4\n",
+    "1,2\n3\n", "1,2\n3,x\n", "a,b\n", "", "\n\n", "1,2,\n3,4,\n", "a,a\n1,2\n", "1,2\n   \n3,4\n", "0x10,2\n3,4\n",
+    "Infinity,NaN\n-infinity,+1\n", "1,2\n3,4", "a,b\r\n1,2\r\n",
+]
+
+
+@pytest.mark.parametrize("text", CSV_EDGES)
+def test_csv_files_read_the_same_by_numpy_and_by_csv_rows(tmp_path, text):
+    fast, general = _both_readers(tmp_path, text)
+    assert fast[1] == general[1]
+    if isinstance(general[0], str):
+        assert fast[0] == general[0]
+    else:
+        assert same(fast[0], general[0]) and fast[0].shape == general[0].shape
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=3, max_size=3), min_size=1, max_size=6),
+       header=st.booleans(), crlf=st.booleans())
+def test_random_tables_read_the_same_by_numpy_and_by_csv_rows(tmp_path, rows, header, crlf):
+    end = "\r\n" if crlf else "\n"
+    text = ("p,q,r" + end if header else "") + end.join(",".join(repr(v) for v in row) for row in rows) + end
+    fast, general = _both_readers(tmp_path, text)
+    assert fast[1] == general[1] and same(fast[0], general[0]) and same(fast[0], np.array(rows))
 
 
 # ---- the ledger and this file name the same tests -------------------------------------------------
