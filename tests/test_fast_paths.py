@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradcalc.autodiff import Tensor, grad, no_grad, ops
-from gradcalc.autodiff.limits import STEPS, step_budget
+from gradcalc.autodiff.limits import STEPS, matmul_shape, step_budget
 from gradcalc.autodiff.ops.arithmetic import masked
 from gradcalc.autodiff.ops.elementwise import _relu
 from gradcalc.autodiff.registry import ARRAY_MATH, REGISTRY, TENSOR_MATH
@@ -231,6 +231,17 @@ def test_matmul_gradients_are_the_same_on_both_paths(shape_a, shape_b):
     for seed in range(3):
         plain, general = both_ways(lambda a, b: a @ b, edge_matrix(shape_a, seed), edge_matrix(shape_b, seed + 10))
         assert all(same(p, q) for p, q in zip(plain, general))
+
+
+# ---- matmul_shape's two matrices --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("a, b", [
+    ((3, 4), (4, 5)), ((1, 1), (1, 1)), ((0, 4), (4, 0)), ((4, 0), (0, 3)), ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)),
+    ((7, 3, 4), (7, 4, 2)), ((2, 1, 3, 4), (5, 4, 6)), ((1, 3, 4), (6, 4, 2)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),
+])
+def test_matmul_shape_is_numpys(a, b):
+    assert matmul_shape(a, b) == (np.zeros(a) @ np.zeros(b)).shape
 
 
 # ---- CSV files read by NumPy's parser --------------------------------------------------------------
