@@ -15,22 +15,27 @@ from __future__ import annotations
 
 import argparse
 import html
+import re
 import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gradcalc.autodiff.graph import node_title
+from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.steps import backward_steps
 from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
 from gradcalc.parser.analysis import Analysis, analyze
+from gradcalc.parser.backends import CONSTANTS
 from gradcalc.parser.checks import make_check_handler
+from gradcalc.parser.compiler import RESERVED
 
-from .bindings import BindingError
+from .bindings import BindingError, bind
 from .checking import check_line
 from .figures import write_figure
 from .formatting import format_array, graph_dot
@@ -73,12 +78,20 @@ class NotebookVariables(dict):  # type: ignore[type-arg]
 
     def _borrow(self, name: str) -> bool:
         value = self.namespace.get(name)
-        if self.session is None or name.startswith("_") or not _numeric(value):
+        session = self.session
+        if session is None or name.startswith("_") or not _numeric(value) or _known(session, name):
             return False
-        backend = self.session.backend
+        check_size(np.shape(np.asarray(value)), f"the notebook's {name}")
+        backend = session.backend
         dict.__setitem__(self, name, backend.variable(backend.from_array(np.asarray(value, dtype=float)), name))
         self.borrowed.add(name)
         return True
+
+
+def _known(session: Session, name: str) -> bool:
+    """A name the language gives a meaning of its own (`e`, `true`, `sin`, a def): Python's
+    value of it would change what gradcalc's documented names mean."""
+    return name in CONSTANTS or name in RESERVED or name in session.functions or name in session.backend.function_names()
 
 
 def _numeric(value: Any) -> bool:
@@ -219,7 +232,7 @@ class _Html:
 def _options(prog: str = "%%gradcalc") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
     if prog == "%gradcalc":
-        parser.add_argument("words", nargs="+", help="EXPR, then NAME=VALUE bindings")
+        parser.add_argument("words", nargs="*", help="NAME=VALUE bindings")
     parser.add_argument("--out", metavar="NAME", help="also bind the last result to NAME in Python")
     parser.add_argument("--digits", type=int, help="round numbers for display")
     parser.add_argument("--steps", action="store_true", help="show the backward pass")
@@ -229,6 +242,53 @@ def _options(prog: str = "%%gradcalc") -> argparse.ArgumentParser:
     parser.add_argument("--engine", choices=("tensor", "scalar"), help="switch the session's engine")
     parser.add_argument("--reset", action="store_true", help="forget every variable and function first")
     return parser
+
+
+_BINDING = re.compile(r"[A-Za-z_]\w*=(?!=)\S")
+
+
+def _expression_first(line: str) -> tuple[str, list[str]]:
+    """`%gradcalc EXPR [NAME=VALUE ...] [options]` as EXPR, typed as it is (`x + 1`,
+    `sum(A @ A)`, quotes around the whole of it dropped), and the words after it: EXPR
+    ends at the first word from which on each is a binding, an option or an option's value."""
+    for chunk in list(re.finditer(r"\S+", line))[1:]:
+        try:
+            rest = shlex.split(line[chunk.start():])
+        except ValueError:  # inside a quoted EXPR
+            continue
+        if _bindings_and_options(rest):
+            return _unquoted(line[:chunk.start()].strip()), rest
+    return _unquoted(line.strip()), []
+
+
+def _bindings_and_options(words: list[str]) -> bool:
+    after_option = False
+    for word in words:
+        if word.startswith("--"):
+            after_option = True
+        elif after_option or (_BINDING.match(word) and _balanced(word)):
+            after_option = False
+        else:
+            return False
+    return True
+
+
+def _balanced(text: str) -> bool:
+    """Brackets that close: `axis=0)` is the end of `sum(x, axis=0)`, not a binding."""
+    depth = 0
+    for c in text:
+        depth += (c in "([{") - (c in ")]}")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _unquoted(expr: str) -> str:
+    if len(expr) > 1 and expr[0] == expr[-1] and expr[0] in "'\"":
+        words = shlex.split(expr)
+        if len(words) == 1:
+            return words[0]
+    return expr
 
 
 def _usage_error(err: BaseException) -> _Html:
@@ -260,17 +320,17 @@ class Notebook:
         display(HTML(f'<div class="gradcalc-warning" style="color:#9a6700">warning: {html.escape(message)}</div>'))
 
     def line(self, line: str) -> Any:
-        words = shlex.split(line)
-        if not words or words[0] in ("-h", "--help", "help"):
-            return _Html(f"<pre>{html.escape(USAGE)}</pre>")
-        if words[0] == "plot":
-            return self.plot(words[1:])
         try:
-            options = _options("%gradcalc").parse_intermixed_args(words)
-        except (argparse.ArgumentError, SystemExit) as err:
+            words = shlex.split(line)
+            if not words or words[0] in ("-h", "--help", "help"):
+                return _Html(f"<pre>{html.escape(USAGE)}</pre>")
+            if words[0] == "plot":
+                return self.plot(words[1:])
+            expr, rest = _expression_first(line)
+            options = _options("%gradcalc").parse_intermixed_args(rest)
+        except (ValueError, argparse.ArgumentError, SystemExit) as err:  # ValueError: shlex's unclosed quote
             return _usage_error(err)
-        expr, *bindings = options.words  # bindings run first, in order, like assignments
-        return self.run("\n".join([*bindings, expr]), options)
+        return self.run(expr, options, options.words)
 
     def cell(self, line: str, source: str) -> Any:
         try:
@@ -279,15 +339,19 @@ class Notebook:
             return _usage_error(err)
         return self.run(source, options)
 
-    def run(self, source: str, options: argparse.Namespace) -> Any:
-        """Run `source` statement by statement; display every result but the last, which
-        is returned (so it becomes `_`); an error shows with its caret, and the statements
-        before it keep their effect."""
+    def run(self, source: str, options: argparse.Namespace, bindings: Sequence[str] = ()) -> Any:
+        """Run the NAME=VALUE `bindings` (as `gradcalc eval` does), then `source` statement by
+        statement; display every result but the last, which is returned (so it becomes `_`);
+        an error shows with its caret, and the statements before it keep their effect."""
         from IPython.display import display
 
         if options.reset or (options.engine and options.engine != self.session.engine):
             self.reset(options.engine or self.session.engine)
         self.variables.refresh()
+        try:
+            bind(self.session, list(bindings))
+        except BindingError as err:
+            return _Html(error_html(err.error, err.source))
         wrt = [w.strip() for w in options.wrt.split(",") if w.strip()] if options.wrt else None
         shown: list[Any] = []
         try:

@@ -121,3 +121,58 @@ def test_steps_mode_forward_show_forward_mode_s_pass(executed):
     t = math.tanh(2.0)
     [tangent] = re.findall(r"tangent of the output: ([-0-9.e]+)", page)
     assert float(tangent) == pytest.approx(3 * (t + 2 * (1 - t * t)), rel=1e-15)
+
+
+@pytest.fixture
+def magic(monkeypatch):
+    """A Notebook over a Python namespace, its displays collected as HTML."""
+    import IPython.display
+
+    from gradcalc.cli import notebook
+
+    shown: list[str] = []
+    monkeypatch.setattr(IPython.display, "display", lambda item: shown.append(item._repr_html_()))
+    namespace: dict = {}
+    return notebook.Notebook(namespace), namespace, shown
+
+
+@pytest.mark.parametrize("line, value", [
+    ("x + 1 x=3", 4.0), ("sum(A @ A) A='[[1, 2], [3, 4]]'", 54.0), ("'x * y' x=2 y=5", 10.0), ("sum(x, axis=0) x=[1,2]", 3.0),
+    ("x*2 x=3 --digits 3", 6.0), ("(x + 1)**2 --no-graph x=2", 9.0),
+])
+def test_a_line_magic_takes_the_expression_as_typed(magic, line, value):
+    nb, _, shown = magic
+    result = nb.line(line)
+    assert shown == [] and float(result.value) == value
+
+
+@pytest.mark.parametrize("line, message", [
+    ("1 +", "unfinished input: expected an expression"), ("x x=+", "in the value of x: unfinished input"),
+])
+def test_a_line_magic_s_bad_input_is_an_error_with_its_place(magic, line, message):
+    nb, _, shown = magic
+    result = nb.line(line)
+    pages = shown + ([result._repr_html_()] if result is not None else [])
+    assert len(pages) == 1 and "gradcalc-error" in pages[0] and message in pages[0] and "^" in pages[0]
+
+
+def test_an_unclosed_quote_is_a_usage_error(magic):
+    nb, _, _ = magic
+    assert "No closing quotation" in nb.line('"x + 1')._repr_html_()
+
+
+def test_python_names_do_not_replace_the_language_s_own(magic):
+    nb, namespace, shown = magic
+    namespace.update(e=5, true=0, nan=2, sin=3, pi=1, x=2.0)
+    assert float(nb.line("exp(1) - e").value) == 0.0
+    assert float(nb.line("where(true, 1, 2)").value) == 1.0
+    assert np.isnan(float(nb.line("nan").value))
+    assert float(nb.line("sin(pi / 2) * x").value) == 2.0  # x, which gradcalc does not know, is borrowed
+    assert shown == []
+
+
+def test_a_borrowed_array_is_held_to_the_element_cap(magic):
+    nb, namespace, shown = magic
+    namespace["big"] = np.zeros(10**7 + 1)
+    assert nb.line("sum(big)") is None
+    assert "the notebook&#x27;s big: a tensor of shape (10000001,)" in shown[0] and "over the cap" in shown[0]
