@@ -31,7 +31,8 @@ _KINDS = {
     "ddof": WHOLE, "seed": WHOLE, "sections": WHOLES, "repeats": WHOLES, "shift": WHOLES, "shape": WHOLES, "reps": WHOLES,
     "axes": WHOLES, "widths": WHOLES, "keepdims": TRUTH, "descending": TRUTH, "start": FINITE, "stop": FINITE,
     "step": FINITE, "ord": NUMBER_OR_STRING, "subscripts": STRING,
-}  # (clip's low and high, full's value may be tensors: they broadcast)
+}
+_VALUES = frozenset({"low", "high", "value"})  # clip's bounds and full's value: numbers, or tensors that broadcast
 _BY_DEFAULT = {bool: TRUTH, int: WHOLE, float: NUMBER, str: STRING}
 # Ops whose axis is one axis, never a list (NumPy's accumulations, sorts and joins).
 _ONE_AXIS = frozenset({"argmax", "argmin", "concatenate", "cumprod", "cumsum", "logcumsumexp", "repeat", "sort", "split", "stack"})
@@ -61,6 +62,13 @@ def _spec(op: Any) -> tuple[tuple[str, ...], dict[str, str]]:
                 kinds[name] = WHOLE if described is WHOLES and name == "axis" and op.name in _ONE_AXIS else described
         spec = _SPECS[op] = (tuple(required), kinds)
     return spec
+
+
+def counts(op: Any, name: str | None) -> bool:
+    """Whether parameter `name` of `op` counts things (an axis, a shape, an index) rather
+    than holding a number (full's value, arange's start): the language gives a whole
+    number as an int to the first kind, and a value its float (full(2, 1e30))."""
+    return name not in _VALUES and _spec(op)[1].get(name or "") not in (NUMBER, FINITE, NUMBER_OR_STRING)
 
 
 def _names(names: Sequence[str]) -> str:
@@ -124,7 +132,8 @@ def check(op: Any, inputs: Sequence[Any], params: dict[str, Any]) -> None:
             continue
         if kind is WHOLE and isinstance(value, (tuple, list)) and name == "axis":
             raise ArgumentError(f"{op.signature}: {op.name} takes one axis, a whole number, got {shown(value)}")
-        if isinstance(value, Integral) and not isinstance(value, bool) and kind in (WHOLE, WHOLES):
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        if kind in (WHOLE, WHOLES) and all(isinstance(v, Integral) and not isinstance(v, bool) for v in items):
             raise ArgumentError(f"{op.signature}: {name} is too large: {shown(value)}")
         raise ArgumentError(f"{op.signature}: {name} must be {kind}, got {shown(value)}")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -88,8 +89,15 @@ def check_size(shape: Sequence[int], what: str) -> None:
         raise SizeLimitError(f"{what}: a tensor of {len(shape)} dimensions; at most {MAX_DIMENSIONS} are possible")
     if n > _max_elements:
         dims = tuple(map(int, shape))
-        size = f"{n:,} elements" if math.prod(dims) == n else f"0 elements, counted as {n:,} (an empty dimension counts as 1)"
-        raise SizeLimitError(f"{what}: a tensor of shape {dims} would have {size}, over the cap of {_max_elements:,} (--max-elements raises it)")
+        size = f"{_many(n)} elements" if math.prod(dims) == n else f"0 elements, counted as {_many(n)} (an empty dimension counts as 1)"
+        shown = str(dims) if max(dims) < 10**18 else f"({', '.join(map(_many, dims))})"
+        raise SizeLimitError(f"{what}: a tensor of shape {shown} would have {size}, over the cap of {_max_elements:,} (--max-elements raises it)")
+
+
+def _many(n: int) -> str:
+    """A count as a user reads it: digits in groups, or 1.209e+24 once they are too many
+    (arange(-1e300, 1e300) asks for 2e300 elements)."""
+    return f"{n:,}" if n < 10**18 else f"{Decimal(n):.3e}"
 
 
 def check_outputs(count: int, shape: Sequence[int], what: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order, whole_numbers
+from gradcalc.autodiff.arguments import counts
 from gradcalc.autodiff.binding import SPELLINGS
 from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.registry import OpDef
@@ -57,8 +58,9 @@ def public_ops() -> dict[str, OpDef]:
     return _public[1]
 
 
-def to_param(value: Any, what: str) -> Any:
-    """A language value as an op parameter: a whole number as int, a vector as a tuple."""
+def to_param(value: Any, what: str, counts: bool = True) -> Any:
+    """A language value as an op parameter, a vector as a tuple: a whole number as int
+    where the parameter `counts` things (an axis, a shape), else the float it is."""
     if isinstance(value, str) or value is None:
         return value
     if value is Ellipsis:
@@ -70,22 +72,13 @@ def to_param(value: Any, what: str) -> Any:
         raise LanguageError("argument", f"{what} must be a number or a list of numbers, got a tensor of shape {data.shape}")
     if np.iscomplexobj(data):
         data = data.real
-    items = [int(v) if v.is_integer() else v for v in map(float, np.ravel(data))]
+    items = [int(v) if counts and v.is_integer() else v for v in map(float, np.ravel(data))]
     return items[0] if data.ndim == 0 else tuple(items)
 
 
 def _param(op: OpDef, name: str | None, value: Any) -> Any:
-    """One parameter of a call, checked by what its name says it is."""
-    where = f"{op.name}: {name or 'parameter'}"
-    rule = _PARAMETERS.get(name or "")
-    param = to_param(value, where)
-    if rule is None or param is None:
-        return param
-    accepts, valid, lists = rule
-    items = param if isinstance(param, tuple) and lists else (param,)
-    if not all(valid(item) for item in items):
-        raise LanguageError("argument", f"{where} must be {accepts}, got {_shown(value)}")
-    return bool(param) if name in ("keepdims", "keepdim") else param
+    """One parameter of a call (arguments.check tests it against the op's signature)."""
+    return to_param(value, f"{op.name}: {name or 'parameter'}", counts(op, name))
 
 
 # max(x, 0) is the larger of two values in Python and the largest element along axis 0
@@ -112,20 +105,6 @@ def _ambiguous_extreme(op: OpDef, x: Any, second: Any) -> LanguageError:
 
 def _whole_number(item: Any) -> bool:
     return isinstance(item, int) and not isinstance(item, bool)
-
-
-# What a parameter accepts, by its name: the words for the message, the test of one
-# number, and whether a list of such numbers is accepted too.
-_PARAMETERS: dict[str, tuple[str, Any, bool]] = {
-    "axis": ("a whole number or a list of whole numbers", _whole_number, True),
-    "axis1": ("a whole number", _whole_number, False),
-    "axis2": ("a whole number", _whole_number, False),
-    "keepdims": ("true or false", lambda v: v in (0, 1), False),
-    "seed": ("a whole number from 0 up", lambda v: _whole_number(v) and v >= 0, False),
-    "decimals": ("a whole number", _whole_number, False),
-    "sections": ("a positive whole number or a list of whole-number indices", _whole_number, True),
-    "shape": ("whole numbers", _whole_number, True),
-}
 
 
 def _shown(value: Any) -> str:

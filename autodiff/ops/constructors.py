@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,7 @@ def _arange(start: float, stop: float | None = None, step: float = 1.0) -> Any:
         start, stop = 0.0, start
     if step == 0:
         raise ArgumentError("arange: step must not be 0")
-    count = max(math.ceil((stop - start) / step), 0)
+    count = max(math.ceil((Fraction(stop) - Fraction(start)) / Fraction(step)), 0)  # (exact: no overflow to inf)
     check_size((count,), "arange")
     return np.arange(start, stop, step, dtype=np.float64)
 
@@ -57,12 +58,18 @@ def _linspace(start: float, stop: float, num: int = 50) -> Any:
     return np.linspace(start, stop, _dims((num,), "linspace")[0])
 
 
+def _generator(seed: int | None, what: str) -> Any:
+    if seed is not None and seed < 0:
+        raise ArgumentError(f"{what}: seed must be a whole number from 0 up, got {seed}")
+    return np.random.default_rng(None if seed is None else int(seed))
+
+
 def _rand(shape: tuple[int, ...] = (), seed: int | None = None) -> Any:
-    return np.random.default_rng(None if seed is None else int(seed)).random(_dims(shape, "rand"))
+    return _generator(seed, "rand").random(_dims(shape, "rand"))
 
 
 def _randn(shape: tuple[int, ...] = (), seed: int | None = None) -> Any:
-    return np.random.default_rng(None if seed is None else int(seed)).standard_normal(_dims(shape, "randn"))
+    return _generator(seed, "randn").standard_normal(_dims(shape, "randn"))
 
 
 def _new(name: str, fn: Any, doc: str, variadic: str | None = None) -> Any:
