@@ -104,11 +104,11 @@ class Pullback(FunctionValue):
         if kwargs or len(args) != 1:
             raise LanguageError("argument", f"{what} takes one argument, the cotangent u of the output (shape {self.out.shape}); got {len(args) + len(kwargs)}")
         u = _tensor(args[0], what, "the cotangent")
-        if u.shape != self.out.shape:
-            if u.size != 1:
-                raise LanguageError("shape", f"{what}: the cotangent has shape {u.shape}, the output {self.out.shape}")
-            u = Tensor(np.broadcast_to(u.data.reshape(()), self.out.shape))
-        cotangents = grad(self.out, self.inputs, grad_output=u.data, create_graph=True)
+        if u.shape != self.out.shape and u.size != 1:
+            raise LanguageError("shape", f"{what}: the cotangent has shape {u.shape}, the output {self.out.shape}")
+        # u J is the gradient of sum(out * u): built so, it stays on u's graph, as JAX's does
+        weighted = REGISTRY["sum"](REGISTRY["mul"](self.out, u))
+        cotangents = grad(weighted, self.inputs, create_graph=True)
         return _result(cotangents[0] if len(self.inputs) == 1 else tuple(cotangents), self.inputs)
 
 

@@ -254,3 +254,22 @@ def test_nesting_is_capped_with_a_clear_error():
         value("def p(n) = 1 if n == 0 else grad(lambda x: x * p(n - 1))(1)\np(100)")
     assert caught.value.kind == "recursion" and "nested deeper than" in caught.value.message
     assert numbers(value("def p(n) = 1 if n == 0 else grad(lambda x: x * p(n - 1))(1)\np(10)")) == 1.0
+
+
+def test_the_pullback_is_differentiable_in_its_cotangent_and_its_primal(tmp_path):
+    """back(u) = u f'(x) stays on the graph of u and of x, as torch.func.vjp's pullback does."""
+    f = lambda x: x ** 4  # noqa: E731
+    pullback_at_3 = lambda u: tf.vjp(f, _t(3.0))[1](u)[0]  # noqa: E731
+    forms = {
+        "grad(lambda u: vjp(lambda x: x**4, 3)[1](u))(2)": tf.grad(pullback_at_3)(_t(2.0)),
+        "jacfwd(lambda u: vjp(lambda x: x**4, 3)[1](u))(2)": tf.jacfwd(pullback_at_3)(_t(2.0)),
+        "grad(lambda x: vjp(lambda t: t**4, x)[1](2))(3)": tf.grad(lambda x: tf.vjp(f, x)[1](_t(2.0))[0])(_t(3.0)),
+        "grad(lambda u: vjp(lambda t: t**4, u)[1](u))(3)": tf.grad(lambda u: tf.vjp(f, u)[1](u)[0])(_t(3.0)),
+    }
+    for (form, expected), actual in zip(forms.items(), run_values(tmp_path, "\n".join(forms) + "\n")):
+        np.testing.assert_allclose(actual, expected.numpy(), rtol=1e-13, err_msg=form)
+    done = gradcalc("eval", "u=2; y, back = vjp(lambda x: x**4, 3); back(u)", "--json")
+    assert json.loads(done.stdout)["grads"] == {"u": 108.0}, done.stdout + done.stderr  # f'(3) = 4 * 27
+    (tmp_path / "back.gc").write_text("u = [1, 2]\ny, back = vjp(lambda x: x**2, [1, 2])\ncheck back(u)\n")
+    done = gradcalc("check", "--json", str(tmp_path / "back.gc"))
+    assert [c["status"] for c in json.loads(done.stdout)["checks"]] == ["pass"], done.stdout + done.stderr
