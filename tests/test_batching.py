@@ -364,69 +364,6 @@ def test_small_checks_replay_per_column_and_wide_ones_batched(monkeypatch):
     assert len(calls) == 1
 
 
-# ---- inputs that are all numbers: replayed per column without copies --------------------------------
-
-NUMBERS = "s = 0.7\nt = -1.3\nu = 2.1\nz = 0.0\nn = -0.0\nm = -1.0\np = inf\nq = nan\nbig = 1e308\ntiny = 5e-324"
-NUMBER_EXPRESSIONS = [
-    "tanh(s) * t + exp(u / 3)", "sigmoid(s * t) - log(u)", "relu(s) * sin(t) + u**2", "(s*t + exp(u)).relu()/s",
-    "softplus(s - t) * cos(u)", "relu(z) * s", "abs(n) + s", "sqrt(z) + s", "log(z) * s", "big * big * s", "tiny * s",
-    "exp(big) * s", "s / z", "sqrt(m) * s", "[s, t, u] * 2", "p * m", "q + z", "s ** t", "maximum(s, t) * u",
-    "where(s > 0, t, u) * s", "clip(s, t, u) * z", "sum([s, t]) * u", "s * s * s", "floor(s) * t",
-]
-
-
-def assert_number_columns_match(output, leaves, method):
-    """number_columns against replays per column of 0-d arrays, bit for bit: numbers go
-    through replays as NumPy scalars, and the arithmetic ops call NumPy's ufuncs, so a
-    scalar takes the array loops' path (a complex product by `*` of two scalars rounds
-    without their fused multiply-adds, and differed in its last bits)."""
-    with np.errstate(all="ignore"):
-        got = gradcheck_module.number_columns(Tape(output, topological_order(output)), leaves, method)
-        want = per_column(output, leaves, method)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape and g.dtype == w.dtype
-        assert np.array_equal(g, w, equal_nan=True), (g, w)
-
-
-@pytest.mark.parametrize("expression", NUMBER_EXPRESSIONS)
-@pytest.mark.parametrize("method", METHODS)
-def test_number_columns_are_the_replays_per_column_bit_for_bit(expression, method):
-    assert_number_columns_match(*graph(NUMBERS, expression), method)
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.floats(-3, 3), st.floats(-3, 3), st.sampled_from([
-    "s * s * s", "tanh(s) * t", "sigmoid(s * t) * s", "softplus(s) * t * t", "s ** t * s", "exp(s) / t * s", "2 / s * s + t",
-    "(s * s) ** t", "s ** 0.5 * t", "s ** 2 * t",
-]), st.sampled_from(METHODS))
-def test_number_columns_are_bit_for_bit_at_any_point(s, t, expression, method):
-    """At random numbers too (where a complex product of two scalars by `*` had differed
-    in its last bits from the array path, 55 columns in 300)."""
-    assert_number_columns_match(*graph(f"s = {s!r}\nt = {t!r}", expression), method)
-
-
-def test_checks_of_numbers_replay_per_column_below_a_dozen_replays(monkeypatch):
-    calls = []
-    real = Tape.batched_jacobian
-    monkeypatch.setattr(Tape, "batched_jacobian", lambda self, *a: calls.append(a) or real(self, *a))
-    result = gradcheck_graph(*graph(NUMBERS, "relu(s) * t + u"))  # central differences, 6 replays
-    assert calls == [] and result.method == "central" and result.passed
-    many = ", ".join(f"a{k}" for k in range(6))
-    gradcheck_graph(*graph("\n".join(f"a{k} = {k + 1}" for k in range(6)), f"relu(sum([{many}]))"))  # 12 replays
-    assert len(calls) == 1
-
-
-def test_repeated_or_non_number_leaves_take_the_reference_path():
-    output, leaves = graph(NUMBERS, "s * t")
-    twice = [leaves[0], leaves[0]]
-    with np.errstate(all="ignore"):
-        got = gradcheck_graph(output, twice).numeric
-    assert [np.asarray(g).tolist() for g in got] == [np.asarray(w).tolist() for w in per_column(output, twice, "complex")]
-    assert not gradcheck_module._numbers(twice)
-    assert not gradcheck_module._numbers([Tensor(np.array([1.0]), requires_grad=True)])
-
-
 # ---- random graphs --------------------------------------------------------------------------------
 
 UNARY = ["tanh", "exp", "sin", "sigmoid", "softplus", "square", "atan", "relu", "abs"]

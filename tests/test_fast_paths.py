@@ -9,27 +9,34 @@ cases: tanh's and relu's VJPs and relu's forward with fewer passes, products of 
 matrices without the lift to stacks, nan found with one pass (a dot product), the common
 call of `apply`, two-input VJPs called without unpacking. The general path is the same
 VJP run over Tensors (TENSOR_MATH, what create_graph=True runs), which takes none of
-them; the forwards are compared with the formulas they replaced. Every comparison is
-exact: same bits, same signs of zero, nan where nan (its payload aside), on the edges
-where shortcuts go wrong: nan, +-inf, +-0, subnormals, overflow, ties, broadcasting, 0-d
-and empty tensors.
+them; the forwards are compared with the formulas they replaced. A gradient check takes
+two: checks of numbers replayed without copies, and a few entries compared in Python
+floats; their general paths are replays per column and compare's NumPy passes. Every
+comparison is exact: same bits, same signs of zero, nan where nan (its payload aside),
+on the edges where shortcuts go wrong: nan, +-inf, +-0, subnormals, overflow, ties,
+broadcasting, 0-d and empty tensors.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gradcalc.autodiff import Tensor, grad, no_grad, ops
+import gradcalc.autodiff.gradcheck as gradcheck_module
+from gradcalc.autodiff import Tensor, grad, no_grad, ops, topological_order
+from gradcalc.autodiff.batching import Tape
+from gradcalc.autodiff.gradcheck import gradcheck_graph
 from gradcalc.autodiff.limits import STEPS, matmul_shape, step_budget
 from gradcalc.autodiff.ops.arithmetic import masked
 from gradcalc.autodiff.ops.elementwise import _relu
 from gradcalc.autodiff.registry import ARRAY_MATH, REGISTRY, TENSOR_MATH
 from gradcalc.parser import LanguageError, datafiles
+from tests.test_batching import METHODS, graph, per_column
 
 INF, NAN = np.inf, np.nan
 X_EDGES = [NAN, INF, -INF, 0.0, -0.0, 5e-324, -5e-324, 1e-310, 1e-300, -1e-300, 0.5, -0.5, 1.0, -1.0,
@@ -290,6 +297,92 @@ def test_random_tables_read_the_same_by_numpy_and_by_csv_rows(tmp_path, rows, he
     text = ("p,q,r" + end if header else "") + end.join(",".join(repr(v) for v in row) for row in rows) + end
     fast, general = _both_readers(tmp_path, text)
     assert fast[1] == general[1] and same(fast[0], general[0]) and same(fast[0], np.array(rows))
+
+
+# ---- gradcheck: checks of numbers replayed per column without copies (number_columns) ---------------
+
+NUMBERS = "s = 0.7\nt = -1.3\nu = 2.1\nz = 0.0\nn = -0.0\nm = -1.0\np = inf\nq = nan\nbig = 1e308\ntiny = 5e-324"
+NUMBER_EXPRESSIONS = [
+    "tanh(s) * t + exp(u / 3)", "sigmoid(s * t) - log(u)", "relu(s) * sin(t) + u**2", "(s*t + exp(u)).relu()/s",
+    "softplus(s - t) * cos(u)", "relu(z) * s", "abs(n) + s", "sqrt(z) + s", "log(z) * s", "big * big * s", "tiny * s",
+    "exp(big) * s", "s / z", "sqrt(m) * s", "[s, t, u] * 2", "p * m", "q + z", "s ** t", "maximum(s, t) * u",
+    "where(s > 0, t, u) * s", "clip(s, t, u) * z", "sum([s, t]) * u", "s * s * s", "floor(s) * t",
+]
+
+
+def assert_number_columns_match(output, leaves, method):
+    """number_columns against replays per column of 0-d arrays, bit for bit: numbers go
+    through replays as NumPy scalars, and the arithmetic ops call NumPy's ufuncs, so a
+    scalar takes the array loops' path (a complex product by `*` of two scalars rounds
+    without their fused multiply-adds, and differed in its last bits)."""
+    with np.errstate(all="ignore"):
+        got = gradcheck_module.number_columns(Tape(output, topological_order(output)), leaves, method)
+        want = per_column(output, leaves, method)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        assert np.array_equal(g, w, equal_nan=True), (g, w)
+
+
+@pytest.mark.parametrize("expression", NUMBER_EXPRESSIONS)
+@pytest.mark.parametrize("method", METHODS)
+def test_number_columns_are_the_replays_per_column_bit_for_bit(expression, method):
+    assert_number_columns_match(*graph(NUMBERS, expression), method)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(-3, 3), st.floats(-3, 3), st.sampled_from([
+    "s * s * s", "tanh(s) * t", "sigmoid(s * t) * s", "softplus(s) * t * t", "s ** t * s", "exp(s) / t * s", "2 / s * s + t",
+    "(s * s) ** t", "s ** 0.5 * t", "s ** 2 * t",
+]), st.sampled_from(METHODS))
+def test_number_columns_are_bit_for_bit_at_any_point(s, t, expression, method):
+    """At random numbers too (where a complex product of two scalars by `*` had differed
+    in its last bits from the array path, 55 columns in 300)."""
+    assert_number_columns_match(*graph(f"s = {s!r}\nt = {t!r}", expression), method)
+
+
+def test_checks_of_numbers_replay_per_column_below_a_dozen_replays(monkeypatch):
+    calls = []
+    real = Tape.batched_jacobian
+    monkeypatch.setattr(Tape, "batched_jacobian", lambda self, *a: calls.append(a) or real(self, *a))
+    result = gradcheck_graph(*graph(NUMBERS, "relu(s) * t + u"))  # central differences, 6 replays
+    assert calls == [] and result.method == "central" and result.passed
+    many = ", ".join(f"a{k}" for k in range(6))
+    gradcheck_graph(*graph("\n".join(f"a{k} = {k + 1}" for k in range(6)), f"relu(sum([{many}]))"))  # 12 replays
+    assert len(calls) == 1
+
+
+def test_repeated_or_non_number_leaves_take_the_reference_path():
+    output, leaves = graph(NUMBERS, "s * t")
+    twice = [leaves[0], leaves[0]]
+    with np.errstate(all="ignore"):
+        got = gradcheck_graph(output, twice).numeric
+    assert [np.asarray(g).tolist() for g in got] == [np.asarray(w).tolist() for w in per_column(output, twice, "complex")]
+    assert not gradcheck_module._numbers(twice)
+    assert not gradcheck_module._numbers([Tensor(np.array([1.0]), requires_grad=True)])
+
+
+# ---- gradcheck: a few entries compared in Python floats (_compare_few) ------------------------------
+
+ENTRY_EDGES = [0.0, -0.0, 5e-324, -5e-324, 1e-310, 1e-300, 0.5, -1.0, 1.0 + 2**-52, 1e300, -1e308, NAN, INF, -INF]
+ENTRIES = st.sampled_from(ENTRY_EDGES) | st.floats(-4, 4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(ENTRIES, ENTRIES), max_size=gradcheck_module.FEW_ENTRIES), st.integers(1, 3),
+       st.sampled_from([(1e-10, 1e-8), (1e-5, 1e-3), (0.0, 0.0)]))
+def test_few_entries_are_compared_as_numpy_compares_them(pairs, leaves, tolerances):
+    """compare's verdict (errors, pass, worst entry) with the entries in Python floats is
+    the NumPy path's, over Jacobians of 1 to 3 leaves (rows and columns, some empty)."""
+    cut = [len(pairs) * k // leaves for k in range(leaves + 1)]
+    chunks = [np.array(pairs[a:b], dtype=float).reshape(-1, 2) for a, b in zip(cut, cut[1:])]
+    shapes = [(len(c), 1) if k % 2 else (1, len(c)) for k, c in enumerate(chunks)]
+    analytic = [c[:, 0].reshape(shape) for c, shape in zip(chunks, shapes)]
+    numeric = [c[:, 1].reshape(shape) for c, shape in zip(chunks, shapes)]
+    fast = gradcheck_module.compare(analytic, numeric, *tolerances)
+    with mock.patch.object(gradcheck_module, "FEW_ENTRIES", -1), np.errstate(all="ignore"):
+        general = gradcheck_module.compare(analytic, numeric, *tolerances)
+    assert repr(fast) == repr(general)  # (a float's repr is its bits, the sign of 0 too; nan payloads aside)
 
 
 # ---- the ledger and this file name the same tests -------------------------------------------------
