@@ -241,7 +241,8 @@ class Session:
         if name not in self.functions and (name in self.backend.function_names() or name in CONSTANTS):
             what = "constant" if name in CONSTANTS else "function"
             self.warn(f"def {name} shadows the built-in {what} {name}: from here on, {name} means yours")
-        elif name in self.functions and self.functions[name].rule is not None:
+        elif name in self.functions and self.functions[name].rule is not None and self.functions[name].code is not function.code:
+            # (not when a loop runs this same def again: the rule is one the loop gave, and gives again)
             self.warn(f"def {name} replaces the {name} that had a vjp rule: the new {name} has none (give it one with vjp {name}(...) = ...)")
         if isinstance(self.variables.get(name), FunctionValue):  # `f = lambda ...` then `def f`: the def is f now
             del self.variables[name]

@@ -56,8 +56,9 @@ class Rule:
 
 def define_rule(session: Session, statement: Statement) -> UserFunction:
     """The function of `vjp NAME(...) = ...` with the rule attached (a copy: the def's
-    compiled function is left as it is). Refuses, at the place: a name that is not a
-    def, a parameter count other than the def's and one cotangent, a second rule."""
+    compiled function is left as it is; a rule it had is replaced, as jax's defvjp and a
+    loop running the statement again want). Refuses, at the place: a name that is not a
+    def, a parameter count other than the def's and one cotangent."""
     rule = statement.function
     assert rule is not None
     name = statement.targets[0]
@@ -77,10 +78,6 @@ def define_rule(session: Session, statement: Statement) -> UserFunction:
             f"vjp {name} takes {name}'s {_count(len(params), 'parameter')} and then the cotangent (the gradient of the output), "
             f"as in vjp {name}({', '.join(expected)}), got {_count(len(rule.params), 'parameter')}",
         ).at(params_span)
-    if function.rule is not None:
-        raise LanguageError(
-            "value", f"{name} already has a vjp rule, {function.rule.rule.text.strip()}; to replace it, define {name} again with def, then its vjp"
-        ).at(name_span)
     bound = UserFunction(function.name, function.params, function.code, function.text, function.source)
     bound.rule = Rule(bound, rule, result_span, tuple(item_spans))
     return bound
