@@ -29,7 +29,7 @@ import numpy as np
 from gradcalc.autodiff.graph import node_title
 from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.steps import backward_steps
-from gradcalc.parser import CheckStatementResult, ExpressionResult, LanguageError, Session, compile_program
+from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, compile_program
 from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import CONSTANTS
 from gradcalc.parser.checks import make_check_handler
@@ -218,6 +218,19 @@ def tree_svg(output: Any, digits: int | None, row: int = 18, indent: int = 18) -
             f'font-family="monospace" font-size="13">{"".join(items)}</svg>')
 
 
+class Lines:
+    """Lines of text, as the REPL prints them: help(name)'s, or a function value's."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    def __repr__(self) -> str:
+        return "\n".join(self.lines)
+
+    def _repr_html_(self) -> str:
+        return f'<pre class="gradcalc-lines">{html.escape(repr(self))}</pre>'
+
+
 class _Html:
     def __init__(self, markup: str) -> None:
         self.markup = markup
@@ -362,6 +375,8 @@ class Notebook:
                     shown.append(self._result(result, statement, wrt, options))
                 elif isinstance(result, CheckStatementResult):
                     shown.append(CheckResult(result.outcome))
+                elif isinstance(result, HelpResult):  # help(name), or a function value: `<grad of f>`
+                    shown.append(Lines(result.lines))
         except LanguageError as err:
             for item in shown:
                 display(item)

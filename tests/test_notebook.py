@@ -5,6 +5,7 @@ The expected numbers are closed forms: d/da (ab + e^c)/a = -e^c/a^2, d/db = 1,
 d/dc = e^c/a at a=2, b=-3, c=10; d/du tanh(u) u = tanh(u) + u (1 - tanh(u)^2)."""
 from __future__ import annotations
 
+import html
 import math
 import re
 from pathlib import Path
@@ -176,3 +177,28 @@ def test_a_borrowed_array_is_held_to_the_element_cap(magic):
     namespace["big"] = np.zeros(10**7 + 1)
     assert nb.line("sum(big)") is None
     assert "the notebook&#x27;s big: a tensor of shape (10000001,)" in shown[0] and "over the cap" in shown[0]
+
+
+def test_a_function_value_shows_as_the_repl_shows_it(executed):
+    cell = cell_with(executed, "%%gradcalc\ngrad(f)")
+    assert "<pre" in outputs(cell, "text/html") and "&lt;grad of f&gt;" in outputs(cell, "text/html")
+    assert "&lt;jacfwd of f&gt;" in outputs(cell, "text/html")
+    assert "<jacfwd of f>" in outputs(cell, "text/plain")
+
+
+@pytest.mark.parametrize("line, lines", [
+    ("grad(lambda x: x**2)", "<grad of lambda x>"),
+    ("sin", "<built-in function sin>"),
+    ("help(sin)", "sin(x): "),
+])
+def test_a_line_magic_shows_a_function_or_help_as_the_repl_does(magic, line, lines):
+    nb, _, shown = magic
+    result = nb.line(line)
+    assert shown == [] and repr(result).startswith(lines) and html.escape(lines) in result._repr_html_()
+
+
+def test_a_def_name_in_a_cell_shows_its_function(magic):
+    nb, _, shown = magic
+    result = nb.cell("", "def f(x) = x * 2\nf\njacfwd(f)")
+    assert [html.unescape(page) for page in shown] == ['<pre class="gradcalc-lines"><function f(x)></pre>']
+    assert repr(result) == "<jacfwd of f>"
