@@ -4,6 +4,7 @@ alone would multiply that 0 by an infinite or undefined local derivative and lea
 (PyTorch and JAX do). The expected values are closed forms."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -61,3 +62,34 @@ def test_an_op_defined_outside_the_engine_receives_the_guarded_gradient():
         assert gradient(lambda x: op(x).sqrt() * ZERO_ONE, [0.0, 2.0]) == [0.0, 1 / (2 * math.sqrt(2.0))]
     finally:
         unregister("clip_below")
+
+
+ELEMENTWISE = sorted(name for name, op in REGISTRY.items() if op.category == "elementwise" and op.public and op.vjps is not None)
+
+
+@pytest.mark.parametrize("name", ELEMENTWISE)
+def test_every_elementwise_op_passes_nothing_back_from_a_nan_the_output_drops(name):
+    """op(...)[1:] does not depend on element 0, which is nan in one input: every input's
+    gradient there is exactly 0, by a plain pass, a recorded one and forward mode."""
+    from gradcalc.autodiff.forward import jacobian_forward
+
+    op = REGISTRY[name]
+    extra = {"low": -1.0, "high": 1.0} if name == "clip" else {}
+    for k in range(op.n_in or 1):
+        for create_graph in (False, True):
+            leaves = [Tensor(np.array([math.nan if j == k else 0.7, 0.5]), requires_grad=True) for j in range(op.n_in or 1)]
+            with np.errstate(all="ignore"):
+                out = op(*leaves, **extra)[1:].sum()
+                grads = grad(out, leaves, create_graph=create_graph)
+                forward = [jacobian_forward(out, leaf).data for leaf in leaves]
+            for g, f in zip(grads, forward):
+                assert g.data[0] == 0.0 and f[0] == 0.0, (name, k, create_graph, g.data, f)
+
+
+def test_a_dropped_nan_gives_gradient_zero_through_the_command():
+    from .test_cli import gradcalc
+
+    done = gradcalc("eval", "--json", "sum(atan(sqrt(x))[1:]) + sum(square(sqrt(x))[1:])", "x=[-1, 0.5]")
+    assert done.returncode == 0, done.stderr
+    first, second = json.loads(done.stdout)["grads"]["x"]
+    assert first == 0.0 and second == pytest.approx(1 / (2 * math.sqrt(0.5)) / 1.5 + 1.0, rel=1e-15)

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gradcalc.cli.actions import evaluate_expression
@@ -85,6 +85,7 @@ def test_random_chains_agree_in_both_modes(ops, x, k):
     expr = f"sum({expr})"
     bindings = [f"x={x}", f"k={k}"]
     reverse, _ = evaluate_expression(expr, bindings, "tensor", None)
+    assume(bool(np.all(np.isfinite(reverse.value))))  # exp(exp(exp(...))) overflows: not such a point
     forward, _ = evaluate_expression(expr, bindings, "tensor", None, "forward")
     assert forward.tangent_passes == len(x) + (len(ops) > 1) and reverse.tangent_passes is None  # (k is used from the second op)
     for name, g in reverse.grads.items():

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..registry import ARRAY_MATH, Check, Edge
-from .arithmetic import elementwise, near_zero
+from .arithmetic import elementwise, masked, near_zero
 from .special import TWO_OVER_SQRT_PI, erfc, exp_of_minus_square, product_rounding_error, square_rounding_error
 
 SQRT_HALF = math.sqrt(0.5)
@@ -60,9 +60,9 @@ def _gelu_vjp(m: Any, g: Any, ans: Any, x: Any, approximate: str = "none") -> An
         s = logistic(m, 2.0 * u)  # = (1 + tanh(u)) / 2
         du = GELU_C * (1.0 + 3.0 * GELU_K * x * x)
         # d/dx [x s(2u)] = s + x * 2 s (1 - s) du, with 1 - s = logistic(-2u).
-        return g * (s + 2.0 * x * s * logistic(m, -2.0 * u) * du)
+        return masked(m, g, g * (s + 2.0 * x * s * logistic(m, -2.0 * u) * du))
     # d/dx [x Phi(x)] = Phi(x) + x phi(x).
-    return g * (0.5 * m.erfc(-SQRT_HALF * x) + x * INV_SQRT_2PI * exp_of_minus_square(m, x, 0.5))
+    return masked(m, g, g * (0.5 * m.erfc(-SQRT_HALF * x) + x * INV_SQRT_2PI * exp_of_minus_square(m, x, 0.5)))
 
 
 def _gelu_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -97,7 +97,7 @@ def _silu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     h = m.exp(0.5 * m.where(negative, x, 0.0))
     rest = logistic(m, -x)
     left = h * (1.0 + x * rest) * h * rest
-    return g * m.where(negative, left, logistic(m, x) * (1.0 + x * rest))
+    return masked(m, g, g * m.where(negative, left, logistic(m, x) * (1.0 + x * rest)))
 
 
 silu = elementwise(
@@ -115,7 +115,7 @@ def _softsign(x: Any) -> Any:
 def _softsign_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     # (1 / d) * (1 / d), not 1 / d**2: differentiated again, d**4 overflowed from 1e77 on.
     r = 1.0 / (1.0 + m.abs(x))
-    return g * (r * r)
+    return masked(m, g, g * (r * r))
 
 
 softsign = elementwise(
@@ -130,7 +130,7 @@ softsign = elementwise(
 
 
 logsigmoid = elementwise(
-    "logsigmoid", lambda x: -np.logaddexp(0.0, -x), lambda m, g, ans, x: g * logistic(m, -x),
+    "logsigmoid", lambda x: -np.logaddexp(0.0, -x), lambda m, g, ans, x: masked(m, g, g * logistic(m, -x)),
     "log(sigmoid(x)) = -softplus(-x), finite for any x (-1000 at x = -1000)", complex_safe=False, method=False,
     rule="g * sigmoid(-x)",
     edges=(Edge("far in the left tail", [-1000.0], -1000.0, (1.0,), note="exact: -softplus(-x)"),),
@@ -150,7 +150,7 @@ leaky_relu = elementwise(
 def _elu_vjp(m: Any, g: Any, ans: Any, x: Any, alpha: float = 1.0) -> Any:
     positive = m.raw(x) > 0
     # exp of the negative part only, so large positive x cannot overflow into 0 * inf.
-    return g * m.where(positive, 1.0, alpha * m.exp(m.where(positive, 0.0, x)))
+    return masked(m, g, g * m.where(positive, 1.0, alpha * m.exp(m.where(positive, 0.0, x))))
 
 
 elu = elementwise(

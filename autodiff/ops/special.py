@@ -14,7 +14,7 @@ import numpy as np
 
 from ..forward import DIAGONAL
 from ..registry import BINARY_SHAPES, Check, Edge, defop
-from .arithmetic import ELEM, elementwise, near_zero
+from .arithmetic import ELEM, elementwise, masked, near_zero
 
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
@@ -75,14 +75,14 @@ def _gaussian(m: Any, x: Any) -> Any:
 
 
 erf = elementwise(
-    "erf", lambda x: _real_only(_erf, x), lambda m, g, ans, x: g * _gaussian(m, x),
+    "erf", lambda x: _real_only(_erf, x), lambda m, g, ans, x: masked(m, g, g * _gaussian(m, x)),
     "error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x", complex_safe=False,
     rule="g * 2 / sqrt(pi) * exp(-x**2)",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [1.0, -1.0], ([0.0, 0.0],), second=([0.0, 0.0],),
                 torch="second derivative nan", note="the limits"),),
 )
 erfc = elementwise(
-    "erfc", lambda x: _real_only(_erfc, x), lambda m, g, ans, x: -g * _gaussian(m, x),
+    "erfc", lambda x: _real_only(_erfc, x), lambda m, g, ans, x: masked(m, g, -g * _gaussian(m, x)),
     "complementary error function 1 - erf(x), accurate where erf(x) is near 1", complex_safe=False,
     rule="-g * 2 / sqrt(pi) * exp(-x**2)",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [0.0, 2.0], ([0.0, 0.0],), order=1, note="the limits"),),
@@ -90,18 +90,18 @@ erfc = elementwise(
 
 # ---- logarithms and powers ------------------------------------------------------------
 log2 = elementwise(
-    "log2", lambda x: np.log2(x), lambda m, g, ans, x: g / (x * LN2), "base-2 logarithm", low=0.2, high=3.0,
+    "log2", lambda x: np.log2(x), lambda m, g, ans, x: masked(m, g, g / (x * LN2)), "base-2 logarithm", low=0.2, high=3.0,
     edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),),
 )
 log10 = elementwise(
-    "log10", lambda x: np.log10(x), lambda m, g, ans, x: g / (x * LN10), "base-10 logarithm", low=0.2, high=3.0,
+    "log10", lambda x: np.log10(x), lambda m, g, ans, x: masked(m, g, g / (x * LN10)), "base-10 logarithm", low=0.2, high=3.0,
     edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),),
 )
-exp2 = elementwise("exp2", lambda x: np.exp2(x), lambda m, g, ans, x: g * ans * LN2, "2 ** x")
+exp2 = elementwise("exp2", lambda x: np.exp2(x), lambda m, g, ans, x: masked(m, g, g * ans * LN2), "2 ** x")
 expm1 = elementwise(
-    "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: g * m.exp(x), "e ** x - 1, accurate for small x",
+    "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: masked(m, g, g * m.exp(x)), "e ** x - 1, accurate for small x",
 )
-square = elementwise("square", lambda x: x * x, lambda m, g, ans, x: g * (2.0 * x), "x * x")
+square = elementwise("square", lambda x: x * x, lambda m, g, ans, x: masked(m, g, g * (2.0 * x)), "x * x")
 def away_from_zero(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Check inputs of either sign with 0.2 <= |x| <= 2. (low and high, which tests that
     compose ops squash their inputs into, stay positive.)"""
@@ -110,21 +110,21 @@ def away_from_zero(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str
 
 
 cbrt = elementwise(
-    "cbrt", lambda x: np.cbrt(x), lambda m, g, ans, x: g / (3.0 * ans * ans),
+    "cbrt", lambda x: np.cbrt(x), lambda m, g, ans, x: masked(m, g, g / (3.0 * ans * ans)),
     "real cube root (negative for negative x); infinite slope at 0", complex_safe=False, method=False,
     kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
     edges=(Edge("at 0", [0.0], 0.0, (math.inf,), order=1, torch="no cbrt; sign(x) * |x| ** (1/3) has gradient nan",
                 note="the limit of the slope"),),
 )
 reciprocal = elementwise(
-    "reciprocal", lambda x: 1.0 / x, lambda m, g, ans, x: -g * ans * ans, "1 / x",
+    "reciprocal", lambda x: 1.0 / x, lambda m, g, ans, x: masked(m, g, -g * ans * ans), "1 / x",
     kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
     edges=(Edge("at 0 and -0", [[0.0, -0.0]], [math.inf, -math.inf], ([-math.inf, -math.inf],)),),
 )
 
 # ---- hyperbolic functions and their inverses --------------------------------------------
-sinh = elementwise("sinh", lambda x: np.sinh(x), lambda m, g, ans, x: g * m.cosh(x), "hyperbolic sine")
-cosh = elementwise("cosh", lambda x: np.cosh(x), lambda m, g, ans, x: g * m.sinh(x), "hyperbolic cosine")
+sinh = elementwise("sinh", lambda x: np.sinh(x), lambda m, g, ans, x: masked(m, g, g * m.cosh(x)), "hyperbolic sine")
+cosh = elementwise("cosh", lambda x: np.cosh(x), lambda m, g, ans, x: masked(m, g, g * m.sinh(x)), "hyperbolic cosine")
 def _one_minus_square(x: Any) -> Any:
     if np.iscomplexobj(x):  # complex step: the imaginary part -2xh, which (1 - x)(1 + x) cancels near 0
         return 1.0 - x * x
@@ -140,28 +140,28 @@ one_minus_square = defop(
 )
 
 asinh = elementwise(
-    "asinh", lambda x: np.arcsinh(x), lambda m, g, ans, x: g / m.hypot(x, 1.0),
+    "asinh", lambda x: np.arcsinh(x), lambda m, g, ans, x: masked(m, g, g / m.hypot(x, 1.0)),
     "inverse hyperbolic sine", aliases=("arcsinh",),
 )
 acosh = elementwise(
-    "acosh", lambda x: np.arccosh(x), lambda m, g, ans, x: g / (m.sqrt(x - 1.0) * m.sqrt(x + 1.0)),
+    "acosh", lambda x: np.arccosh(x), lambda m, g, ans, x: masked(m, g, g / (m.sqrt(x - 1.0) * m.sqrt(x + 1.0))),
     "inverse hyperbolic cosine (x >= 1)", aliases=("arccosh",), low=1.2, high=3.0,
     edges=(Edge("at 1", [1.0], 0.0, (math.inf,), order=1),),
 )
 atanh = elementwise(
-    "atanh", lambda x: np.arctanh(x), lambda m, g, ans, x: g / m.one_minus_square(x),
+    "atanh", lambda x: np.arctanh(x), lambda m, g, ans, x: masked(m, g, g / m.one_minus_square(x)),
     "inverse hyperbolic tangent (-1 < x < 1)", aliases=("arctanh",), low=-0.9, high=0.9, rule="g / (1 - x**2)",
     edges=(Edge("at +-1", [[1.0, -1.0]], [math.inf, -math.inf], ([math.inf, math.inf],), order=1),),
 )
 
 # ---- inverse trigonometric functions -----------------------------------------------------
 asin = elementwise(
-    "asin", lambda x: np.arcsin(x), lambda m, g, ans, x: g / m.sqrt(m.one_minus_square(x)),
+    "asin", lambda x: np.arcsin(x), lambda m, g, ans, x: masked(m, g, g / m.sqrt(m.one_minus_square(x))),
     "inverse sine (-1 <= x <= 1)", aliases=("arcsin",), low=-0.9, high=0.9, rule="g / sqrt(1 - x**2)",
     edges=(Edge("at +-1", [[1.0, -1.0]], [math.pi / 2, -math.pi / 2], ([math.inf, math.inf],), order=1),),
 )
 acos = elementwise(
-    "acos", lambda x: np.arccos(x), lambda m, g, ans, x: -g / m.sqrt(m.one_minus_square(x)),
+    "acos", lambda x: np.arccos(x), lambda m, g, ans, x: masked(m, g, -g / m.sqrt(m.one_minus_square(x))),
     "inverse cosine (-1 <= x <= 1)", aliases=("arccos",), low=-0.9, high=0.9, rule="-g / sqrt(1 - x**2)",
     edges=(Edge("at +-1", [[1.0, -1.0]], [0.0, math.pi], ([-math.inf, -math.inf],), order=1),),
 )
@@ -174,10 +174,10 @@ def _atan_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     # everywhere: r * r rounds twice, 0.7999999999999999 for 1 / (1 + 0.5**2).)
     far = np.abs(m.raw(x)) >= _ATAN_FAR
     if not far.any():
-        return g / (1.0 + x * x)
+        return masked(m, g, g / (1.0 + x * x))
     r = 1.0 / m.hypot(x, 1.0)
     near = m.where(far, 0.0, x)
-    return g * m.where(far, r * r, 1.0 / (1.0 + near * near))
+    return masked(m, g, g * m.where(far, r * r, 1.0 / (1.0 + near * near)))
 
 
 atan = elementwise(
@@ -194,12 +194,12 @@ def _atan2_dy(m: Any, g: Any, ans: Any, y: Any, x: Any) -> Any:
     # x / (x**2 + y**2) as (x / r) / r, r = hypot(y, x): the squares underflow at 1e-300
     # (0 / 0 where the derivative is 5e299) and overflow at 1e200.
     r = m.hypot(y, x)
-    return g * (x / r) / r
+    return masked(m, g, g * (x / r) / r)
 
 
 def _atan2_dx(m: Any, g: Any, ans: Any, y: Any, x: Any) -> Any:
     r = m.hypot(y, x)
-    return -g * (y / r) / r
+    return masked(m, g, -g * (y / r) / r)
 
 
 atan2 = defop(
@@ -214,7 +214,7 @@ atan2 = defop(
 )
 hypot = defop(
     "hypot", lambda a, b: np.hypot(a, b),
-    (lambda m, g, ans, a, b: g * a / ans, lambda m, g, ans, a, b: g * b / ans),
+    (lambda m, g, ans, a, b: masked(m, g, g * a / ans), lambda m, g, ans, a, b: masked(m, g, g * b / ans)),
     doc="sqrt(a**2 + b**2) without overflow", category=ELEM, n_in=2, method=True,
     kink=lambda a, b, tol=0.0: bool(np.any((np.abs(a) <= tol) & (np.abs(b) <= tol))),
     check=Check(shapes=BINARY_SHAPES, kink_gap=0.2), jvp=DIAGONAL,
