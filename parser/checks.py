@@ -130,6 +130,7 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
     if statement.expected is not None:
         return _compare_values(session, statement, value, atol, rtol)
     order = topological_order(value)  # once: every step of the check walks this graph
+    on_graph = set(order)
     if statement.wrt:
         leaves = []
         for name in statement.wrt:
@@ -140,7 +141,11 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
         # column made its numeric derivative 0 and failed a correct gradient.
         leaves = list({id(leaf): leaf for leaf in leaves}.values())
     else:
+        # The variables on the value's graph, and those the expression names that are not
+        # on it (grad(sum(2 * x), x) is constant in x): its derivative by those is 0.
         leaves = variables_in(value, order)
+        named = (session.variables.get(code[1]) for code in statement.code if code[0] == LOAD)
+        leaves += list({id(v): v for v in named if isinstance(v, Tensor) and v.requires_grad and v not in on_graph}.values())
     if not leaves:
         raise LanguageError("value", "nothing to check: the expression uses no variables").at(statement.span)
     try:
@@ -148,6 +153,8 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
     except NoJVPError as err:  # an op defined outside gradcalc, without a forward rule
         raise LanguageError("argument", f"check ... mode=forward: {err}").at(statement.span) from None
     warnings = [*result.notes, *_undefined(order)]
+    warnings += [f"{leaf.name} reaches the value through no op with a gradient: its derivative by {leaf.name} is 0, "
+                 "which replaying the graph cannot test" for leaf in leaves if leaf not in on_graph]
     warnings += [f"evaluated at a kink of {name}: the derivative there is a convention, not a limit" for name in result.kinks]
     outcome = CheckOutcome(
         text=statement.text, line=line, status="pass" if result.passed else "fail",

@@ -182,6 +182,26 @@ def test_a_file_with_no_checks_is_an_error_for_that_file(tmp_path):
     assert done.returncode == 1 and "ERROR" in done.stdout
 
 
+CONSTANT_IN_X = [  # derivatives whose value is constant in x: their Jacobian by x is 0
+    "grad(sum(2*x), x)", "jacobian(3*x, x)", "hessian(sum(x**2), x)", "grad(lambda t: sum(2*t))(x)",
+    "jacfwd(lambda t: 3*t)(x)", "jacrev(lambda t: 3*t)(x)", "hessian(lambda t: sum(t**2))(x)", "grad(sum(f(x)), x)",
+]
+
+
+def test_a_derivative_constant_in_its_variable_is_checked_by_it(tmp_path):
+    """Every check names x and passes, whether or not the value's graph still holds x;
+    where it does not, a warning says so (it was an error, "uses no variables")."""
+    script = tmp_path / "constant.gc"
+    script.write_text("x = [0.3, 1.7]\ndef f(t) = 2*t\nvjp f(t, g) = g * 2\n" + "".join(f"check {e}\n" for e in CONSTANT_IN_X) + "check 3\n")
+    done = gradcalc("check", "--json", str(script))
+    *constant, none = json.loads(done.stdout)["checks"]
+    assert [(c["status"], c["variables"], c["max_abs_error"]) for c in constant] == [("pass", ["x"], 0.0)] * len(CONSTANT_IN_X), done.stdout
+    off_graph = [c["expression"] for c in constant if c["warnings"]]
+    assert "grad(sum(2*x), x)" in off_graph and "hessian(sum(x**2), x)" not in off_graph
+    assert all(w.startswith("x reaches the value through no op with a gradient") for c in constant for w in c["warnings"])
+    assert none["status"] == "error" and "uses no variables" in none["message"]
+
+
 def test_a_syntax_error_costs_one_statement_and_the_others_run():
     source = "x = 0.5\ncheck exp(x)\ny = (1 +* 2)\ncheck tanh(x $ 2)\ncheck sin(x)\nz = [1, 2\n"
     outcomes = checks(source)
