@@ -38,7 +38,6 @@ class Part:
     source: str
     first: int
     stop: int | None  # None: to the end
-    checks: int  # how many checks fall in the part
 
 
 @functools.lru_cache(maxsize=16)

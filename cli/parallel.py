@@ -49,13 +49,13 @@ def plan(sources: list[tuple[str, str]], workers: int, min_part: int = MIN_PART)
     for origin, source, program in compiled:
         checks = check_indices(program) if program is not None else []
         if len(checks) <= size:
-            parts.append(Part(origin, source, 0, None, len(checks)))
+            parts.append(Part(origin, source, 0, None))
             continue
         first = 0
         for start in range(0, len(checks), size):
             chunk = checks[start:start + size]
             stop = None if start + size >= len(checks) else chunk[-1] + 1
-            parts.append(Part(origin, source, first, stop, len(chunk)))
+            parts.append(Part(origin, source, first, stop))
             first = stop or 0
     return parts
 

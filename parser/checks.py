@@ -8,14 +8,10 @@ the JVPs) against complex step where every op on it is complex-safe, central
 differences otherwise (see gradcalc.autodiff.gradcheck). A failed check names the entry
 that disagrees most by variable and index, and the ops whose own VJP (JVP) disagrees. `check A == B` compares two
 values elementwise instead (A may be a gradient: `check grad(x**2, x) == 2*x`).
-
-`run_check_source` runs a whole check file so that every check ends as pass, fail or
-error, whatever happens in the others.
 """
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -275,27 +271,6 @@ def _item(data: np.ndarray, flat: int) -> str:
     """Element `flat` of a value as the language writes it (true and false for booleans)."""
     item = data.reshape(-1)[flat].item()
     return ("true" if item else "false") if isinstance(item, bool) else repr(item)
-
-
-def run_check_source(source: str, defaults: CheckDefaults | None = None, on_outcome: Any = None) -> list[CheckOutcome]:
-    """Every check of one file, each ending as pass, fail or error.
-
-    A statement that does not parse is an error in its place and the rest still run; a
-    setup statement that fails is an error too; anything unexpected in one check (out of
-    memory, an internal bug) errors that check only; a file without checks is an error,
-    so that a batch cannot pass while checking nothing."""
-    from .compiler import compile_program
-    from .machine import Session
-
-    session = Session(on_check=make_check_handler(defaults))
-    program = compile_program(source, recover=True)
-    outcomes: list[CheckOutcome] = []
-    for outcome in itertools.chain((statement_outcome(session, s) for s in program.statements), [nothing_checked(program)]):
-        if outcome is not None:
-            outcomes.append(outcome)
-            if on_outcome is not None:
-                on_outcome(outcome)
-    return outcomes
 
 
 def statement_outcome(session: Any, statement: Statement) -> CheckOutcome | None:

@@ -186,12 +186,13 @@ def test_a_wrong_rule_inside_another_rule_is_blamed_in_the_users_words():
     # check of the second derivative blames it as part of the derivative of quartic_quarter.
     from gradcalc.autodiff import defop
     from gradcalc.autodiff.registry import Check, unregister
-    from gradcalc.parser.checks import run_check_source
+    from gradcalc.cli.parallel import run_checks
+    from gradcalc.parser.checks import CheckDefaults
 
     defop("cubed_wrongly", lambda x: x ** 3, (lambda m, g, ans, x: g * 2.0,), doc="x^3 with a wrong VJP", category="elementwise", check=Check())
     defop("quartic_quarter", lambda x: x ** 4 / 4, (lambda m, g, ans, x: g * m.cubed_wrongly(x),), doc="x^4/4", category="elementwise", check=Check())
     try:
-        outcome, = run_check_source("x = 1.5\ncheck grad(quartic_quarter(x), x)\n")
+        [(_, [outcome])] = run_checks([("t.gc", "x = 1.5\ncheck grad(quartic_quarter(x), x)\n")], CheckDefaults(), [])
     finally:
         unregister("quartic_quarter")
         unregister("cubed_wrongly")
