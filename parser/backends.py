@@ -43,18 +43,19 @@ AUTODIFF_FUNCTIONS = {
 }
 
 
-_public: tuple[tuple[int, int], dict[str, OpDef]] = ((-1, -1), {})
+_public: tuple[tuple[int, int], dict[str, OpDef], frozenset[str]] = ((-1, -1), {}, frozenset())
 
 
 def public_ops() -> dict[str, OpDef]:
-    """The registry's ops that the language offers, by every name (aliases included).
-    Rebuilt only when the registry has grown (tests register throwaway ops)."""
+    """The registry's ops that the language offers, by every name (aliases included), and
+    beside them every function name the language knows (looked up at every call). Rebuilt
+    only when the registry has grown (tests register throwaway ops)."""
     global _public
     key = (len(REGISTRY), len(ALIASES))
     if _public[0] != key:
         ops = {name: op for name, op in REGISTRY.items() if op.public}
         ops.update({alias: REGISTRY[name] for alias, name in ALIASES.items() if REGISTRY[name].public})
-        _public = (key, ops)
+        _public = (key, ops, frozenset([*ops, *AUTODIFF_FUNCTIONS, "load"]))
     return _public[1]
 
 
@@ -266,8 +267,9 @@ class TensorBackend:
             raise LanguageError("value", f"the condition of 'if' must be a scalar, got shape {data.shape}; use where(cond, a, b) for tensors")
         return bool(data.reshape(()).real != 0)
 
-    def function_names(self) -> list[str]:
-        return sorted([*public_ops(), *AUTODIFF_FUNCTIONS, "load"])
+    def function_names(self) -> frozenset[str]:
+        public_ops()  # (which rebuilds the names when the registry has grown)
+        return _public[2]
 
     def from_array(self, data: np.ndarray) -> Tensor:
         return Tensor(data)
@@ -413,6 +415,7 @@ def _carry(result: Value, *operands: Any) -> Value:
 
 
 _DETACH = ("detach", "stop_gradient")
+_SCALAR_NAMES = frozenset([*SCALAR_FUNCTIONS, *_DETACH, "load"])
 
 
 class ScalarBackend:
@@ -459,8 +462,8 @@ class ScalarBackend:
     def truth(self, value: Any) -> bool:
         return value.data != 0
 
-    def function_names(self) -> list[str]:
-        return sorted([*SCALAR_FUNCTIONS, *_DETACH, "load"])
+    def function_names(self) -> frozenset[str]:
+        return _SCALAR_NAMES
 
     def from_array(self, data: np.ndarray) -> Value:
         if data.size != 1:
