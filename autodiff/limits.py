@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -97,7 +96,11 @@ def check_size(shape: Sequence[int], what: str) -> None:
 def _many(n: int) -> str:
     """A count as a user reads it: digits in groups, or 1.209e+24 once they are too many
     (arange(-1e300, 1e300) asks for 2e300 elements)."""
-    return f"{n:,}" if n < 10**18 else f"{Decimal(n):.3e}"
+    if n < 10**18:
+        return f"{n:,}"
+    from decimal import Decimal  # here, on an error's path: importing it costs every command's start-up 1.6%
+
+    return f"{Decimal(n):.3e}"
 
 
 def check_outputs(count: int, shape: Sequence[int], what: str) -> None:

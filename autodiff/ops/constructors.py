@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -49,6 +48,8 @@ def _arange(start: float, stop: float | None = None, step: float = 1.0) -> Any:
         start, stop = 0.0, start
     if step == 0:
         raise ArgumentError("arange: step must not be 0")
+    from fractions import Fraction  # here: importing it (and decimal) costs every command's start-up 1.6%
+
     count = max(math.ceil((Fraction(stop) - Fraction(start)) / Fraction(step)), 0)  # (exact: no overflow to inf)
     check_size((count,), "arange")
     return np.arange(start, stop, step, dtype=np.float64)
