@@ -138,12 +138,21 @@ def make_request(expr: str, arguments: list[str], order: str | None, points: int
 # ---- sampling ---------------------------------------------------------------------------
 
 
+def _axis(r: Range, points: int) -> Any:
+    """`points` evenly spaced values from r.low to r.high. When the span overflows
+    (x=-1e308:1e308), np.linspace gives nan and inf; halving both ends, then doubling the
+    points, is exact there (both ends are far above the subnormals)."""
+    if np.isfinite(r.high - r.low):
+        return np.linspace(r.low, r.high, points)
+    return np.linspace(r.low / 2, r.high / 2, points) * 2
+
+
 def sample(request: PlotRequest, base: Session) -> Curve | Surface:
     program = compile_program(request.expr)
     if not program.statements:
         raise _error("nothing to plot: the expression is empty")
     sampler = Sampler(program, base)
-    axes = [np.linspace(r.low, r.high, request.points) for r in request.ranges]
+    axes = [_axis(r, request.points) for r in request.ranges]
     progress = render.LateProgress("point by point", delay=1.0)
     try:
         if len(axes) == 1:

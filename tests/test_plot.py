@@ -382,3 +382,18 @@ def test_the_progress_bar_appears_only_after_a_second(monkeypatch):
     progress(3, 10)
     assert progress.bar.tasks[0].completed == 3
     progress.close()
+
+
+@pytest.mark.parametrize("low, high, points", [(-1e308, 1e308, 3), (-1.7976931348623157e308, 1.7976931348623157e308, 5), (-1e308, 9e307, 4)])
+def test_a_range_wider_than_the_largest_float_is_sampled_without_overflow(low, high, points):
+    """The span high - low overflows to inf here (np.linspace gives nan and inf); mpmath
+    computes the evenly spaced points exactly; np.linspace's own rounding is an ulp or so."""
+    import mpmath
+
+    done = gradcalc("plot", "x", f"x={low!r}:{high!r}", "--points", str(points), "--csv", "--order", "0")
+    assert done.returncode == 0, done.stderr
+    x = rows(done.stdout)[1][:, 0]
+    with mpmath.workprec(2000):
+        expected = [float(mpmath.mpf(low) + (mpmath.mpf(high) - mpmath.mpf(low)) * i / (points - 1)) for i in range(points)]
+    assert x[0] == low and x[-1] == high
+    np.testing.assert_allclose(x, expected, rtol=1e-15, atol=0)
