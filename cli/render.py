@@ -128,7 +128,7 @@ def notes(a: Analysis) -> list[str]:
         found.append(f"the first {nonfinite_kind(culprit.data)} came from {first_bad_call(culprit, culprit.data)}")
     elif culprit is not None and rule_constant(culprit) is not None:
         found.append(f"the first {nonfinite_kind(culprit.data)} came from {rule_constant(culprit)}")
-    elif culprit is not None and culprit is a.nonfinite_root:
+    elif culprit is not None and culprit is a.nonfinite_root and not culprit.name:  # (`v` alone is its input)
         found.append(f"the {nonfinite_kind(culprit.data)} was computed from constants alone, so no op was recorded to name")
     elif culprit is not None:
         found.append(f"the first {nonfinite_kind(culprit.data)} is already in the input {culprit.name or '(a constant)'}")

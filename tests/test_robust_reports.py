@@ -86,6 +86,16 @@ def test_a_non_finite_input_is_still_called_an_input():
     assert "already in the input c" in gradcalc("eval", "c + x", "c=inf", "x=1").stdout
 
 
+@pytest.mark.parametrize("engine", ["tensor", "scalar"])
+@pytest.mark.parametrize("expression", ["v", "v * 1"])
+def test_an_output_that_is_a_non_finite_input_names_the_input(expression, engine):
+    # `v` alone is the input itself, no constant: the note is the one `v * 1` gives.
+    done = gradcalc("eval", expression, "v=inf", "--engine", engine)
+    assert done.returncode == 0
+    assert "note: the first inf is already in the input v" in done.stdout, done.stdout
+    assert "constants alone" not in done.stdout
+
+
 @pytest.mark.parametrize("wrt", [",,", ",", "", "x,,", " , "])
 def test_wrt_with_no_name_is_refused(wrt):
     done = gradcalc("eval", "x * 2", "x=1", "--wrt", wrt)
