@@ -5,6 +5,7 @@ differ where it says what PyTorch gives instead. docs/language.md's edge table i
 registry's, and the three help forms print each op's edges."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -136,9 +137,68 @@ def test_what_the_edge_says_of_pytorch_is_true(case):
         return
     if edge.torch == "same":
         compare_with_torch(op, edge, 1e-12)
-    else:
-        with pytest.raises(AssertionError):
-            compare_with_torch(op, edge, 1e-15)
+        return
+    with pytest.raises(AssertionError):
+        compare_with_torch(op, edge, 1e-15)
+    claims = torch_claims(edge.torch)
+    if claims.pop("same to the gradient", False):
+        compare_with_torch(op, Edge(edge.case, edge.inputs, params=edge.params, wrt=edge.wrt, order=1), 1e-12)
+    if claims:
+        given = torch_gives(torch, TORCH[op.name].fn, op, edge)
+        for what, stated in claims.items():
+            for actual, one in zip(*((x if isinstance(x, tuple) else (x,)) for x in (given[what], stated))):
+                assert_same(actual, np.broadcast_to(one, np.shape(actual)), f"{edge_id(case)}: PyTorch's {what}")
+
+
+# A claim of what PyTorch gives, read as numbers where it is numbers: clauses split by ";",
+# a parenthesised remark left out, then "the same to the gradient", "gradient V", "second
+# derivative V" or a plain value V, after an optional "function: ". Words past those (which torch function, past where) are
+# not numbers and stay unchecked.
+CLAIM = re.compile(r"^(?:[\w.]+: )?(?:(?P<same>the same to the gradient)|(?:(?P<what>gradient|second derivative) )?(?P<v>[-+\d.\[\], infa()]+?))$")
+
+
+def torch_claims(text: str) -> dict[str, Any]:
+    claims: dict[str, Any] = {}
+    for clause in text.split(";"):
+        clause = re.sub(r"\s*\([^)]*\)\s*$", "", clause.strip())
+        match = CLAIM.match(clause)
+        if match is None:
+            continue
+        if match["same"]:
+            claims["same to the gradient"] = True
+            continue
+        try:
+            number = eval(match["v"], {"__builtins__": {}}, {"inf": np.inf, "nan": np.nan})  # noqa: S307 (our own text)
+        except SyntaxError:
+            continue
+        claims[match["what"] or "value"] = number
+    return claims
+
+
+def torch_gives(torch: Any, fn: Any, op: Any, edge: Edge) -> dict[str, Any]:
+    """PyTorch float64's value, gradient of sum(w * output) and (unless order=1) gradient
+    of the summed gradients (what `second` states) at the edge, for the first
+    differentiated input."""
+    xs = [torch.tensor(as_array(x), dtype=torch.float64, requires_grad=k in edge.differentiated()) for k, x in enumerate(edge.inputs)]
+    outs = outputs(fn(torch, *xs, **edge.params))
+    given: dict[str, Any] = {"value": tuple(o.detach().numpy(force=True) for o in outs) if len(outs) > 1 else outs[0].detach().numpy(force=True)}
+    if not op.has_gradient:
+        return given
+    weights = [torch.ones_like(o) if edge.weights is None else torch.tensor(as_array(edge.weights), dtype=torch.float64) for o in outs]
+    total = sum((o * w).sum() for o, w in zip(outs, weights) if o.requires_grad)
+    wrt = [xs[k] for k in edge.differentiated()]
+    gs = torch.autograd.grad(total, wrt, create_graph=edge.order > 1, allow_unused=True)
+    gs = [torch.zeros_like(x) if g is None else g for x, g in zip(wrt, gs)]
+    given["gradient"] = gs[0].detach().numpy(force=True)
+    if edge.order == 1:
+        return given
+    summed = sum(g.sum() for g in gs)
+    try:
+        hs = torch.autograd.grad(summed, wrt, allow_unused=True) if summed.requires_grad else [None] * len(wrt)
+    except RuntimeError:  # torch refuses to go on (a singular solve): no second derivative
+        return given
+    given["second derivative"] = (torch.zeros_like(wrt[0]) if hs[0] is None else hs[0]).detach().numpy(force=True)
+    return given
 
 
 def test_the_pytorch_the_edges_name_is_the_one_installed():

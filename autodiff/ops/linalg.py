@@ -409,7 +409,7 @@ slogdet = defop(
     rule="log|det|: g * inv(a).T;  sign: no gradient",
     jvp=_slogdet_jvp, jvp_rule="sign: 0;  logabsdet: sum(da * inv(a).T) (the trace of inv(a) @ da)",
     edges=(Edge("singular", [_SINGULAR], (0.0, -math.inf), ([[math.nan, math.nan], [math.nan, math.nan]],), order=1,
-                torch="sign 0, log|det| -inf; gradient nan"),),
+                torch="-0, -inf; gradient [[-inf, inf], [inf, -inf]]"),),
 )
 inv = defop(
     "inv", lambda a: np.linalg.inv(a),
