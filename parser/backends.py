@@ -42,6 +42,16 @@ AUTODIFF_FUNCTIONS = {
     "hvp": "hvp(f, primals, tangents): the Hessian of a scalar f at x times v, forward over reverse",
 }
 
+LOAD_HELP = 'load("weights.npy"), load("data.npz", "W") or load("data.npz:W")'
+# The language's other built-ins: each a form of call, not a value to pass around.
+LANGUAGE_FUNCTIONS = {
+    "load": "load(file), load(file, name): the array a .npy, .npz, .csv or .json file holds (name: an archive's member, "
+            f"a column), a constant until assigned; the file is relative to the script's folder: {LOAD_HELP}",
+    "range": "range(stop), range(start, stop), range(start, stop, step): the whole numbers a loop runs over, "
+             "as in for i in range(10): x += i (only in a for loop)",
+    "help": "help(NAME): what a function computes, its derivative rule and an example; help() lists the functions",
+}
+
 
 _public: tuple[tuple[int, int], dict[str, OpDef], frozenset[str]] = ((-1, -1), {}, frozenset())
 

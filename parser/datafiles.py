@@ -23,6 +23,7 @@ import numpy as np
 from gradcalc.autodiff.errors import SizeLimitError
 from gradcalc.autodiff.limits import check_size, max_elements, max_input_bytes
 
+from .backends import LOAD_HELP
 from .errors import LanguageError, place_of
 
 SUFFIXES = (".npy", ".npz", ".csv", ".json")
@@ -77,9 +78,6 @@ def read_by_this_command(target: Path | str) -> str | None:
         return None
     return _read_files.get((info.st_dev, info.st_ino))
 NONFINITE = ("inf", "-inf", "nan")  # how gradcalc's own JSON writes them
-LOAD_HELP = 'load("weights.npy"), load("data.npz", "W") or load("data.npz:W")'
-
-
 def file_error(where: Path | str, message: str, kind: str = "file") -> LanguageError:
     return LanguageError(kind, f"{where}: {message}")
 

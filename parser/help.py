@@ -17,7 +17,7 @@ import numpy as np
 from gradcalc.autodiff import ALIASES, REGISTRY, TORCH_CHECKED, Edge
 from gradcalc.autodiff.rules import jvp_rule, op_rule
 
-from .backends import AUTODIFF_FUNCTIONS, CONSTANTS, public_ops
+from .backends import AUTODIFF_FUNCTIONS, CONSTANTS, LANGUAGE_FUNCTIONS, public_ops
 from .compiler import LAMBDA
 from .errors import LanguageError
 from .functions import Defined, FunctionValue
@@ -40,6 +40,8 @@ def describe(name: str, session: Session | None = None, digits: int | None = Non
     if name in AUTODIFF_FUNCTIONS:
         signature, _, text = AUTODIFF_FUNCTIONS[name].partition(": ")
         return [f"{signature}: {text}", "category: autodiff (acts on the graph of its first argument)"]
+    if name in LANGUAGE_FUNCTIONS:
+        return [LANGUAGE_FUNCTIONS[name], "category: language (a form of the language, not an op)"]
     op = public_ops().get(name)
     if op is not None:
         return op_help(op, name, digits)
@@ -54,7 +56,7 @@ def describe(name: str, session: Session | None = None, digits: int | None = Non
         return [f"{name}: a variable, shape {tuple(np.shape(value.data))}"]
     from .machine import _suggest
 
-    known = [*public_ops(), *AUTODIFF_FUNCTIONS, *functions, *CONSTANTS]
+    known = [*public_ops(), *AUTODIFF_FUNCTIONS, *LANGUAGE_FUNCTIONS, *functions, *CONSTANTS]
     raise LanguageError("name", f"no help for {name!r}: not a function, constant or variable{_suggest(name, known)}")
 
 
@@ -65,6 +67,7 @@ def overview() -> list[str]:
         if op.public:
             by_category.setdefault(op.category, []).append(op.name)
     by_category["autodiff"] = list(AUTODIFF_FUNCTIONS)
+    by_category["language"] = list(LANGUAGE_FUNCTIONS)
     lines = ["help(NAME) tells what a function computes, its derivative rule and an example:", "  help(tanh)", ""]
     lines += [f"{category}: {', '.join(sorted(names))}" for category, names in by_category.items()]
     return lines

@@ -100,6 +100,24 @@ def test_help_for_autodiff_functions_constants_and_variables():
     assert describe("w", session) == ["w: a variable, shape (3,)"]
 
 
+def test_every_name_the_language_calls_has_help():
+    """Every function name a call may use (the backends', load among them), and help and
+    range, which only a statement and a loop call: help(NAME) tells of it, and help()
+    lists it."""
+    from gradcalc.parser.backends import ScalarBackend, TensorBackend
+
+    names = {*TensorBackend().function_names(), *ScalarBackend().function_names(), "help", "range"}
+    [listing] = Session().run_source("help()")
+    listed = {name for line in listing.lines if ": " in line for name in line.partition(": ")[2].split(", ")}
+    for name in sorted(names):
+        canonical = public_ops()[name].name if name in public_ops() else name  # an alias's help is its op's
+        [result] = Session().run_source(f"help({name})")
+        assert result.lines[0].startswith(f"{canonical}("), name
+        assert canonical in listed, name
+    done = gradcalc("ops", "load")
+    assert done.returncode == 0 and 'load("data.npz", "W")' in done.stdout, done.stderr
+
+
 def test_the_completion_menu_shows_signatures():
     from prompt_toolkit.document import Document
     from prompt_toolkit.output import DummyOutput
