@@ -7,6 +7,7 @@ common.usage_error).
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -80,46 +81,50 @@ def eval_action(
             dot_format(dot)  # refuse an unknown format before computing anything
         except OutputFileError as err:
             usage_error(str(err))
-    if expr.strip() == "-":
-        expr = read_sources(["-"], max_input)[0][1]
-    try:
-        wrt_names = parse_wrt(wrt) if wrt is not None else None
-    except ValueError as err:
-        usage_error(str(err))
-    try:
-        analysis, checks = evaluate_expression(expr, bindings or [], engine, wrt_names, "forward" if mode == "forward" and not steps else "reverse")
-    except BindingError as err:
-        fail(err.error, err.source, as_json)
-    except LanguageError as err:
-        fail(err, expr, as_json)
-    status = 0 if all(o.passed for o in checks) else 1
-    if analysis is None:  # only checks: their verdicts, as `gradcalc check` gives them
-        from .checking import report_checks
+    # `--dot -`: stdout carries the DOT text alone, for `| dot -Tsvg`; the report (or the
+    # JSON document) goes to stderr.
+    stdout = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr) if dot == "-" else contextlib.nullcontext():
+        if expr.strip() == "-":
+            expr = read_sources(["-"], max_input)[0][1]
+        try:
+            wrt_names = parse_wrt(wrt) if wrt is not None else None
+        except ValueError as err:
+            usage_error(str(err))
+        try:
+            analysis, checks = evaluate_expression(expr, bindings or [], engine, wrt_names, "forward" if mode == "forward" and not steps else "reverse")
+        except BindingError as err:
+            fail(err.error, err.source, as_json)
+        except LanguageError as err:
+            fail(err, expr, as_json)
+        status = 0 if all(o.passed for o in checks) else 1
+        if analysis is None:  # only checks: their verdicts, as `gradcalc check` gives them
+            from .checking import report_checks
 
-        report_checks(checks, as_json, rich=style(digits, full).rich)
-        given = [flag for flag, on in (("--tree", tree), ("--steps", steps), ("--dot", dot), ("--save", save)) if on]
-        if given:
-            usage_error(f"{given[0]} shows an expression's result, and this one has only checks")
-        return status
-    if checks and not as_json:
-        from .checking import check_line
+            report_checks(checks, as_json, rich=style(digits, full).rich)
+            given = [flag for flag, on in (("--tree", tree), ("--steps", steps), ("--dot", dot), ("--save", save)) if on]
+            if given:
+                usage_error(f"{given[0]} shows an expression's result, and this one has only checks")
+            return status
+        if checks and not as_json:
+            from .checking import check_line
 
-        for outcome in checks:
-            print(check_line(outcome))
-    if not isinstance(analysis, Analysis):  # help(NAME): its text is the result
-        if as_json:
-            from .jsonout import dumps
+            for outcome in checks:
+                print(check_line(outcome))
+        if not isinstance(analysis, Analysis):  # help(NAME): its text is the result
+            if as_json:
+                from .jsonout import dumps
 
-            print(dumps(_with_checks({"help": analysis.lines}, checks)))
-        else:
-            render.renderer(style(digits, full)).lines(analysis.lines)
-        return status
-    if steps:  # the report, the backward pass, and the DOT file with gradients on its edges
-        from .steps import eval_with_steps
+                print(dumps(_with_checks({"help": analysis.lines}, checks)))
+            else:
+                render.renderer(style(digits, full)).lines(analysis.lines)
+            return status
+        labels = None
+        if steps:  # the report and the backward pass; the DOT file has gradients on its edges
+            from .steps import eval_with_steps
 
-        eval_with_steps(analysis, as_json=as_json, style=style(digits, full), tree=tree, dot=dot, mode=mode)
-    else:
-        if as_json:
+            labels = eval_with_steps(analysis, as_json=as_json, style=style(digits, full), tree=tree, mode=mode)
+        elif as_json:
             from .jsonout import analysis_object, dumps
 
             print(dumps(_with_checks(analysis_object(analysis), checks)))
@@ -127,14 +132,15 @@ def eval_action(
             render.renderer(style(digits, full)).analysis(analysis, tree=tree)
         if dot is not None:
             try:
-                write_dot(analysis.output, dot)
+                with contextlib.redirect_stdout(stdout):
+                    write_dot(analysis.output, dot, edge_labels=labels)
             except OutputFileError as err:
                 usage_error(str(err))
-    if save is not None:
-        from .dataio import save_or_exit
+        if save is not None:
+            from .dataio import save_or_exit
 
-        save_or_exit(save, analysis)
-    return status
+            save_or_exit(save, analysis)
+        return status
 
 
 def _with_checks(document: dict[str, Any], checks: list[CheckOutcome]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from gradcalc.autodiff.graph import graph_tree, node_title, walk_tree
 from gradcalc.autodiff.steps import BackwardSteps, ForwardSteps, backward_steps, forward_steps
 
 from . import render
-from .common import OutputFileError, usage_error, write_dot
+from .common import usage_error
 from .formatting import SUMMARY_THRESHOLD, count, format_array, format_number
 from .jsonout import analysis_object, dumps, json_number, plain
 
@@ -134,9 +134,10 @@ def print_lines(out: PlainRenderer, lines: list[tuple[str, str]]) -> None:
         console.print(f"[{style}]{escape(text)}[/]" if style else escape(text), highlight=False)
 
 
-def eval_with_steps(analysis: Analysis, *, as_json: bool, style: Style, tree: bool, dot: str | None, mode: str = "reverse") -> None:
+def eval_with_steps(analysis: Analysis, *, as_json: bool, style: Style, tree: bool, mode: str = "reverse") -> dict[tuple[int, int], str]:
     """`gradcalc eval ... --steps [--mode forward]`: the usual report followed by the
-    backward pass, or by forward mode's passes (one per variable reported)."""
+    backward pass, or by forward mode's passes (one per variable reported). Returns the
+    labels for the edges of `--dot` (see graph_dot)."""
     if mode == "forward":
         try:
             passes = forward_passes(analysis)
@@ -152,11 +153,7 @@ def eval_with_steps(analysis: Analysis, *, as_json: bool, style: Style, tree: bo
         out = render.renderer(style)
         out.analysis(analysis, tree=tree)
         print_lines(out, lines)
-    if dot is not None:
-        try:
-            write_dot(analysis.output, dot, edge_labels=labels)
-        except OutputFileError as err:
-            usage_error(str(err))
+    return labels
 
 
 def steps_in_repl(repl: Any, arg: str = "") -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import time
@@ -198,9 +199,23 @@ def test_the_note_on_a_matrix_op_shows_the_matrix_not_one_of_its_elements():
     assert "note: an inf gradient came from the backward pass of matmul at element [0, 0]: matmul(<2x2 tensor>, <2x2 tensor>)" in out
 
 
-def test_dot_to_stdout_and_unknown_extensions(tmp_path):
-    done = gradcalc("eval", "x * 2", "x=3", "--dot", "-")
-    assert done.returncode == 0 and "digraph gradcalc" in done.stdout and "value: 6.0" in done.stdout
+@pytest.mark.parametrize("report", [[], ["--json"], ["--steps"], ["--steps", "--json"], ["--tree"]])
+def test_dot_to_stdout_is_the_dot_text_alone(report):
+    # stdout goes whole into `dot -Tsvg`; the report (or the JSON document) is on stderr
+    done = gradcalc("eval", "x*y", "x=1", "y=2", "--dot", "-", *report)
+    assert done.returncode == 0
+    assert done.stdout.startswith("digraph gradcalc {") and done.stdout.rstrip().endswith("}")
+    assert done.stdout.count("digraph") == 1 and "value" not in done.stdout
+    if "--json" in report:
+        assert json.loads(done.stderr)["value"] == 2.0
+    else:
+        assert done.stderr.startswith("value: 2.0\ngrad x: 2.0\ngrad y: 1.0\n")
+    if shutil.which("dot"):
+        drawn = subprocess.run(["dot", "-Tsvg"], input=done.stdout, capture_output=True, text=True, check=False)
+        assert drawn.returncode == 0 and "<svg" in drawn.stdout, drawn.stderr
+
+
+def test_dot_unknown_extensions(tmp_path):
     done = gradcalc("eval", "x * 2", "x=3", "--dot", str(tmp_path / "g.xyz"))
     assert done.returncode == 2 and done.stderr.startswith("error:") and "unknown extension .xyz" in done.stderr
     assert not (tmp_path / "g.xyz").exists() and done.stdout == ""  # refused before computing
