@@ -198,7 +198,7 @@ pow_ = defop(
         Edge("(-inf) ** b, b fractional", [-math.inf, 1.5], math.nan, (math.nan, math.nan), order=1,
              torch="inf (C99's pow; x ** 0.5 is nan there)", note="no real power"),
         Edge("x ** 2 at 0, second order", [0.0, 2.0], 0.0, (0.0, 0.0), second=(2.0, 0.0),
-             torch="nan from the second order", note="every order stays finite at a zero base"),
+             torch="second derivative nan", note="every order stays finite at a zero base"),
         Edge("mixed second derivative at b = 0", [2.0, 0.0], 1.0, (0.0, math.log(2.0)), second=(0.5, 0.5 + math.log(2.0) ** 2),
              torch="d2/da db = 0 (d/da is a constant 0 at b = 0)", note="d2/da db = 1/a"),
     ),

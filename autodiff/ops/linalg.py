@@ -536,6 +536,6 @@ norm = defop(
         Edge("ties for the largest, ord inf", [[1.0, -1.0, 0.5]], 1.0, ([0.5, -0.5, 0.0],), params={"ord": math.inf},
              note="shared equally"),
         Edge("tiny elements", [[1e-200, 1e-200]], math.sqrt(2.0) * 1e-200, ([math.sqrt(0.5), math.sqrt(0.5)],), order=1,
-             torch="0, gradient 0", note="scaled by the largest |x|, as hypot"),
+             torch="0; gradient 0", note="scaled by the largest |x|, as hypot"),
     ),
 )

@@ -206,7 +206,7 @@ max_ = defop(
     rule='g shared equally among the elements equal to the max, 0 elsewhere',
     edges=(Edge("with ties", [[1.0, 1.0, 0.0]], 1.0, ([0.5, 0.5, 0.0],), note="shared equally among the tied elements"),
            Edge("with a nan", [[math.nan, 1.0]], math.nan, ([math.nan, math.nan],), second=([math.nan, math.nan],),
-                torch="torch.amax: the same to the gradient; second derivative 0 (x.max(): gradient [1, 0], all to the nan)",
+                torch="torch.amax: the same to the gradient; second derivative 0 (x.max gives gradient [1, 0], all to the nan)",
                 note="nan at every higher order too"),
            Edge("of an empty tensor", [np.zeros(0)], error="max of an empty tensor has no value")),
 )
