@@ -46,10 +46,18 @@ def _parameter(declared: Option | Argument) -> inspect.Parameter:
         if not declared.required:
             annotation = annotation | None
     else:
-        info = typer.Option(*declared.names, help=declared.help, metavar=declared.metavar, min=declared.low, max=declared.high)
+        info = typer.Option(*declared.names, help=declared.help, metavar=declared.metavar, min=declared.low, max=declared.high,
+                            callback=_a_number if declared.kind == "float" else None)
         annotation = kind if declared.default is not None or declared.kind == "flag" else kind | None
         default = Engine(declared.default) if declared.kind == "engine" else declared.default
     return inspect.Parameter(declared.key, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, info])
+
+
+def _a_number(value: float | None) -> float | None:
+    # click's FloatRange lets nan through (no comparison with nan is false); the plain path refuses it too
+    if value is not None and value != value:
+        raise typer.BadParameter("nan is not a number it can take")
+    return value
 
 
 def _plain(values: dict[str, Any], command: Command) -> dict[str, Any]:

@@ -30,11 +30,10 @@ next); syntax.py words the message.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 from typing import Any
 
 from . import tables
-from .lexer import BLANKS, CLOSERS, CONTINUES, END, IGNORED, NEWLINE, OPENERS, PATTERN, RENAMES, SEPARATORS, Token, token
+from .lexer import BLANKS, CLOSERS, CONTINUES, END, IGNORED, NEWLINE, OPENERS, RENAMES, SEPARATORS, STOPS, STREAM, Token, token
 
 Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 
@@ -104,7 +103,6 @@ _ON_THE_LINE = -1  # a block that is the rest of its line (else a block's indent
 # and the unit reductions after it. Filled as met.
 _UNITS: dict[tuple[int, int, str], int] = {}
 _GOTOS: dict[tuple[int, str, str], int] = {}
-_AT_END = (None,)
 
 
 def parse(source: str) -> tuple[Node, list[Range]]:
@@ -135,8 +133,8 @@ def parse(source: str) -> tuple[Node, list[Range]]:
     header_indent = loop_indent = 0  # the indentation of the line of the loop whose block opens; of the last `for`
     line_start = True
     extra: list[tuple[str, int]] = []  # tokens no text is lexed as, to give before this one
-    for match in chain(PATTERN.finditer(source), _AT_END):
-        if match is None or match.start() != end:  # the end, or a character no terminal matches
+    for match in STREAM.finditer(source):
+        if match.lastgroup in STOPS:  # the end, or a character no terminal matches
             blanks = BLANKS.match(source, end)
             assert blanks is not None  # (blanks may be none at all: it always matches)
             bad = blanks.end()

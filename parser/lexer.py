@@ -38,7 +38,14 @@ def token(kind: str, text: str, start: int, end: int) -> Token:
 # Atomic (a lookahead is never re-entered): `(?:[ \t]+)*` before a token that does not
 # match would otherwise try every split of a run of spaces, 2^n of them.
 _BLANKS = f"(?=(?P<_blanks>(?:{tables.BLANK})*))(?P=_blanks)"
-PATTERN = re.compile(_BLANKS + "(?:" + "|".join(f"(?P<{name}>{regexp})" for name, regexp in tables.TERMINALS) + ")")
+_TERMINALS = "|".join(f"(?P<{name}>{regexp})" for name, regexp in tables.TERMINALS)
+PATTERN = re.compile(_BLANKS + "(?:" + _TERMINALS + ")")
+# The parser's one pass (finditer): PATTERN and then a character no terminal matches, or
+# the end. Where nothing matched, finditer would search on from the next position, and
+# from each blank of a run that no token follows it re-read the rest of the run:
+# quadratic in trailing spaces. Here every position matches.
+STREAM = re.compile(_BLANKS + "(?:" + _TERMINALS + r"|(?P<_BAD>[\s\S])|(?P<_END>\Z))")
+STOPS = frozenset({"_BAD", "_END"})  # STREAM's groups that are no token
 BLANKS = re.compile(_BLANKS)
 
 RENAMES: dict[str, dict[str, str]] = tables.KEYWORDS  # terminal -> {text: keyword terminal} (NAME -> {"if": "IF", ...})

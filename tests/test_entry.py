@@ -121,3 +121,11 @@ def test_plain_eval_imports_none_of_the_modules_it_does_not_need():
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("value: 6.0\ngrad x: 2.0\n")
     assert done.stderr.strip().splitlines()[-2:] == ["[]", "[]"]
+
+
+@pytest.mark.parametrize("argv", [["eval", "x", "x=1"], ["run", "-"], ["check", "-"], ["plot", "x", "x=0:1", "--csv"], []])
+@pytest.mark.parametrize("number", ["nan", "-nan", "NaN"])
+def test_a_nan_where_a_number_of_seconds_belongs_is_a_usage_error(argv, number):
+    done = subprocess.run([sys.executable, "-m", "gradcalc", *argv, "--max-seconds", number] if argv else
+                          [sys.executable, "-m", "gradcalc", "--max-seconds", number], input="x = 1\n", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Invalid value for '--max-seconds'" in done.stderr and "internal error" not in done.stderr

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gradcalc.parser import LanguageError, compile_program, generate
 from gradcalc.parser.compiler import BINARY, CALL, CONST, JUMP, JUMP_IF_FALSE, LOAD, METHOD
-from gradcalc.parser.lexer import Token, tokens
+from gradcalc.parser.lexer import STREAM, Token, tokens
 from gradcalc.parser.syntax import Node, parse_recovering, parse_statements, parse_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -276,6 +276,26 @@ def test_a_long_program_and_a_long_literal_parse_in_linear_time():
     assert len(tree.children) == 20000
     literal = statement("[" + ", ".join("1" for _ in range(50000)) + "]").children[0]
     assert len(literal.children) == 50000
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=" \t\f\\\n\r#x1+([$é'\"", max_size=40))
+def test_the_parser_s_pattern_matches_at_every_position(text):
+    """finditer searches on from a position where its pattern does not match, re-reading
+    the blanks after it each time: quadratic in a run of blanks that no token follows
+    (100,000 trailing spaces took 23 s). The driver's pattern matches everywhere."""
+    assert all(STREAM.match(text, at) is not None for at in range(len(text) + 1))
+
+
+@pytest.mark.parametrize("tail", [" " * 400_000, "\t" * 400_000, " " * 400_000 + "$"])
+def test_a_long_run_of_trailing_blanks_reads_as_fast_as_none(tmp_path, tail):
+    script = tmp_path / "blanks.gc"
+    script.write_text("x = 2\nx * 3" + tail)
+    done = subprocess.run([sys.executable, "-m", "gradcalc", "run", str(script)], capture_output=True, text=True, timeout=120)
+    if tail.endswith("$"):  # the character no terminal matches, placed after the 400,000 blanks
+        assert done.returncode == 2 and f"unexpected character '$'  [{script}:2:400006]" in done.stderr
+    else:
+        assert done.returncode == 0 and "value: 6.0" in done.stdout
 
 
 # ---- every node's range is its own text ---------------------------------------------------------
