@@ -53,7 +53,7 @@ def _bind(session: Session, binding: str, bound: set[str]) -> None:
     try:
         program = compile_program(text)
         results = session.run(program)
-        if len(results) != 1 or not hasattr(results[-1], "value"):
+        if len(results) != 1 or getattr(results[-1], "value", None) is None:
             raise LanguageError("argument", f"bad binding {binding!r}: the value must be one expression")
     except LanguageError as err:
         err.message = f"in the value of {name}: {err.message}"

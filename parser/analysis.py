@@ -14,7 +14,7 @@ from gradcalc.autodiff import GraphStats, Tensor, Value, first_nonfinite, graph_
 from gradcalc.autodiff.forward import NoJVPError, jacobian_forward
 from gradcalc.autodiff.graph import derivative_words, first_nonfinite_gradient
 
-from .backends import TensorBackend, TensorList
+from .backends import TensorBackend
 from .errors import LanguageError
 
 if TYPE_CHECKING:
@@ -126,10 +126,6 @@ def analyze(
     to its op (see Analysis). `mode="forward"` finds the same gradients by forward mode
     instead: one tangent pass per element of each name's node (J e_i, summed over the
     output), what `jacfwd` does."""
-    if isinstance(output, TensorList):  # a ragged literal, or (0, None): what it is, not "2 tensors"
-        raise output.error()
-    if isinstance(output, tuple):
-        raise LanguageError("value", f"the result is {len(output)} tensors; pick one with [k]")
     if not isinstance(output, (Tensor, Value)):
         raise LanguageError("value", f"the result is not a number or tensor: {output!r}")
     known = known or {}

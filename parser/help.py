@@ -268,6 +268,14 @@ def _literal(x: np.ndarray, digits: int | None = 4, whole: bool = False) -> str:
     return "[" + ", ".join(_literal(row, digits, whole) if row.ndim else number(float(row)) for row in x) + "]"
 
 
+def shown(value: Any) -> str:
+    """A value as one line: a tuple in parentheses, each part as a literal of the language
+    with every digit, or as a function prints."""
+    if isinstance(value, tuple):
+        return "(" + ", ".join(shown(part) for part in value) + ("," if len(value) == 1 else "") + ")"
+    return _literal(np.asarray(value.data), digits=None) if hasattr(value, "data") else repr(value)
+
+
 def _shown(x: np.ndarray, digits: int | None) -> str:
     """A result: every digit, or `digits` significant ones (as --digits rounds)."""
     if digits is None or x.dtype.kind != "f":

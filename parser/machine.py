@@ -68,10 +68,12 @@ class HelpResult(NamedTuple):
     lines: list[str]
     text: str
     span: Span
+    value: Any = None  # (a FunctionResult's value, for a program that runs the session)
 
 
 class FunctionResult(HelpResult):
-    """An expression whose value is a function: shown as one line, `<function f(x)>`."""
+    """An expression whose value is a function or a tuple: shown as one line, as Python's
+    REPL shows it: `<function f(x)>`, `(9.0, 6.0)` (a tuple's gradients: pick one with [k])."""
 
     __slots__ = ()
 
@@ -210,8 +212,12 @@ class Session:
         if statement.kind == "update":
             self.update(statement.targets[0], value)
             return None
-        if isinstance(value, FunctionValue):
-            return FunctionResult([repr(value)], statement.text, statement.span)
+        if isinstance(value, TensorList):
+            raise value.error().at(statement.span)
+        if isinstance(value, FunctionValue | tuple):
+            from .help import shown
+
+            return FunctionResult([shown(value)], statement.text, statement.span, value)
         return ExpressionResult(value, statement.text, statement.span)
 
     def _loop(self, statement: Statement) -> None:

@@ -273,3 +273,22 @@ def test_the_pullback_is_differentiable_in_its_cotangent_and_its_primal(tmp_path
     (tmp_path / "back.gc").write_text("u = [1, 2]\ny, back = vjp(lambda x: x**2, [1, 2])\ncheck back(u)\n")
     done = gradcalc("check", "--json", str(tmp_path / "back.gc"))
     assert [c["status"] for c in json.loads(done.stdout)["checks"]] == ["pass"], done.stdout + done.stderr
+
+
+def test_a_tuple_result_is_shown_as_python_shows_one_and_the_script_goes_on(tmp_path, capsys):
+    script = tmp_path / "t.gc"
+    script.write_text("1+1\nx = 2\nsplit([1,2,3,4], 2)\n3\n")
+    done = gradcalc("run", str(script))
+    assert done.returncode == 0 and "([1.0, 2.0], [3.0, 4.0])\n" in done.stdout and "value: 3.0" in done.stdout, done.stdout + done.stderr
+    lines = [json.loads(line) for line in gradcalc("run", "--json", str(script)).stdout.splitlines()]
+    assert [line["line"] for line in lines] == [1, 3, 4] and lines[1]["help"] == ["([1.0, 2.0], [3.0, 4.0])"]
+    shown = "(9.0, 6.0)\n"  # x**2 and 2x at 3
+    assert gradcalc("eval", "value_and_grad(lambda x: x**2)(3)").stdout == shown
+    assert gradcalc(stdin="value_and_grad(lambda x: x**2)(3)\n").stdout == shown
+    from .test_repl import drive
+
+    drive("value_and_grad(lambda x: x**2)(3)\n")
+    assert shown in capsys.readouterr().out
+    assert gradcalc("eval", "vjp(lambda x: x**2, 3)").stdout == "(9.0, <vjp of lambda x>)\n"
+    done = gradcalc("eval", "1; [[1, 2], [3]]")
+    assert done.returncode == 2 and "ragged tensor literal" in done.stderr and "[line 1, column 4]" in done.stderr, done.stderr
