@@ -71,26 +71,29 @@ def eval_action(
     max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc eval`: the value, the gradient per variable and the graph's statistics."""
+    from .dataio import refuse_save_suffix, save_or_exit
+
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     if mode not in ("reverse", "forward"):
-        usage_error(f"--mode must be reverse or forward, not {mode!r}")
+        usage_error(f"--mode must be reverse or forward, not {mode!r}", as_json)
     if mode == "forward" and engine == "scalar" and not steps:
-        usage_error("--mode forward needs the tensor engine for gradients (the scalar engine's forward mode is only what --steps shows)")
+        usage_error("--mode forward needs the tensor engine for gradients (the scalar engine's forward mode is only what --steps shows)", as_json)
+    refuse_save_suffix(save, as_json)
     if dot is not None:
         try:
             dot_format(dot)  # refuse an unknown format before computing anything
         except OutputFileError as err:
-            usage_error(str(err))
+            usage_error(str(err), as_json)
     # `--dot -`: stdout carries the DOT text alone, for `| dot -Tsvg`; the report (or the
     # JSON document) goes to stderr.
     stdout = sys.stdout
     with contextlib.redirect_stdout(sys.stderr) if dot == "-" else contextlib.nullcontext():
         if expr.strip() == "-":
-            expr = read_sources(["-"], max_input)[0][1]
+            expr = read_sources(["-"], max_input, as_json)[0][1]
         try:
             wrt_names = parse_wrt(wrt) if wrt is not None else None
         except ValueError as err:
-            usage_error(str(err))
+            usage_error(str(err), as_json)
         try:
             analysis, checks = evaluate_expression(expr, bindings or [], engine, wrt_names, "forward" if mode == "forward" and not steps else "reverse")
         except BindingError as err:
@@ -101,10 +104,10 @@ def eval_action(
         if analysis is None:  # only checks: their verdicts, as `gradcalc check` gives them
             from .checking import report_checks
 
-            report_checks(checks, as_json, rich=style(digits, full).rich)
             given = [flag for flag, on in (("--tree", tree), ("--steps", steps), ("--dot", dot), ("--save", save)) if on]
             if given:
-                usage_error(f"{given[0]} shows an expression's result, and this one has only checks")
+                usage_error(f"{given[0]} shows an expression's result, and this one has only checks", as_json)
+            report_checks(checks, as_json, rich=style(digits, full).rich)
             return status
         if checks and not as_json:
             from .checking import check_line
@@ -119,27 +122,31 @@ def eval_action(
             else:
                 render.renderer(style(digits, full)).lines(analysis.lines)
             return status
-        labels = None
+        if save is not None:  # before the report: a file that cannot be written is the one document
+            save_or_exit(save, analysis, as_json)
+        output = analysis.output
+
+        def draw(labels: dict[tuple[int, int], str] | None) -> None:
+            """--dot, before the report: a graph that cannot be written is the one error."""
+            if dot is not None:
+                try:
+                    with contextlib.redirect_stdout(stdout):
+                        write_dot(output, dot, edge_labels=labels)
+                except OutputFileError as err:
+                    usage_error(str(err), as_json)
+
         if steps:  # the report and the backward pass; the DOT file has gradients on its edges
             from .steps import eval_with_steps
 
-            labels = eval_with_steps(analysis, as_json=as_json, style=style(digits, full), tree=tree, mode=mode)
-        elif as_json:
-            from .jsonout import analysis_object, dumps
-
-            print(dumps(_with_checks(analysis_object(analysis), checks)))
+            eval_with_steps(analysis, as_json=as_json, style=style(digits, full), tree=tree, mode=mode, draw=draw)
         else:
-            render.renderer(style(digits, full)).analysis(analysis, tree=tree)
-        if dot is not None:
-            try:
-                with contextlib.redirect_stdout(stdout):
-                    write_dot(analysis.output, dot, edge_labels=labels)
-            except OutputFileError as err:
-                usage_error(str(err))
-        if save is not None:
-            from .dataio import save_or_exit
+            draw(None)
+            if as_json:
+                from .jsonout import analysis_object, dumps
 
-            save_or_exit(save, analysis)
+                print(dumps(_with_checks(analysis_object(analysis), checks)))
+            else:
+                render.renderer(style(digits, full)).analysis(analysis, tree=tree)
         return status
 
 
@@ -176,9 +183,10 @@ def run_action(
     max_steps: int | None, max_input: int, save: Path | None, max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc run`: FILE and NAME=VALUE arguments, every script run statement by statement."""
-    from .dataio import split_bindings
+    from .dataio import refuse_save_suffix, split_bindings
 
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
+    refuse_save_suffix(save, as_json)
     paths, bindings = split_bindings(files)
     return run_sources(read_sources(paths, max_input), engine, as_json, style(digits, full), tree, bindings, save)
 
@@ -231,5 +239,5 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
             render.print_error(err, source, origin)
             code = 2
     if save is not None:
-        save_or_exit(save, last)
+        save_or_exit(save, last, as_json)
     return code

@@ -110,12 +110,12 @@ def load_source(path: str, limit: int = MAX_INPUT_BYTES) -> tuple[str, str]:
         raise SourceError(f"cannot read {path}: {err.strerror}") from None
 
 
-def read_sources(files: list[Path] | list[str], limit: int = MAX_INPUT_BYTES) -> list[tuple[str, str]]:
+def read_sources(files: list[Path] | list[str], limit: int = MAX_INPUT_BYTES, as_json: bool = False) -> list[tuple[str, str]]:
     """(origin, text) per file (a path or its text); '-' is stdin. A file that cannot be read exits 2."""
     try:
         return [load_source(str(path), limit) for path in files]
     except SourceError as err:
-        usage_error(str(err))
+        usage_error(str(err), as_json)
 
 
 def wrt_names(text: str, option: str = "--wrt") -> list[str]:
@@ -129,10 +129,15 @@ def wrt_names(text: str, option: str = "--wrt") -> list[str]:
     return names
 
 
-def usage_error(text: str) -> NoReturn:
-    """A fatal problem outside the language: `error: ...` on stderr, exit status 2."""
+def usage_error(text: str, as_json: bool = False) -> NoReturn:
+    """A fatal problem outside the language: `error: ...` on stderr, exit status 2; under
+    --json also the error document (kind "usage") on stdout, as every error gives one."""
     from . import render
 
+    if as_json:
+        from .jsonout import dumps
+
+        print(dumps({"error": {"kind": "usage", "message": text, "line": None, "column": None}}))
     render.error(text)
     raise SystemExit(2)
 

@@ -70,14 +70,18 @@ def script_folder(origin: str) -> Path:
     return Path() if origin.startswith("<") else Path(origin).parent
 
 
-def save_or_exit(path: Path, analysis: Analysis | None) -> None:
-    """Write the value and every gradient by name; no result, or one that cannot be
-    written, exits with status 2."""
+def refuse_save_suffix(path: Path | None, as_json: bool) -> None:
+    """Exit 2 for a --save FILE that is neither .npz nor .json, before any work is done."""
+    if path is not None and path.suffix.lower() not in SAVE_SUFFIXES:
+        usage_error(f"--save writes .npz or .json files, not {path.name!r}", as_json)
+
+
+def save_or_exit(path: Path, analysis: Analysis | None, as_json: bool = False) -> None:
+    """Write the value and every gradient by name (`path` passed refuse_save_suffix); no
+    result, or one that cannot be written, exits with status 2."""
     if analysis is None:
-        usage_error(f"nothing to save in {path}: no expression statement ran")
+        usage_error(f"nothing to save in {path}: no expression statement ran", as_json)
     suffix = path.suffix.lower()
-    if suffix not in SAVE_SUFFIXES:
-        usage_error(f"--save writes .npz or .json files, not {path.name!r}")
     arrays = {"value": np.real(analysis.value), **{f"grad_{name}": np.real(g) for name, g in analysis.grads.items()}}
     try:
         if suffix == ".npz":
@@ -88,4 +92,4 @@ def save_or_exit(path: Path, analysis: Analysis | None) -> None:
         else:
             write_file(path, dumps({key: plain(value) for key, value in arrays.items()}) + "\n")
     except OutputFileError as err:
-        usage_error(str(err))
+        usage_error(str(err), as_json)

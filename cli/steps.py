@@ -24,6 +24,8 @@ from .formatting import SUMMARY_THRESHOLD, count, format_array, format_number
 from .jsonout import analysis_object, dumps, json_number, plain
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gradcalc.parser.analysis import Analysis
 
     from .render import PlainRenderer, Style
@@ -134,26 +136,27 @@ def print_lines(out: PlainRenderer, lines: list[tuple[str, str]]) -> None:
         console.print(f"[{style}]{escape(text)}[/]" if style else escape(text), highlight=False)
 
 
-def eval_with_steps(analysis: Analysis, *, as_json: bool, style: Style, tree: bool, mode: str = "reverse") -> dict[tuple[int, int], str]:
+def eval_with_steps(analysis: Analysis, *, as_json: bool, style: Style, tree: bool, mode: str,
+                    draw: Callable[[dict[tuple[int, int], str]], None]) -> None:
     """`gradcalc eval ... --steps [--mode forward]`: the usual report followed by the
-    backward pass, or by forward mode's passes (one per variable reported). Returns the
-    labels for the edges of `--dot` (see graph_dot)."""
+    backward pass, or by forward mode's passes (one per variable reported). `draw` is
+    given the labels for the edges of `--dot` (see graph_dot) before the report."""
     if mode == "forward":
         try:
             passes = forward_passes(analysis)
         except NoJVPError as err:  # (an op without a forward rule: a function with a vjp rule of the user's)
-            usage_error(f"--steps --mode forward: {err}")
+            usage_error(f"--steps --mode forward: {err}", as_json)
         lines, labels, steps = forward_lines(passes, style.digits), forward_edge_labels(passes, style.digits or 6), forward_object(passes)
     else:
         trace = backward_steps(analysis.output)
         lines, labels, steps = step_lines(trace, style.digits), edge_labels(trace, style.digits or 6), steps_object(trace)
+    draw(labels)
     if as_json:
         print(dumps({**analysis_object(analysis), **({"mode": "forward"} if mode == "forward" else {}), "steps": steps}))
     else:
         out = render.renderer(style)
         out.analysis(analysis, tree=tree)
         print_lines(out, lines)
-    return labels
 
 
 def steps_in_repl(repl: Any, arg: str = "") -> None:

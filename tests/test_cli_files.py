@@ -282,3 +282,29 @@ def test_a_name_repeated_after_wrt_is_checked_once(tmp_path):
     assert done.returncode == 0, done.stdout
     assert [check["status"] for check in outcomes["checks"]] == ["pass", "pass"]
     assert [check["variables"] for check in outcomes["checks"]] == [["x"], ["x", "y"]]
+
+
+@pytest.mark.parametrize("options", [
+    ["--wrt", ",,"], ["--dot", "g.xyz"], ["--engine", "scalar", "--mode", "forward"], ["--mode", "sideways"],
+    ["--save", "g.txt"], ["--wrt", "zz"],
+])
+def test_eval_json_gives_one_error_document_for_every_error(options, tmp_path):
+    done = gradcalc("eval", "x**2", "x=3", *options, "--json", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("error:")
+    document = json.loads(done.stdout)  # exactly one document: no success document before it
+    assert set(document) == {"error"} and document["error"]["message"] in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_extension_is_refused_before_any_script_runs(tmp_path):
+    script = tmp_path / "s.gc"
+    script.write_text("1 + 1\n")
+    done = gradcalc("run", str(script), "--save", str(tmp_path / "out.txt"))
+    assert done.returncode == 2 and "--save writes .npz or .json files" in done.stderr
+    assert done.stdout == ""  # refused before the script ran
+
+
+@pytest.mark.parametrize("report", [[], ["--steps"]])
+def test_eval_json_with_an_unwritable_dot_file_is_one_error_document(report, tmp_path):
+    done = gradcalc("eval", "x**2", "x=3", "--dot", str(tmp_path / "missing" / "g.dot"), "--json", *report)
+    assert done.returncode == 2 and set(json.loads(done.stdout)) == {"error"}
