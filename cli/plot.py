@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gradcalc import autodiff
+from gradcalc.autodiff.ops.constructors import evenly_spaced
 from gradcalc.parser import LanguageError, Session, compile_program
 
 from . import render
@@ -139,12 +140,8 @@ def make_request(expr: str, arguments: list[str], order: str | None, points: int
 
 
 def _axis(r: Range, points: int) -> Any:
-    """`points` evenly spaced values from r.low to r.high. When the span overflows
-    (x=-1e308:1e308), np.linspace gives nan and inf; halving both ends, then doubling the
-    points, is exact there (both ends are far above the subnormals)."""
-    if np.isfinite(r.high - r.low):
-        return np.linspace(r.low, r.high, points)
-    return np.linspace(r.low / 2, r.high / 2, points) * 2
+    """`points` evenly spaced values from r.low to r.high, as the language's linspace."""
+    return evenly_spaced(r.low, r.high, points)
 
 
 def sample(request: PlotRequest, base: Session) -> Curve | Surface:

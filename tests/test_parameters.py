@@ -59,6 +59,18 @@ def test_value_parameters_are_numpys_floats(call, oracle):
     assert evaluated(call)["value"] == _json(oracle)
 
 
+@pytest.mark.parametrize("start, stop, num", [(-1e308, 1e308, 3), (-1.7e308, 1.7e308, 7), (-1e308, 1.5e308, 5)])
+def test_linspace_over_a_span_that_overflows_is_evenly_spaced(start, stop, num):
+    """stop - start is inf here, where np.linspace's points are nan and inf; the oracle is
+    mpmath at 2,000 bits, rounded once: the ends exact, the rest to an ulp or two."""
+    mpmath = pytest.importorskip("mpmath")
+    got = evaluated(f"linspace({start!r}, {stop!r}, {num})")["value"]
+    with mpmath.workprec(2000):
+        exact = [float(mpmath.mpf(start) + (mpmath.mpf(stop) - mpmath.mpf(start)) * k / (num - 1)) for k in range(num)]
+    assert got[0] == start and got[-1] == stop
+    assert got == pytest.approx(exact, rel=1e-15, abs=1e293)
+
+
 def test_a_constant_prints_alike_however_it_is_made():
     """full(2, 7) is a tensor of the numbers 7.0, as [7, 7] is; full(2, 0) is zeros(2)."""
     def lines(expression):

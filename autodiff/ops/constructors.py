@@ -56,7 +56,16 @@ def _arange(start: float, stop: float | None = None, step: float = 1.0) -> Any:
 
 
 def _linspace(start: float, stop: float, num: int = 50) -> Any:
-    return np.linspace(start, stop, _dims((num,), "linspace")[0])
+    return evenly_spaced(start, stop, _dims((num,), "linspace")[0])
+
+
+def evenly_spaced(start: float, stop: float, num: int) -> Any:
+    """np.linspace, also where stop - start overflows (-1e308 to 1e308), where NumPy's
+    points are nan and inf: halving both ends, then doubling the points, is exact there
+    (both ends are far above the subnormals)."""
+    if np.isfinite(stop - start) or not (np.isfinite(start) and np.isfinite(stop)):
+        return np.linspace(start, stop, num)
+    return np.linspace(start / 2, stop / 2, num) * 2
 
 
 def _generator(seed: int | None, what: str) -> Any:
