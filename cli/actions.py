@@ -71,14 +71,15 @@ def eval_action(
     max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc eval`: the value, the gradient per variable and the graph's statistics."""
-    from .dataio import refuse_save_suffix, save_or_exit
-
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
     if mode not in ("reverse", "forward"):
         usage_error(f"--mode must be reverse or forward, not {mode!r}", as_json)
     if mode == "forward" and engine == "scalar" and not steps:
         usage_error("--mode forward needs the tensor engine for gradients (the scalar engine's forward mode is only what --steps shows)", as_json)
-    refuse_save_suffix(save, as_json)
+    if save is not None:  # (dataio imports pathlib, which a plain eval does without: start-up)
+        from .dataio import refuse_save_suffix
+
+        refuse_save_suffix(save, as_json)
     if dot is not None:
         try:
             dot_format(dot)  # refuse an unknown format before computing anything
@@ -123,6 +124,8 @@ def eval_action(
                 render.renderer(style(digits, full)).lines(analysis.lines)
             return status
         if save is not None:  # before the report: a file that cannot be written is the one document
+            from .dataio import save_or_exit
+
             save_or_exit(save, analysis, as_json)
         output = analysis.output
 

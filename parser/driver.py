@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import tables
-from .lexer import BLANKS, CLOSERS, CONTINUES, END, IGNORED, NEWLINE, OPENERS, RENAMES, SEPARATORS, STOPS, STREAM, Token, token
+from .lexer import BLANKS, CLOSERS, CONTINUES, END, IGNORED, NEWLINE, OPENERS, PATTERN, RENAMES, SEPARATORS, STOPS, Token, token
 
 Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 
@@ -133,7 +133,7 @@ def parse(source: str) -> tuple[Node, list[Range]]:
     header_indent = loop_indent = 0  # the indentation of the line of the loop whose block opens; of the last `for`
     line_start = True
     extra: list[tuple[str, int]] = []  # tokens no text is lexed as, to give before this one
-    for match in STREAM.finditer(source):
+    for match in PATTERN.finditer(source):
         if match.lastgroup in STOPS:  # the end, or a character no terminal matches
             blanks = BLANKS.match(source, end)
             assert blanks is not None  # (blanks may be none at all: it always matches)

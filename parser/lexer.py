@@ -38,14 +38,13 @@ def token(kind: str, text: str, start: int, end: int) -> Token:
 # Atomic (a lookahead is never re-entered): `(?:[ \t]+)*` before a token that does not
 # match would otherwise try every split of a run of spaces, 2^n of them.
 _BLANKS = f"(?=(?P<_blanks>(?:{tables.BLANK})*))(?P=_blanks)"
+# After the terminals, a character none of them matches and the end: every position
+# matches something. Where nothing matched, the parser's finditer would search on from
+# the next position, and from each blank of a run that no token follows re-read the rest
+# of the run: quadratic in trailing spaces. (One pattern: compiling it is 1% of start-up.)
 _TERMINALS = "|".join(f"(?P<{name}>{regexp})" for name, regexp in tables.TERMINALS)
-PATTERN = re.compile(_BLANKS + "(?:" + _TERMINALS + ")")
-# The parser's one pass (finditer): PATTERN and then a character no terminal matches, or
-# the end. Where nothing matched, finditer would search on from the next position, and
-# from each blank of a run that no token follows it re-read the rest of the run:
-# quadratic in trailing spaces. Here every position matches.
-STREAM = re.compile(_BLANKS + "(?:" + _TERMINALS + r"|(?P<_BAD>[\s\S])|(?P<_END>\Z))")
-STOPS = frozenset({"_BAD", "_END"})  # STREAM's groups that are no token
+PATTERN = re.compile(_BLANKS + "(?:" + _TERMINALS + r"|(?P<_BAD>[\s\S])|(?P<_END>\Z))")
+STOPS = frozenset({"_BAD", "_END"})  # PATTERN's groups that are no token
 BLANKS = re.compile(_BLANKS)
 
 RENAMES: dict[str, dict[str, str]] = tables.KEYWORDS  # terminal -> {text: keyword terminal} (NAME -> {"if": "IF", ...})
@@ -78,17 +77,14 @@ def tokens(text: str, start: int = 0) -> Iterator[Token]:
     at, n = start, len(text)
     while at < n:
         match = PATTERN.match(text, at)
-        if match is None:
-            blanks = BLANKS.match(text, at)
-            assert blanks is not None  # (blanks may be none at all: it always matches)
-            bad = blanks.end()
-            if bad == n:
-                return
-            yield token(BAD, text[bad], bad, bad + 1)
-            at = bad + 1
-            continue
+        assert match is not None  # (it matches everywhere: a stray character, or the end)
         kind = match.lastgroup or BAD
+        if kind == "_END":
+            return
         begin, at = match.span(kind)
+        if kind == "_BAD":
+            yield token(BAD, text[begin], begin, at)
+            continue
         word = text[begin:at]
         kind = RENAMES.get(kind, {}).get(word, kind)
         yield token(kind, word, begin, at)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gradcalc.parser import LanguageError, compile_program, generate
 from gradcalc.parser.compiler import BINARY, CALL, CONST, JUMP, JUMP_IF_FALSE, LOAD, METHOD
-from gradcalc.parser.lexer import STREAM, Token, tokens
+from gradcalc.parser.lexer import PATTERN, Token, tokens
 from gradcalc.parser.syntax import Node, parse_recovering, parse_statements, parse_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -284,7 +284,7 @@ def test_the_parser_s_pattern_matches_at_every_position(text):
     """finditer searches on from a position where its pattern does not match, re-reading
     the blanks after it each time: quadratic in a run of blanks that no token follows
     (100,000 trailing spaces took 23 s). The driver's pattern matches everywhere."""
-    assert all(STREAM.match(text, at) is not None for at in range(len(text) + 1))
+    assert all(PATTERN.match(text, at) is not None for at in range(len(text) + 1))
 
 
 @pytest.mark.parametrize("tail", [" " * 400_000, "\t" * 400_000, " " * 400_000 + "$"])
