@@ -82,7 +82,7 @@ class Transformed(FunctionValue):
         return self.f.arity()
 
     def apply(self, session: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        return _APPLY[self.kind](session, self.f, label(self), self.option, args, kwargs)
+        return _running(_APPLY[self.kind], session, self.f, label(self), self.option, args, kwargs)
 
 
 class Pullback(FunctionValue):
@@ -100,6 +100,9 @@ class Pullback(FunctionValue):
         return 1
 
     def apply(self, session: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return _running(self._pull, args, kwargs)
+
+    def _pull(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         what = label(self)
         if kwargs or len(args) != 1:
             raise LanguageError("argument", f"{what} takes one argument, the cotangent u of the output (shape {self.out.shape}); got {len(args) + len(kwargs)}")
@@ -124,7 +127,7 @@ def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> An
     if name in POINTWISE:
         if kwargs:
             raise LanguageError("argument", f"{usage} has no parameter {next(iter(kwargs))!r}")
-        return _POINTWISE[name](session, f, rest)
+        return _running(_POINTWISE[name], session, f, rest)
     (option_name, default), = _OPTIONS[name].items()
     for key in kwargs:
         if key != option_name:
@@ -241,15 +244,32 @@ def _shaped(y: Any, parts: list[Any]) -> Any:
     return tuple(parts) if isinstance(y, tuple) else parts[0]
 
 
+# How many transformations are being evaluated, the one at hand included (see _result).
+_RUNNING = [0]
+
+
+def _running(apply: Callable[..., Any], *args: Any) -> Any:
+    _RUNNING[0] += 1
+    try:
+        return apply(*args)
+    finally:
+        _RUNNING[0] -= 1
+
+
 def _result(value: Any, fresh: list[Tensor]) -> Any:
-    """`value` as a constant when it depends on nothing but the fresh inputs `fresh`."""
+    """`value` as a constant when it depends on nothing but the fresh inputs `fresh`.
+    For the outermost transformation only a named leaf is a variable: the inputs of the
+    transformations inside it, which have finished, are not (grad(lambda x: grad(lambda
+    y: x*y*y)(2))(3) is a constant); inside one, the inputs of those around it are."""
     own = {id(x) for x in fresh}
+    outermost = _RUNNING[0] == 1
 
     def outside(item: Any) -> bool:  # connected to a variable outside: keep the graph
         if isinstance(item, tuple):
             return any(outside(part) for part in item)
         return isinstance(item, Tensor) and item.requires_grad and any(
-            node.op is None and node.requires_grad and id(node) not in own for node in topological_order(item))
+            node.op is None and node.requires_grad and (node.name is not None if outermost else id(node) not in own)
+            for node in topological_order(item))
 
     return value if outside(value) else _constant(value)
 

@@ -292,3 +292,14 @@ def test_a_tuple_result_is_shown_as_python_shows_one_and_the_script_goes_on(tmp_
     assert gradcalc("eval", "vjp(lambda x: x**2, 3)").stdout == "(9.0, <vjp of lambda x>)\n"
     done = gradcalc("eval", "1; [[1, 2], [3]]")
     assert done.returncode == 2 and "ragged tensor literal" in done.stderr and "[line 1, column 4]" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("source", [
+    "grad(lambda x: jvp(lambda y: x*y*y, 2, 1)[1])(3)", "grad(lambda x: grad(lambda y: x*y*y)(2))(3)",
+    "jacfwd(lambda x: hvp(lambda y: x*y*y*y, 2, 1))(3)", "grad(lambda x: vmap(grad(lambda y: x*y*y))([2, 2])[0])(3)",
+])
+def test_nested_transforms_of_constants_give_a_constant(source):
+    """d/dx of d/dy x y^2 at y = 2 is 2y = 4; of d²/dy² x y^3 (6xy) it is 6y = 12. The inner
+    transformation's own inputs are not variables: the result has no graph, as one level gives."""
+    report = json.loads(gradcalc("eval", source, "--json").stdout)
+    assert report["value"] == (12.0 if "hvp" in source else 4.0) and report["graph"]["nodes"] == 1, report
