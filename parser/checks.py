@@ -116,6 +116,17 @@ def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tup
     return method, mode, atol, rtol
 
 
+def _named_off_graph(session: Any, statement: Statement, leaves: list[Tensor], order: list[Tensor]) -> list[Tensor]:
+    """The variables `statement` names that are not among `leaves`, the variables on its
+    value's graph (a set difference of names first: what every check pays)."""
+    names = {code[1] for code in statement.code if code[0] == LOAD} - {leaf.name for leaf in leaves}
+    if not names:
+        return []
+    on_graph = set(order)
+    named = (session.variables.get(name) for name in names)
+    return list({id(v): v for v in named if isinstance(v, Tensor) and v.requires_grad and v not in on_graph}.values())
+
+
 def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDefaults) -> CheckOutcome:
     line = statement.span[0]
     if session.engine != "tensor":
@@ -126,7 +137,6 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
     if statement.expected is not None:
         return _compare_values(session, statement, value, atol, rtol)
     order = topological_order(value)  # once: every step of the check walks this graph
-    on_graph = set(order)
     if statement.wrt:
         leaves = []
         for name in statement.wrt:
@@ -136,12 +146,14 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
         # `wrt x, x` (or two names for one value) is one input: perturbing it twice per
         # column made its numeric derivative 0 and failed a correct gradient.
         leaves = list({id(leaf): leaf for leaf in leaves}.values())
+        on_graph = set(order)
+        off_graph = [leaf for leaf in leaves if leaf not in on_graph]
     else:
         # The variables on the value's graph, and those the expression names that are not
         # on it (grad(sum(2 * x), x) is constant in x): its derivative by those is 0.
         leaves = variables_in(value, order)
-        named = (session.variables.get(code[1]) for code in statement.code if code[0] == LOAD)
-        leaves += list({id(v): v for v in named if isinstance(v, Tensor) and v.requires_grad and v not in on_graph}.values())
+        off_graph = _named_off_graph(session, statement, leaves, order)
+        leaves += off_graph
     if not leaves:
         raise LanguageError("value", "nothing to check: the expression uses no variables").at(statement.span)
     try:
@@ -150,7 +162,7 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
         raise LanguageError("argument", f"check ... mode=forward: {err}").at(statement.span) from None
     warnings = [*result.notes, *_undefined(order)]
     warnings += [f"{leaf.name} reaches the value through no op with a gradient: its derivative by {leaf.name} is 0, "
-                 "which replaying the graph cannot test" for leaf in leaves if leaf not in on_graph]
+                 "which replaying the graph cannot test" for leaf in off_graph]
     warnings += [f"evaluated at a kink of {name}: the derivative there is a convention, not a limit" for name in result.kinks]
     outcome = CheckOutcome(
         text=statement.text, line=line, status="pass" if result.passed else "fail",
