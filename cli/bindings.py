@@ -54,7 +54,8 @@ def _bind(session: Session, binding: str, bound: set[str]) -> None:
         program = compile_program(text)
         results = session.run(program)
         if len(results) != 1 or getattr(results[-1], "value", None) is None:
-            raise LanguageError("argument", f"bad binding {binding!r}: the value must be one expression")
+            raise LanguageError("argument", f"bad binding {binding!r}: the value is one expression, which gives a number, an array or a function "
+                                            "(x=3, x='[1, 2]', f=sin)")
     except LanguageError as err:
         err.message = f"in the value of {name}: {err.message}"
         if err.line == 1 and err.column is not None:  # the value starts after 'NAME='

@@ -303,3 +303,13 @@ def test_nested_transforms_of_constants_give_a_constant(source):
     transformation's own inputs are not variables: the result has no graph, as one level gives."""
     report = json.loads(gradcalc("eval", source, "--json").stdout)
     assert report["value"] == (12.0 if "hvp" in source else 4.0) and report["graph"]["nodes"] == 1, report
+
+
+def test_an_eval_binding_takes_a_function_value():
+    for binding, expression, expected in [("f=sin", "f(1)", np.sin(1.0)), ("f=lambda t: t**2", "grad(f)(3)", 6.0),
+                                          ("f=grad(lambda t: t**3)", "f(2)", 12.0)]:
+        done = gradcalc("eval", expression, binding, "--json")
+        assert json.loads(done.stdout)["value"] == pytest.approx(expected, rel=1e-15), done.stdout + done.stderr
+    done = gradcalc("eval", "f", "f=help(sin)")
+    assert done.returncode == 2 and "gives a number, an array or a function" in done.stderr
+
