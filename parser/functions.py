@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .compiler import UserFunction
 
 
@@ -80,6 +82,8 @@ def describe_value(value: Any) -> str:
     if shape:
         return f"a tensor of shape {tuple(shape)}"
     data = getattr(value, "data", value)
+    if getattr(data, "dtype", None) == np.bool_:
+        return f"the boolean {'true' if data else 'false'}"
     try:
         return f"the number {float(data):g}"
     except (TypeError, ValueError):

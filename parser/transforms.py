@@ -148,7 +148,7 @@ _USAGE.update({"jvp": "jvp(f, primals, tangents)", "vjp": "vjp(f, *primals)", "h
 
 def _argnums(value: Any, usage: str, f: FunctionValue) -> int | tuple[int, ...]:
     """argnums: a whole number, or a tuple of them (each within f's arguments, if known)."""
-    param: Any = to_param(value, f"{usage}: argnums") if not isinstance(value, (str, FunctionValue)) else value
+    param = _option(value, f"{usage}: argnums")
     items = param if isinstance(param, tuple) else (param,)
     if not items or not all(isinstance(k, int) and not isinstance(k, bool) for k in items):
         raise LanguageError("argument", f"{usage}: argnums must be a whole number or a tuple of them, got {describe_value(value)}")
@@ -165,15 +165,23 @@ def _in_axes(value: Any, usage: str) -> int | None | tuple[int | None, ...]:
         return None
     if isinstance(value, AxisSpec):
         return tuple(None if v is None else _axis(v, usage) for v in value)
-    param: Any = to_param(value, f"{usage}: in_axes") if not isinstance(value, (str, FunctionValue)) else value
+    param = _option(value, f"{usage}: in_axes")
     items = param if isinstance(param, tuple) else (param,)
     if not all(isinstance(k, int) and not isinstance(k, bool) for k in items):
         raise LanguageError("argument", f"{usage}: in_axes must be an axis (a whole number), None, or a tuple of them, got {describe_value(value)}")
     return param  # type: ignore[no-any-return]  # (an int or a tuple of ints, checked above)
 
 
+def _option(value: Any, what: str) -> Any:
+    """An option's value as to_param gives it; left as it is (for the caller's error) when
+    to_param would misread it: a string, a function, a boolean (true is not argument 1)."""
+    if isinstance(value, (str, FunctionValue)) or (isinstance(value, Tensor) and value.data.dtype == np.bool_):
+        return value
+    return to_param(value, what)
+
+
 def _axis(value: Any, usage: str) -> int:
-    param = to_param(value, f"{usage}: in_axes")
+    param = _option(value, f"{usage}: in_axes")
     if not isinstance(param, int) or isinstance(param, bool):
         raise LanguageError("argument", f"{usage}: in_axes must be an axis (a whole number), None, or a tuple of them, got {describe_value(value)}")
     return param

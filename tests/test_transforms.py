@@ -313,3 +313,10 @@ def test_an_eval_binding_takes_a_function_value():
     done = gradcalc("eval", "f", "f=help(sin)")
     assert done.returncode == 2 and "gives a number, an array or a function" in done.stderr
 
+
+
+@pytest.mark.parametrize("source", ["grad(sin, argnums=true)", "grad(lambda a, b: a * b, false)(1, 2)",
+                                    "vmap(lambda t: t, in_axes=true)([1, 2])", "vmap(lambda t, u: t, in_axes=(true, None))([1, 2], 3)"])
+def test_a_boolean_is_not_an_argument_number_or_an_axis(source):
+    done = gradcalc("eval", source)
+    assert done.returncode == 2 and "got the boolean" in done.stderr and "column 1" in done.stderr, done.stdout + done.stderr
