@@ -135,9 +135,7 @@ def parse(source: str) -> tuple[Node, list[Range]]:
     extra: list[tuple[str, int]] = []  # tokens no text is lexed as, to give before this one
     for match in PATTERN.finditer(source):
         if match.lastgroup in STOPS:  # the end, or a character no terminal matches
-            blanks = BLANKS.match(source, end)
-            assert blanks is not None  # (blanks may be none at all: it always matches)
-            bad = blanks.end()
+            bad = match.start(match.lastgroup)  # (after the blanks the match already read)
             if bad != len(source):
                 raise Stuck(bad, None, states, first, statements)
             if first >= 0:
