@@ -139,17 +139,12 @@ def make_request(expr: str, arguments: list[str], order: str | None, points: int
 # ---- sampling ---------------------------------------------------------------------------
 
 
-def _axis(r: Range, points: int) -> Any:
-    """`points` evenly spaced values from r.low to r.high, as the language's linspace."""
-    return evenly_spaced(r.low, r.high, points)
-
-
 def sample(request: PlotRequest, base: Session) -> Curve | Surface:
     program = compile_program(request.expr)
     if not program.statements:
         raise _error("nothing to plot: the expression is empty")
     sampler = Sampler(program, base)
-    axes = [_axis(r, request.points) for r in request.ranges]
+    axes = [evenly_spaced(r.low, r.high, request.points) for r in request.ranges]  # as the language's linspace
     progress = render.LateProgress("point by point", delay=1.0)
     try:
         if len(axes) == 1:
