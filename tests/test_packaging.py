@@ -35,6 +35,19 @@ def test_the_version_is_written_once_and_reported_everywhere():
     assert done.stdout == f"gradcalc {gradcalc.__version__}\n", done.stderr
 
 
+def test_the_test_extra_brings_a_setuptools_that_builds_wheels():
+    """The wheel below is built with this environment's setuptools (no build isolation: no
+    download). A fresh venv has the one Python bundles (65.5 on 3.11), which builds no wheel
+    without the separate `wheel` package; the README's `pip install -e '.[test]'` must bring
+    one that does (70.1 and later build wheels themselves), whatever else is installed."""
+    from importlib.metadata import version
+
+    test_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    assert "setuptools>=70.1" in test_extra
+    installed = tuple(int(part) for part in version("setuptools").split(".")[:2])
+    assert installed >= (70, 1), REINSTALL
+
+
 def test_the_wheel_ships_py_typed_and_every_package(tmp_path):
     # Built from a copy: a build in the checkout leaves build/ behind, and two test
     # workers building at once would share it.
