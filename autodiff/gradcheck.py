@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .backprop import backprop, topological_order
-from .batching import Tape, check_jacobian_size
+from .replay import Tape, check_jacobian_size
 from .forward import push_forward
 from .graph import in_users_words
 from .limits import charge

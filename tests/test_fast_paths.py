@@ -29,14 +29,14 @@ from hypothesis import strategies as st
 
 import gradcalc.autodiff.gradcheck as gradcheck_module
 from gradcalc.autodiff import Tensor, grad, no_grad, ops, topological_order
-from gradcalc.autodiff.batching import Tape
+from gradcalc.autodiff.replay import Tape
 from gradcalc.autodiff.gradcheck import gradcheck_graph
 from gradcalc.autodiff.limits import STEPS, matmul_shape, step_budget
 from gradcalc.autodiff.ops.arithmetic import masked
 from gradcalc.autodiff.ops.elementwise import _relu
 from gradcalc.autodiff.registry import ARRAY_MATH, REGISTRY, TENSOR_MATH
 from gradcalc.parser import LanguageError, datafiles
-from tests.test_batching import METHODS, graph, per_column
+from tests.test_replay import METHODS, graph, per_column
 
 INF, NAN = np.inf, np.nan
 X_EDGES = [NAN, INF, -INF, 0.0, -0.0, 5e-324, -5e-324, 1e-310, 1e-300, -1e-300, 0.5, -0.5, 1.0, -1.0,
