@@ -134,7 +134,11 @@ def through_partials(reduce: Callable[..., Any], text: str = "sum of {t} * d ans
                     continue
                 partials = _vjp_call(op, k, m, g, ans, inputs, params)
                 if partials is not None:
-                    z = t * partials
+                    # An element whose tangent is 0 adds exactly 0, even where its partial is
+                    # inf or nan (VJPs guard a zero gradient the same way: ops/arithmetic.py).
+                    from .ops.arithmetic import masked  # (not at the top: the ops import this module)
+
+                    z = masked(m, t, t * partials)
                     total = _add(total, reduce(m, z, ans, **params))
             return total
 

@@ -257,3 +257,24 @@ def test_complex_safe_forwards_are_analytic(op):
     with np.errstate(all="ignore"):
         stepped = np.imag(op.forward(grid + 1j * h)) / h
     assert np.max(relative_errors(stepped, derivatives)) <= 1e-13, op.name
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e3, 1e8, 1e16, 1e100, -1e300])
+def test_logcumsumexp_derivatives_keep_their_digits_at_any_magnitude(scale):
+    """d y_i / d x_j = exp(x_j - y_i) against 50-digit mpmath, reverse and forward mode
+    alike: through the rounded y_i the weights lost half their digits at 1e8 and all of
+    them at 1e16 (forward and reverse disagreed there)."""
+    from gradcalc.autodiff import jacobian, jacobian_forward
+
+    x = scale + np.array([0.0, 0.5, -0.25, 3.0]) * max(1.0, abs(scale) * 2.0**-50)
+    t = Tensor(x, requires_grad=True)
+    y = t.logcumsumexp(axis=0)
+    with mp.workdps(50):
+        xs = [mp.mpf(float(v)) for v in x]
+        ys = [xs[0] + mp.log(sum(mp.exp(xs[k] - xs[0]) for k in range(i + 1))) for i in range(len(xs))]
+        exact = [[mp.exp(xs[j] - ys[i]) if j <= i else mp.mpf(0) for j in range(len(xs))] for i in range(len(xs))]
+    for found in (jacobian(y, t).data, jacobian_forward(y, t).data):
+        for row, want in zip(found, exact):
+            nonzero = [k for k, w in enumerate(want) if w != 0]
+            assert max(relative_errors(row[nonzero], [want[k] for k in nonzero])) <= TOLERANCE
+            assert all(row[k] == 0 for k in range(len(want)) if k not in nonzero)

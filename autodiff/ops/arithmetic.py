@@ -71,6 +71,18 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
 
 
+def guarded(m: Any, unreached: Any, out: Any) -> Any:
+    """masked's rule for a VJP or JVP whose every result entry gathers several incoming
+    ones (a reduction, a softmax row, a running sum, a matrix): `out` made exactly 0
+    where `unreached` (booleans broadcastable to out: no non-zero gradient or tangent
+    reaches that entry) and out is nan. Elsewhere out is untouched, a nan included."""
+    raw = out if m is ARRAY_MATH else m.raw(out)
+    lost = np.isnan(raw)
+    if not lost.any():
+        return out
+    return m.where(np.asarray(unreached) & lost, 0.0, out)
+
+
 # Products, quotients and powers call NumPy's ufuncs rather than Python's operators: for
 # two NumPy scalars an operator is NumPy's scalar arithmetic, which rounds a complex
 # product without the fused multiply-adds of its array loops (and whose pow may differ

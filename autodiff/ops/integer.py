@@ -15,6 +15,7 @@ import numpy as np
 
 from ..forward import DIAGONAL
 from ..registry import Check, Edge, defop
+from .arithmetic import masked
 
 INT = "integer arithmetic"
 
@@ -33,7 +34,7 @@ floor_divide = defop(
 )
 remainder = defop(
     "remainder", lambda a, b: np.remainder(a, b),
-    (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: -g * m.floor(m.raw(a) / m.raw(b))),
+    (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: masked(m, g, -g * m.floor(m.raw(a) / m.raw(b)))),
     doc="Python's a % b = a - b * floor(a / b), with the sign of b; gradient 1 for a and -floor(a / b) for b",
     category=INT, n_in=2, aliases=("mod",), operators=("__mod__", "__rmod__"),
     kink=_near_whole_quotient,

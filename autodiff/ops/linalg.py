@@ -14,6 +14,7 @@ import numpy as np
 from ..forward import LINEAR, MULTILINEAR, OVER_AXIS, OVER_MATRIX
 from ..registry import ARRAY_MATH, Check, Edge, defop
 from .arithmetic import _swap_last as matrix_transpose
+from .arithmetic import masked
 from .reductions import Axis, expand_reduced, kept_shape, normalize_axes
 
 # string.ascii_lowercase and ascii_letters, spelled out: importing `string` builds string.Template at every start-up
@@ -497,15 +498,15 @@ def _norm_vjp(m: Any, g: Any, ans: Any, x: Any, ord: Any = 2, axis: Axis = None,
     # (as PyTorch), and ties for the largest |x| share the gradient for ord inf.
     p, gx = norm_order(ord), expand_reduced(m, g, x.shape, axis)
     if p == 1:
-        return gx * np.sign(m.raw(x))
+        return masked(m, gx, gx * np.sign(m.raw(x)))
     if p == math.inf:
         hits = np.abs(m.raw(x)) == np.reshape(m.raw(ans), kept_shape(x.shape, axis))
-        return gx * np.sign(m.raw(x)) * (hits / np.sum(hits, axis=normalize_axes(axis, x.ndim), keepdims=True))
+        return masked(m, gx, gx * np.sign(m.raw(x)) * (hits / np.sum(hits, axis=normalize_axes(axis, x.ndim), keepdims=True)))
     # x / ans, from x scaled as the forward scales it: a subnormal x over its norm loses
     # digits, and a norm that overflowed to inf has a unit vector all the same.
     y = x / _norm_scale(np.abs(m.raw(x)), axis)
     length = m.norm(y, axis=axis, keepdims=True)
-    return gx * y / m.where(m.raw(length) == 0, 1.0, length)
+    return masked(m, gx, gx * y / m.where(m.raw(length) == 0, 1.0, length))
 
 
 def _norm_kink(x: Any, ord: Any = 2, axis: Axis = None, keepdims: bool = False, tol: float = 0.0) -> bool:

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..forward import OVER_AXIS, TO_ITEMS
 from ..registry import Check, Edge, defop
+from .arithmetic import guarded, masked
 from .reductions import Axis, checked_axis, expand_reduced, kept_shape
 
 NN = "softmax and losses"
@@ -67,23 +68,34 @@ def _log_softmax(x: Any, axis: Axis = -1) -> Any:
 def _logsumexp_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     # d logsumexp / dx = softmax(x) over the reduced axes (computed max-shifted, which is
     # more exact than exp(x - logsumexp)).
-    return expand_reduced(m, g, x.shape, axis) * m.softmax(x, axis=axis)
+    gx = expand_reduced(m, g, x.shape, axis)
+    return masked(m, gx, gx * m.softmax(x, axis=axis))
 
 
 def _softmax_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int = -1) -> Any:
-    # J = diag(s) - s s^T, so J^T g = s * (g - <g, s>).
-    return ans * (g - m.sum(g * ans, axis=axis, keepdims=True))
+    # J = diag(s) - s s^T, so J^T g = s * (g - <g, s>); a row no gradient reaches passes
+    # 0 back, even where a nan or inf in it made s nan.
+    return guarded(m, _silent(m, g, axis), ans * (g - m.sum(g * ans, axis=axis, keepdims=True)))
+
+
+def _silent(m: Any, v: Any, axis: int) -> Any:
+    """Where a whole slice along axis of a gradient or tangent is 0 (kept dims)."""
+    return np.all(m.raw(v) == 0, axis=axis, keepdims=True)
 
 
 def _softmax_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int = -1) -> Any:
     # J v = s * (v - <s, v>) along axis (J is symmetric).
     t = tangents[0]
-    return ans * (t - m.sum(ans * t, axis=axis, keepdims=True))
+    return guarded(m, _silent(m, t, axis), ans * (t - m.sum(ans * t, axis=axis, keepdims=True)))
 
 
 def _log_softmax_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int = -1) -> Any:
     t = tangents[0]
-    return t - m.sum(m.exp(ans) * t, axis=axis, keepdims=True)
+    return guarded(m, _silent(m, t, axis), t - m.sum(m.exp(ans) * t, axis=axis, keepdims=True))
+
+
+def _log_softmax_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int = -1) -> Any:
+    return guarded(m, _silent(m, g, axis), g - m.exp(ans) * m.sum(g, axis=axis, keepdims=True))
 
 
 # softmax([1, 2]): the weights the edges beside -inf entries come to.
@@ -116,7 +128,7 @@ softmax = defop(
     ),
 )
 log_softmax = defop(
-    "log_softmax", _log_softmax, (lambda m, g, ans, x, axis=-1: g - m.exp(ans) * m.sum(g, axis=axis, keepdims=True),),
+    "log_softmax", _log_softmax, (_log_softmax_vjp,),
     doc="x - logsumexp(x) along axis, stable for large logits", category=NN, method=True,
     complex_safe=True, check=Check(shapes=(((4,),), ((3, 4),))),
     jvp=_log_softmax_jvp, jvp_rule="dx - sum(exp(ans) * dx, axis, keepdims=True)",
@@ -166,14 +178,15 @@ def _ce_dlogits(m: Any, g: Any, ans: Any, logits: Any, target: Any, label_smooth
     probs, is_classes = _targets(m.raw(logits), m.raw(target))
     t = smoothed(probs if is_classes else target, label_smoothing)
     p = m.softmax(logits, axis=-1)
-    return (p * m.sum(t, axis=-1, keepdims=True) - t) * item_gradient(m, g, reduction, _batch(logits.shape), per_row=True)
+    item = item_gradient(m, g, reduction, _batch(logits.shape), per_row=True)
+    return masked(m, item, (p * m.sum(t, axis=-1, keepdims=True) - t) * item)
 
 
 def _ce_dtarget(m: Any, g: Any, ans: Any, logits: Any, target: Any, label_smoothing: float = 0.0, reduction: str = "mean") -> Any:
     if _targets(m.raw(logits), m.raw(target))[1]:
         return None  # class indices are not differentiable
     scale = item_gradient(m, g, reduction, _batch(logits.shape), per_row=True) * (1.0 - label_smoothing)
-    return -m.log_softmax(logits, axis=-1) * scale
+    return masked(m, scale, -m.log_softmax(logits, axis=-1) * scale)
 
 
 def _ce_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -206,10 +219,16 @@ def _size(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     return int(np.prod(np.broadcast_shapes(a, b)))
 
 
+def _mse_vjp(m: Any, g: Any, ans: Any, a: Any, b: Any, reduction: str = "mean") -> Any:
+    # Guarded on the gradient each item gets: an item whose loss is not asked for passes
+    # 0 back, even where a - b is inf.
+    item = item_gradient(m, g, reduction, _size(a.shape, b.shape))
+    return masked(m, item, (a - b) * (2.0 * item))
+
+
 mse = defop(
     "mse", _mse,
-    (lambda m, g, ans, a, b, reduction="mean": (a - b) * (2.0 * item_gradient(m, g, reduction, _size(a.shape, b.shape))),
-     lambda m, g, ans, a, b, reduction="mean": (b - a) * (2.0 * item_gradient(m, g, reduction, _size(a.shape, b.shape)))),
+    (_mse_vjp, lambda m, g, ans, a, b, reduction="mean": _mse_vjp(m, g, ans, b, a, reduction)),
     doc="squared error (pred - target) ** 2, reduced by reduction: 'mean', 'sum' or 'none'", category=NN, n_in=2,
     complex_safe=True, check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)))),
     jvp=TO_ITEMS,
@@ -275,7 +294,8 @@ def _elementwise_loss(
 
     def vjp(derivative: Any) -> Any:
         def item_vjp(m: Any, g: Any, ans: Any, pred: Any, target: Any, reduction: str = "mean", **params: Any) -> Any:
-            return derivative(m, pred, target, **params) * item_gradient(m, g, reduction, _size(pred.shape, target.shape))
+            item = item_gradient(m, g, reduction, _size(pred.shape, target.shape))
+            return masked(m, item, derivative(m, pred, target, **params) * item)
 
         return item_vjp
 

@@ -115,7 +115,8 @@ def _extreme_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: 
     best = np.reshape(m.raw(ans), kept_shape(x.shape, axis))
     hits = m.raw(x) == best
     share = hits / np.sum(hits, axis=normalize_axes(axis, x.ndim), keepdims=True)
-    return expand_reduced(m, g, x.shape, axis) * share
+    gx = expand_reduced(m, g, x.shape, axis)
+    return masked(m, gx, gx * share)
 
 
 def _has_tie(x: Any, axis: Axis = None, keepdims: bool = False, *, tol: float = 0.0, pick: Any) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..forward import LINEAR
 from ..registry import Check, Edge, defop
+from .arithmetic import guarded, masked
 
 SCAN = "reduction"
 _SHAPES = (((5,),), ((3, 4),))
@@ -38,10 +39,6 @@ def reverse_cumsum(m: Any, g: Any, axis: int) -> Any:
     return m.flip(m.cumsum(m.flip(g, axis=axis), axis=axis), axis=axis)
 
 
-def _reverse_logcumsumexp(m: Any, v: Any, axis: int) -> Any:
-    return m.flip(m.logcumsumexp(m.flip(v, axis=axis), axis=axis), axis=axis)
-
-
 def _scanned_last(m: Any, x: Any, axis: int | None) -> tuple[Any, tuple[int, ...]]:
     """x with its scanned axis moved last (flattened first when axis is None), and the
     axis order that did it."""
@@ -59,59 +56,84 @@ def _products_of_others(m: Any, xt: Any) -> Any:
     return m.cumprod(m.where(np.eye(n, dtype=bool), 1.0, rows), axis=-1)
 
 
+def _divisible(x: Any) -> bool:
+    """No 0, inf or nan in x: y_i / x_j is then the product of the other elements."""
+    return bool(np.all(np.isfinite(x) & (x != 0)))
+
+
+def _without_zeros(m: Any, weights: Any, terms: Any) -> Any:
+    """weights * terms, exactly 0 where the weight (a gradient or tangent) is 0."""
+    return m.where(m.raw(weights) == 0, 0.0, weights * terms)
+
+
 def _cumprod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
-    # dy_i/dx_j = y_i / x_j for i >= j when no element is 0; with zeros, the products of
-    # the other elements are formed without dividing (exact, as for prod).
-    if np.all(m.raw(x) != 0):
-        return m.reshape(reverse_cumsum(m, g * ans, _scan_axis(axis)), shape=x.shape) / x
+    # dy_i/dx_j = y_i / x_j for i >= j when no element is 0, inf or nan; otherwise the
+    # products of the other elements are formed without dividing (exact, as for prod).
+    if _divisible(m.raw(x)):
+        # (g * ans guarded: a running product that overflowed passes 0 where g is 0)
+        return m.reshape(reverse_cumsum(m, masked(m, g, g * ans), _scan_axis(axis)), shape=x.shape) / x
     xt, order = _scanned_last(m, x, axis)
     gt = m.transpose(g, axes=order)
     n = xt.shape[-1]
     weights = m.reshape(gt, shape=gt.shape[:-1] + (1, n)) * np.triu(np.ones((n, n)))
-    gx = m.sum(_products_of_others(m, xt) * weights, axis=-1)
+    gx = m.sum(_without_zeros(m, weights, _products_of_others(m, xt)), axis=-1)
     return m.reshape(m.transpose(gx, axes=tuple(np.argsort(order))), shape=x.shape)
 
 
+def _prefix_weights(m: Any, x: Any, axis: int | None) -> tuple[Any, tuple[int, ...]]:
+    """[..., i, j] = exp(x_j - ans_i) = d ans_i / d x_j for j <= i (0 above), with the scanned
+    axis moved last, and the axis order that did it. Each row is the softmax of the
+    prefix x_0..x_i, shifted by the prefix's own largest element: every exponent is a
+    difference of two inputs, exact where they are close. (Through ans_i itself, a sum
+    rounded to the last place of ans, x of 1e16 lost the weights entirely and 1e8 half
+    their digits.) The shift is a constant: the softmax does not depend on it."""
+    xt, order = _scanned_last(m, x, axis)
+    n = xt.shape[-1]
+    raw = np.real(m.raw(xt))
+    top = np.maximum.accumulate(raw, axis=-1) if raw.size else raw
+    shift = np.where(np.isfinite(top), top, 0.0)  # (as softmax's: no inf - inf)
+    lower = np.tril(np.ones((n, n), dtype=bool))  # [..., i, j]: j <= i
+    gap = m.reshape(xt, shape=xt.shape[:-1] + (1, n)) - np.reshape(shift, shift.shape + (1,))
+    e = m.exp(m.where(lower, gap, LOWEST))
+    # A -inf beside a finite element has weight exactly 0, as a constant: on a graph its
+    # quotient would pass a nan that reaches it (a derivative beside an all -inf prefix,
+    # which is nan) on to the other elements, times its 0.
+    dead = (np.reshape(raw, raw.shape[:-1] + (1, n)) == -np.inf) & (np.reshape(top, top.shape + (1,)) > -np.inf)
+    return m.where(lower & ~dead, e / m.sum(e, axis=-1, keepdims=True), 0.0), order
+
+
 def _logcumsumexp_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
-    # dx_j = sum_{i>=j} g_i exp(x_j - y_i). Summed in the log domain, positive and
-    # negative parts of g apart (PyTorch's method), so that nothing overflows:
-    # exp(x_j + reverse_logcumsumexp(log|g_i| - y_i)).
-    axis = _scan_axis(axis)
-    xs = m.reshape(x, shape=(-1,)) if x.shape != ans.shape else x
-    raw_g = m.raw(g)
-    log_abs_g = m.log(m.where(raw_g == 0, 1.0, m.abs(g)))
-    parts = []
-    for mask in (raw_g > 0, raw_g < 0):
-        log_part = m.where(mask, log_abs_g, LOWEST)
-        parts.append(m.exp(_reverse_logcumsumexp(m, log_part - ans, axis) + xs))
-    return m.reshape(parts[0] - parts[1], shape=x.shape)
+    # dx_j = sum_{i>=j} g_i exp(x_j - ans_i), a zero g_i adding exactly 0 (even beside a nan).
+    weights, order = _prefix_weights(m, x, axis)
+    gt, _ = _scanned_last(m, g, axis)
+    column = m.reshape(gt, shape=gt.shape + (1,))
+    dx = m.sum(m.where(m.raw(column) == 0, 0.0, weights * column), axis=-2)
+    dx = m.transpose(dx, axes=tuple(int(i) for i in np.argsort(order)))
+    return m.reshape(dx, shape=x.shape)
 
 
 def _cumprod_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
-    # dy_i = sum_{j <= i} t_j prod_{k <= i, k != j} x_k: y_i * cumsum(t / x)_i without zeros;
-    # with them, the products of the other elements, as the VJP forms them.
+    # dy_i = sum_{j <= i} t_j prod_{k <= i, k != j} x_k: y_i * cumsum(t / x)_i without a 0,
+    # inf or nan in x; with one, the products of the other elements, as the VJP forms them.
     t = m.reshape(tangents[0], shape=(-1,)) if axis is None else tangents[0]
-    if np.all(m.raw(x) != 0):
-        return ans * m.cumsum(t / (m.reshape(x, shape=(-1,)) if axis is None else x), axis=_scan_axis(axis))
+    if _divisible(m.raw(x)):
+        # (y_i that no non-zero tangent reaches gets exactly 0, where y_i overflowed too)
+        reached = np.cumsum(m.raw(t) != 0, axis=_scan_axis(axis))
+        return guarded(m, reached == 0, ans * m.cumsum(t / (m.reshape(x, shape=(-1,)) if axis is None else x), axis=_scan_axis(axis)))
     xt, order = _scanned_last(m, x, axis)
     tt = m.transpose(t, axes=order)
     n = xt.shape[-1]
     weights = m.reshape(tt, shape=tt.shape[:-1] + (n, 1)) * np.triu(np.ones((n, n)))
-    dy = m.sum(_products_of_others(m, xt) * weights, axis=-2)
+    dy = m.sum(_without_zeros(m, weights, _products_of_others(m, xt)), axis=-2)
     return m.transpose(dy, axes=tuple(int(i) for i in np.argsort(order)))
 
 
 def _logcumsumexp_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
-    # dy_i = sum_{j <= i} exp(x_j - y_i) t_j: each weight is at most 1 (y_i >= x_j), so
-    # nothing overflows; the pairs j > i are masked before the exp.
-    xt, order = _scanned_last(m, x, axis)
+    # dy_i = sum_{j <= i} exp(x_j - ans_i) t_j, a zero t_j adding exactly 0.
+    weights, order = _prefix_weights(m, x, axis)
     tt, _ = _scanned_last(m, tangents[0], axis)
-    yt = m.transpose(ans, axes=order)
-    n = xt.shape[-1]
-    lower = np.tril(np.ones((n, n), dtype=bool))  # [..., i, j]: j <= i
-    gap = m.reshape(xt, shape=xt.shape[:-1] + (1, n)) - m.reshape(yt, shape=yt.shape[:-1] + (n, 1))
-    weights = m.exp(m.where(lower, gap, LOWEST))
-    dy = m.sum(weights * m.reshape(tt, shape=tt.shape[:-1] + (1, n)), axis=-1)
+    row = m.reshape(tt, shape=tt.shape[:-1] + (1, tt.shape[-1]))
+    dy = m.sum(m.where(m.raw(row) == 0, 0.0, weights * row), axis=-1)
     return m.transpose(dy, axes=tuple(int(i) for i in np.argsort(order)))
 
 
@@ -128,9 +150,9 @@ cumprod = defop(
     doc="running product along axis (flattened when axis is None); exact gradient with zeros too",
     category=SCAN, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, low=0.5, high=1.5, params={"axis": 0}),
-    rule="reversed cumsum of g * ans, / x (the products of the other elements where x has zeros)",
+    rule="reversed cumsum of g * ans, / x (the products of the other elements where x has a 0, inf or nan)",
     jvp=_cumprod_jvp,
-    jvp_rule="ans * cumsum(dx / x, axis) (with a 0 in x: the sum over j <= i of dx_j times the product of the other x_k, k <= i)",
+    jvp_rule="ans * cumsum(dx / x, axis) (with a 0, inf or nan in x: the sum over j <= i of dx_j times the product of the other x_k, k <= i)",
     edges=(Edge("with a zero", [[0.0, 2.0, 3.0]], [0.0, 0.0, 0.0], ([9.0, 0.0, 0.0],), second=([6.0, 4.0, 2.0],),
                 note="exact, formed without dividing"),),
 )

@@ -135,7 +135,7 @@ def _one_minus_square(x: Any) -> Any:
 # written out: the product rule's (1 - x) - (1 + x) cancels near 0, and made the second
 # derivative of atanh 0 at 1e-300 (it is 2e-300). For asin, acos and atanh.
 one_minus_square = defop(
-    "one_minus_square", _one_minus_square, (lambda m, g, ans, x: g * (-2.0 * x),), doc="(1 - x)(1 + x)",
+    "one_minus_square", _one_minus_square, (lambda m, g, ans, x: masked(m, g, g * (-2.0 * x)),), doc="(1 - x)(1 + x)",
     category=ELEM, complex_safe=True, public=False, check=Check(), jvp=DIAGONAL,
 )
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..forward import OVER_AXIS
 from ..registry import Check, Edge, defop
+from .arithmetic import masked
 from .reductions import Axis, expand_reduced, normalize_axes
 
 RED = "reduction"
@@ -38,7 +39,8 @@ def _centered(m: Any, x: Any, axis: Axis, ddof: float) -> Any:
 
 
 def _var_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0) -> Any:
-    return expand_reduced(m, 2.0 * g, x.shape, axis) * _centered(m, x, axis, ddof)
+    gx = expand_reduced(m, 2.0 * g, x.shape, axis)
+    return masked(m, gx, gx * _centered(m, x, axis, ddof))
 
 
 def _std_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0) -> Any:
