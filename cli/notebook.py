@@ -14,15 +14,18 @@ asks for the extension.
 from __future__ import annotations
 
 import argparse
+import builtins
+import difflib
 import html
+import keyword
 import re
 import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -39,6 +42,7 @@ from .bindings import BindingError, bind
 from .checking import check_line
 from .figures import write_figure
 from .formatting import format_array, graph_dot
+from .options import COMMANDS, ENGINES, Option
 from .plot import _title, read_words, sample_words
 from .render import error_lines, graph_line, notes, tree_lines
 from .steps import forward_lines, forward_passes, step_lines
@@ -53,9 +57,10 @@ class NotebookVariables(dict):  # type: ignore[type-arg]
     borrowed names are forgotten at the start of every cell (`refresh`), so a later
     Python assignment is seen, while a name assigned in gradcalc stays gradcalc's."""
 
-    def __init__(self, namespace: dict[str, Any]) -> None:
+    def __init__(self, namespace: dict[str, Any], kernel: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.namespace = namespace
+        self.kernel = kernel or {}  # a one-off session's: the kernel session's variables, read by value
         self.borrowed: set[str] = set()
         self.session: Session | None = None
 
@@ -78,6 +83,8 @@ class NotebookVariables(dict):  # type: ignore[type-arg]
 
     def _borrow(self, name: str) -> bool:
         value = self.namespace.get(name)
+        if name in self.kernel:  # (a Tensor's or a Value's numbers; a function or a tuple is not lent)
+            value = np.asarray(self.kernel[name].data) if hasattr(self.kernel[name], "data") else None
         session = self.session
         if session is None or name.startswith("_") or not _numeric(value) or _known(session, name):
             return False
@@ -194,8 +201,16 @@ def graph_svg(output: Any, nodes: int, digits: int | None) -> str:
         done = subprocess.run([dot, "-Tsvg"], input=graph_dot(output, digits or 6), capture_output=True, text=True,
                               timeout=30, check=False)
         if done.returncode == 0 and "<svg" in done.stdout:
-            return done.stdout[done.stdout.index("<svg"):]
-    return tree_svg(output, digits)
+            return fitted(done.stdout)
+    return fitted(tree_svg(output, digits))
+
+
+def fitted(svg: str) -> str:
+    """The SVG element of `svg` (what comes before it is XML's prologue), drawn at its own
+    size unless the page is narrower: then scaled down to the page's width (a graph of a
+    few dozen nodes is wider than a notebook's column)."""
+    svg = svg[svg.index("<svg"):]
+    return svg.replace("<svg", '<svg style="max-width:100%;height:auto"', 1)
 
 
 def tree_svg(output: Any, digits: int | None, row: int = 18, indent: int = 18) -> str:
@@ -215,7 +230,7 @@ def tree_svg(output: Any, digits: int | None, row: int = 18, indent: int = 18) -
         last_at_depth[depth] = y
         items.append(f'<text x="{x}" y="{y}">{html.escape(text)}</text>')
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="gradcalc-tree" width="{width}" height="{height}" '
-            f'font-family="monospace" font-size="13">{"".join(items)}</svg>')
+            f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="13">{"".join(items)}</svg>')
 
 
 class Lines:
@@ -231,9 +246,15 @@ class Lines:
         return f'<pre class="gradcalc-lines">{html.escape(repr(self))}</pre>'
 
 
-class _Html:
-    def __init__(self, markup: str) -> None:
-        self.markup = markup
+class Shown:
+    """A display with its HTML and its text: the notebook shows the HTML, and the text is
+    what a console, a log or an exported notebook's text/plain shows instead."""
+
+    def __init__(self, markup: str, text: str) -> None:
+        self.markup, self.text = markup, text
+
+    def __repr__(self) -> str:
+        return self.text
 
     def _repr_html_(self) -> str:
         return self.markup
@@ -242,28 +263,130 @@ class _Html:
 # ---- the magics ---------------------------------------------------------------------------------
 
 
+class MagicUsage(Exception):
+    """A magic line that cannot be read: shown with the usage, never as a traceback."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # (argparse would print to stderr and exit)
+        raise MagicUsage(message)
+
+
+# A magic's options: gradcalc eval's own, as cli/options.py declares them (kinds, ranges,
+# help), and the notebook's.
+_EVAL = {option.key: option for option in COMMANDS["eval"].options}
+MAGIC_OPTIONS = (
+    *(_EVAL[key] for key in ("digits", "steps", "mode", "wrt", "engine")),
+    Option("out", ("--out",), "str", None, "Also bind the last result to NAME in Python.", metavar="NAME"),
+    Option("no_graph", ("--no-graph",), "flag", False, "Do not draw the graph."),
+    Option("reset", ("--reset",), "flag", False, "Forget every variable and function first (with --engine: switch to it)."),
+)
+_CHOICES = {"engine": ENGINES, "mode": ("reverse", "forward")}
+_OPTION_NAMES = sorted(name for option in MAGIC_OPTIONS for name in option.names)
+_VALUED = frozenset(name for option in MAGIC_OPTIONS if option.kind != "flag" for name in option.names)
+_OPTION_WORD = re.compile(r"--[A-Za-z][\w-]*")
+
+
+def _reader(option: Option) -> Callable[[str], Any]:
+    """`option`'s value read from its text, or MagicUsage saying what it takes."""
+    name = option.names[0]
+
+    def read(text: str) -> Any:
+        choices = _CHOICES.get(option.key)
+        if choices is not None:
+            if text not in choices:
+                raise MagicUsage(f"{name} takes {' or '.join(choices)}, not {text!r}")
+            return text
+        if option.kind != "int":
+            return text
+        bounds = f"from {option.low:g} to {option.high:g}" if option.high is not None else f"of at least {option.low:g}"
+        try:
+            number = int(text)
+        except ValueError:
+            number = None
+        if number is None or (option.low is not None and number < option.low) or (option.high is not None and number > option.high):
+            raise MagicUsage(f"{name} takes a whole number {bounds}, not {text!r}")
+        return number
+
+    return read
+
+
 def _options(prog: str = "%%gradcalc") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
-    if prog == "%gradcalc":
-        parser.add_argument("words", nargs="*", help="NAME=VALUE bindings")
-    parser.add_argument("--out", metavar="NAME", help="also bind the last result to NAME in Python")
-    parser.add_argument("--digits", type=int, help="round numbers for display")
-    parser.add_argument("--steps", action="store_true", help="show the backward pass")
-    parser.add_argument("--mode", choices=("reverse", "forward"), default="reverse", help="with --steps: which pass (forward mode's)")
-    parser.add_argument("--no-graph", dest="graph", action="store_false", help="do not draw the graph")
-    parser.add_argument("--wrt", help="report only these names' gradients (a,b)")
-    parser.add_argument("--engine", choices=("tensor", "scalar"), help="switch the session's engine")
-    parser.add_argument("--reset", action="store_true", help="forget every variable and function first")
+    parser = _Parser(prog=prog, add_help=False, exit_on_error=False, allow_abbrev=False)
+    parser.add_argument("words", nargs="*", help="NAME=VALUE bindings (of a line magic)")
+    for option in MAGIC_OPTIONS:
+        if option.kind == "flag":
+            parser.add_argument(*option.names, dest=option.key, action="store_true", help=option.help)
+        else:  # (no default engine: the session's)
+            default = None if option.key == "engine" else option.default
+            parser.add_argument(*option.names, dest=option.key, type=_reader(option), default=default, metavar=option.metavar, help=option.help)
     return parser
+
+
+_LINE, _CELL = _options("%gradcalc"), _options("%%gradcalc")
+
+
+def _parse(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """The options (and bindings) in `words`; an option the magics do not have is named,
+    with the ones they have."""
+    for word in words:
+        name = word.partition("=")[0]
+        if _OPTION_WORD.fullmatch(name) and name not in _OPTION_NAMES:
+            close = difflib.get_close_matches(name, _OPTION_NAMES, n=1, cutoff=0.75)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise MagicUsage(f"unknown option {name} ({hint}the options: {', '.join(_OPTION_NAMES)})")
+    try:
+        options = parser.parse_intermixed_args(words)
+    except argparse.ArgumentError as err:  # (what exit_on_error=False raises instead of calling error())
+        missing = err.argument_name is not None and err.message == "expected one argument"
+        raise MagicUsage(f"{err.argument_name} needs a value" if missing else str(err)) from None
+    if options.out is not None:
+        problem = _python_needs(options.out)
+        if problem:
+            raise MagicUsage(f"--out {options.out}: {problem}; choose another name")
+    return options
+
+
+# IPython's own names in a notebook's namespace (names starting with _ are Python's and IPython's too).
+IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
+
+
+def _python_needs(name: str) -> str | None:
+    """Why `--out NAME` may not bind `name` in the notebook, or None: a name that is not
+    Python's, or one Python or IPython needs (binding `__builtins__` breaks every later cell)."""
+    if not name.isidentifier():
+        return "not a Python name"
+    if keyword.iskeyword(name):
+        return "a Python keyword"
+    if name.startswith("_"):
+        return "names that start with _ are Python's and IPython's own"
+    if name in dir(builtins):
+        return f"Python's built-in {name} (later cells would lose it)"
+    if name in IPYTHON_NAMES:
+        return f"IPython's {name} (later cells would lose it)"
+    return None
 
 
 _BINDING = re.compile(r"[A-Za-z_]\w*=(?!=)\S")
 
 
+def read_line(line: str) -> tuple[str, argparse.Namespace]:
+    """`%gradcalc [options] EXPR [NAME=VALUE ...] [options]` as EXPR, typed as it is (`x + 1`,
+    `sum(A @ A)`, quotes around the whole of it dropped), and the options, with the
+    bindings as `words`: options come before EXPR or anywhere after it, as on the command
+    line. EXPR ends at the first word from which on each is a binding, an option or an
+    option's value."""
+    chunks = list(re.finditer(r"\S+", line))
+    i = 0
+    while i < len(chunks) and chunks[i].group().startswith("--"):  # options before EXPR
+        name, equals, _ = chunks[i].group().partition("=")
+        i += 2 if name in _VALUED and not equals else 1
+    start = chunks[i].start() if i < len(chunks) else len(line)
+    expr, rest = _expression_first(line[start:])
+    return expr, _parse(_LINE, [*shlex.split(line[:start]), *rest])
+
+
 def _expression_first(line: str) -> tuple[str, list[str]]:
-    """`%gradcalc EXPR [NAME=VALUE ...] [options]` as EXPR, typed as it is (`x + 1`,
-    `sum(A @ A)`, quotes around the whole of it dropped), and the words after it: EXPR
-    ends at the first word from which on each is a binding, an option or an option's value."""
     for chunk in list(re.finditer(r"\S+", line))[1:]:
         try:
             rest = shlex.split(line[chunk.start():])
@@ -278,7 +401,7 @@ def _bindings_and_options(words: list[str]) -> bool:
     after_option = False
     for word in words:
         if word.startswith("--"):
-            after_option = True
+            after_option = word in _VALUED
         elif after_option or (_BINDING.match(word) and _balanced(word)):
             after_option = False
         else:
@@ -304,14 +427,21 @@ def _unquoted(expr: str) -> str:
     return expr
 
 
-def _usage_error(err: BaseException) -> _Html:
-    return _Html(f'<pre class="gradcalc-error">{html.escape(str(err))}\n{html.escape(USAGE)}</pre>')
+def _usage_error(err: BaseException) -> Shown:
+    text = f"error: {err}\n{USAGE}"
+    return Shown(f'<pre class="gradcalc-error">{html.escape(text)}</pre>', text)
 
 
-USAGE = """%gradcalc EXPR [NAME=VALUE ...] [options]   one expression (a line magic)
-%gradcalc plot EXPR x=A:B [--order 0,1,2]       a plot of EXPR and its derivatives
-%%gradcalc [options]                             the cell is a gradcalc program
-options: --out NAME  --digits N  --steps [--mode forward]  --no-graph  --wrt a,b  --engine tensor|scalar  --reset"""
+def _error(err: LanguageError, source: str) -> Shown:
+    return Shown(error_html(err, source), "\n".join(error_lines(err, source)))
+
+
+USAGE = """%gradcalc [options] EXPR [NAME=VALUE ...] [options]   one expression (a line magic)
+%gradcalc plot EXPR x=A:B [--order 0,1,2]                 a plot of EXPR and its derivatives
+%%gradcalc [options]                                       the cell is a gradcalc program
+%gradcalc --reset [--engine tensor|scalar]                 forget every variable and function
+options, for that line or cell only: --out NAME  --digits N  --steps [--mode forward]  --no-graph
+  --wrt a,b  --engine tensor|scalar (the session keeps its own engine)"""
 
 
 class Notebook:
@@ -322,57 +452,77 @@ class Notebook:
         self.reset("tensor")
 
     def reset(self, engine: str) -> None:
-        self.variables = NotebookVariables(self.namespace)
-        self.session = Session(engine=engine, variables=self.variables, on_check=make_check_handler(),
-                               on_warning=self._warn, switch_engine="--engine {engine}")
-        self.variables.session = self.session
+        self.variables, self.session = self._session(engine)
+
+    def _session(self, engine: str, kernel: Session | None = None) -> tuple[NotebookVariables, Session]:
+        """A session whose unknown names are read from Python; with `kernel`, a session for
+        one line or cell on another engine, which reads the kernel session's variables by
+        value and its functions, and changes neither."""
+        variables = NotebookVariables(self.namespace, kernel.variables if kernel else None)
+        session = Session(engine=engine, variables=variables, functions=dict(kernel.functions) if kernel else None,
+                          on_check=make_check_handler(), on_warning=self._warn, switch_engine="--engine {engine}")
+        variables.session = session
+        return variables, session
 
     def _warn(self, message: str) -> None:
-        from IPython.display import HTML, display
+        from IPython.display import display
 
-        display(HTML(f'<div class="gradcalc-warning" style="color:#9a6700">warning: {html.escape(message)}</div>'))
+        text = f"warning: {message}"
+        display(Shown(f'<div class="gradcalc-warning" style="color:#9a6700">{html.escape(text)}</div>', text))
 
     def line(self, line: str) -> Any:
         try:
             words = shlex.split(line)
             if not words or words[0] in ("-h", "--help", "help"):
-                return _Html(f"<pre>{html.escape(USAGE)}</pre>")
+                return Shown(f"<pre>{html.escape(USAGE)}</pre>", USAGE)
             if words[0] == "plot":
                 return self.plot(words[1:])
-            expr, rest = _expression_first(line)
-            options = _options("%gradcalc").parse_intermixed_args(rest)
-        except (ValueError, argparse.ArgumentError, SystemExit) as err:  # ValueError: shlex's unclosed quote
+            expr, options = read_line(line)
+        except (ValueError, MagicUsage) as err:  # ValueError: shlex's unclosed quote
             return _usage_error(err)
+        if not expr and options.reset and not options.words:
+            self.reset(options.engine or self.session.engine)
+            return Lines([f"session reset: no variables or functions; the {self.session.engine} engine"])
+        if not expr:
+            return _usage_error(MagicUsage("no expression to evaluate"))
         return self.run(expr, options, options.words)
 
     def cell(self, line: str, source: str) -> Any:
         try:
-            options = _options().parse_args(shlex.split(line))
-        except (argparse.ArgumentError, SystemExit) as err:
+            options = _parse(_CELL, shlex.split(line))
+            if options.words:
+                raise MagicUsage(f"%%gradcalc takes options, and the cell is the program: {' '.join(options.words)!r} is not an option")
+        except (ValueError, MagicUsage) as err:
             return _usage_error(err)
         return self.run(source, options)
 
     def run(self, source: str, options: argparse.Namespace, bindings: Sequence[str] = ()) -> Any:
         """Run the NAME=VALUE `bindings` (as `gradcalc eval` does), then `source` statement by
         statement; display every result but the last, which is returned (so it becomes `_`);
-        an error shows with its caret, and the statements before it keep their effect."""
+        an error shows with its caret, and the statements before it keep their effect.
+        `--engine` other than the session's runs this alone on that engine (`--reset
+        --engine` switches the session)."""
         from IPython.display import display
 
-        if options.reset or (options.engine and options.engine != self.session.engine):
+        if options.reset:
             self.reset(options.engine or self.session.engine)
+        variables, session = self.variables, self.session
+        if options.engine and options.engine != session.engine:
+            variables, session = self._session(options.engine, kernel=self.session)
         self.variables.refresh()
+        variables.refresh()
         try:
-            bind(self.session, list(bindings))
+            bind(session, list(bindings))
         except BindingError as err:
-            return _Html(error_html(err.error, err.source))
+            return _error(err.error, err.source)
         wrt = [w.strip() for w in options.wrt.split(",") if w.strip()] if options.wrt else None
         shown: list[Any] = []
         try:
             program = compile_program(source)
             for statement in program.statements:
-                result = self.session.run_statement(statement)
+                result = session.run_statement(statement)
                 if isinstance(result, ExpressionResult):
-                    shown.append(self._result(result, statement, wrt, options))
+                    shown.append(self._result(session, result, statement, wrt, options))
                 elif isinstance(result, CheckStatementResult):
                     shown.append(CheckResult(result.outcome))
                 elif isinstance(result, HelpResult):  # help(name), or a function value: `<grad of f>`
@@ -380,7 +530,7 @@ class Notebook:
         except LanguageError as err:
             for item in shown:
                 display(item)
-            display(_Html(error_html(err, source)))
+            display(_error(err, source))
             return None
         for item in shown[:-1]:
             display(item)
@@ -389,9 +539,10 @@ class Notebook:
             self.namespace[options.out] = last
         return last
 
-    def _result(self, result: ExpressionResult, statement: Any, wrt: list[str] | None, options: Any) -> Result:
-        analysis = analyze(result.value, wrt, self.session.variables, session=self.session, code=statement.code)
-        return Result(result.text, analysis, options.digits, options.graph, options.steps, options.mode)
+    @staticmethod
+    def _result(session: Session, result: ExpressionResult, statement: Any, wrt: list[str] | None, options: Any) -> Result:
+        analysis = analyze(result.value, wrt, session.variables, session=session, code=statement.code)
+        return Result(result.text, analysis, options.digits, not options.no_graph, options.steps, options.mode)
 
     def plot(self, words: list[str]) -> Any:
         """`%gradcalc plot EXPR x=A:B [NAME=VALUE ...] [--order 0,1,2] [--points N]`: the
@@ -407,10 +558,10 @@ class Notebook:
                 write_figure(data, _title(request), path)
                 svg = path.read_text()
         except BindingError as err:
-            return _Html(error_html(err.error, err.source))
+            return _error(err.error, err.source)
         except LanguageError as err:
-            return _Html(error_html(err, expr))
-        return _Html(svg[svg.index("<svg"):])
+            return _error(err, expr)
+        return Shown(fitted(svg), f"<figure: {_title(request)}>")
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -5,13 +5,17 @@ The expected numbers are closed forms: d/da (ab + e^c)/a = -e^c/a^2, d/db = 1,
 d/dc = e^c/a at a=2, b=-3, c=10; d/du tanh(u) u = tanh(u) + u (1 - tanh(u)^2)."""
 from __future__ import annotations
 
+import builtins
 import html
+import keyword
 import math
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -109,7 +113,7 @@ def test_without_graphviz_the_graph_is_a_plain_svg_tree(monkeypatch):
     monkeypatch.setattr(notebook.shutil, "which", lambda name: None)
     page = notebook.Notebook({}).cell("", "x = 2\n(x * 3) ** 2")._repr_html_()
     svg = page[page.index("<svg"):]
-    assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg" class="gradcalc-tree"')
+    assert svg.startswith('<svg style="max-width:100%;height:auto" xmlns="http://www.w3.org/2000/svg" class="gradcalc-tree"')
     # one text line per node of the tree: pow, mul, x, 3, 2
     assert len(re.findall(r"<text ", svg)) == 5
     assert "#1 pow  36.0  grad 1.0" in svg
@@ -202,3 +206,182 @@ def test_a_def_name_in_a_cell_shows_its_function(magic):
     result = nb.cell("", "def f(x) = x * 2\nf\njacfwd(f)")
     assert [html.unescape(page) for page in shown] == ['<pre class="gradcalc-lines"><function f(x)></pre>']
     assert repr(result) == "<jacfwd of f>"
+
+
+# ---- the magics' options, displays and refusals, in a real kernel ----------------------------
+
+MAGIC_CELLS = [
+    "%load_ext gradcalc",
+    "%%gradcalc --no-graph\nw = 5\nw * 2",
+    "%gradcalc x*x x=3 --engine scalar",  # one line on the scalar engine ...
+    "%gradcalc w * x x=4",  # ... and the session is the tensor one, w and all
+    "%gradcalc --engine scalar x*x*x x=2",  # options before EXPR, as on the command line
+    "%gradcalc --digits 3 --no-graph w / 3",
+    "%gradcalc sum([1.0, 2.0] * w) --engine tensor",
+    "%%gradcalc --engine scalar\nv = 2\nv * v",
+    "%gradcalc w",  # the scalar cell's variables stay in that cell
+    "%gradcalc '(1 +'",
+    "%gradcalc plot 'sin(x)' x=0:3",
+    "%gradcalc",
+    "%%gradcalc\ndef sin(u) = u",
+    "%%gradcalc --out __builtins__\n1",
+    "len([1, 2])",
+    "%gradcalc --out print 1",
+    "%gradcalc --digits -5 x x=1",
+    "%%gradcalc --bogus\n1",
+    "%gradcalc --engine nosuch 1",
+    "%gradcalc --reset",
+    "%gradcalc w",
+    "%gradcalc --reset --engine scalar",
+    "%gradcalc x * 2 x=3",
+    "%gradcalc x + 1 x='[1, 2]'",
+]
+
+
+@pytest.fixture(scope="module")
+def magics() -> list:
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in MAGIC_CELLS])
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True).execute()
+    return notebook.cells
+
+
+def shown(magics: list, source: str, kind: str = "text/html") -> str:
+    return outputs(magics[MAGIC_CELLS.index(source)], kind)
+
+
+def grads_of(page: str) -> dict[str, float]:
+    return {name: float(value) for name, value in re.findall(r"<td><code>(\w+)</code></td><td><pre>([^<]+)</pre>", page)}
+
+
+def value_of(page: str) -> str:
+    return html.unescape(re.search(r'<b>value</b> <pre style="display:inline">([^<]*)</pre>', page).group(1))
+
+
+def test_an_engine_option_applies_to_its_line_or_cell_only(magics):
+    scalar = shown(magics, "%gradcalc x*x x=3 --engine scalar")
+    assert value_of(scalar) == "9.0" and grads_of(scalar) == {"x": 6.0}
+    assert "gradcalc-error" not in scalar
+    after = shown(magics, "%gradcalc w * x x=4")  # w from the first cell: nothing was reset
+    assert value_of(after) == "20.0" and grads_of(after) == {"w": 4.0, "x": 5.0}
+    assert "mul" in after[after.index("<svg"):]  # the tensor engine's op names (the scalar engine's is *)
+    cell = shown(magics, "%%gradcalc --engine scalar\nv = 2\nv * v")
+    assert value_of(cell) == "4.0" and grads_of(cell) == {"v": 4.0}
+    assert value_of(shown(magics, "%gradcalc w")) == "5.0"  # the kernel session's w, not the cell's v
+
+
+def test_options_are_read_anywhere_on_the_line(magics):
+    cube = shown(magics, "%gradcalc --engine scalar x*x*x x=2")
+    assert value_of(cube) == "8.0" and grads_of(cube) == {"x": 12.0}
+    third = shown(magics, "%gradcalc --digits 3 --no-graph w / 3")
+    assert value_of(third) == "1.67" and "<svg" not in third
+    assert value_of(shown(magics, "%gradcalc sum([1.0, 2.0] * w) --engine tensor")) == "15.0"
+
+
+def test_reset_forgets_the_session_and_may_choose_its_engine(magics):
+    assert shown(magics, "%gradcalc --reset", "text/plain") == "session reset: no variables or functions; the tensor engine"
+    [before, after] = [outputs(c, "text/plain") for c in magics if c.source == "%gradcalc w"]
+    assert before.startswith("Result(value=5.0") and "error: unknown name 'w'" in after
+    switched = shown(magics, "%gradcalc --reset --engine scalar", "text/plain")
+    assert switched == "session reset: no variables or functions; the scalar engine"
+    doubled = shown(magics, "%gradcalc x * 2 x=3")
+    assert value_of(doubled) == "6.0" and "mul" not in doubled[doubled.index("<svg"):]  # the scalar engine's graph
+    assert "the scalar engine has no tensors" in shown(magics, "%gradcalc x + 1 x='[1, 2]'", "text/plain")
+
+
+def test_every_display_has_a_text_form(magics):
+    for cell in magics:
+        for out in cell.outputs:
+            text = out.get("data", {}).get("text/plain", "")
+            assert "object at 0x" not in text and "<gradcalc." not in text and "<IPython." not in text, (cell.source, text)
+    assert "error: unfinished input" in shown(magics, "%gradcalc '(1 +'", "text/plain")
+    assert "^" in shown(magics, "%gradcalc '(1 +'", "text/plain")
+    assert shown(magics, "%gradcalc plot 'sin(x)' x=0:3", "text/plain").startswith("<figure: ")
+    assert shown(magics, "%gradcalc", "text/plain").startswith("%gradcalc [options] EXPR [NAME=VALUE ...] [options]")
+    assert "warning: " in shown(magics, "%%gradcalc\ndef sin(u) = u", "text/plain")
+
+
+def test_the_graph_fits_the_page(magics):
+    page = shown(magics, "%gradcalc x*x x=3 --engine scalar")
+    svg = page[page.index("<svg"):page.index(">", page.index("<svg")) + 1]
+    assert "max-width:100%" in svg and "height:auto" in svg
+    plot = shown(magics, "%gradcalc plot 'sin(x)' x=0:3")
+    assert "max-width:100%" in plot[:plot.index(">", plot.index("<svg")) + 1]
+
+
+def test_out_refuses_the_names_python_needs(magics):
+    refused = shown(magics, "%%gradcalc --out __builtins__\n1", "text/plain")
+    assert "--out __builtins__" in refused and "Python" in refused
+    assert shown(magics, "len([1, 2])", "text/plain") == "2"  # Python still works
+    assert "--out print" in shown(magics, "%gradcalc --out print 1", "text/plain")
+
+
+def test_bad_options_say_what_is_wrong(magics):
+    digits = shown(magics, "%gradcalc --digits -5 x x=1", "text/plain")
+    assert "--digits" in digits and "from 1 to 17" in digits and "-5" in digits
+    bogus = shown(magics, "%%gradcalc --bogus\n1", "text/plain")
+    assert "unknown option --bogus" in bogus
+    engine = shown(magics, "%gradcalc --engine nosuch 1", "text/plain")
+    assert "--engine" in engine and "tensor" in engine and "scalar" in engine and "nosuch" in engine
+    for source in MAGIC_CELLS:
+        assert not [o for o in magics[MAGIC_CELLS.index(source)].outputs if o.get("output_type") == "error"], source
+
+
+EXPRESSIONS = {  # EXPR as typed -> its value at x = 1.5, y = -2 (Python's own arithmetic)
+    "x * y": 1.5 * -2, "(x + 1) ** 2": 2.5**2, "sum([x, y], axis=0)": 1.5 - 2, "x - y": 3.5, "-x*y": 3.0, "x * -y": 3.0,
+}
+OPTION_WORDS = [["--digits", "4"], ["--no-graph"], ["--wrt", "x"], ["--engine", "tensor"], ["--steps"], ["--mode", "reverse"]]
+
+
+@given(st.sampled_from(sorted(EXPRESSIONS)), st.lists(st.sampled_from(range(len(OPTION_WORDS))), unique=True, max_size=4),
+       st.data())
+@settings(max_examples=150, deadline=None)
+def test_options_anywhere_on_a_magic_line_leave_expr_and_bindings_as_typed(expr, chosen, data):
+    """Options go before EXPR, between the bindings or after them, in any order; EXPR is
+    read as typed and every option means what it means on its own."""
+    from gradcalc.cli.notebook import read_line
+
+    before: list[list[str]] = []
+    after: list[list[str]] = [["x=1.5"], ["y=-2"]]
+    for k in chosen:
+        at = data.draw(st.integers(-1, len(after)))  # -1: before EXPR
+        if at < 0:
+            before.append(OPTION_WORDS[k])
+        else:
+            after.insert(at, OPTION_WORDS[k])
+    line = " ".join([*(w for group in before for w in group), expr, *(w for group in after for w in group)])
+    read, options = read_line(line)
+    assert read == expr
+    assert options.words == ["x=1.5", "y=-2"]
+    assert (options.digits == 4) == (0 in chosen) and options.no_graph == (1 in chosen) and options.steps == (4 in chosen)
+    assert options.wrt == ("x" if 2 in chosen else None) and options.engine == ("tensor" if 3 in chosen else None)
+    from gradcalc.cli.notebook import Notebook
+
+    assert float(Notebook({}).line(line).value) == EXPRESSIONS[expr]
+
+
+def test_out_refuses_every_name_python_or_ipython_needs(magic):
+    nb, namespace, _ = magic
+    for name in sorted({*dir(builtins), *keyword.kwlist, "In", "Out", "get_ipython", "_", "__", "_i", "_oh", "x y", "1x"}):
+        shown = nb.cell(f"--out '{name}'", "1 + 1")
+        assert f"--out {name}: " in repr(shown) and "choose another name" in repr(shown), name
+    assert namespace == {}
+
+
+@given(st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,8}", fullmatch=True).filter(
+    lambda n: n not in dir(builtins) and not keyword.iskeyword(n) and n not in ("In", "Out", "get_ipython")))
+@settings(max_examples=60, deadline=None)
+def test_out_binds_any_other_name(name):
+    from gradcalc.cli.notebook import Notebook
+
+    namespace: dict = {}
+    result = Notebook(namespace).cell(f"--out {name}", "1 + 1")
+    assert namespace[name] is result and float(result.value) == 2.0
+
+
+def test_the_tour_runs_one_line_on_the_scalar_engine_and_keeps_its_session(executed):
+    page = outputs(cell_with(executed, "%gradcalc --engine scalar"), "text/html")
+    t = math.tanh(0.5)
+    assert float(value_of(page)) == pytest.approx(t * 0.5, rel=1e-15)
+    assert grads_of(page)["u"] == pytest.approx(t + 0.5 * (1 - t * t), rel=1e-15)
+    assert "<svg" not in page
+    assert "&lt;grad of f&gt;" in outputs(cell_with(executed, "%%gradcalc\ngrad(f)"), "text/html")  # f is still defined
