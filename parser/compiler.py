@@ -20,6 +20,10 @@ from .syntax import KEYWORDS, Node, Range, Token, parse_recovering, parse_statem
 # Opcodes. Each instruction is (opcode, argument, span).
 CONST, STRING, NONE, LOAD, BINARY, UNARY, CALL, METHOD, ATTR, INDEX, SLICE, TENSOR = range(12)
 # CALL_VALUE calls the value under its arguments (grad(f)(3)); FUNCTION makes a lambda's value.
+# A jump's argument is an offset from the instruction after it (the machine does pc += offset),
+# never an absolute place: code that holds jumps stays right wherever it is put, after a
+# prefix, concatenated with other code (a rule's tuple, an update's LOAD), so no construct
+# can get a target wrong. compile_expression is the only place that writes offsets.
 JUMP_IF_FALSE, JUMP = 12, 13
 TUPLE = 14  # the top n values as one tuple of results: what a vjp rule's `(gx, gy)` gives
 CALL_VALUE, FUNCTION = 15, 16
@@ -183,17 +187,16 @@ _BODY, _BODY_END = -2, -3
 Task = Any
 
 
-def compile_expression(root: Node | Token, places: _Places, prefix: tuple[Instruction, ...] = ()) -> list[Instruction]:
-    """Instructions that leave the value of `root` on the stack, after `prefix`'s.
+def compile_expression(root: Node | Token, places: _Places) -> list[Instruction]:
+    """Instructions that leave the value of `root` on the stack.
 
-    Jump targets are absolute, so code that runs before the expression's (an augmented
-    assignment's LOAD) must be given here, where the labels count it, not put in front later.
+    Jumps are relative (see JUMP): the code may be put after other code or joined to it.
 
     Tasks on the work stack: a node expands into tasks for its children and its own
     instruction; (opcode, argument, node) emits an instruction placed where `node` is
     (its children are done by then); (_LABEL, label, None) marks a jump target.
     """
-    code: list[Instruction] = list(prefix)
+    code: list[Instruction] = []
     jumps: list[int] = []  # where the instructions are whose argument is a label
     around: list[tuple[list[Instruction], list[int]]] = []  # the code a lambda's body is inside
     work: list[Task] = [root]
@@ -234,10 +237,11 @@ def compile_expression(root: Node | Token, places: _Places, prefix: tuple[Instru
 
 
 def _resolved(code: list[Instruction], jumps: list[int]) -> list[Instruction]:
-    """`code` with each jump's label replaced by its target."""
+    """`code` with each jump's label replaced by the offset from the instruction after the
+    jump to the label (both in `code`: a lambda's body is code of its own)."""
     for i in jumps:
         op, label, where = code[i]
-        code[i] = (op, label[0], where)
+        code[i] = (op, label[0] - (i + 1), where)
     return code
 
 
@@ -329,8 +333,8 @@ def _expand(node: Node | Token, places: _Places) -> list[Task]:
 def _compile_statement(node: Node, source: str, places: _Places, where: Range) -> Statement:
     kind, children = node.kind, node.children
 
-    def compiled(expression: Any, prefix: tuple[Instruction, ...] = ()) -> list[Instruction]:
-        return compile_expression(expression, places, prefix)
+    def compiled(expression: Any) -> list[Instruction]:
+        return compile_expression(expression, places)
 
     if kind == "for_loop":
         return _compile_loop(node, source, places, where)
@@ -352,7 +356,7 @@ def _compile_statement(node: Node, source: str, places: _Places, where: Range) -
         return Statement("assign", code, span, text, targets=tuple(str(n) for n in children[:-1]))
     if kind == "aug_assign":
         name, op, value = children
-        code = [*compiled(value, ((LOAD, str(name), places.span(name)),)), (BINARY, AUGMENTED[str(op)], span)]
+        code = [(LOAD, str(name), places.span(name)), *compiled(value), (BINARY, AUGMENTED[str(op)], span)]
         return Statement("update", code, span, text, targets=(str(name),))
     if kind == "funcdef":
         name, *params, body = children

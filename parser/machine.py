@@ -362,11 +362,11 @@ class Session:
                     code, pc, local, inside = callee.code, 0, params if closure is None else {**closure, **params}, callee
                 elif op == FUNCTION:  # a lambda: its parameters' names, and the names it sees where it is made
                     stack.append(Defined(arg, local))
-                elif op == JUMP_IF_FALSE:
+                elif op == JUMP_IF_FALSE:  # (offsets from the next instruction: compiler.JUMP)
                     if not backend.truth(self._operand(stack.pop(), "if")):
-                        pc = arg
+                        pc += arg
                 elif op == JUMP:
-                    pc = arg
+                    pc += arg
                 elif op == ATTR:
                     stack.append(backend.attribute(_not_function(stack.pop(), f".{arg}"), arg))
                 elif op == INDEX:

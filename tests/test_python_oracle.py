@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradcalc.parser import LanguageError, Session, compile_program
-from gradcalc.parser.machine import ExpressionResult
+from gradcalc.parser.machine import ExpressionResult, FunctionResult
 
 EXAMPLES = int(os.environ.get("ORACLE_EXAMPLES", "400"))
 GRAMMAR = Path(__file__).resolve().parent.parent / "parser" / "grammar.lark"
@@ -108,6 +108,7 @@ class Writer:
         self.variables: dict[str, tuple[int, ...]] = {}
         self.functions: dict[str, tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]] = {}
         self.ruled: set[str] = set()  # the functions given a vjp rule
+        self.float_ruled: set[str] = set()  # those of them whose value is a float: their rule runs in a backward pass
         self.recursive: dict[str, tuple[int, ...]] = {}  # name -> shape of its second parameter and result
         self.scope: dict[str, tuple[int, ...]] | None = None  # a def's parameters while its body is written
         self.exact = True
@@ -426,7 +427,7 @@ class Writer:
     # ---- statements -----------------------------------------------------------------------
     def statement(self) -> tuple[str, str]:
         kinds = ["assign", "assign", "expression", "expression", "augmented", "augmented", "def", "recursive", "check",
-                 "check_equal", "unpack", "loop", "rule"]
+                 "check_equal", "unpack", "loop", "rule", "rule_call"]
         return getattr(self, "s_" + self.pick(kinds))()
 
     def s_loop(self, indent: str = "") -> tuple[str, str]:
@@ -509,20 +510,61 @@ class Writer:
         return f"def {name}({listed}) = {body.text}", f"def {name}({listed}):\n    return {body.python}"
 
     def s_rule(self) -> tuple[str, str]:
-        """`vjp fK(p0, ..., g) = ...` for a def without one. A rule changes no value (it
-        runs in backward passes, which this test takes none of), so Python does nothing."""
+        """`vjp fK(p0, ..., g) = ...` for a def without one: for a def of the program, or
+        for a new def whose value is a float (`(...) * 1.0`: a boolean or whole-number
+        value has no gradient, so no backward pass would run the rule), which
+        `s_rule_call` then runs."""
         free = [name for name in sorted(self.functions) if name not in self.ruled]
-        if not free:
-            return self.s_def()
-        name = self.pick(free)
+        if not free or self.chance(0.5):
+            return self.s_ruled_def()
+        return self.rule_for(self.pick(free))
+
+    def rule_for(self, name: str) -> tuple[str, str]:
+        """The rule of `name`: one gradient per parameter, each shaped as it, written as a
+        tuple `(gx, gy)` (a conditional in any item: the case that once jumped wrong), and
+        the rule as a Python function `vjp_NAME` that returns them."""
         params, shape = self.functions[name]
         self.scope = {**{f"p{k}": s for k, s in enumerate(params)}, "g": shape}
-        # (a rule is a rare statement: its body is often a conditional, so that 400 programs give it one)
-        body = self.conditional(shape, 2) if self.chance(0.5) else self.slot(shape, 3)
+        # (a rule is a rare statement: its items are often conditionals, so that 400 programs give it many)
+        items = [self.conditional(s, 2) if self.chance(0.5) else self.slot(s, 3) for s in params or [shape]]
         self.scope = None
         self.ruled.add(name)
         listed = ", ".join([*(f"p{k}" for k in range(len(params))), "g"])
-        return f"vjp {name}({listed}) = {body.text}", "pass"
+        if len(items) == 1:  # one gradient, or a tuple of one (a tuple literal alone would be a tuple of results)
+            item = items[0]
+            text = f"({item.text},)" if item.text.startswith("(") or self.chance(0.3) else item.text
+            python = item.python
+        else:
+            text = f"({', '.join(self.at(i, CONDITIONAL) for i in items)}{self.pick(['', ','])})"
+            python = f"({', '.join(i.python for i in items)},)"
+        return f"vjp {name}({listed}) = {text}", f"def vjp_{name}({listed}):\n    return {python}"
+
+    def s_ruled_def(self) -> tuple[str, str]:
+        """A def with a float value and its rule, the two statements on two lines."""
+        name = f"f{len(self.functions)}"
+        params = {f"p{k}": self.pick(SHAPES) for k in range(self.draw(st.integers(1, 3)))}
+        shape = self.pick(SHAPES)
+        self.scope = params
+        body = self.slot(shape, 3)
+        self.scope = None
+        self.functions[name] = (tuple(params.values()), shape)
+        listed = ", ".join(params)
+        rule, rule_python = self.rule_for(name)
+        self.float_ruled.add(name)
+        return (f"def {name}({listed}) = {self.at(body, PRODUCT)} * 1.0\n{rule}",
+                f"def {name}({listed}):\n    return np.multiply({body.python}, 1.0)\n{rule_python}")
+
+    def s_rule_call(self) -> tuple[str, str]:
+        """`vjp(fK, x, y)[1](u)`: the cotangents fK's rule gives at x, y for u (a tuple of
+        them for two or more parameters), which a backward pass through fK's node hands
+        back; in Python, a call of the rule."""
+        if not self.float_ruled:
+            return self.s_rule()
+        name = self.pick(sorted(self.float_ruled))
+        params, shape = self.functions[name]
+        args, u = [self.slot(p, 3) for p in params], self.slot(shape, 3)
+        text = f"vjp({', '.join([name, *(a.text for a in args)])})[1]({u.text})"
+        return text, f"_out.append(vjp_{name}({', '.join([*(a.python for a in args), u.python])}))"
 
     def s_recursive(self) -> tuple[str, str]:
         """def rK(n, p) = BASE if n < 1 else STEP, STEP calling rK(n - 1, ...): recursion that ends."""
@@ -623,8 +665,8 @@ def run_gradcalc(source: str) -> tuple[list[Any], bool]:
         # (recover: a statement refused as it compiles, `check = 1`, raises in its place)
         for statement in compile_program(source, recover=True).statements:
             result = session.run_statement(statement)
-            if isinstance(result, ExpressionResult):  # (a check's values were taken by on_check)
-                out.append(result.value)
+            if isinstance(result, ExpressionResult) or (isinstance(result, FunctionResult) and isinstance(result.value, tuple)):
+                out.append(result.value)  # (a check's values were taken by on_check)
     except LanguageError as err:
         if err.kind != "name" or "keyword of the language" not in err.message:
             raise
