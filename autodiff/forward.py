@@ -78,12 +78,25 @@ def _add(total: Any, term: Any) -> Any:
     return term if total is None else total + term
 
 
+def _settled(m: Any, z: Any, x: Any) -> Any:
+    """One input's term z of a tangent, on a recorded pass, with its nan entries nan in
+    every derivative in x (x * (z * 0) beside them, as backprop's grad does for reverse
+    mode), where their own graph may say 0 (relu's rule at nan: g times a constant nan)."""
+    if m is not TENSOR_MATH or type(z) is not Tensor or type(x) is not Tensor or not (z.requires_grad or x.requires_grad):
+        return z  # (a plain pass, or a batch of tangents: left as it is)
+    lost = np.isnan(z.data)
+    if not lost.any():
+        return z
+    return m.where(lost, z + x * (z * 0.0), z)
+
+
 def _diagonal(op: OpDef) -> JVP:
     def jvp(m: Any, tangents: Sequence[Any], ans: Any, *inputs: Any, **params: Any) -> Any:
         total = None
         for k, t in enumerate(tangents):
             if t is not None:
-                total = _add(total, _vjp_call(op, k, m, _full(m, t, ans.shape), ans, inputs, params))
+                term = _vjp_call(op, k, m, _full(m, t, ans.shape), ans, inputs, params)
+                total = _add(total, None if term is None else _settled(m, term, inputs[k]))
         return total
 
     return jvp
@@ -138,7 +151,7 @@ def through_partials(reduce: Callable[..., Any], text: str = "sum of {t} * d ans
                     # inf or nan (VJPs guard a zero gradient the same way: ops/arithmetic.py).
                     from .ops.arithmetic import masked  # (not at the top: the ops import this module)
 
-                    z = masked(m, t, t * partials)
+                    z = _settled(m, masked(m, t, t * partials), inputs[k])
                     total = _add(total, reduce(m, z, ans, **params))
             return total
 

@@ -66,7 +66,13 @@ def exp_of_minus_square(m: Any, x: Any, scale: float = 1.0) -> Any:
     raw = m.raw(x)
     near = np.abs(raw) < _GAUSSIAN_EDGE
     error = np.where(near, square_rounding_error(np.where(near, raw, 0.0)), 0.0)
-    return m.exp(-scale * (x * x)) * np.exp(-scale * error)
+    if near.all():
+        return m.exp(-scale * (x * x)) * np.exp(-scale * error)
+    # Far out, exp(-x**2) and all its derivatives are 0: selected as the constant, so that
+    # no mode multiplies exp's 0 by the inf of x**2's slope at x = inf (forward over
+    # reverse gave erf'' = nan there, reverse over reverse 0).
+    inside = m.where(near, x, 0.0)
+    return m.where(near, m.exp(-scale * (inside * inside)) * np.exp(-scale * error), 0.0)
 
 
 def _gaussian(m: Any, x: Any) -> Any:
@@ -143,8 +149,25 @@ asinh = elementwise(
     "asinh", lambda x: np.arcsinh(x), lambda m, g, ans, x: masked(m, g, g / m.hypot(x, 1.0)),
     "inverse hyperbolic sine", aliases=("arcsinh",),
 )
+_SQUARE_FAR = 1e100  # past this, differentiating x**2 - 1 again passes through 1 / x**3, near underflow
+
+
+def _root_of_square_less_one(m: Any, x: Any) -> Any:
+    """sqrt(x**2 - 1): near 1 as sqrt(0 - one_minus_square(x)), whose derivative 2x is written
+    out; far out as sqrt(x - 1) sqrt(x + 1), which neither overflows nor underflows when
+    differentiated again. Not the latter everywhere: differentiated again at x = 1 its
+    product rule multiplies sqrt(x - 1) = 0 by the inf from the other factor, and so does
+    (x - 1)(x + 1)'s (acosh'' at 1 was nan by reverse over reverse, -inf by forward over
+    reverse; it is -inf)."""
+    far = np.abs(m.raw(x)) >= _SQUARE_FAR
+    if not far.any():
+        return m.sqrt(0.0 - m.one_minus_square(x))  # (0 - 0 is +0: 1 / sqrt(+0) is +inf)
+    near = m.where(far, 2.0, x)
+    return m.where(far, m.sqrt(x - 1.0) * m.sqrt(x + 1.0), m.sqrt(0.0 - m.one_minus_square(near)))
+
+
 acosh = elementwise(
-    "acosh", lambda x: np.arccosh(x), lambda m, g, ans, x: masked(m, g, g / (m.sqrt(x - 1.0) * m.sqrt(x + 1.0))),
+    "acosh", lambda x: np.arccosh(x), lambda m, g, ans, x: masked(m, g, g / _root_of_square_less_one(m, x)),
     "inverse hyperbolic cosine (x >= 1)", aliases=("arccosh",), low=1.2, high=3.0,
     edges=(Edge("at 1", [1.0], 0.0, (math.inf,), order=1),),
 )
