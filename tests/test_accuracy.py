@@ -100,7 +100,9 @@ _UNIT_INTERVAL = np.concatenate([spread(-0.999, 0.999), 1 - magnitudes(-15, -1, 
 REFERENCE.update({
     "log2": Reference(lambda x: mp.log(x, 2), lambda x: 1 / (x * mp.log(2)), magnitudes(-300, 300)),
     "log10": Reference(mp.log10, lambda x: 1 / (x * mp.log(10)), magnitudes(-300, 300)),
-    "exp2": Reference(lambda x: mp.power(2, x), lambda x: mp.power(2, x) * mp.log(2), spread(-1000, 1000)),
+    # (past 1024 the value overflows while its slope 2**x ln 2 is a float up to 1024.47)
+    "exp2": Reference(lambda x: mp.power(2, x), lambda x: mp.power(2, x) * mp.log(2),
+                      np.concatenate([spread(-1000, 1000), [1023.0, 1023.7, 1024.0, 1024.2, 1024.46, 1024.5, 1025.0]])),
     "expm1": Reference(mp.expm1, mp.exp, spread(-700, 700)),
     "sinh": Reference(mp.sinh, mp.cosh, spread(-700, 700)),
     "cosh": Reference(mp.cosh, mp.sinh, spread(-700, 700)),

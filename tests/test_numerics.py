@@ -506,3 +506,35 @@ def test_outer_keeps_the_sign_of_a_zero_product():
     got = ops.outer(Tensor(np.array([0.0, 2.0])), Tensor(np.array([-0.0, 1.0]))).data
     assert np.array_equal(np.signbit(got), [[True, False], [True, False]])
     assert np.array_equal(got, [[0.0, 0.0], [-0.0, 2.0]])
+
+
+# ---- issue 38: exp2 past the largest float, huber's delta -------------------------------------
+
+
+def test_exp2_slope_is_a_float_where_the_value_overflows():
+    # d/dx 2**x = 2**x ln 2: at 1024, 2**1023 * 2 ln 2 = 1.2460659279417838e308 (the value is inf)
+    done = gradcalc("eval", "--json", "exp2(x)", "x=1024")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["value"] == "inf" and report["grads"]["x"] == 2.0**1023 * (2.0 * math.log(2.0))
+
+
+@pytest.mark.parametrize("delta", ["-1", "0", "nan", "-inf"])
+def test_huber_refuses_a_delta_that_is_not_positive(delta):
+    done = gradcalc("eval", "huber(a, b, delta=d)", "a=0", "b=3", f"d={delta}")
+    assert done.returncode == 2
+    assert "delta must be a positive number" in done.stderr and "Traceback" not in done.stderr
+
+
+@settings(max_examples=60)
+@given(st.floats(-1e6, 1e6), st.floats(-1e6, 1e6), st.floats(-1e3, 1e3, allow_nan=False))
+def test_huber_is_never_negative_and_refuses_every_other_delta(pred, target, delta):
+    # 0.5 d**2 within delta, delta (|d| - delta / 2) beyond: both >= 0 for delta > 0
+    huber = ops.huber
+    if delta > 0:
+        loss = float(huber(Tensor(pred), Tensor(target), delta=delta).data)
+        size = abs(pred - target)
+        assert loss >= 0 and loss == pytest.approx(0.5 * size**2 if size <= delta else delta * (size - 0.5 * delta), rel=1e-12)
+    else:
+        with pytest.raises(ArgumentError, match="delta must be a positive number"):
+            huber(Tensor(pred), Tensor(target), delta=delta)

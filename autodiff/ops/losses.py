@@ -417,6 +417,8 @@ l1_loss = _elementwise_loss(
 
 
 def _huber(pred: Any, target: Any, delta: float = 1.0) -> Any:
+    if not delta > 0:  # (nan too) a negative delta made a negative loss; torch asks for a positive one
+        raise ValueError(f"delta must be a positive number (the width of the squared zone), got {delta!r}")
     size = np.abs(pred - target)
     return np.where(size <= delta, 0.5 * size * size, delta * (size - 0.5 * delta))
 

@@ -103,7 +103,15 @@ log10 = elementwise(
     "log10", lambda x: np.log10(x), lambda m, g, ans, x: masked(m, g, g / (x * LN10)), "base-10 logarithm", low=0.2, high=3.0,
     edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),),
 )
-exp2 = elementwise("exp2", lambda x: np.exp2(x), lambda m, g, ans, x: masked(m, g, g * ans * LN2), "2 ** x")
+# 2 ** x ln 2 as 2 ** (x - 1) (2 ln 2): finite up to x = 1024.47, where 2 ** x itself overflows
+# from 1024 on (the gradient was inf there; it is 1.246e308). x - 1 is exact for |x| >= 1,
+# and below that its rounding moves the result by less than an ulp.
+exp2 = elementwise(
+    "exp2", lambda x: np.exp2(x), lambda m, g, ans, x: masked(m, g, g * m.exp2(x - 1.0) * (2.0 * LN2)), "2 ** x",
+    rule="g * 2 ** x * ln(2)",
+    edges=(Edge("past the largest float", [1024.0], math.inf, (2.0**1023 * (2.0 * LN2),), order=1,
+                torch="gradient inf", note="the value overflows; its slope 2 ** x ln 2 is a float"),),
+)
 expm1 = elementwise(
     "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: masked(m, g, g * m.exp(x)), "e ** x - 1, accurate for small x",
 )
