@@ -5,12 +5,10 @@ No recursion anywhere, so a graph of a million nodes in a chain is fine.
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .limits import check_size
 from .registry import ARRAY_MATH, TENSOR_MATH
 from .tensor import Provenance, Tensor, made_by, set_grad_enabled, to_array
 from .wiring import unbroadcast
@@ -65,6 +63,19 @@ class collector_paused:  # noqa: N801 - used as a function: `with collector_paus
             gc.enable()
 
 
+class _Passes:
+    """How many backward and forward passes the engine has made over a graph for
+    derivatives (tests count them: a Jacobian is one pass, whatever its size)."""
+
+    __slots__ = ("backward", "forward")
+
+    def __init__(self) -> None:
+        self.backward = self.forward = 0
+
+
+PASSES = _Passes()
+
+
 def backprop(
     root: Tensor, seed: Any, create_graph: bool = False, keep: set[Any] | None = None, order: list[Any] | None = None
 ) -> dict[Any, Any]:
@@ -81,6 +92,7 @@ def backprop(
     arrivals add into it in place. Tensors (create_graph) are never added in place.
     With `create_graph`, every node the pass makes carries its Provenance (see `_label`).
     """
+    PASSES.backward += 1
     if order is None:
         order = topological_order(root)
     m = TENSOR_MATH if create_graph else ARRAY_MATH
@@ -104,7 +116,12 @@ def backprop(
                     continue
             params, parents, vjps = node.params, node._prev, op.vjps
             n = len(parents)
-            if create_graph:
+            # A batch of cotangents (batching.Batched: one backward pass of a Jacobian) runs
+            # the VJPs on Tensors, whose ops batch by their rules, recording only with create_graph.
+            batch = not create_graph and isinstance(g, Tensor)
+            if batch:
+                m = TENSOR_MATH
+            if create_graph or batch:
                 inputs, ans = parents, node
             elif n == 1:
                 inputs, ans = (parents[0].data,), node.data
@@ -140,14 +157,16 @@ def backprop(
                 previous = get(parent)
                 if previous is None:
                     grads[parent] = gk
-                elif parent in owned and type(previous) is np.ndarray and previous.shape == gk.shape and previous.dtype == gk.dtype:
+                elif parent in owned and type(previous) is np.ndarray and type(gk) is np.ndarray and previous.shape == gk.shape and previous.dtype == gk.dtype:
                     previous += gk
                 else:
                     grads[parent] = gk = previous + gk
-                    if not create_graph:
+                    if not create_graph and type(gk) is np.ndarray:
                         owned.add(parent)
                 if create_graph:
                     _label(gk, node, root, differentiated)
+            if batch:
+                m = ARRAY_MATH
     return result
 
 
@@ -190,29 +209,6 @@ def backward(y: Tensor, grad: Any = None, retain_grads: bool = False) -> None:
         node.grad = np.array(g, dtype=np.result_type(g, np.float64)) if node.grad is None else node.grad + g
 
 
-def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, create_graph: bool = False) -> Any:
-    """dy/dx for each x (of the sum of y when y is not a scalar), as Tensors.
-
-    Leaves' `.grad` are not touched. With `create_graph=True` the results carry a graph
-    and can be differentiated again (grad of grad, Hessians).
-    """
-    single = isinstance(xs, Tensor)
-    targets = [xs] if isinstance(xs, Tensor) else list(xs)
-    if not y.requires_grad:
-        zeros = [_zeros_of(x, y, create_graph) for x in targets]
-        return zeros[0] if single else zeros
-    seed = _seed(y, grad_output)
-    grads = backprop(y, Tensor(seed) if create_graph else seed, create_graph, keep=set(targets))
-    out = []
-    for x in targets:
-        g = grads.get(x)
-        if g is None:
-            out.append(_zeros_of(x, y, create_graph))
-        elif isinstance(g, Tensor):
-            out.append(_undefined_stays_undefined(g, x, y))
-        else:
-            out.append(Tensor(g))
-    return out[0] if single else out
 
 
 def _undefined_stays_undefined(g: Tensor, x: Tensor, y: Tensor) -> Tensor:
@@ -240,26 +236,3 @@ def _zeros_of(x: Tensor, y: Tensor, create_graph: bool) -> Tensor:
     if create_graph:
         _label(zeros, y, y, set())
     return zeros
-
-
-def jacobian(f_out: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
-    """d out / d x as a tensor of shape out.shape + x.shape, one backward pass per output element."""
-    check_size(f_out.shape + x.shape, "jacobian")  # before the passes, not after
-    if f_out.size == 0:  # no passes to stack: the zeros of that shape, as torch.func.jacrev gives
-        return Tensor(np.zeros(f_out.shape + x.shape))
-    rows = []
-    for i in range(f_out.size):
-        seed = np.zeros(f_out.size)
-        seed[i] = 1.0
-        rows.append(grad(f_out, x, seed.reshape(f_out.shape), create_graph=create_graph))
-    if create_graph:
-        return TENSOR_MATH.reshape(TENSOR_MATH.stack(*rows), f_out.shape + x.shape)
-    return Tensor(np.stack([r.data for r in rows]).reshape(f_out.shape + x.shape))
-
-
-def hessian(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
-    """Second derivatives of a scalar y: the Jacobian of its gradient, shape x.shape * 2."""
-    if y.size != 1:
-        raise ValueError(f"hessian needs a scalar output, got shape {y.shape}")
-    g = grad(y, x, create_graph=True)
-    return jacobian(g, x, create_graph=create_graph)

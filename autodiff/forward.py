@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from .backprop import collector_paused, topological_order
+from .backprop import PASSES, collector_paused, topological_order
+from .batching import Batched, batched, from_level, merged, new_level, rebased, unbatched
 from .errors import ArgumentError
 from .limits import check_size
 from .registry import ARRAY_MATH, TENSOR_MATH, OpDef
@@ -196,9 +197,12 @@ def node_tangent(node: Tensor, tangents: dict[Any, Any], create_graph: bool) -> 
     assert op is not None  # (push_forward passes op nodes only)
     if op.jvp is None:
         raise NoJVPError(f"{op.name} has no JVP rule, so forward mode cannot pass through it (reverse mode can)")
-    m = TENSOR_MATH if create_graph else ARRAY_MATH
-    ans = node if create_graph else node.data
-    inputs = node._prev if create_graph else [p.data for p in node._prev]
+    # A batch of tangents (batching.Batched: one forward pass of a Jacobian) runs the rule on
+    # Tensors, whose ops batch by their rules, recording only with create_graph.
+    on_tensors = create_graph or any(isinstance(t, Tensor) for t in ts)
+    m = TENSOR_MATH if on_tensors else ARRAY_MATH
+    ans = node if on_tensors else node.data
+    inputs = node._prev if on_tensors else [p.data for p in node._prev]
     out = op.jvp(m, ts, ans, *inputs, **(node.params or {}))
     if out is not None and out.shape != node.shape:  # (a rule may give a broadcastable tangent)
         out = m.broadcast_to(out, shape=node.shape)
@@ -211,6 +215,7 @@ def push_forward(
     """Tangents of every node reachable from `outputs`, given the tangents of some of
     their inputs (`seeds`: node -> tangent), in one pass from the inputs to the outputs.
     Nodes whose tangent is zero are absent."""
+    PASSES.forward += 1
     if order is None:
         order = _order_of(outputs)
     tangents: dict[Any, Any] = {}
@@ -260,6 +265,8 @@ def tangent_of(y: Tensor, xs: Tensor | Sequence[Tensor], vs: Any, create_graph: 
     directions = [vs] if single else list(vs)
     if len(directions) != len(targets):
         raise ArgumentError(f"jvp: {len(targets)} inputs but {len(directions)} tangents")
+    if any(type(t) is Batched for t in (y, *targets, *directions)):
+        return _tangent_of_batch(y, targets, directions, create_graph)
     seeds = {x: _seed(x, v, create_graph) for x, v in zip(targets, directions)}
     if not y.requires_grad and y not in seeds:
         return Tensor(np.zeros(y.shape))
@@ -269,35 +276,38 @@ def tangent_of(y: Tensor, xs: Tensor | Sequence[Tensor], vs: Any, create_graph: 
     return t if isinstance(t, Tensor) else Tensor(np.array(t))
 
 
-def jvp(
-    f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], create_graph: bool = False,
-) -> tuple[Any, Any]:
-    """(f(*primals), J_f v) as JAX's jax.jvp: `f` is called once on the primals, made
-    tensors that require grad, and the tangents are pushed through its graph forward."""
-    if len(primals) != len(tangents):
-        raise ArgumentError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
-    xs = [p if isinstance(p, Tensor) and p.requires_grad else Tensor(to_array(p), requires_grad=True) for p in primals]
-    out = f(*xs)
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    ts = [tangent_of(o, xs, tangents, create_graph) for o in outs]
-    if isinstance(out, (tuple, list)):
-        return type(out)(outs), type(out)(ts)
-    return out, ts[0]
+def _tangent_of_batch(y: Tensor, targets: list[Tensor], directions: list[Any], create_graph: bool) -> Tensor:
+    """tangent_of where a value is batched: one pass over the physical graph, the
+    tangents' own batches carried as batches of tangents (batching.rebased)."""
+    yv, ylev = unbatched(y)
+    seeds = {}
+    for x, v in zip(targets, directions):
+        xv, xlev = unbatched(x)
+        shape = v.shape if isinstance(v, Tensor) else np.shape(v)
+        if tuple(shape) != tuple(x.shape) and np.broadcast_shapes(tuple(shape), tuple(x.shape)) != tuple(x.shape):
+            raise ArgumentError(f"jvp: a tangent of shape {tuple(shape)} for an input of shape {tuple(x.shape)}")
+        seeds[xv] = rebased(v, xlev, tuple(xv.shape))
+    t = push_forward([yv], seeds, create_graph).get(yv) if yv.requires_grad or yv in seeds else None
+    if t is None:
+        return Tensor(np.zeros(y.shape))
+    return merged(t if isinstance(t, Tensor) else Tensor(np.array(t)), ylev)
 
 
 def jacobian_forward(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
-    """d y / d x of shape y.shape + x.shape, one forward pass per element of x (jacfwd)."""
+    """d y / d x of shape y.shape + x.shape, in one forward pass of a batch of tangents
+    (the rows of the identity) through y's graph: jacfwd."""
     check_size(y.shape + x.shape, "jacfwd")
-    if x.size == 0:  # no passes to stack
+    yv, ylev = unbatched(y)
+    xv, xlev = unbatched(x)
+    n = x.size
+    if n == 0 or not (yv.requires_grad or yv is xv):
         return Tensor(np.zeros(y.shape + x.shape))
-    order = topological_order(y)
-    columns = []
-    for i in range(x.size):
-        e = np.zeros(x.size)
-        e[i] = 1.0
-        seed = e.reshape(x.shape)
-        t = push_forward([y], {x: Tensor(seed) if create_graph else seed}, create_graph, order).get(y)
-        columns.append(Tensor(np.zeros(y.shape)) if t is None else t if isinstance(t, Tensor) else Tensor(np.array(t)))
-    if create_graph:
-        return TENSOR_MATH.reshape(TENSOR_MATH.stack(*columns, axis=-1), y.shape + x.shape)
-    return Tensor(np.stack([c.data for c in columns], axis=-1).reshape(y.shape + x.shape))
+    with new_level() as level:
+        eye = np.eye(n).reshape((n,) + (1,) * len(xlev) + tuple(x.shape))
+        seed = batched(Tensor(np.broadcast_to(eye, (n, *xv.shape))), (level,))
+        t = push_forward([yv], {xv: seed}, create_graph).get(yv)
+        if t is None:
+            return Tensor(np.zeros(y.shape + x.shape))
+        columns = from_level(t, level, yv.ndim, n)  # (the batch of y, y's item, x's elements)
+    return batched(TENSOR_MATH.reshape(columns, shape=tuple(columns.shape[:-1]) + tuple(x.shape)), ylev)
+

@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from .batching import BROADCAST, BatchRule
 from .binding import describe_signature
+from .namespaces import ARRAY_MATH, TENSOR_MATH
 from .tensor import Tensor
 from .wiring import apply, checked_forward
 
@@ -107,6 +109,7 @@ class OpDef:
     __slots__ = (
         "name", "forward", "vjps", "n_in", "n_ret", "doc", "category", "complex_safe", "method", "public", "kink", "check",
         "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "jvp", "jvp_rule", "blame", "edges",
+        "batch",
     )
 
     def __init__(
@@ -121,12 +124,13 @@ class OpDef:
         # (an op made outside the registry, such as a rule the user wrote, names the inputs too).
         blame: Callable[[list[int]], str] | None = None,
         edges: tuple[Edge, ...] = (),  # its conventions at kinks, ties, zeros, infinities (help and docs show them)
+        batch: BatchRule | None = None,  # how it runs on a batch (batching.py); None: it cannot
     ) -> None:
         self.name, self.forward, self.vjps, self.n_in, self.n_ret = name, forward, vjps, n_in, n_ret
         self.doc, self.category, self.complex_safe, self.method, self.public = doc, category, complex_safe, method, public
         self.kink, self.check, self.variadic_param = kink, check, variadic_param
         self.param_names, self.signature, self.leading, self.out_shape, self.rule = param_names, signature, leading, out_shape, rule
-        self.jvp, self.jvp_rule, self.blame, self.edges = jvp, jvp_rule, blame, edges
+        self.jvp, self.jvp_rule, self.blame, self.edges, self.batch = jvp, jvp_rule, blame, edges, batch
 
     @property
     def has_gradient(self) -> bool:
@@ -151,17 +155,6 @@ REGISTRY: dict[str, OpDef] = {}
 ALIASES: dict[str, str] = {}
 
 
-class _Namespace:
-    """Attribute access to ops: `m.exp(x)`. Filled as ops are defined."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-
-ARRAY_MATH: Any = _Namespace("array")
-TENSOR_MATH: Any = _Namespace("tensor")
-ARRAY_MATH.raw = lambda x: x
-TENSOR_MATH.raw = lambda x: x.data if isinstance(x, Tensor) else np.asarray(x)
 
 
 def defop(
@@ -187,6 +180,7 @@ def defop(
     jvp: Any = None,
     jvp_rule: str | None = None,
     edges: Sequence[Edge] = (),
+    batch: BatchRule | None = None,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -201,6 +195,9 @@ def defop(
     inputs and their tangents (`dx` for x); a structural rule's text is made from the op.
     `edges` are its conventions where the derivative is a choice (see Edge), each stated
     as numbers that tests/test_edges.py evaluates; help and docs/language.md show them.
+    `batch` is its batching rule (batching.py: how vmap and the batched Jacobians run it
+    on inputs that carry a batch); an op whose JVP is DIAGONAL acts element by element and
+    broadcasts, so its rule is BROADCAST unless it says otherwise.
     """
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
@@ -214,6 +211,7 @@ def defop(
         complex_safe=complex_safe, method=method, public=public, kink=kink, check=check,
         variadic_param=variadic, param_names=param_names, signature=signature, leading=tuple(leading),
         out_shape=out_shape, rule=rule, jvp_rule=jvp_rule, edges=tuple(edges),
+        batch=BROADCAST if batch is None and getattr(jvp, "kind", None) == "diagonal" else batch,
     )
     op.jvp = jvp.bind(op) if hasattr(jvp, "bind") else jvp
     REGISTRY[name] = op

@@ -14,6 +14,7 @@ import numpy as np
 from . import arguments
 from . import limits as _limits  # its _max_elements, read once per op
 from . import tensor as _grad_mode  # its _grad_enabled, read once per op
+from .batching import apply_batched
 from .binding import split_args
 from .errors import EngineError, SizeLimitError
 from .limits import BIG_RESULT, STEPS, check_memory, check_outputs, check_size
@@ -63,6 +64,8 @@ def _gather(inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[np.ndarray],
     wanted = False
     for t in inputs:
         if type(t) is not Tensor:
+            if isinstance(t, Tensor):  # a batch of tensors (batching.Batched): the op's batching rule runs instead
+                return inputs, None, False, 0  # type: ignore[return-value]
             # The loop still walks the tuple it started with, so each is converted once, at its turn.
             t = Tensor(t)
             i = len(arrays)
@@ -107,6 +110,8 @@ def apply(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> Any:
         arrays, wanted, bound = (a, b), t.requires_grad or u.requires_grad, a.size * b.size
     else:
         inputs, arrays, wanted, bound = _gather(inputs)
+        if arrays is None:
+            return apply_batched(op, tuple(t if isinstance(t, Tensor) else Tensor(t) for t in inputs), params)
     if op.out_shape is not None:
         _refuse_outgrown(op, arrays, params)
     elif bound > _limits._max_elements:

@@ -13,6 +13,7 @@ import numpy as np
 
 from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order, whole_numbers
 from gradcalc.autodiff.arguments import counts
+from gradcalc.autodiff.batching import CHOOSE, Batched, varies
 from gradcalc.autodiff.binding import SPELLINGS
 from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.registry import OpDef
@@ -74,6 +75,8 @@ def to_param(value: Any, what: str, counts: bool = True) -> Any:
     where the parameter `counts` things (an axis, a shape), else the float it is."""
     if isinstance(value, str) or value is None:
         return value
+    if type(value) is Batched:  # inside vmap: a parameter (an axis, a shape, a count) is one for all rows
+        raise LanguageError("value", varies(what, "a parameter is one for every row"))
     if value is Ellipsis:
         raise LanguageError("argument", f"{what} cannot be ...: it only indexes, as in x[..., 0]")
     if isinstance(value, tuple):
@@ -158,6 +161,8 @@ def _sequence(value: Any) -> list[Any]:
 def _index_part(part: Any) -> Any:
     if part is None or part is Ellipsis or isinstance(part, slice):
         return part
+    if type(part) is Batched:  # inside vmap: an index is one for all rows
+        raise LanguageError("value", varies("an index"))
     if isinstance(part, str):
         raise LanguageError("argument", f"an index must be a whole number, a slice, a list of whole numbers or a mask, not the string {part!r}")
     if isinstance(part, tuple):
@@ -272,6 +277,8 @@ class TensorBackend:
         return _cut(-a, (a,)) if op == "neg" else a
 
     def truth(self, value: Any) -> bool:
+        if type(value) is Batched:  # inside vmap: each row would take its own branch
+            raise LanguageError("value", varies("the condition of 'if'", CHOOSE))
         data = np.asarray(value.data)
         if data.size != 1:
             raise LanguageError("value", f"the condition of 'if' must be a scalar, got shape {data.shape}; use where(cond, a, b) for tensors")
@@ -383,6 +390,10 @@ class TensorBackend:
     def tensor_literal(self, items: list[Any]) -> Any:
         if not items:
             return Tensor(np.zeros(0))
+        if any(type(i) is Batched for i in items):  # inside vmap: the items' shapes are each row's
+            if len({tuple(i.shape) for i in items}) > 1:
+                return TensorList(items)
+            return REGISTRY["stack"](*items)
         shapes = {tuple(np.shape(i.data)) for i in items}
         if len(shapes) > 1:
             return TensorList(items)  # an error unless it is the inputs of concatenate or stack

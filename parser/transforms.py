@@ -2,12 +2,14 @@
 jacfwd(f), hessian(f), vmap(f), and jvp(f, x, v), vjp(f, x), hvp(f, x, v).
 
 Each takes a function value and gives a function value (or, for jvp, vjp and hvp, the
-values at a point). Calling one calls its function back through the session on fresh
-inputs, then differentiates what it recorded: reverse mode with the engine's backward
-pass, forward mode with its forward (tangent) pass (autodiff/forward.py), never one
-through the other. Every derivative is built with its own graph (create_graph), so a
-transformation of a transformation (grad(grad(f)), jacfwd(jacrev(f))) differentiates it
-again.
+values at a point). They are the engine's transformations (autodiff/transforms.py)
+applied to the language's function values, which they call back through the session:
+vmap calls the function once on values that carry a batch; jacrev is one backward pass
+of a batch of cotangents, jacfwd one forward pass of a batch of tangents, hessian forward
+over reverse. Every derivative is built with its own graph (create_graph), so a
+transformation of a transformation (grad(grad(f)), jacfwd(jacrev(f)), vmap(grad(f)))
+differentiates it again. What this module adds is the language's words: which
+arguments are wrong and why, and which results are constants.
 
 An argument that already has a gradient (a variable, or a value inside another
 transformation) is differentiated by through a node of its own (an identity), so the
@@ -25,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad, jacobian, jacobian_forward, tangent_of, topological_order
+from gradcalc.autodiff import transforms as engine
+from gradcalc.autodiff.batching import BatchError
 from gradcalc.autodiff.limits import check_size
 
 from .backends import TensorList, to_param
@@ -208,13 +212,8 @@ def _tensor(value: Any, what: str, which: str) -> Tensor:
 
 
 def _fresh(value: Any, what: str, k: int) -> Tensor:
-    """An input to differentiate by: a new leaf holding a constant's numbers, or an
-    identity node on a value that has a gradient (so the result stays connected to it)."""
-    x = _tensor(value, what, f"argument {k}")
-    if x.requires_grad:
-        return REGISTRY["reshape"](x, shape=x.shape)  # type: ignore[no-any-return]  # (ops return Tensors)
-    data = x.data if x.data.dtype == np.float64 else x.data.astype(np.float64)
-    return Tensor(data, requires_grad=True)
+    """An input to differentiate by (the engine's transforms.fresh), once it is a tensor."""
+    return engine.fresh(_tensor(value, what, f"argument {k}"))
 
 
 def _positions(argnums: int | tuple[int, ...], n: int, what: str) -> list[int]:
@@ -226,13 +225,11 @@ def _positions(argnums: int | tuple[int, ...], n: int, what: str) -> list[int]:
 
 
 def _call_at(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, list[Tensor]]:
-    """f called with the arguments picked by argnums replaced by fresh inputs."""
-    args = list(args)
-    inputs = []
+    """f called with the arguments picked by argnums replaced by fresh inputs (the
+    engine's call_at: inside vmap an input the same in every row gets each row's own)."""
     for k in _positions(argnums, len(args), what):
-        args[k] = _fresh(args[k], what, k)
-        inputs.append(args[k])
-    return session.call_function(f, args, kwargs), inputs
+        _tensor(args[k], what, f"argument {k}")
+    return engine.call_at(lambda *xs: session.call_function(f, list(xs), kwargs), argnums, args)
 
 
 def _scalar_output(y: Any, what: str, f: FunctionValue) -> Tensor:
@@ -338,8 +335,9 @@ def _hessian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list
 
 
 def _vmap(session: Any, f: FunctionValue, what: str, in_axes: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """f on each slice along the mapped axes, the results stacked on a new leading axis
-    (as JAX's vmap gives, computed one slice at a time, so gradients flow through it)."""
+    """f on each slice along the mapped axes, the results stacked on a new leading axis,
+    as JAX's vmap gives: f is called once, on values that carry the batch (the engine's
+    vmap), so gradients flow through it as through any op."""
     if isinstance(in_axes, tuple):
         if len(in_axes) != len(args):
             raise LanguageError("argument", f"{what}: in_axes has {len(in_axes)} entries for {_count(len(args))}")
@@ -364,27 +362,17 @@ def _vmap(session: Any, f: FunctionValue, what: str, in_axes: Any, args: list[An
         raise LanguageError("argument", f"{what}: in_axes maps none of the arguments")
     if size == 0:
         raise LanguageError("shape", f"{what}: the mapped axis has length 0, so there is nothing to map over")
-    results = []
-    for i in range(size):
-        sliced = [a if axis is None else _take(a, axis % a.ndim, i) for a, axis in zip(args, axes)]
-        results.append(session.call_function(f, sliced, kwargs))
-    if isinstance(results[0], tuple):
-        return tuple(_stacked([r[j] if isinstance(r, tuple) else r for r in results], what, f) for j in range(len(results[0])))
-    return _stacked(results, what, f)
 
+    def body(*xs: Any) -> Any:
+        out = session.call_function(f, list(xs), kwargs)
+        for item in out if isinstance(out, tuple) else (out,):
+            _tensor(item, what, "the function's result")
+        return out
 
-def _take(a: Tensor, axis: int, i: int) -> Tensor:
-    index = i if axis == 0 else (*(slice(None),) * axis, i)
-    return REGISTRY["getitem"](a, index=index)  # type: ignore[no-any-return]  # (ops return Tensors)
-
-
-def _stacked(results: list[Any], what: str, f: FunctionValue) -> Tensor:
-    outs = [_tensor(r, what, "the function's result") for r in results]
-    shapes = {o.shape for o in outs}
-    if len(shapes) > 1:
-        raise LanguageError("shape", f"{what}: the function's results differ in shape from one slice to another: "
-                                     f"{' and '.join(str(s) for s in sorted(shapes))}")
-    return REGISTRY["stack"](*outs)  # type: ignore[no-any-return]  # (ops return Tensors)
+    try:
+        return engine.vmap(body, in_axes=list(axes))(*args)
+    except BatchError as err:
+        raise LanguageError("value", f"{what}: {err}") from None
 
 
 _APPLY: dict[str, Callable[..., Any]] = {
@@ -407,7 +395,7 @@ def _spread(value: Any, f: FunctionValue, what: str, which: str) -> list[Any]:
     elif value.op is REGISTRY["stack"] and not value.params and len(value.parents) == n:
         items = list(value.parents)  # the literal's own items
     elif value.ndim and value.shape[0] == n:
-        items = [_take(value, 0, i) for i in range(n)]
+        items = [value[i] for i in range(n)]  # type: ignore[index]  # (indexing is an op)
     else:
         raise LanguageError("argument", f"{what}: the function takes {_count(n)}, so the {which} are {n} values, as in (x, y); "
                                         f"got {describe_value(value)}")

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad
-from gradcalc.autodiff.forward import Structural, jacobian_forward, jvp, tangent_of
+from gradcalc.autodiff.forward import Structural, jacobian_forward, tangent_of
+from gradcalc.autodiff.transforms import jvp
 
 from .test_every_op import KINKS_FILTERED, draw_case, outputs_of
 

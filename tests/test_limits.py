@@ -73,7 +73,7 @@ def refused(done: subprocess.CompletedProcess[str], op: str, shape: tuple[int, .
         ("x = ones(10, 10); x[zeros(5000, 1), zeros(1, 5000)]", "getitem", (5000, 5000)),
         ("x = ones(10, 10, 10); x[zeros(4000, 1), :, zeros(1, 4000)]", "getitem", (4000, 4000, 10)),
         ("x = ones(10000); jacobian(x * 2, x)", "jacobian", (10000, 10000)),
-        ("x = ones(10000); hessian(sum(x ** 3), x)", "jacobian", (10000, 10000)),
+        ("x = ones(10000); hessian(sum(x ** 3), x)", "hessian", (10000, 10000)),
         ("zeros(10**10, 0)", "zeros", (10**10, 0)),
         ("zeros(0, 10**10)", "zeros", (0, 10**10)),  # sum(..., axis=0) would be 10**10 zeros
         ("zeros(0).reshape(10**10, 0)", "reshape", (10**10, 0)),
@@ -165,8 +165,8 @@ def test_the_budget_is_per_statement_and_counts_engine_ops():
         session = Session()
         session.run_source("x = ones(3)\n" + "y = x\n" * 2000)  # many small statements: fine
         with pytest.raises(LanguageError) as err:  # one instruction, thousands of ops
-            session.run_source("x = ones(3000)\nj = jacobian(exp(x), x)")
-        assert err.value.kind in ("steps", "size")
+            session.run_source("x = ones(3)\nj = jacobian(" + " + ".join(["exp(x) * x"] * 400) + ", x)")
+        assert err.value.kind == "steps"
         with pytest.raises(LanguageError) as err:
             session.run_source("x = 0.5\ny = grad(" * 1 + "+".join(["x*x"] * 400) + ", x)")
         assert err.value.kind == "steps"

@@ -1,0 +1,256 @@
+"""JAX's function transformations over Python callables of Tensors: vmap, grad,
+value_and_grad, jacrev, jacfwd, hessian, jvp and vjp.
+
+    from gradcalc.autodiff import Tensor, vmap, grad, jacrev
+    per_example = vmap(grad(lambda w, x: ((x @ w) ** 2).sum()), in_axes=(None, 0))(w, X)
+
+Each is one pass over one evaluation of the function: vmap calls it once on values that
+carry a batch (batching.py); jacrev is one backward pass of a batch of cotangents, jacfwd
+one forward pass of a batch of tangents, hessian the one of jacfwd over the gradient's
+graph. Every derivative is built with its own graph, so transformations nest (grad of
+grad, jacfwd of jacrev, vmap of grad). The language's transformations (parser/) are these
+applied to its function values.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import derivatives as backprop
+from .batching import Batched, batched, from_level, new_level, to_level, unbatched
+from .errors import ArgumentError, ShapeError
+from .forward import jacobian_forward, tangent_of
+from .registry import REGISTRY, TENSOR_MATH
+from .tensor import Tensor
+
+Axes = int | None | Sequence[int | None]
+
+
+# ---- vmap -----------------------------------------------------------------------------------------
+
+
+def vmap(f: Callable[..., Any], in_axes: Axes = 0, out_axes: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """The function that maps f over an axis of its arguments and stacks the results on an
+    axis of each (`in_axes`: one axis for every argument, None for one passed whole, or one
+    entry per argument; `out_axes` likewise per result), computed by calling f once on
+    batched values."""
+
+    def mapped(*args: Any) -> Any:
+        axes = spread_axes(in_axes, len(args))
+        size = mapped_size(args, axes)
+        with new_level() as level:
+            inputs = [a if axis is None else to_level(a, axis, level) for a, axis in zip(args, axes)]
+            out = f(*inputs)
+            if isinstance(out, tuple):
+                outs = spread_axes(out_axes, len(out), "out_axes")
+                return tuple(from_level(o, level, k, size) for o, k in zip(out, outs))  # type: ignore[arg-type]
+            if not isinstance(out_axes, int):
+                raise ArgumentError(f"vmap: out_axes {out_axes!r} is for several results; the function gave one")
+            return from_level(out, level, out_axes, size)
+
+    return mapped
+
+
+def spread_axes(axes: Any, n: int, what: str = "in_axes") -> list[Any]:
+    """One axis (or None) per argument."""
+    if isinstance(axes, (list, tuple)):
+        if len(axes) != n:
+            raise ArgumentError(f"vmap: {what} has {len(axes)} entries for {n} argument{'s' * (n != 1)}")
+        return list(axes)
+    return [axes] * n
+
+
+def mapped_size(args: Sequence[Any], axes: Sequence[Any]) -> int:
+    """The length of the mapped axes, which must agree."""
+    size, first = None, (0, 0)
+    for k, (a, axis) in enumerate(zip(args, axes)):
+        if axis is None:
+            continue
+        shape = a.shape if isinstance(a, Tensor) else np.shape(a)
+        if not -len(shape) <= axis < len(shape):
+            has = "is a scalar, which has no axis to map over" if not shape else f"has shape {tuple(shape)}, which has no axis {axis}"
+            raise ShapeError(f"vmap: argument {k} {has}")
+        length = shape[axis]
+        if size is None:
+            size, first = length, (k, axis)
+        elif length != size:
+            raise ShapeError(f"vmap: the mapped axes differ in length: argument {first[0]} has {size} along axis {first[1]}, "
+                             f"argument {k} has {length} along axis {axis}")
+    if size is None:
+        raise ArgumentError("vmap: in_axes maps none of the arguments")
+    return size
+
+
+# ---- inputs to differentiate by ---------------------------------------------------------------------
+
+
+def fresh(x: Any) -> Tensor:
+    """An input to differentiate by: a new leaf holding a constant's numbers, or an identity
+    node on a value that has a gradient (the result stays connected to it, and a function
+    that also reads that value directly gets JAX's answer: the argument is an input of its
+    own). A batch stays a batch."""
+    t = x if isinstance(x, Tensor) else Tensor(x)
+    value, levels = unbatched(t)
+    if value.requires_grad:
+        return REGISTRY["reshape"](t, shape=t.shape)  # type: ignore[no-any-return]
+    data = value.data if value.data.dtype == np.float64 else value.data.astype(np.float64)
+    return batched(Tensor(data, requires_grad=True), levels)
+
+
+def positions(argnums: int | Sequence[int], n: int) -> list[int]:
+    items = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for k in items:
+        if not -n <= k < n:
+            raise ArgumentError(f"argnums {k} is out of range for {n} argument{'s' * (n != 1)}")
+    return [k % n for k in items]
+
+
+def call_at(f: Callable[..., Any], argnums: int | Sequence[int], args: Sequence[Any]) -> tuple[Any, list[Tensor]]:
+    """f called with the arguments picked by argnums replaced by fresh inputs.
+
+    Inside vmap, a result may vary over a batch that an input it is differentiated by does
+    not (a weight passed whole, in_axes=None): each row's derivative by that input is its
+    own, so the input is given an axis for that batch (repeated) and f is called again."""
+    picked = positions(argnums, len(args))
+    inputs = list(args)
+    for k in picked:
+        inputs[k] = fresh(inputs[k])
+    out = f(*inputs)
+    sizes = _levels_of(out)
+    missing = {level for k in picked for level in sizes if level not in unbatched(inputs[k])[1]}
+    if missing:
+        inputs = list(args)
+        for k in picked:
+            inputs[k] = fresh(_repeated(inputs[k], {level: sizes[level] for level in missing}))
+        out = f(*inputs)
+    return out, [inputs[k] for k in picked]
+
+
+def _levels_of(out: Any) -> dict[int, int]:
+    """The batch levels a result varies over, with their sizes."""
+    sizes: dict[int, int] = {}
+    for o in out if isinstance(out, tuple) else (out,):
+        value, levels = unbatched(o)
+        for level, n in zip(levels, getattr(value, "shape", ())):
+            sizes[level] = max(sizes.get(level, 1), n)
+    return sizes
+
+
+def _repeated(x: Any, sizes: dict[int, int]) -> Tensor:
+    """x with an axis for each of the levels `sizes` (the same in every row)."""
+    t = x if isinstance(x, Tensor) else Tensor(x)
+    value, have = unbatched(t)
+    levels = tuple(sorted({*have, *sizes}))
+    shape = tuple(value.shape[have.index(v)] if v in have else 1 for v in levels) + tuple(t.shape)
+    full = tuple(value.shape[have.index(v)] if v in have else sizes[v] for v in levels) + tuple(t.shape)
+    aligned = TENSOR_MATH.reshape(value, shape=shape)
+    return batched(TENSOR_MATH.broadcast_to(aligned, shape=full), levels)
+
+
+def _scalar(y: Any, what: str) -> Tensor:
+    if not isinstance(y, Tensor):
+        raise ArgumentError(f"{what}: the function must return a tensor, got {type(y).__name__}")
+    if y.size != 1:
+        raise ShapeError(f"{what}: the function must return a scalar, got shape {y.shape}; for the derivatives of each output use jacrev or jacfwd")
+    return y
+
+
+def _shaped(argnums: Any, parts: list[Any]) -> Any:
+    return parts[0] if isinstance(argnums, int) else tuple(parts)
+
+
+# ---- reverse and forward mode -------------------------------------------------------------------------
+
+
+def grad_of(f: Callable[..., Any], argnums: int | Sequence[int] = 0, with_value: bool = False) -> Callable[..., Any]:
+    """JAX's grad(f): the function x -> df/dx of a function with a scalar result, from one
+    backward pass (a tuple of gradients for a tuple of argnums)."""
+
+    def gradient(*args: Any) -> Any:
+        y, inputs = call_at(f, argnums, args)
+        y = _scalar(y, "grad")
+        g = _shaped(argnums, backprop.grad(y, inputs, create_graph=True))
+        return (y, g) if with_value else g
+
+    return gradient
+
+
+def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """JAX's value_and_grad(f): x -> (f(x), df/dx), from one evaluation and one backward pass."""
+    return grad_of(f, argnums, with_value=True)
+
+
+def _jacobians(one: Callable[..., Any], f: Callable[..., Any], argnums: Any) -> Callable[..., Any]:
+    def jacobian(*args: Any) -> Any:
+        y, inputs = call_at(f, argnums, args)
+        outs = list(y) if isinstance(y, tuple) else [y]
+        parts = [_shaped(argnums, [one(o, x, create_graph=True) for x in inputs]) for o in outs]
+        return tuple(parts) if isinstance(y, tuple) else parts[0]
+
+    return jacobian
+
+
+def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """df/dx of shape f(x).shape + x.shape: one backward pass of a batch of cotangents."""
+    return _jacobians(backprop.jacobian, f, argnums)
+
+
+def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """df/dx as jacrev gives it: one forward pass of a batch of tangents."""
+    return _jacobians(jacobian_forward, f, argnums)
+
+
+def hessian_of(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """JAX's hessian(f) = jacfwd(jacrev(f)): the gradient by one backward pass, then its
+    Jacobian by one forward pass of a batch of tangents."""
+
+    def hess(*args: Any) -> Any:
+        y, inputs = call_at(f, argnums, args)
+        y = _scalar(y, "hessian")
+        grads = backprop.grad(y, inputs, create_graph=True)
+        rows = [_shaped(argnums, [jacobian_forward(g, x, create_graph=True) for x in inputs]) for g in grads]
+        return _shaped(argnums, rows)
+
+    return hess
+
+
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """JAX's jvp: (f(*primals), J v), by one forward pass."""
+    if len(primals) != len(tangents):
+        raise ArgumentError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
+    xs = [fresh(p) for p in primals]
+    out = f(*xs)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    ts = [tangent_of(o, xs, list(tangents), create_graph=True) for o in outs]
+    return out, (tuple(ts) if isinstance(out, tuple) else ts[0])
+
+
+def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]]:
+    """JAX's vjp: (f(*primals), the pullback u -> u J), each call of the pullback one backward pass."""
+    xs = [fresh(p) for p in primals]
+    out = f(*xs)
+
+    def pullback(u: Any) -> tuple[Any, ...]:
+        weighted = TENSOR_MATH.sum(TENSOR_MATH.mul(out, u))
+        return tuple(backprop.grad(weighted, xs, create_graph=True))
+
+    return out, pullback
+
+
+def grad(y: Any, xs: Any = None, grad_output: Any = None, create_graph: bool = False, *, argnums: int | Sequence[int] = 0) -> Any:
+    """grad(y, x): dy/dx of a tensor y (backprop.grad); grad(f, argnums=0): JAX's grad of a function."""
+    if callable(y) and not isinstance(y, Tensor):
+        return grad_of(y, argnums if xs is None else xs)
+    return backprop.grad(y, xs, grad_output, create_graph)
+
+
+def hessian(y: Any, x: Any = None, create_graph: bool = False, *, argnums: int | Sequence[int] = 0) -> Any:
+    """hessian(y, x): the second derivatives of a scalar tensor y; hessian(f, argnums=0): JAX's hessian of a function."""
+    if callable(y) and not isinstance(y, Tensor):
+        return hessian_of(y, argnums if x is None else x)
+    return backprop.hessian(y, x, create_graph)
+
+
+__all__ = ["Batched", "grad", "grad_of", "hessian", "hessian_of", "jacfwd", "jacrev", "jvp", "value_and_grad", "vjp", "vmap"]
