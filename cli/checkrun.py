@@ -56,25 +56,29 @@ def check_indices(program: Program) -> list[int]:
 
 
 class FileRun:
-    """One file's session, advanced statement by statement."""
+    """One file's session, advanced statement by statement. Statements of the kinds in
+    `own` (checks) run only when asked for (`check`); setup runs the others."""
 
-    def __init__(self, origin: str, program: Program, defaults: CheckDefaults, bound: Bound, on_notice: Callable[[str, str], None] | None = None) -> None:
+    def __init__(self, origin: str, program: Program, defaults: CheckDefaults, bound: Bound, on_notice: Callable[[str, str], None] | None = None,
+                 own: frozenset[str] = frozenset({"check"})) -> None:
         self.origin = origin
         self.statements: list[Statement] = program.statements
         self.session = Session(on_check=make_check_handler(defaults), base_dir=script_folder(origin), on_notice=on_notice)
         apply_bindings(self.session, bound)
+        self.own = own
         self.next = 0  # the first statement not yet run (or skipped)
-        self.setup_errors: list[CheckOutcome] = []  # of the statements run so far
+        self.setup_errors: dict[int, CheckOutcome] = {}  # by statement index, of the statements run so far
 
     def setup_until(self, stop: int) -> list[CheckOutcome]:
         """Run the setup statements before `stop` not run yet, skipping checks; the
         errors among them as outcomes."""
         errors = []
         for index in range(self.next, stop):
-            if self.statements[index].kind != "check":
-                errors += self.placed(statement_outcome(self.session, self.statements[index]))
+            if self.statements[index].kind not in self.own:
+                for error in self.placed(statement_outcome(self.session, self.statements[index])):
+                    self.setup_errors[index] = error
+                    errors.append(error)
         self.next = max(self.next, stop)
-        self.setup_errors += errors
         return errors
 
     def check(self, index: int) -> CheckOutcome:

@@ -105,58 +105,81 @@ class CheckFile(pytest.File):
     run: FileRun | None = None
 
     def collect(self) -> Iterator[CheckItem]:
-        from gradcalc.cli.checkrun import check_indices, compile_file
-        from gradcalc.parser.checks import nothing_checked
+        """An item per check and per statement that does not parse (as `gradcalc check`
+        lists them, each in its place, and runs the rest); a file with no check at all,
+        or one that cannot be read, is one item that fails with what is wrong. Never a
+        collection error, which would interrupt the whole session."""
+        from gradcalc.cli.checkrun import compile_file
+        from gradcalc.parser.checks import CheckOutcome, nothing_checked
 
         try:
             source = self.path.read_text()
         except (OSError, UnicodeDecodeError) as err:
-            raise self.CollectError(f"cannot read {self.path}: {err}") from None
-        self.program, failed = compile_file(str(self.path), source, recover=False)  # a parse error fails collection
+            yield self._file_item(CheckOutcome(text="(file)", line=1, status="error", message=f"cannot read {self.path}: {err}"))
+            return
+        self.program, failed = compile_file(str(self.path), source)  # a statement that does not parse is an error in its place
         if self.program is None:
             assert failed is not None
-            raise self.CollectError(f"{self.path.name}: {failed.message}")
+            yield self._file_item(failed)
+            return
         empty = nothing_checked(self.program)
         if empty is not None:  # as `gradcalc check` has it: a check file that checks nothing fails
-            raise self.CollectError(f"{self.path.name}: {empty.message}")
+            yield self._file_item(empty)
+            return
+        indices = [i for i, statement in enumerate(self.program.statements) if statement.kind in ITEM_KINDS]
         seen: dict[str, int] = {}
-        previous = -1  # the check before: a setup statement's error is reported by the next check
-        for index in check_indices(self.program):
+        for k, index in enumerate(indices):
             statement = self.program.statements[index]
             name = f"{statement.span[0]} {' '.join(statement.text.split())}"
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:  # two equal checks on one line
                 name += f" #{seen[name]}"
-            yield CheckItem.from_parent(self, name=name, index=index, line=statement.span[0], after=previous)
-            previous = index
+            # `after`: the item before (-1: none); the setup statements between it and this
+            # one report their errors through this item, and the last item those after it.
+            yield CheckItem.from_parent(self, name=name, index=index, line=statement.span[0], after=indices[k - 1] if k else -1,
+                                        last=k == len(indices) - 1)
 
-    def run_before(self, index: int) -> FileRun:
-        """The file's session with every setup statement before statement `index` run.
-        Items usually come in file order; one that comes earlier starts a new session."""
+    def _file_item(self, outcome: CheckOutcome) -> CheckItem:
+        return CheckItem.from_parent(self, name=f"{outcome.line} {outcome.text}", index=None, line=outcome.line, after=-1, last=True,
+                                     fixed=outcome)
+
+    def run_before(self, index: int | None) -> FileRun | None:
+        """The file's session with every setup statement before statement `index` (None:
+        every one) run. Items usually come in file order; one that comes earlier starts a
+        new session."""
         import numpy as np
 
         from gradcalc.cli.checkrun import FileRun
         from gradcalc.parser.checks import CheckDefaults
 
-        assert self.program is not None
-        if self.run is None or self.run.next > index:
-            self.run = FileRun(str(self.path), self.program, CheckDefaults(), [])
+        if self.program is None:
+            return None
+        stop = len(self.program.statements) if index is None else index
+        if self.run is None or self.run.next > stop:
+            self.run = FileRun(str(self.path), self.program, CheckDefaults(), [], own=ITEM_KINDS)
         with np.errstate(all="ignore"):  # inf and nan are results here, not warnings
-            self.run.setup_until(index)
+            self.run.setup_until(stop)
         return self.run
 
     def teardown(self) -> None:
         self.run = None  # the file's last item has run here: free its graphs
 
 
-class CheckItem(pytest.Item):
-    """One `check` statement."""
+ITEM_KINDS = frozenset({"check", "error"})  # the statements that are items: checks, and those that do not parse
 
-    def __init__(self, *, index: int, line: int, after: int, **kwargs: Any) -> None:
+
+class CheckItem(pytest.Item):
+    """One `check` statement (or one that does not parse, or the whole file when it
+    checks nothing). It runs at setup, so that a check that cannot run is a pytest
+    error, as `gradcalc check` counts it an ERROR; the test itself is its verdict."""
+
+    def __init__(self, *, index: int | None, line: int, after: int, last: bool, fixed: CheckOutcome | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.index = index
+        self.index = index  # the statement's (None: the file's item)
         self.line = line
-        self.after = after  # the index of the check before this one (-1: none)
+        self.after = after  # the index of the item's statement before this one (-1: none)
+        self.last = last
+        self.outcome = fixed
 
     @property
     def check_file(self) -> CheckFile:
@@ -164,38 +187,54 @@ class CheckItem(pytest.Item):
         return self.parent
 
     def setup(self) -> None:
-        self.check_file.run_before(self.index)
-
-    def teardown(self) -> None:
-        """A setup statement that failed is one error, as `gradcalc check` counts it, and the
-        checks after it still run: the first check after the statement reports it, at its
-        teardown (pytest counts that check's own verdict and the error apart). Which check
-        reports is fixed by the file, so every xdist worker agrees."""
-        run = self.check_file.run
-        statements = self.check_file.program.statements if self.check_file.program else []
-        first_line = statements[self.after].span[0] if self.after >= 0 else 0
-        mine = [e for e in (run.setup_errors if run else []) if first_line < e.line < self.line]
-        if mine:  # pytrace=False: the error itself, not gradcalc's traceback
-            pytest.fail(setup_report(mine, self.check_file.nodeid), pytrace=False)
-
-    def runtest(self) -> None:
         import numpy as np
 
         run = self.check_file.run_before(self.index)
-        with np.errstate(all="ignore"):
-            outcome = run.check(self.index)
+        if self.index is not None and run is not None:
+            with np.errstate(all="ignore"):
+                self.outcome = run.check(self.index)
+        assert self.outcome is not None
+        if self.outcome.status == "error":  # pytrace=False: the error itself, not gradcalc's traceback
+            pytest.fail(check_report(self.outcome, self.check_file.nodeid, self.kind), pytrace=False)
+
+    @property
+    def kind(self) -> str:
+        program = self.check_file.program
+        return program.statements[self.index].kind if program is not None and self.index is not None else "file"
+
+    def teardown(self) -> None:
+        """A setup statement that failed is one error, as `gradcalc check` counts it, and the
+        checks after it still run: the first item after the statement reports it, at its
+        teardown (pytest counts that item's own verdict and the error apart), and the last
+        item the errors of the statements after it. Which item reports is fixed by the
+        file, so every xdist worker agrees."""
+        run = self.check_file.run_before(None) if self.last else self.check_file.run
+        stop = len(self.check_file.program.statements) if self.last and self.check_file.program else (self.index or 0)
+        mine = [error for index, error in sorted((run.setup_errors if run else {}).items()) if self.after < index < stop]
+        if mine:
+            pytest.fail(setup_report(mine, self.check_file.nodeid), pytrace=False)
+
+    def runtest(self) -> None:
+        outcome = self.outcome
+        assert outcome is not None  # (setup made it, or failed)
         for warning in outcome.warnings:
             self.warn(GradcheckWarning(warning))
         if not outcome.passed:
             pytest.fail(check_report(outcome, self.check_file.nodeid), pytrace=False)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, self.line - 1, f"{self.path.name}:{self.line}: check {self.name.split(' ', 1)[1]}"
+        what = "check " if self.kind == "check" else ""
+        return self.path, self.line - 1, f"{self.path.name}:{self.line}: {what}{self.name.split(' ', 1)[1]}"
 
 
-def check_report(o: CheckOutcome, where: str) -> str:
+def check_report(o: CheckOutcome, where: str, kind: str = "check") -> str:
     """A failed or erroring check as pytest shows it (`where`: the file, as pytest names
-    it); the first line is the summary."""
+    it; `kind`: the statement's, "error" for one that does not parse, or "file"); the
+    first line is the summary."""
+    if o.status == "error" and kind == "error":
+        return f"syntax error: {o.message}\n  {where}:{o.line}: {o.text}"
+    if o.status == "error" and kind == "file":
+        return f"{o.message}\n  {where}"
     if o.status == "error":
         return f"check could not run: {o.message}\n  {where}:{o.line}: check {o.text}"
     value = o.method == "value"  # `check A == B`

@@ -3,6 +3,7 @@ subprocess on a temporary project of passing, failing, erroring and broken check
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -84,7 +85,7 @@ def test_outcomes_and_what_a_failure_shows(project):
     assert {name: status for name, (status, _) in results.items()} == {
         "examples.seed.gc::7 (a*b + exp(c)).relu()/a": "passed", "examples.seed.gc::15 y": "passed", "examples.seed.gc::30 g": "passed",
         "examples.failing.gc::2 relu(x).sum()": "failure", "examples.failing.gc::3 exp(x).sum()": "passed",
-        "examples.erroring.gc::2 nosuch(x)": "failure", "examples.erroring.gc::3 tanh(x)": "passed",
+        "examples.erroring.gc::2 nosuch(x)": "error", "examples.erroring.gc::3 tanh(x)": "passed",
         "examples.erroring.gc::4 x * 2 == 4.5": "failure",
         "examples.setup.gc::2 a * a": "passed", "examples.setup.gc::4 a * 2": "error", "examples.setup.gc::5 exp(a)": "passed",
     }
@@ -101,26 +102,15 @@ def test_outcomes_and_what_a_failure_shows(project):
     # a value check that fails: |4 - 4.5| = 0.5, relative to 4.5
     assert "value check failed: max abs error 0.5, max rel error 0.111111" in out
     assert "an entry passes when |A - B| <= atol + rtol*|B|" in out
-    # an erroring check fails with the language's error
+    # a check that cannot run is an error (at its setup, where it runs), with the language's error
     assert "check could not run: line 2, column 7: unknown function 'nosuch'" in out
+    assert "ERROR at setup of erroring.gc:2: check nosuch(x)" in out
     # a setup error is one error, as `gradcalc check` counts it, reported by the next check
     # (at its teardown); the checks still run, on what the setup did define
     assert "setup failed at line 3: unknown name 'undefined_name'" in out
     assert "ERROR at teardown of setup.gc:4: check a * 2" in out
-    assert "3 failed, 8 passed, 1 warning, 1 error in" in out
+    assert "2 failed, 8 passed, 1 warning, 2 errors in" in out
     assert "Traceback" not in out and "gradcalc/parser" not in out
-
-
-def test_a_file_that_does_not_parse_or_checks_nothing_is_a_collection_error(project):
-    (project / "examples" / "broken.gc").write_text("x = (1\ncheck x\n")
-    (project / "examples" / "empty.gc").write_text("x = 1\n")
-    done = pytest_run("examples/broken.gc", "examples/empty.gc", cwd=project)
-    assert done.returncode == 2
-    assert "ERROR collecting examples/broken.gc" in done.stdout
-    assert "broken.gc: line 2, column 1: expected ')'" in done.stdout
-    assert "ERROR collecting examples/empty.gc" in done.stdout
-    assert "empty.gc: no check statements: this file checks nothing" in done.stdout
-    assert "Traceback" not in done.stdout
 
 
 def test_k_x_and_last_failed_select_checks(project):
@@ -135,10 +125,10 @@ def test_k_x_and_last_failed_select_checks(project):
     assert again.returncode == 1
     rerun = sorted(line.split(" - ")[0] for line in again.stdout.splitlines() if line.startswith(("FAILED", "ERROR")))
     assert rerun == [
-        "ERROR examples/setup.gc::4 a * 2",
-        "FAILED examples/erroring.gc::2 nosuch(x)", "FAILED examples/erroring.gc::4 x * 2 == 4.5", "FAILED examples/failing.gc::2 relu(x).sum()",
+        "ERROR examples/erroring.gc::2 nosuch(x)", "ERROR examples/setup.gc::4 a * 2",
+        "FAILED examples/erroring.gc::4 x * 2 == 4.5", "FAILED examples/failing.gc::2 relu(x).sum()",
     ]
-    assert "3 failed, 1 passed, 1 warning, 1 error in" in again.stdout  # setup.gc:4's own check passes; its setup's error stays
+    assert "2 failed, 1 passed, 1 warning, 2 errors in" in again.stdout  # setup.gc:4's own check passes; its setup's error stays
 
 
 def test_collection_is_opt_in_by_the_paths_given_or_testpaths(project):
@@ -222,3 +212,87 @@ def test_a_failed_setup_counts_as_in_gradcalc_check(tmp_path):
     for workers in ([], ["-n", "2"]):
         ran = pytest_run("-q", "-p", "no:cacheprovider", *workers, "bad.gc", "good.gc", cwd=tmp_path)
         assert ran.stdout.rstrip().splitlines()[-1].startswith("3 passed, 1 error in"), ran.stdout
+
+
+def check_counts(cwd: Path, *files: str) -> dict[str, tuple[int, int, int]]:
+    """gradcalc check's (passed, failed, errors) per file, from its JUnit XML."""
+    gradcalc = str(Path(sys.executable).with_name("gradcalc"))
+    subprocess.run([gradcalc, "check", *files, "--junit-xml", "check.xml"], cwd=cwd, capture_output=True, text=True, timeout=180)
+    counts = {}
+    for suite in ET.parse(cwd / "check.xml").getroot().iter("testsuite"):
+        tests, failures, errors = (int(suite.get(key)) for key in ("tests", "failures", "errors"))
+        counts[suite.get("name")] = (tests - failures - errors, failures, errors)
+    return counts
+
+
+def pytest_counts(cwd: Path, *args: str) -> tuple[dict[str, tuple[int, int, int]], str]:
+    """pytest's (passed, failed, errors) per file, from its report of every phase (-rA):
+    a check that passes and then reports a setup statement's error at teardown is one
+    PASSED and one ERROR, as pytest's summary counts it."""
+    done = pytest_run("-rA", "-p", "no:cacheprovider", *args, cwd=cwd)
+    counts: dict[str, list[int]] = {}
+    for line in done.stdout.splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("PASSED", "FAILED", "ERROR") and "::" in rest:
+            entry = counts.setdefault(rest.split("::")[0], [0, 0, 0])
+            entry[("PASSED", "FAILED", "ERROR").index(word)] += 1
+    return {name: (p, f, e) for name, (p, f, e) in counts.items()}, done.stdout
+
+
+BROKEN = {
+    "broken.gc": "x = (1\ncheck x\ny = 2\ncheck y * y\n",  # a statement that does not parse; the rest runs
+    "empty.gc": "x = 1\n",  # no check: the file checks nothing
+    "late.gc": "a = 2\ncheck a * a\nb = nothing_here\n",  # a setup error after the last check
+    "unparsed.gc": "z = [1,\n",  # nothing but a syntax error
+}
+
+
+def test_a_broken_or_empty_file_is_a_failing_item_and_the_others_run(project):
+    for name, text in BROKEN.items():
+        (project / "examples" / name).write_text(text)
+    done = pytest_run("examples", "-q", "-rfE", "-p", "no:cacheprovider", cwd=project)
+    assert done.returncode == 1, done.stdout
+    assert "Interrupted" not in done.stdout and "errors during collection" not in done.stdout
+    assert "examples/seed.gc::30 g" not in done.stdout  # it ran, and passed
+    assert "ERROR examples/broken.gc::1 x = (1 - Failed: syntax error: line 2, column 1: expected ')'" in done.stdout
+    assert "ERROR examples/broken.gc::2 x - Failed: check could not run: line 2, column 7: unknown name 'x'" in done.stdout
+    assert "ERROR examples/empty.gc::1 (file) - Failed: no check statements: this file checks nothing" in done.stdout
+    assert "ERROR examples/unparsed.gc::1 z = [1, - Failed: syntax error: line 1, column 8: unfinished input" in done.stdout
+    assert "ERROR examples/late.gc::2 a * a - Failed: setup failed at line 3: unknown name 'nothing_here'" in done.stdout
+    assert "2 failed, 10 passed, 1 warning, 7 errors in" in done.stdout
+    assert "Traceback" not in done.stdout
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_pytest_counts_each_file_as_gradcalc_check_does(project, workers):
+    """Passed, failed and errors, file by file: a check that cannot run is an error in both."""
+    for name, text in BROKEN.items():
+        (project / "examples" / name).write_text(text)
+    files = sorted(f"examples/{p.name}" for p in (project / "examples").glob("*.gc"))
+    expected = check_counts(project, *files)
+    assert expected["examples/erroring.gc"] == (1, 1, 1) and expected["examples/broken.gc"] == (1, 0, 2)
+    counted, out = pytest_counts(project, *workers, *files)
+    assert counted == {name: counts for name, counts in expected.items() if counts != (0, 0, 0)}, out
+
+
+STATEMENTS = [  # the kinds of statement a check file holds: setup, checks of each verdict, errors of each kind
+    "a = 0.5", "v = [1.0, 0.0]", "check tanh(a) * a", "check relu(v).sum()", "check a * 2 == 99", "check nosuch(a)",
+    "check a * missing", "b = nosuch + 1", "c = 1 +* 2", "check exp(a) wrt a", "d = a * 3", "check d * d",
+]
+
+
+def test_random_check_files_count_alike_in_pytest_and_gradcalc_check(tmp_path):
+    """Seeded random files of every kind of statement (setup, passing, failing and erroring
+    checks, setup errors, syntax errors; files with no check): per file, pytest's passed,
+    failed and errors are gradcalc check's, serially and over two workers."""
+    rng = random.Random(41)
+    files = []
+    for k in range(10):
+        lines = ["a = 0.5", *rng.choices(STATEMENTS, k=rng.randint(1, 7))]
+        (tmp_path / f"f{k}.gc").write_text("\n".join(lines) + "\n")
+        files.append(f"f{k}.gc")
+    expected = {name: counts for name, counts in check_counts(tmp_path, *files).items() if counts != (0, 0, 0)}
+    assert sum(e for _, _, e in expected.values()) > 0 and sum(f for _, f, _ in expected.values()) > 0
+    for workers in ([], ["-n", "2"]):
+        counted, out = pytest_counts(tmp_path, *workers, *files)
+        assert counted == expected, out
