@@ -267,7 +267,9 @@ def _draw_curve(panels: list[Any], curve: Curve) -> None:
         axes.set_ylim(low, high)
         axes.set_ylabel(name)
         axes.grid(True, alpha=0.3)
-        axes.legend(loc="upper right")
+        # Where it hides the fewest points of the curves ("best"): a fixed corner covered
+        # the maximum of f in a kink plot, and a legend over a curve hides what it labels.
+        axes.legend(loc="best")
     panels[-1].set_xlabel(curve.name)
 
 

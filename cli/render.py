@@ -41,9 +41,10 @@ def _shape(shape: tuple[int, ...]) -> str:
 
 
 def fan_out_text(nodes: list[Any]) -> str:
-    """`x, mul x4, const x2`: each title once, in order of first use, with its count."""
+    """`x, mul (4 nodes), const (2 nodes)`: each title once, in order of first use, with how
+    many of the nodes it stands for (`mul x4` read like a variable named x4)."""
     counts = Counter(node_title(n) for n in nodes)
-    return ", ".join(title if k == 1 else f"{title} x{k}" for title, k in counts.items()) or "none"
+    return ", ".join(title if k == 1 else f"{title} ({k} nodes)" for title, k in counts.items()) or "none"
 
 
 def graph_line(a: Analysis) -> str:
@@ -55,8 +56,11 @@ def graph_line(a: Analysis) -> str:
 
 
 def node_line(node: Any, digits: int | None) -> str:
+    """`#n` aside, a node as a tree shows it: title, value and gradient. A node that needs
+    no gradient (a constant) shows none, on either engine: the scalar engine's backward
+    pass adds into every node's grad, constants' too."""
     value = _brief(node.data, digits)
-    grad = getattr(node, "grad", None)
+    grad = getattr(node, "grad", None) if getattr(node, "requires_grad", True) else None
     grad_text = "" if grad is None else f"  grad {_brief(grad, digits)}"
     return f"{node_title(node)}  {value}{grad_text}"
 
@@ -354,8 +358,21 @@ def wrote(path: object) -> None:
 
 
 def notice(label: str, text: str) -> None:
-    """A fact about the input, labelled (`header: ...`): neither a warning nor an error."""
+    """A fact about the input, labelled (`header: ...`): neither a warning nor an error.
+    Said once (until forget_notices): a statement may be evaluated again for a report's
+    note, and the file it reads is the same file."""
+    if (label, text) in _NOTICED:
+        return
+    _NOTICED.add((label, text))
     _stderr_line(label, "cyan", text)
+
+
+_NOTICED: set[tuple[str, str]] = set()  # the notices given by this command (or this REPL input)
+
+
+def forget_notices() -> None:
+    """The REPL's next input may read the file again: say it again then."""
+    _NOTICED.clear()
 
 
 def error(text: str) -> None:

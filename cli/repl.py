@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +32,15 @@ from gradcalc.parser.syntax import PendingInput
 
 from . import render
 from .checking import check_line
-from .common import OutputFileError, SourceError, load_source, write_dot, wrt_names
+from .common import OutputFileError, SourceError, load_source, shorten, write_dot, wrt_names
+from .formatting import SUMMARY_THRESHOLD
 from .plot import plot_in_repl
 from .steps import steps_in_repl
 from .streams import Interrupted
 
 COMMANDS = {
     ":help [NAME]": "this help; with a name, that function's signature, rule, edges and example",
-    ":vars": "variables (shapes of tensors) and user functions",
+    ":vars": "variables with their values (and shapes) and user functions",
     ":tree": "the graph of the last result as a tree",
     ":dot FILE": "write the last result's graph as DOT (.svg/.png/.pdf draws it; - prints it)",
     ":wrt a,b": "report gradients for these variables only (:wrt alone: all again)",
@@ -108,7 +111,19 @@ class Repl:
         if before is not None and before.kind == "DOT":
             attributes = list(ATTRIBUTES) if self.session.engine == "tensor" else []
             return word, sorted({*self.session.backend.method_names(), *attributes})
-        return word, sorted({*self.session.names(), *self.session.backend.method_names()})
+        called = _called(before_cursor) if before is not None and before.kind in ("LPAR", "COMMA") else None
+        keywords = [f"{k}=" for k in self.keywords(called)] if called else []
+        return word, [*keywords, *sorted({*self.session.names(), *self.session.backend.method_names()})]
+
+    def keywords(self, name: str) -> list[str]:
+        """The keyword arguments of the function `name`: a registry op's parameters with a
+        default, as its signature shows them (`axis`, `keepdims`), or an autodiff
+        function's (`argnums`)."""
+        if name in self.session.functions:
+            return []
+        op = public_ops().get(name)
+        text = op.signature if op is not None else AUTODIFF_FUNCTIONS.get(name, "")
+        return list(dict.fromkeys(re.findall(r"(\w+)=", text)))
 
     def signature(self, name: str) -> str:
         """What the completion menu shows beside a name: a function's signature."""
@@ -125,13 +140,15 @@ class Repl:
         stripped = text.strip()
         if not stripped:
             return True
+        render.forget_notices()
         if stripped.startswith(":"):
             return self._command(stripped)
         self._run(text)
         return True
 
     def _run(self, source: str, origin: str = "") -> None:
-        """Run statements one by one, showing each result. Each statement is all or
+        """Run statements one by one, showing each result (under its `file:line` when
+        `origin` names a file, as `gradcalc run` shows them). Each statement is all or
         nothing: when it fails, is interrupted (Ctrl-C) or meets a bug, the variables and
         functions are as they were before it, and the rest of this input is skipped."""
         try:
@@ -142,7 +159,7 @@ class Repl:
         for statement in statements:
             saved = dict(self.session.variables), dict(self.session.functions)
             try:
-                self._show(self.session.run_statement(statement), statement)
+                self._show(self.session.run_statement(statement), statement, origin)
                 continue
             except LanguageError as err:
                 self._error(err, source, origin)
@@ -160,17 +177,29 @@ class Repl:
         err.message = err.message.replace("--engine tensor", ":engine tensor").replace("--engine scalar", ":engine scalar")
         render.print_error(err, source, origin)
 
-    def _show(self, result: Any, statement: Statement) -> None:
+    def _show(self, result: Any, statement: Statement, origin: str = "") -> None:
         if isinstance(result, ExpressionResult):
             analysis = analyze(result.value, self._wrt_in_use(), self.session.variables, session=self.session, code=statement.code)
+            if origin:
+                self.out.heading(f"{origin}:{result.span[0]}  {shorten(result.text)}")
             self.out.analysis(analysis)
             self.last = analysis
             for name in LAST_RESULT:
                 self.session.variables[name] = result.value
         elif isinstance(result, CheckStatementResult):
+            if origin:
+                result.outcome.file = origin
             self.out.write(check_line(result.outcome))
         elif isinstance(result, HelpResult):
-            self.out.lines(result.lines)
+            self._help_lines(result.lines)
+
+    def _help_lines(self, lines: list[str], indent: int = 4) -> None:
+        """Help text, each long line wrapped at the terminal's width (not when piped) with
+        its continuation indented past the line's own indent, so that where an entry
+        starts stays plain."""
+        width = terminal_width()
+        for line in lines:
+            self.out.lines(hanging(line, width, indent) if width else [line])
 
     def _digits(self, arg: str) -> None:
         """`:digits N` rounds what is shown, as `--digits N` does; the values keep every bit."""
@@ -208,13 +237,13 @@ class Repl:
             return False
         if name == ":help" and arg:
             try:
-                self.out.lines(describe(arg, self.session, digits=self.out.style.digits))
+                self._help_lines(describe(arg, self.session, digits=self.out.style.digits))
             except LanguageError as err:
                 render.print_error(err, None)
         elif name == ":help":
             self.out.write(HELP)
-            for command, text in COMMANDS.items():
-                self.out.write(f"  {command:<14} {text}")
+            for command, text in COMMANDS.items():  # (a long description goes on under itself)
+                self._help_lines([f"  {command:<14} {text}"], indent=COMMAND_INDENT)
         elif name == ":vars":
             self._vars()
         elif name == ":tree":
@@ -304,19 +333,52 @@ def file_names(typed: str) -> list[str]:
 
 
 def _describe(value: Any, style: render.Style) -> str:
-    """A variable for :vars: a number's value, a tensor's shape (its values are a command away)."""
+    """A variable for :vars: its value as a result shows it; a large tensor summarised,
+    with its shape."""
     if isinstance(value, tuple):
         return f"({len(value)} results)"
     if isinstance(value, FunctionValue):
         return repr(value)
     data = np.asarray(value.data if hasattr(value, "data") else value)
-    if data.ndim == 0:
+    if data.size <= SUMMARY_THRESHOLD or style.full:
         return style.number(data)
-    return f"tensor of shape {'x'.join(map(str, data.shape))}"
+    return f"{style.number(data)}  (shape {'x'.join(map(str, data.shape))})"
+
+
+COMMAND_INDENT = 15  # where :help's descriptions start, past the two blanks before each command
+
+
+def terminal_width() -> int | None:
+    """The terminal's columns, or None when stdout is not a terminal (a pipe gets no hard wraps)."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def hanging(line: str, width: int, indent: int) -> list[str]:
+    """`line` wrapped at `width`, its continuation lines indented `indent` past its own
+    indent (a word longer than the room is cut)."""
+    lead = len(line) - len(line.lstrip(" "))
+    if len(line) <= width:
+        return [line]
+    room = max(width - 1, lead + indent + 10)  # (the last column: a terminal may wrap a full line itself)
+    return textwrap.wrap(line, room, initial_indent=" " * lead, subsequent_indent=" " * (lead + indent), break_on_hyphens=False) or [line]
 
 
 _WORDS = NAMES | frozenset(keyword for renames in RENAMES.values() for keyword in renames.values())
 _QUIET = NAMES | NUMBERS | STRINGS | COMMENTS | frozenset({"_NL", "CONTINUATION", "BAD"})  # every other token is an operator
+
+
+def _called(before_cursor: str) -> str | None:
+    """The name of the function whose call's brackets the cursor is in (`softmax(x, ` gives
+    softmax), or None (inside a list literal, or not in brackets)."""
+    stack: list[str | None] = []
+    previous = None
+    for token in tokens(before_cursor):
+        if token.kind in ("LPAR", "LSQB", "LBRACE"):
+            stack.append(str(previous) if token.kind == "LPAR" and previous is not None and previous.kind in NAMES else None)
+        elif token.kind in ("RPAR", "RSQB", "RBRACE") and stack:
+            stack.pop()
+        previous = token
+    return stack[-1] if stack else None
 
 
 def _completion_context(before_cursor: str) -> tuple[str, Any]:
@@ -373,7 +435,9 @@ def make_prompt_session(repl: Repl, **kwargs: Any) -> Any:
     history = _history(history_path())
     style = Style.from_dict({"number": "ansicyan", "function": "ansigreen", "keyword": "ansimagenta bold",
                               "comment": "ansibrightblack", "operator": "ansiyellow"})
-    return PromptSession(history=history, completer=Words(), lexer=_lexer(repl.words), style=style, complete_while_typing=False, **kwargs)
+    # enable_history_search: Up recalls the earlier lines that start with what is typed.
+    return PromptSession(history=history, completer=Words(), lexer=_lexer(repl.words), style=style, complete_while_typing=False,
+                         enable_history_search=True, **kwargs)
 
 
 def _history(path: Path) -> Any:

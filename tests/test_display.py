@@ -279,3 +279,72 @@ def test_load_completion_through_a_terminal(tmp_path):
     finally:
         child.close(force=True)
 
+
+
+@pytest.mark.parametrize("command", [
+    ("eval", 'sum(log(load("t.csv")))'), ("eval", "sum(log(t))", "@t.csv"), ("run", "s.gc"), ("run", "s.gc", "t=@t.csv"),
+    ("eval", 'u = load("t.csv"); v = load("t.csv"); sum(log(u * v))'), ("check", "c.gc"), ("check", "-j", "2", "c.gc"),
+])
+def test_a_csv_header_is_said_once_when_a_note_evaluates_the_statement_again(tmp_path, command):
+    """log of a negative entry is nan: the note that names its op evaluates the statement
+    again, which read the file again and said its header once more."""
+    (tmp_path / "t.csv").write_text("a,b\n1,-2\n3,4\n")
+    (tmp_path / "s.gc").write_text('sum(log(load("t.csv")))\nsum(load("t.csv"))\n')
+    (tmp_path / "c.gc").write_text('w = load("t.csv")\ncheck sum(log(w))\ncheck sum(w * w)\n')
+    done = gradcalc(*command, cwd=tmp_path)
+    assert done.stderr.count("header: t.csv line 1: a, b (column names, not data)\n") == 1, done.stderr
+
+
+def test_the_repl_says_a_header_again_for_a_later_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("a,b\n1,-2\n3,4\n")
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    repl.handle('sum(log(load("t.csv")))')
+    repl.handle('w = load("t.csv")')
+    assert capsys.readouterr().err.count("header: t.csv line 1: a, b") == 2
+
+
+# ---- the graph line's fan-out, and the tree's constants -----------------------------------------
+
+
+def random_expression(rng, depth: int) -> str:
+    """Python-and-gradcalc arithmetic over x, y and small constants, with shared parts."""
+    if depth == 0:
+        return rng.choice(["x", "y", "x", "y", "2", "0.5", "3"])
+    a, b = random_expression(rng, depth - 1), random_expression(rng, depth - 1)
+    return rng.choice([f"({a} + {b})", f"({a} * {b})", f"({a} - {b})", f"tanh({a})", f"exp({a} * 0.1)", f"({a} * {a})"])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_fan_out_text_counts_the_graph_s_fan_out_nodes(seed):
+    """For random expressions, the text's entries expand to the fan-out nodes the JSON
+    lists, title by title, in order of first use."""
+    import random
+    from collections import Counter
+
+    rng = random.Random(seed)
+    expression = random_expression(rng, 4)
+    for engine in ("tensor", "scalar"):
+        text = gradcalc("eval", expression, "x=0.5", "y=-1.5", "--engine", engine).stdout.rstrip().split("fan-out: ")[1]
+        listed = json.loads(gradcalc("eval", expression, "x=0.5", "y=-1.5", "--engine", engine, "--json").stdout)["graph"]["fan_out"]
+        expanded = Counter()
+        for entry in ([] if text == "none" else text.split(", ")):
+            title, _, rest = entry.partition(" (")
+            expanded[title] += int(rest.removesuffix(" nodes)")) if rest else 1
+            assert rest == "" or (rest.endswith(" nodes)") and int(rest.removesuffix(" nodes)")) >= 2), entry
+        assert expanded == Counter(listed), (expression, engine)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_constants_show_no_gradient_in_either_engine_s_tree(seed):
+    """A constant is given no gradient by the tensor engine (PyTorch likewise: a tensor
+    without requires_grad has grad None); the scalar engine's tree says the same."""
+    import random
+
+    expression = random_expression(random.Random(100 + seed), 3) + " + 2 * x"
+    for engine in ("tensor", "scalar"):
+        tree = gradcalc("eval", expression, "x=0.5", "y=-1.5", "--engine", engine, "--tree").stdout.split("tree:\n")[1]
+        constants = [line for line in tree.splitlines() if re.match(r"\s*#\d+ const ", line)]
+        assert constants and not [line for line in constants if "grad" in line], (engine, tree)
+        variables = [line for line in tree.splitlines() if re.match(r"\s*#\d+ [xy] ", line) and "(drawn above)" not in line]
+        assert variables and all("grad" in line for line in variables), (engine, tree)

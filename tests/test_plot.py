@@ -397,3 +397,32 @@ def test_a_range_wider_than_the_largest_float_is_sampled_without_overflow(low, h
         expected = [float(mpmath.mpf(low) + (mpmath.mpf(high) - mpmath.mpf(low)) * i / (points - 1)) for i in range(points)]
     assert x[0] == low and x[-1] == high
     np.testing.assert_allclose(x, expected, rtol=1e-15, atol=0)
+
+
+def _box_and_points(panel: str) -> tuple[tuple[float, float, float, float], list[tuple[float, float]]]:
+    """The legend's frame (x0, y0, x1, y1) and the curve's vertices, in the SVG's coordinates."""
+    def pairs(d: str) -> list[tuple[float, float]]:
+        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", d)]
+        return list(zip(numbers[::2], numbers[1::2]))
+
+    [frame] = re.findall(r'<g id="legend_\d+">\s*<g id="patch_\d+">\s*<path d="([^"]+)"', panel)
+    xs, ys = zip(*pairs(frame))
+    curve = "".join(re.findall(r'<g id="curve-[^"]+">\s*<path d="([^"]+)"', panel))
+    return (min(xs), min(ys), max(xs), max(ys)), pairs(curve)
+
+
+@pytest.mark.parametrize("expr, span", [
+    ("abs(x)", "x=-3:3"), ("relu(x)", "x=-3:3"), ("-relu(-x)", "x=-3:3"), ("x**2", "x=-1:1"), ("tanh(x)", "x=-3:3"),
+    ("relu(x - 1) + relu(-1 - x)", "x=-3:3"), ("maximum(x, 0.5) * x", "x=-2:2"), ("-abs(x)", "x=-3:3"), ("exp(x)", "x=-2:2"),
+])
+def test_no_legend_covers_a_curve(tmp_path, expr, span):
+    """The maximum of f in a kink plot (abs, relu: at a corner) and every other point of
+    each curve are outside each panel's legend."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "f.svg"
+    assert gradcalc("plot", expr, span, "--out", str(path)).returncode == 0
+    for panel in svg_panels(path.read_text()):
+        (x0, y0, x1, y1), points = _box_and_points(panel)
+        # along every segment of the path, not only at its vertices (a straight stretch has two)
+        along = [(a + (c - a) * s / 50, b + (d - b) * s / 50) for (a, b), (c, d) in zip(points, points[1:]) for s in range(51)]
+        assert along and not [(x, y) for x, y in along if x0 <= x <= x1 and y0 <= y <= y1], (expr, panel[:80])

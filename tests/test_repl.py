@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -291,10 +292,11 @@ def test_load_of_a_file_that_is_not_utf8_names_the_byte(capsys, tmp_path):
     assert f"{script} is not UTF-8: byte 0xe9 at offset 11 (line 1, column 12)" in err
 
 
-def test_vars_shows_shapes_and_wrt_restricts_gradients(capsys):
-    drive("W = ones(100, 100)\nb = 2\n:vars\n:wrt b\nsum(W) * b\n:wrt\nsum(W) * b\n")
+def test_vars_shows_values_and_wrt_restricts_gradients(capsys):
+    drive("W = ones(100, 100)\nb = 2\nv = [0.5, -1]\n:vars\n:wrt b\nsum(W) * b\n:wrt\nsum(W) * b\n")
     out = capsys.readouterr().out
-    assert "W = tensor of shape 100x100" in out and "b = 2.0" in out
+    assert "\nb = 2.0\n" in out and "\nv = [0.5, -1.0]\n" in out
+    assert "W = [[1.0, 1.0, 1.0, ..., 1.0, 1.0, 1.0], " in out and "(36 of 10000 elements shown)  (shape 100x100)\n" in out
     first, second = out.split("value: 20000.0")[1:3]
     assert "grad b: 10000.0" in first and "grad W" not in first
     assert "grad W" in second
@@ -369,3 +371,117 @@ def test_digits_rounds_the_display_and_keeps_the_values(capsys):
     assert "value: 7.39\n" in captured.out
     assert f"value: {math.exp(2)!r}\n" in captured.out
     assert captured.err.count(":digits takes a whole number from 1 to 17") == 2
+
+
+def echoed(text: str) -> str:
+    """A pattern for `text` as the terminal receives it: colour codes between characters."""
+    return "(?:\x1b\\[[0-9;?]*[A-Za-z])*".join(map(re.escape, text))
+
+
+def test_up_recalls_the_history_that_starts_with_what_is_typed_and_keywords_complete(tmp_path):
+    pexpect, child = spawn_repl(tmp_path)
+    up, tab = "\x1b[A", "\t"
+    try:
+        child.expect(">>>")
+        for line in ("a = 5", "b = 7", "a * 2", "b * 3", "a + 1"):
+            exchange(child, line)
+        child.send("b" + up + "\r")  # the latest line starting with b: b * 3 (not a + 1)
+        child.expect("value: 21.0")
+        child.expect(">>>")
+        child.send("b" + up + up + "\r")  # and the one before it: b = 7
+        child.expect(">>>")
+        exchange(child, "b", "value: 7.0")
+        child.send("sum(ones(2, 3), kee" + tab)  # keyword arguments complete (apart from the typing: wait for it)
+        child.expect(echoed("pdims="))
+        child.send("True, ax" + tab)
+        child.expect(echoed("is="))
+        child.send("0)\r")
+        child.expect(r"value: \[\[2.0, 2.0, 2.0\]\]")
+        child.expect(">>>")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+
+
+def test_keyword_arguments_complete_inside_the_call():
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    repl.handle("x = [1, 2]")
+    session = make_prompt_session(repl, output=DummyOutput())
+    from prompt_toolkit.document import Document
+
+    def complete(text):
+        return [c.text for c in session.completer.get_completions(Document(text), None)]
+
+    assert complete("softmax(x, ax") == ["axis="]
+    assert complete("sum(x, ke") == ["keepdims="]
+    assert complete("cross_entropy(x, [0], re")[0] == "reduction="
+    assert complete("grad(f, argn") == ["argnums="]
+    assert "axis=" not in complete("softmax([x, ax")  # inside a list: not an argument of softmax
+    assert "axis=" not in complete("softmax(x) + ax")
+    assert complete("exp(softmax(x, a") [0] == "axis="
+
+
+def test_keywords_offered_are_those_each_function_takes():
+    """Every registry function's offered keywords are the parameters with defaults of
+    its signature, and each one is accepted by the language as a keyword."""
+    from gradcalc.parser.backends import public_ops
+
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    for name, op in public_ops().items():
+        offered = repl.keywords(name)
+        assert all(f"{k}=" in op.signature for k in offered), name
+        assert all(k in op.param_names or k == op.variadic_param or k in op.signature for k in offered), name
+
+
+def test_load_shows_each_result_under_its_file_and_line(capsys, tmp_path):
+    script = tmp_path / "s.gc"
+    script.write_text("w = 4\nw * 2\n# a comment\ncheck w * w\nw + 1\n")
+    drive(f":load {script}\n")
+    out = capsys.readouterr().out
+    assert f"== {script}:2  w * 2\nvalue: 8.0\n" in out
+    assert f"== {script}:5  w + 1\nvalue: 5.0\n" in out
+    assert f"PASS {script}:4  w * w" in out
+
+
+def test_long_help_lines_wrap_under_their_own_text(tmp_path):
+    pexpect, child = spawn_repl(tmp_path, env={"COLUMNS": "60"})
+    child.setwinsize(40, 60)
+    try:
+        child.expect(">>>")
+        child.sendline(":help")
+        child.sendline("1 + 1")  # (what comes before its value is :help's)
+        child.expect("value: 2.0")
+        shown = child.before.replace("\r\n", "\n")
+        child.sendline(":help softmax")
+        child.sendline("2 + 2")
+        child.expect("value: 4.0")
+        about = child.before.replace("\r\n", "\n")
+        child.expect(">>>")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    steps = re.sub("\x1b\\[[0-9;?]*[A-Za-z]", "", shown)
+    steps = steps[steps.index("  :steps"):].splitlines()
+    assert steps[0].startswith("  :steps         the backward pass") and len(steps[0]) <= 60
+    assert steps[1].startswith(" " * 17) and steps[1][17] != " "  # under the description, not at the margin
+    lines = re.sub("\x1b\\[[0-9;?]*[A-Za-z]", "", about).splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("softmax("))
+    lines = lines[first:next(i for i, line in enumerate(lines) if line.startswith(">>>") and i > first)]  # up to the next prompt
+    assert len(lines) > 8 and max(map(len, lines)) <= 60
+    assert lines[1].startswith("    ") and not lines[1].startswith("     ")
+
+
+@pytest.mark.parametrize("width", [40, 61, 80, 123])
+def test_hanging_keeps_every_word_in_order_within_the_width(width):
+    from gradcalc.cli.repl import COMMANDS, HELP, hanging
+    from gradcalc.parser.help import describe
+
+    lines = [f"  {c:<14} {text}" for c, text in COMMANDS.items()] + HELP.splitlines() + describe("cross_entropy") + describe("vmap")
+    for line in lines:
+        wrapped = hanging(line, width, 4)
+        assert " ".join(" ".join(wrapped).split()) == " ".join(line.split())
+        assert len(wrapped) == 1 or all(len(piece) < width for piece in wrapped) or any(len(word) > width // 2 for word in line.split())
+        lead = len(line) - len(line.lstrip(" "))
+        assert all(piece.startswith(" " * (lead + 4)) for piece in wrapped[1:])
