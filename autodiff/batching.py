@@ -209,10 +209,14 @@ class BatchRule:
     "leading", or "own" for a rule written for its op), which replay.py's sparse replays
     read; `text` says it in words for help and docs."""
 
-    __slots__ = ("kind", "run", "text")
+    __slots__ = ("kind", "run", "text", "sparse")
 
-    def __init__(self, kind: str, run: Callable[..., Any], text: str) -> None:
+    def __init__(self, kind: str, run: Callable[..., Any], text: str, sparse: str | None = None) -> None:
         self.kind, self.run, self.text = kind, run, text
+        # How a batch that differs from one value in one element per row passes the op
+        # (replay.py's sparse replays): "elementwise" (each element on its own), "view"
+        # (the same elements in C order), "total"/"average" (a sum of all of them, or a mean).
+        self.sparse = sparse
 
     def __repr__(self) -> str:
         return f"<batch {self.kind}: {self.text}>"
@@ -283,6 +287,7 @@ def _broadcast(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], p
 BROADCAST = BatchRule(
     "broadcast", _broadcast,
     "elementwise: each batched input gets size-1 axes after its batch axes, and NumPy's broadcasting does the rest",
+    sparse="elementwise",
 )
 
 
@@ -296,7 +301,7 @@ def _leading(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], par
 LEADING = BatchRule("leading", _leading, "NumPy's stacked matrices: the batch axes lead, as a stack's do")
 
 
-def along_axis(*names: str, none: str = "all", new_axis: bool = False) -> BatchRule:
+def along_axis(*names: str, none: str = "all", new_axis: bool = False, sparse: str | None = None) -> BatchRule:
     """The rule of an op along axes given by parameters `names` (axis, or axis1 and
     axis2): each logical axis shifted past the batch axes. `none` says what axis=None
     means: "all" the item's axes, "flatten" the item flattened first (NumPy's cumsum,
@@ -332,7 +337,7 @@ def along_axis(*names: str, none: str = "all", new_axis: bool = False) -> BatchR
     text = f"the {' and '.join(names)} shifted past the batch axes" + {
         "all": "", "squeeze": "", "flatten": "; axis=None flattens each item", "flatten-restore": "; axis=None flattens each item",
     }[none]
-    return BatchRule(kind, run, text)
+    return BatchRule(kind, run, text, sparse)
 
 
 def _flattened(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any], name: str, restore: bool) -> Any:
@@ -376,8 +381,8 @@ def _flatten(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], par
     return m.reshape(x, shape=tuple(x.shape[:nb]) + (int(np.prod(x.shape[nb:], dtype=np.int64)),))
 
 
-RESHAPE = BatchRule("reshape", _reshape, "the new shape after the batch axes")
-FLATTEN = BatchRule("reshape", _flatten, "each item flattened after the batch axes")
+RESHAPE = BatchRule("reshape", _reshape, "the new shape after the batch axes", sparse="view")
+FLATTEN = BatchRule("reshape", _flatten, "each item flattened after the batch axes", sparse="view")
 
 
 def _transpose(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:

@@ -24,12 +24,11 @@ So after each op, the slots of inputs it does not depend on get its recorded val
 back: a real number there, as in their replays (NumPy makes it complex exactly as a
 replay's arithmetic does when it meets a perturbed value).
 
-Only the ops listed here are batched, each checked to act elementwise (or to reduce or
-reshape) whatever the leading batch axis. Any other op on the graph, a multi-output op,
-an input that is not a float64 leaf, or a precondition that fails at run time (a sparse
-sum over non-finite values) makes `batched_jacobian` return None, and the caller
-replays per column. gradcheck also checks sampled columns of a batched result against
-replays per column.
+Each op runs on a batch by its batching rule (batching.py, OpDef.batch), the one vmap
+uses, here over arrays. An op without one (a rule the user wrote), an input that is not a
+float64 leaf, or a precondition that fails at run time (a sparse sum over non-finite
+values) makes `batched_jacobian` return None, and the caller replays per column.
+gradcheck also checks sampled columns of a batched result against replays per column.
 """
 from __future__ import annotations
 
@@ -41,33 +40,9 @@ from typing import Any
 import numpy as np
 
 from .limits import charge, check_size, max_elements
+from .namespaces import ARRAY_MATH
 from .ops.reductions import normalize_axes
-from .registry import REGISTRY
 from .wiring import recorded_params
-
-# Ops whose forward acts element by element with NumPy broadcasting (params included)
-# and gives each element what a lone replay gives it, whatever the leading axes: each
-# forward read for that; tests/test_batching.py holds every one to replays per column.
-ELEMENTWISE = frozenset({
-    "add", "sub", "mul", "div", "neg", "pow", "remainder",
-    "exp", "log", "log1p", "sqrt", "sin", "cos", "tan", "tanh", "sigmoid", "softplus", "relu", "abs",
-    "maximum", "minimum", "clip", "where",
-    "erf", "erfc", "log2", "log10", "exp2", "expm1", "square", "cbrt", "reciprocal",
-    "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2", "hypot",
-    "gelu", "silu", "softsign", "logsigmoid", "leaky_relu", "elu", "sech", "one_minus_square",
-})
-# Reductions called as forward(x, axis=..., keepdims=...).
-REDUCTIONS = frozenset({"sum", "mean", "prod", "max", "min"})
-# A full sum or mean of a sparse value is dense exactly (see above).
-SPARSE_REDUCTIONS = frozenset({"sum", "mean"})
-# Ops that keep the elements in C order and only change the shape (a view of the input).
-RESHAPES = frozenset({"reshape", "flatten", "squeeze", "unsqueeze"})
-PERMUTES = frozenset({"transpose"})
-# a @ b, with the batch axis as one more leading (broadcast) axis.
-PRODUCTS = frozenset({"matmul"})
-# x[index] with a basic index (integers, slices, None, ...): x[:, index] for all slots.
-INDEXING = frozenset({"getitem"})
-BATCHED_OPS = ELEMENTWISE | REDUCTIONS | RESHAPES | PERMUTES | PRODUCTS | INDEXING
 
 SPARSE_MIN = 32  # an input of more elements, replayed on its own, is carried sparse
 SMALL_INPUT = 64  # inputs of at most this many elements share batches...
@@ -152,13 +127,13 @@ class Tape:
 
     @functools.cached_property
     def batchable(self) -> bool:
-        """Every op on the graph is one of BATCHED_OPS (and no node is one output of several).
-        An op made outside the registry is none of them, whatever its name (a user's
-        function with a rule of its own may be called `exp`)."""
-        return all(
-            node.op.name in BATCHED_OPS and REGISTRY.get(node.op.name) is node.op and recorded_params(node)[1] is None
-            for node in self.order if node.op is not None
-        )
+        """Every op on the graph has a batching rule."""
+        return all(node.op.batch is not None for node in self.order if node.op is not None)
+
+    @functools.cached_property
+    def picks(self) -> list[int | None]:
+        """Which output of its op each node is (None for an op with one)."""
+        return [recorded_params(node)[1] if node.op is not None else None for node in self.order]
 
     def replay(self, values: dict[int, Any]) -> np.ndarray:
         """gradcheck.replay: the graph recomputed with some leaves' data replaced
@@ -288,16 +263,6 @@ def _columns(outputs: np.ndarray, method: str, step: float) -> np.ndarray:
     return (np.real(outputs[:half]) - np.real(outputs[half:])) / (2 * step)
 
 
-def _basic_index(index: Any) -> bool:
-    """Integers, slices, None and ... only (no arrays, no booleans): such an index picks
-    the same elements behind a leading batch axis."""
-    parts = index if isinstance(index, tuple) else (index,)
-    return all(
-        p is None or p is Ellipsis or isinstance(p, slice) or (isinstance(p, (int, np.integer)) and not isinstance(p, bool))
-        for p in parts
-    )
-
-
 def _scalar_params(params: dict[str, Any]) -> bool:
     return all(np.ndim(getattr(v, "data", v)) == 0 for v in params.values())
 
@@ -396,19 +361,17 @@ class BatchedReplay:
         if self.joint_complex:
             # A leaf needs none: where it is not perturbed it holds its own value already.
             self.restore[i] = tuple([p for p in parents if depends_on[p] and depends_on[p] != depends and p not in self.leaf_at])
-        if node.op.name in INDEXING and not _basic_index(self.tape.params[i].get("index")):
-            raise Unsupported("getitem with an advanced index")
         kind = DENSE
-        if self.sparse:  # one input: sparse where the op keeps it so (module docstring)
+        if self.sparse and self.tape.picks[i] is None:  # one input: sparse where the op keeps it so (module docstring)
             kinds = [self.kinds[p] for p in parents]
             batched = [order[p].data for p in parents if depends_on[p]]
-            name, shape = node.op.name, node.data.shape
-            if name in ELEMENTWISE:
+            passes, shape = node.op.batch.sparse, node.data.shape
+            if passes == "elementwise":
                 if DENSE not in kinds and _scalar_params(self.tape.params[i]) and all(x.shape == shape for x in batched):
                     kind, width = SPARSE, 0
-            elif name in SPARSE_REDUCTIONS and kinds[0] == SPARSE and self.reduced_axes(i) == tuple(range(batched[0].ndim)):
+            elif passes in ("total", "average") and kinds[0] == SPARSE and self.reduced_axes(i) == tuple(range(batched[0].ndim)):
                 width = node.data.size  # dense (slots, 1, ...) from a sparse value, with no dense copy of it
-            elif name in RESHAPES and kinds[0] == SPARSE:
+            elif passes == "view" and kinds[0] == SPARSE:
                 kind, width = SPARSE, 0
         self.kinds[i] = kind
         self.per_slot += width
@@ -493,76 +456,35 @@ class BatchedReplay:
                 values[index[id(leaf)]] = batch[:, offsets[k] : offsets[k + 1]].reshape((slots.slots, *leaf.shape))
 
     def apply(self, i: int, node: Any, values: list[Any]) -> Any:
+        """One node in every slot: its op's batching rule over the slot axis (batching.py),
+        or, for a sparse value, the elementwise map or C-order view of base and entries."""
         tape = self.tape
         op, params, shape = node.op, tape.params[i], node.data.shape
         parents = tape.parents[i]
         if self.kinds[i] == SPARSE:
-            if op.name in RESHAPES:
+            if op.batch.sparse == "view":
                 value = values[parents[0]]
                 return Sparse(value.base.reshape(shape), value.idx, value.vals)
             return self.sparse_elementwise(node, params, [(tape.order[p], values[p]) for p in parents])
-        if op.name in REDUCTIONS:
-            return self.reduce(i, node, values[parents[0]])
-        if op.name in PRODUCTS:
-            return self.matmul(node, [(tape.order[p], values[p]) for p in parents])
-        if op.name in RESHAPES or op.name in PERMUTES or op.name in INDEXING:
-            return self.rearrange(op.name, params, shape, values[parents[0]])
-        args = []
+        if op.batch.sparse in ("total", "average") and type(values[parents[0]]) is Sparse:
+            value = values[parents[0]]
+            if self.reduced_axes(i) == tuple(range(value.base.ndim)):
+                return _sparse_sum(op.batch.sparse == "average", value).reshape((value.idx.size, *shape))
+        args, flags = [], []
         for p in parents:
             data = values[p]
             if data is None:  # not batched: the same in every slot
                 args.append(tape.order[p].data)
+                flags.append(False)
                 continue
-            if type(data) is Sparse:
-                data = data.dense()
-            if data.ndim <= len(shape):  # line its element axes up with the output's
-                data = data.reshape((data.shape[0], *(1,) * (len(shape) + 1 - data.ndim), *data.shape[1:]))
-            args.append(data)
-        out = op.forward(*args, **params)
+            args.append(data.dense() if type(data) is Sparse else data)
+            flags.append(True)
+        out = op.batch.run(ARRAY_MATH, op, 1, args, flags, params)
+        pick = tape.picks[i]
+        if pick is not None:
+            out = out[pick]
         if type(out) is not np.ndarray or out.shape[1:] != shape:
             raise Unsupported(op.name)
-        return out
-
-    @staticmethod
-    def rearrange(name: str, params: dict[str, Any], shape: tuple[int, ...], value: Any) -> np.ndarray:
-        """A reshape, transpose or basic index of each slot: of the elements behind the batch axis."""
-        data = value.dense() if type(value) is Sparse else value
-        if name in RESHAPES:
-            return data.reshape((data.shape[0], *shape))
-        if name in INDEXING:
-            index = params["index"]
-            out = data[(slice(None), *(index if isinstance(index, tuple) else (index,)))]
-        else:
-            ndim = len(shape)
-            axes = params.get("axes") or tuple(range(ndim - 1, -1, -1))
-            out = np.transpose(data, (0, *(1 + a % ndim for a in axes)))
-        if out.shape[1:] != shape:
-            raise Unsupported(name)
-        return out
-
-    def matmul(self, node: Any, inputs: list[tuple[Any, Any]]) -> np.ndarray:
-        """a @ b for every slot: 1-d operands lifted to matrices as NumPy lifts them (a to a
-        row, b to a column), leading axes lined up, then the lifted axes dropped."""
-        lifted = [parent.data.ndim == 1 for parent, _ in inputs]
-        rank = max(parent.data.ndim + up for (parent, _), up in zip(inputs, lifted))  # one slot's operands, lifted
-        operands = []
-        for (parent, value), up, side in zip(inputs, lifted, (-2, -1)):
-            if value is None:  # not batched: broadcast over the slots
-                data = parent.data
-            else:
-                data = value.dense() if type(value) is Sparse else value
-            if up:
-                data = np.expand_dims(data, side)
-            if value is not None and data.ndim - 1 < rank:
-                data = data.reshape((data.shape[0], *(1,) * (rank + 1 - data.ndim), *data.shape[1:]))
-            operands.append(data)
-        out = np.asarray(node.op.forward(*operands))
-        if lifted[1]:
-            out = out[..., 0]
-        if lifted[0]:
-            out = out[..., 0] if lifted[1] else out[..., 0, :]
-        if out.shape[1:] != node.data.shape:
-            raise Unsupported(node.op.name)
         return out
 
     def sparse_elementwise(self, node: Any, params: dict[str, Any], inputs: list[tuple[Any, Any]]) -> Sparse:
@@ -582,27 +504,14 @@ class BatchedReplay:
             raise Unsupported(node.op.name)
         return Sparse(base, idx, out)
 
-    def reduce(self, i: int, node: Any, value: Any) -> np.ndarray:
-        shape, params = node.data.shape, self.tape.params[i]
-        axes = self.reduced_axes(i)
-        if isinstance(value, Sparse):
-            if node.op.name in SPARSE_REDUCTIONS and axes == tuple(range(value.base.ndim)):
-                return _sparse_sum(node.op.name, value).reshape((value.idx.size, *shape))
-            value = value.dense()
-        keepdims = bool(params.get("keepdims", False))
-        out = np.asarray(node.op.forward(value, axis=tuple(a + 1 for a in axes), keepdims=keepdims))
-        if out.shape[1:] != shape:
-            raise Unsupported(node.op.name)
-        return out
 
-
-def _sparse_sum(name: str, value: Sparse) -> np.ndarray:
+def _sparse_sum(average: bool, value: Sparse) -> np.ndarray:
     """Each slot's sum (or mean) of a sparse value: the base's, with the one entry changed."""
     base = value.base
     total = np.sum(base)
     # Exact only where nothing is lost to inf or nan (inf - inf is not the sum without
     # that entry): otherwise replay per column.
     if not (np.isfinite(total) and np.all(np.isfinite(base))):
-        raise Unsupported(name)
+        raise Unsupported("a sum over non-finite values")
     sums = total - base.reshape(-1)[value.idx] + value.vals
-    return sums / base.size if name == "mean" else sums
+    return sums / base.size if average else sums

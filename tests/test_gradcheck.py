@@ -280,7 +280,7 @@ def test_tiny_points_that_complex_step_resolves_pass(setup, expression):
 
 
 def grad_of(value, leaf):
-    from gradcalc.autodiff.backprop import grad
+    from gradcalc.autodiff.derivatives import grad
 
     return grad(value, leaf).data
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import gradcalc.autodiff.replay as batching
 import gradcalc.autodiff.gradcheck as gradcheck_module
 from gradcalc.autodiff import REGISTRY, Tensor, topological_order
-from gradcalc.autodiff.replay import BATCHED_OPS, ELEMENTWISE, Tape
+from gradcalc.autodiff.replay import Tape
 from gradcalc.autodiff.gradcheck import CENTRAL_STEP, COMPLEX_STEP, gradcheck_graph, numerical_jacobian, replay
 from gradcalc.parser import Session, compile_program
 from gradcalc.parser.checks import make_check_handler
@@ -82,21 +82,9 @@ def graph(source: str, expression: str):
 METHODS = ["complex", "central"]
 
 
-# ---- the op lists are decisions, not guesses ------------------------------------------------
+# ---- every op replays batched by its own batching rule ----------------------------------------
 
-NOT_BATCHED_ELEMENTWISE = {}  # op name -> why an elementwise-category op is not batched (none now)
-
-
-def test_every_batched_op_is_in_the_registry():
-    assert BATCHED_OPS <= set(REGISTRY)
-
-
-def test_every_elementwise_op_of_the_registry_is_decided():
-    """A new op in an elementwise category must be added to ELEMENTWISE (after checking
-    that its forward acts element by element whatever the leading axes) or listed here."""
-    for op in REGISTRY.values():
-        if op.category in ("elementwise", "arithmetic", "integer arithmetic") and op.has_gradient:
-            assert op.name in ELEMENTWISE or op.name in batching.PRODUCTS or op.name in NOT_BATCHED_ELEMENTWISE, op.name
+ELEMENTWISE = sorted(op.name for op in REGISTRY.values() if op.batch is not None and op.batch.sparse == "elementwise" and op.has_gradient)
 
 
 # ---- every op of the registry, both ways ----------------------------------------------------
@@ -116,15 +104,12 @@ def test_every_op_batched_equals_per_column(op, data):
         leaves = [tensors[i] for i in diff]
         for method in methods:
             got = batched(output, leaves, method)
-            if got is None:  # it must be an op that is not batched (or a multi-output op)
-                assert op.name not in BATCHED_OPS or op.n_ret != 1 or op.name == "getitem", op.name
-                continue
-            assert op.name in BATCHED_OPS
+            assert got is not None, f"{op.name}: every op has a batching rule, so the batched replay applies"
             assert_same(got, per_column(output, leaves, method), method, noise_scale(output))
 
 
 # The complex step only for ops that are complex-safe: the others have no such check to run.
-@pytest.mark.parametrize(("op", "method"), [(op, method) for op in sorted(ELEMENTWISE - {"where", "clip"}) for method in METHODS
+@pytest.mark.parametrize(("op", "method"), [(op, method) for op in ELEMENTWISE if op not in ("where", "clip") for method in METHODS
                                             if method != "complex" or REGISTRY[op].complex_safe])
 def test_every_elementwise_op_on_a_large_input_sparse_then_summed(op, method):
     """A large input replays sparse: the op maps the base and each slot's one entry."""
@@ -312,9 +297,19 @@ def test_runs_cut_to_the_budget_give_the_same_columns(monkeypatch, expression):
 # ---- unsupported graphs and the guard -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("expression", ["sum(softmax(A))", "sort(v) * s", "A[[0, 2]] * s", "cumsum(v) * s", "A[A > 0] * s"])
-def test_a_graph_with_an_op_that_is_not_batched_is_replayed_per_column(expression):
+@pytest.mark.parametrize("expression", ["sum(softmax(A))", "sort(v) * s", "A[[0, 2]] * s", "cumsum(v) * s", "A[A > 0] * s",
+                                        "A[[0, 2], 1:3] * s", "A[:, [1, 3]][[0, 2]] * s", "logsumexp(A, axis=1) * s"])
+def test_ops_once_replayed_per_column_are_batched_by_their_rules(expression):
+    """Softmax, sort, scans, advanced indexing: each batches by its rule, giving the columns the replays do."""
     output, leaves = graph(SETUP, expression)
+    assert batched(output, leaves, "central") is not None
+    for method in METHODS:
+        both_ways(output, leaves, method)
+
+
+def test_a_graph_with_an_op_without_a_batching_rule_is_replayed_per_column():
+    """A rule the user wrote is an op with no batching rule of its own: its check replays per column."""
+    output, leaves = graph(SETUP + "\ndef f(x) = x * 2\nvjp f(x, g) = g * 2", "sum(f(A)) * s")
     assert batched(output, leaves, "central") is None
     result = gradcheck_graph(output, leaves, method="central")
     reference = gradcheck_graph(output, leaves, method="central", batched=False)
