@@ -116,6 +116,8 @@ def eval_action(
             for outcome in checks:
                 print(check_line(outcome))
         if not isinstance(analysis, Analysis):  # help(NAME): its text is the result
+            if save is not None:  # (refused before it is shown, as a file that cannot be written is)
+                usage_error(f"--save writes a value and its gradients, and this result is {_unsaveable(analysis)}: nothing to save", as_json)
             if as_json:
                 from .jsonout import dumps
 
@@ -151,6 +153,13 @@ def eval_action(
             else:
                 render.renderer(style(digits, full)).analysis(analysis, tree=tree)
         return status
+
+
+def _unsaveable(result: HelpResult) -> str:
+    """What a result that --save cannot write is (a tuple's items can be saved one by one)."""
+    if isinstance(result.value, tuple):
+        return "a tuple (save one of its items, as in r[0])"
+    return "a function" if result.value is not None else "help text"
 
 
 def _with_checks(document: dict[str, Any], checks: list[CheckOutcome]) -> dict[str, Any]:
@@ -206,7 +215,8 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
 
     out = render.renderer(style)
     code = 0
-    bound, last = bound_or_exit(bindings or [], engine), None
+    bound = bound_or_exit(bindings or [], engine)
+    last: tuple[str, Analysis | HelpResult] | None = None  # the last result shown, where it was: what --save writes
     for origin, source in sources:
         session = Session(
             engine=engine, on_check=make_check_handler(), base_dir=script_folder(origin), on_warning=render.warn, on_notice=render.notice,
@@ -217,13 +227,15 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
             for statement in program.statements:
                 result = session.run_statement(statement)
                 if isinstance(result, ExpressionResult):
-                    analysis = last = analyze(result.value, None, session.variables, session=session, code=statement.code)
+                    analysis = analyze(result.value, None, session.variables, session=session, code=statement.code)
+                    last = f"{origin}:{result.span[0]}", analysis
                     if as_json:
                         print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))
                     else:
                         out.heading(f"{origin}:{result.span[0]}  {shorten(result.text)}")
                         out.analysis(analysis, tree=tree)
                 elif isinstance(result, HelpResult):
+                    last = f"{origin}:{result.span[0]}", result
                     if as_json:
                         print(dumps({"file": origin, "line": result.span[0], "help": result.lines}))
                     else:
@@ -242,5 +254,9 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
             render.print_error(err, source, origin)
             code = 2
     if save is not None:
-        save_or_exit(save, last, as_json)
+        where, shown = last if last is not None else ("", None)
+        if shown is not None and not isinstance(shown, Analysis):
+            usage_error(f"--save writes a value and its gradients, and the last result shown, {where}, is {_unsaveable(shown)}: "
+                        "nothing saved", as_json)
+        save_or_exit(save, shown, as_json)
     return code

@@ -348,3 +348,49 @@ def test_constants_show_no_gradient_in_either_engine_s_tree(seed):
         assert constants and not [line for line in constants if "grad" in line], (engine, tree)
         variables = [line for line in tree.splitlines() if re.match(r"\s*#\d+ [xy] ", line) and "(drawn above)" not in line]
         assert variables and all("grad" in line for line in variables), (engine, tree)
+
+
+# ---- --save writes the result shown, or refuses ------------------------------------------------
+
+
+@pytest.mark.parametrize("expression, what", [
+    ("lambda t: t * 2", "a function"), ("sin", "a function"), ("grad(lambda t: t ** 2)", "a function"),
+    ("value_and_grad(lambda t: t ** 2)(x)", "a tuple"), ("help(sin)", "help text"), ("vjp(lambda t: t * 3, x)", "a tuple"),
+])
+@pytest.mark.parametrize("suffix", [".npz", ".json"])
+def test_eval_save_refuses_a_result_it_cannot_write(tmp_path, expression, what, suffix):
+    path = tmp_path / f"out{suffix}"
+    done = gradcalc("eval", expression, "x=3", "--save", str(path))
+    assert done.returncode == 2 and not path.exists()
+    assert f"--save writes a value and its gradients, and this result is {what}" in done.stderr
+    assert done.stdout == ""  # refused before anything is shown, as a file that cannot be written is
+    as_json = gradcalc("eval", expression, "x=3", "--save", str(path), "--json")
+    assert as_json.returncode == 2 and json.loads(as_json.stdout)["error"]["kind"] == "usage"
+
+
+def test_eval_save_writes_a_tuple_of_numbers_shown_as_a_value(tmp_path):
+    """A tuple of numbers is a tensor, shown as one: that is what is saved (NumPy reads it back)."""
+    path = tmp_path / "t.npz"
+    done = gradcalc("eval", "(x, 2 * x)", "x=3", "--save", str(path))
+    assert done.returncode == 0 and "value: [3.0, 6.0]" in done.stdout
+    saved = np.load(path)
+    assert saved["value"].tolist() == [3.0, 6.0] and saved["grad_x"].tolist() == 3.0
+
+
+@pytest.mark.parametrize("script, saved, refused", [
+    ("x * 2\nhelp(sin)\n", None, "s.gc:2, is help text"),
+    ("x * 2\nx * 3\n", 9.0, None),
+    ("x * 2\ny = x * 5\n", 6.0, None),  # an assignment shows nothing
+    ("x * 2\nvalue_and_grad(lambda t: t * t)(x)\n", None, "s.gc:2, is a tuple"),
+    ("x * 2\nlambda t: t\nx * 4\n", 12.0, None),
+    ("x * 2\ncheck x * x\n", 6.0, None),  # a verdict is not a result to save
+])
+def test_run_save_writes_the_last_result_shown(tmp_path, script, saved, refused):
+    (tmp_path / "s.gc").write_text(script)
+    done = gradcalc("run", "s.gc", "x=3", "--save", "out.json", cwd=tmp_path)
+    if refused is None:
+        assert done.returncode == 0, done.stderr
+        assert json.loads((tmp_path / "out.json").read_text())["value"] == saved
+    else:
+        assert done.returncode == 2 and not (tmp_path / "out.json").exists()
+        assert f"the last result shown, {refused}" in done.stderr

@@ -161,3 +161,27 @@ def test_github_escaping_follows_the_actions_toolkit():
     outcome = CheckOutcome(text="t", line=3, status="error", file="a,b:c.gc")
     assert command("error", outcome, "x", "50% done\nnext\rline") == "::error file=a%2Cb%3Ac.gc,line=3,title=x::50%25 done%0Anext%0Dline"
     assert command("error", CheckOutcome(text="t", line=1, status="error", file="<stdin>"), "x", "m") == "::error line=1,title=x::m"
+
+
+@pytest.mark.xfail(strict=True, reason="parser/checks.py (_named_off_graph) orders the variables off the value's graph by "
+                   "iterating a set of names, which changes with PYTHONHASHSEED, so with each run and each -j worker")
+def test_wrt_names_and_warnings_come_in_one_order_whatever_the_run(tmp_path):
+    """Variables off the value's graph (grad(x*2, x) is constant in x) are listed, and
+    warned about, in the order the expression names them, after those on it: the same in
+    every run and with any number of workers (Python seeds its string hashes per process)."""
+    import random
+
+    rng = random.Random(38)
+    names = ["x", "y", "zed", "w", "alpha", "b2", "q"]
+    lines = [f"{name} = {k + 2}" for k, name in enumerate(names)]
+    expected = []
+    for k in range(12):
+        chosen = rng.sample(names, 4)
+        lines.append("check " + " + ".join(f"grad({n}*{j + 2}, {n})" for j, n in enumerate(chosen[:3])) + f" + grad({chosen[3]}**2, {chosen[3]})")
+        expected.append([chosen[3], *chosen[:3]])  # on the graph (2 * w depends on w) first, then the others as named
+    path = tmp_path / "order.gc"
+    path.write_text("\n".join(lines) + "\n")
+    runs = {gradcalc("check", "-j", jobs, str(path), env={"PYTHONHASHSEED": seed}).stdout for jobs in ("1", "2") for seed in ("0", "1", "2", "3")}
+    assert len(runs) == 1
+    listed = [line.split("  wrt ")[1].split("  ")[0].split(", ") for line in runs.pop().splitlines() if "  wrt " in line]
+    assert listed == expected
