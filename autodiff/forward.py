@@ -88,7 +88,7 @@ def _settled(m: Any, z: Any, x: Any) -> Any:
     lost = np.isnan(z.data)
     if not lost.any():
         return z
-    return m.where(lost, z + x * (z * 0.0), z)
+    return m.where(lost, m.add(z, m.mul(x, m.mul(z, 0.0))), z)
 
 
 def _diagonal(op: OpDef) -> JVP:
