@@ -57,7 +57,8 @@ def spread_axes(axes: Any, n: int, what: str = "in_axes") -> list[Any]:
     """One axis (or None) per argument."""
     if isinstance(axes, (list, tuple)):
         if len(axes) != n:
-            raise ArgumentError(f"vmap: {what} has {len(axes)} entries for {n} argument{'s' * (n != 1)}")
+            noun = "argument" if what == "in_axes" else "result"
+            raise ArgumentError(f"vmap: {what} has {len(axes)} entries for {n} {noun}{'s' * (n != 1)}")
         return list(axes)
     return [axes] * n
 

@@ -29,6 +29,7 @@ import numpy as np
 from gradcalc.autodiff import REGISTRY, Tensor, grad, jacobian, jacobian_forward, tangent_of, topological_order
 from gradcalc.autodiff import transforms as engine
 from gradcalc.autodiff.batching import BatchError
+from gradcalc.autodiff.errors import ArgumentError, ShapeError
 from gradcalc.autodiff.limits import check_size
 
 from .backends import TensorList, to_param
@@ -42,7 +43,7 @@ EXPRESSION_FORMS = frozenset({"grad", "jacobian", "hessian"})
 # name -> its keyword parameters and their defaults
 _OPTIONS: dict[str, dict[str, Any]] = {
     "grad": {"argnums": 0}, "value_and_grad": {"argnums": 0}, "jacrev": {"argnums": 0}, "jacobian": {"argnums": 0},
-    "jacfwd": {"argnums": 0}, "hessian": {"argnums": 0}, "vmap": {"in_axes": 0},
+    "jacfwd": {"argnums": 0}, "hessian": {"argnums": 0}, "vmap": {"in_axes": 0, "out_axes": 0},
 }
 POINTWISE = frozenset({"jvp", "vjp", "hvp"})  # the value at a point, not a function
 TRANSFORMS = frozenset(_OPTIONS) | POINTWISE
@@ -132,18 +133,24 @@ def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> An
         if kwargs:
             raise LanguageError("argument", f"{usage} has no parameter {next(iter(kwargs))!r}")
         return _running(_POINTWISE[name], session, f, rest)
-    (option_name, default), = _OPTIONS[name].items()
+    options = _OPTIONS[name]
+    names = list(options)
     for key in kwargs:
-        if key != option_name:
-            raise LanguageError("argument", f"{usage} has no parameter {key!r} (its parameter is {option_name}=)")
-    if len(rest) > 1 or (rest and kwargs):
-        raise LanguageError("argument", f"{usage} takes the function and {option_name}, got {len(args) + len(kwargs)} arguments")
-    given = rest[0] if rest else kwargs.get(option_name, default)
-    option = _in_axes(given, usage) if name == "vmap" else _argnums(given, usage, f)
+        if key not in options:
+            listed = " and ".join(f"{n}=" for n in names)
+            raise LanguageError("argument", f"{usage} has no parameter {key!r} (its parameter{'s are' if len(names) > 1 else ' is'} {listed})")
+    if len(rest) > len(names) or any(n in kwargs for n in names[: len(rest)]):
+        listed = " and ".join(names)
+        raise LanguageError("argument", f"{usage} takes the function and {listed}, got {len(args) + len(kwargs)} arguments")
+    given = {**options, **dict(zip(names, rest)), **kwargs}
+    if name == "vmap":
+        option: Any = (_in_axes(given["in_axes"], usage), _out_axes(given["out_axes"], usage))
+    else:
+        option = _argnums(given["argnums"], usage, f)
     return Transformed("jacrev" if name == "jacobian" else name, f, option)
 
 
-_USAGE = {name: "{}(f, {}={})".format(name, *option) for name, options in _OPTIONS.items() for option in options.items()}
+_USAGE = {name: "{}(f, {})".format(name, ", ".join(f"{k}={v}" for k, v in options.items())) for name, options in _OPTIONS.items()}
 _USAGE.update({"jvp": "jvp(f, primals, tangents)", "vjp": "vjp(f, *primals)", "hvp": "hvp(f, primals, tangents)"})
 
 
@@ -173,6 +180,16 @@ def _in_axes(value: Any, usage: str) -> int | None | tuple[int | None, ...]:
     items = param if isinstance(param, tuple) else (param,)
     if not all(isinstance(k, int) and not isinstance(k, bool) for k in items):
         raise LanguageError("argument", f"{usage}: in_axes must be an axis (a whole number), None, or a tuple of them, got {describe_value(value)}")
+    return param  # type: ignore[no-any-return]  # (an int or a tuple of ints, checked above)
+
+
+def _out_axes(value: Any, usage: str) -> int | tuple[int, ...]:
+    """out_axes: the axis of each result the batch goes to, or one per result."""
+    param = _option(value, f"{usage}: out_axes")
+    items = param if isinstance(param, tuple) else (param,)
+    if not items or not all(isinstance(k, int) and not isinstance(k, bool) for k in items):
+        raise LanguageError("argument", f"{usage}: out_axes must be an axis (a whole number) or a tuple of them, one per result, "
+                                        f"got {describe_value(value)}")
     return param  # type: ignore[no-any-return]  # (an int or a tuple of ints, checked above)
 
 
@@ -334,10 +351,11 @@ def _hessian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list
 # ---- vmap ---------------------------------------------------------------------------------
 
 
-def _vmap(session: Any, f: FunctionValue, what: str, in_axes: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """f on each slice along the mapped axes, the results stacked on a new leading axis,
-    as JAX's vmap gives: f is called once, on values that carry the batch (the engine's
-    vmap), so gradients flow through it as through any op."""
+def _vmap(session: Any, f: FunctionValue, what: str, axes_given: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """f on each slice along the mapped axes, the results stacked on a new axis (out_axes,
+    the first by default), as JAX's vmap gives: f is called once, on values that carry the
+    batch (the engine's vmap), so gradients flow through it as through any op."""
+    in_axes, out_axes = axes_given
     if isinstance(in_axes, tuple):
         if len(in_axes) != len(args):
             raise LanguageError("argument", f"{what}: in_axes has {len(in_axes)} entries for {_count(len(args))}")
@@ -370,9 +388,11 @@ def _vmap(session: Any, f: FunctionValue, what: str, in_axes: Any, args: list[An
         return out
 
     try:
-        return engine.vmap(body, in_axes=list(axes))(*args)
+        return engine.vmap(body, in_axes=list(axes), out_axes=out_axes)(*args)
     except BatchError as err:
         raise LanguageError("value", f"{what}: {err}") from None
+    except (ArgumentError, ShapeError) as err:  # out_axes that do not fit the results
+        raise LanguageError("argument" if isinstance(err, ArgumentError) else "shape", str(err).replace("vmap:", f"{what}:", 1)) from None
 
 
 _APPLY: dict[str, Callable[..., Any]] = {

@@ -22,8 +22,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradcalc.autodiff import OpDef, Tensor, is_grad_enabled, no_grad, set_grad_enabled, topological_order
+from gradcalc.autodiff.batching import Batched, aligned, batched, new_level, own, unbatched
 from gradcalc.autodiff.gradcheck import complex_unsafe
+from gradcalc.autodiff.namespaces import TENSOR_MATH
 from gradcalc.autodiff.tensor import new_tensor
+from gradcalc.autodiff.wiring import unbroadcast
 
 from .compiler import Statement, UserFunction
 from .errors import LanguageError, Span
@@ -38,19 +41,20 @@ class Rule:
     """A function's rule: the rule compiled as a function of the def's parameters and the
     cotangent, where its result is written (errors about what it returns point there),
     and the ops its calls' nodes are made by (one complex-safe, one not: complex step
-    may replay a call only when every op of its body takes complex numbers)."""
+    may replay a call only when every op of its body takes complex numbers; and one per
+    number of batch axes its inputs carry, for calls inside vmap)."""
 
     __slots__ = ("function", "rule", "result_span", "item_spans", "ops", "warned")
 
     def __init__(self, function: UserFunction, rule: UserFunction, result_span: Span, item_spans: tuple[Span, ...]) -> None:
         self.function, self.rule, self.result_span, self.item_spans = function, rule, result_span, item_spans
-        self.ops: dict[bool, tuple[Session, OpDef]] = {}
+        self.ops: dict[tuple[bool, int], tuple[Session, OpDef]] = {}
         self.warned = False
 
-    def op(self, session: Session, complex_safe: bool) -> OpDef:
-        made = self.ops.get(complex_safe)
+    def op(self, session: Session, complex_safe: bool, nb: int = 0) -> OpDef:
+        made = self.ops.get((complex_safe, nb))
         if made is None or made[0] is not session:  # (a copy of the functions in another session: its own ops)
-            made = self.ops[complex_safe] = (session, _rule_op(session, self, complex_safe))
+            made = self.ops[complex_safe, nb] = (session, _rule_op(session, self, complex_safe, nb))
         return made[1]
 
 
@@ -96,6 +100,8 @@ def call_with_rule(session: Session, function: UserFunction, args: list[Any]) ->
             "argument", f"{function.name} has a vjp rule, and rules need the tensor engine ({session.switch_engine.format(engine='tensor')})"
         )
     operands = [session._operand(a, function.name) for a in args]
+    if any(type(t) is Batched for t in operands):  # inside vmap: one node over the whole batch
+        return _call_on_batch(session, function, operands)
     if not is_grad_enabled():
         return _one_value(session.evaluate(function.code, dict(zip(function.params, operands)), function), function)
     # The body runs on leaves of its own: its graph says which ops it used (for complex
@@ -120,16 +126,45 @@ def call_with_rule(session: Session, function: UserFunction, args: list[Any]) ->
     return new_tensor(out.data, tuple(operands), op, None)
 
 
+def _call_on_batch(session: Session, function: UserFunction, operands: list[Any]) -> Any:
+    """A call of a ruled function on batched values: the body evaluated on the batch (it
+    batches through the ops it calls), as one node of an op that knows the batch's axes:
+    its VJPs evaluate the rule on the batch in the same way."""
+    levels = tuple(sorted({level for t in operands for level in unbatched(t)[1]}))
+    physical = [_spread(unbatched(t)[0], unbatched(t)[1], levels) for t in operands]
+    with no_grad():
+        out = _one_value(session.evaluate(function.code, dict(zip(function.params, operands)), function), function)
+    if not isinstance(out, Tensor) or out.data.dtype.kind not in "fc":
+        return out
+    if not any(t.requires_grad for t in physical):
+        return out
+    data = _spread(*unbatched(out), levels).data
+    full = np.broadcast_shapes(data.shape, *(tuple(p.shape[: len(levels)]) + (1,) * (data.ndim - len(levels)) for p in physical))
+    op = function.rule.op(session, False, len(levels))
+    return batched(new_tensor(np.broadcast_to(data, full).copy(), tuple(physical), op, None), levels)
+
+
+def _spread(value: Any, have: tuple[int, ...], levels: tuple[int, ...]) -> Any:
+    """A value with an axis for every level of `levels` (size 1 for those it lacks)."""
+    if not isinstance(value, Tensor):
+        value = Tensor(value)
+    if have == levels:
+        return value
+    return aligned(TENSOR_MATH, value, have, levels)
+
+
 def _one_value(value: Any, function: UserFunction) -> Any:
     if isinstance(value, tuple):
         raise LanguageError("value", f"{function.name} has a vjp rule, so it must give one tensor; it gave {len(value)} results")
     return value
 
 
-def _rule_op(session: Session, rule: Rule, complex_safe: bool) -> OpDef:
+def _rule_op(session: Session, rule: Rule, complex_safe: bool, nb: int = 0) -> OpDef:
     """The op of a ruled function's calls: the forward evaluates the body (on arrays, as
     every op's forward: a check's replays give it complex ones), input k's VJP is the
-    rule's k-th result."""
+    rule's k-th result. With `nb`, the op of calls inside vmap: every input carries `nb`
+    leading batch axes (of size 1 where it is the same in every row), which the body and
+    the rule see as a batch (batching.py), so each row's values are its own."""
     function, written = rule.function, rule.rule
     params, n = function.params, len(function.params)
     # The VJPs of one node's inputs are asked for one after another with the same cotangent:
@@ -138,9 +173,13 @@ def _rule_op(session: Session, rule: Rule, complex_safe: bool) -> OpDef:
     last: list[Any] = [None, None, (), None]
 
     def forward(*arrays: Any) -> Any:
-        with no_grad():
-            out = session.evaluate(function.code, dict(zip(params, [Tensor(a) for a in arrays])), function)
-        return np.asarray(_one_value(out, function).data)
+        with no_grad(), _levels(nb) as levels:
+            out = session.evaluate(function.code, dict(zip(params, [batched(Tensor(a), levels) for a in arrays])), function)
+            value = _one_value(out, function)
+            data = _spread(*unbatched(value), levels).data if nb else value.data
+        if nb:
+            data = np.broadcast_to(data, np.broadcast_shapes(data.shape, *(a.shape[:nb] + (1,) * (data.ndim - nb) for a in arrays)))
+        return np.array(data)
 
     def gradients(m: Any, g: Any, ans: Any, inputs: tuple[Any, ...]) -> list[Any]:
         if last[0] is g and last[1] is ans and len(last[2]) == len(inputs) and all(a is b for a, b in zip(last[2], inputs)):
@@ -148,9 +187,12 @@ def _rule_op(session: Session, rule: Rule, complex_safe: bool) -> OpDef:
         recorded = m.kind == "tensor"  # (a backward pass that records a graph: its values are Tensors)
         ts = inputs if recorded else tuple(Tensor(a) for a in inputs)
         cotangent = g if isinstance(g, Tensor) else Tensor(g)
-        with set_grad_enabled(recorded):
-            value = session.evaluate(written.code, dict(zip(written.params, (*ts, cotangent))), written)
-        results = _returned(value, rule, ts)
+        with set_grad_enabled(recorded), _levels(nb) as levels:
+            seen = [_batch_of(t, levels) for t in (*ts, cotangent)]
+            value = session.evaluate(written.code, dict(zip(written.params, seen)), written)
+            results = _returned(value, rule, tuple(seen[:n]))
+            if nb:  # each back to the physical input (a batch over an input the same in every row sums)
+                results = [_to_input(r, levels, tuple(unbatched(t)[0].shape)) for r, t in zip(results, ts)]
         last[:] = g, ans, inputs, results if recorded else [r.data for r in results]
         return last[3]
 
@@ -160,13 +202,66 @@ def _rule_op(session: Session, rule: Rule, complex_safe: bool) -> OpDef:
 
         return vjp
 
-    return OpDef(
+    made = OpDef(
         name=function.name, forward=forward, vjps=tuple(vjp_of(k) for k in range(n)), n_in=n, n_ret=1,
         doc=f"{function.text.strip()}, with a vjp rule", category=CATEGORY, complex_safe=complex_safe, method=False, public=False,
         kink=None, check=None, variadic_param=None, param_names=(), signature=f"{function.name}({', '.join(params)})",
         rule=f"{written.text.strip()}  (your rule)",
         blame=lambda ks: f"{function.name} (your vjp rule, for {', '.join(params[k] for k in ks)})",
     )
+    made.batch = own(lambda m, op, nbatch, args, flags, ps: _batched_call(m, session, rule, complex_safe, nb, nbatch, args, flags),
+                     "the body and the rule evaluated on the batch")
+    return made
+
+
+class _levels:  # noqa: N801 - used as a function: `with _levels(nb) as levels:`
+    """`nb` new batch levels for the extent of one evaluation of a body or a rule."""
+
+    def __init__(self, nb: int) -> None:
+        self.nb, self.contexts = nb, [new_level() for _ in range(nb)]
+
+    def __enter__(self) -> tuple[int, ...]:
+        return tuple(c.__enter__() for c in self.contexts)
+
+    def __exit__(self, *exc: Any) -> None:
+        for c in reversed(self.contexts):
+            c.__exit__(*exc)
+
+
+def _batch_of(t: Any, levels: tuple[int, ...]) -> Any:
+    """A physical value (its first len(levels) axes a batch) seen as that batch; a batch of
+    cotangents (jacrev's) keeps its own levels, which come before these."""
+    value, have = unbatched(t)
+    return batched(value, have + levels) if levels else t
+
+
+def _to_input(r: Any, levels: tuple[int, ...], shape: tuple[int, ...]) -> Any:
+    """The rule's result for an input, a batch over some of `levels` (and maybe a batch of
+    cotangents of its own, whose levels stay), as the physical input's gradient: its batch
+    axes become the input's leading ones, summed where the input has size 1 (the same
+    value in every row: the rows' gradients add up)."""
+    value, have = unbatched(r)
+    extra = tuple(level for level in have if level not in levels)
+    union = tuple(sorted({*have, *levels}))
+    value = aligned(TENSOR_MATH, value, have, union)
+    order = tuple(union.index(e) for e in extra) + tuple(union.index(v) for v in levels) + tuple(range(len(union), value.ndim))
+    if order != tuple(range(value.ndim)):
+        value = TENSOR_MATH.transpose(value, axes=order)
+    g = batched(value, extra)
+    full = np.broadcast_shapes(tuple(g.shape), shape)
+    if tuple(g.shape) != full:
+        g = TENSOR_MATH.broadcast_to(g, shape=full)
+    return unbroadcast(TENSOR_MATH, g, shape)
+
+
+def _batched_call(m: Any, session: Session, rule: Rule, complex_safe: bool, nb: int, nbatch: int, args: list[Any], flags: list[bool]) -> Any:
+    """The batching rule of a ruled function's op: every input given the batch's axes
+    (size 1 where it is the same in every row), then the op of that many axes."""
+    spread = [a if f else m.reshape(a, shape=(1,) * nbatch + tuple(a.shape)) for a, f in zip(args, flags)]
+    op = rule.op(session, complex_safe, nb + nbatch)
+    from gradcalc.autodiff.batching import call
+
+    return call(m, op, *spread)
 
 
 def _returned(value: Any, rule: Rule, inputs: tuple[Tensor, ...]) -> list[Tensor]:

@@ -1,0 +1,173 @@
+"""vmap in the language, as one evaluation of the function on batched values, against
+torch.func (float64) and NumPy's closed forms, through the session, the one-shot
+command, scripts and check files."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gradcalc.parser import LanguageError, Session
+from gradcalc.parser.functions import Defined
+from gradcalc.parser.machine import ExpressionResult
+
+torch = pytest.importorskip("torch")
+tf = torch.func
+
+GRADCALC = [sys.executable, "-m", "gradcalc"]
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(6, 3))
+W = RNG.normal(size=(3, 2))
+B = RNG.normal(size=(6, 2))
+
+
+def session(**values):
+    s = Session()
+    for name, value in values.items():
+        s.assign(name, s.backend.from_array(np.asarray(value, dtype=float)))
+    return s
+
+
+def value(source, **values):
+    results = session(**values).run_source(source)
+    last = results[-1]
+    return last.value if isinstance(last, ExpressionResult) else last.value
+
+
+def t(a):
+    return torch.tensor(np.asarray(a), dtype=torch.float64)
+
+
+def V_torch(x, w):
+    return (torch.tanh(x @ w) ** 2).sum()
+
+
+V = "def V(x, w) = sum(tanh(x @ w) ** 2)\n"
+
+
+def test_vmap_values_and_per_example_gradients_match_torch_func():
+    got = value(V + "vmap(V, in_axes=(0, None))(X, W)", X=X, W=W)
+    want = tf.vmap(V_torch, in_dims=(0, None))(t(X), t(W))
+    np.testing.assert_allclose(got.data, want.numpy(), rtol=1e-12)
+    got = value(V + "vmap(grad(V), in_axes=(0, None))(X, W)", X=X, W=W)
+    want = tf.vmap(tf.grad(V_torch), in_dims=(0, None))(t(X), t(W))
+    np.testing.assert_allclose(got.data, want.numpy(), rtol=1e-12)
+    # each example's gradient by the weights (passed whole): a batch of weight gradients
+    got = value(V + "vmap(grad(V, argnums=1), in_axes=(0, None))(X, W)", X=X, W=W)
+    want = tf.vmap(tf.grad(V_torch, argnums=1), in_dims=(0, None))(t(X), t(W))
+    np.testing.assert_allclose(got.data, want.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_vmap_of_jacrev_jacfwd_hessian_and_jvp_match_torch_func():
+    f_torch = lambda x, w: torch.tanh(x @ w)  # noqa: E731
+    f = "def f(x, w) = tanh(x @ w)\n"
+    for transform, theirs in (("jacrev", tf.jacrev(f_torch)), ("jacfwd", tf.jacfwd(f_torch))):
+        got = value(f + f"vmap({transform}(f), in_axes=(0, None))(X, W)", X=X, W=W)
+        np.testing.assert_allclose(got.data, tf.vmap(theirs, in_dims=(0, None))(t(X), t(W)).numpy(), rtol=1e-12, atol=1e-15)
+    got = value(V + "vmap(hessian(V), in_axes=(0, None))(X, W)", X=X, W=W)
+    want = tf.vmap(tf.hessian(V_torch), in_dims=(0, None))(t(X), t(W))
+    np.testing.assert_allclose(got.data, want.numpy(), rtol=1e-12, atol=1e-14)
+    got = value("vmap(lambda x, v: jvp(sin, x, v)[1])(X, B)", X=X[:, :2], B=B)
+    np.testing.assert_allclose(got.data, np.cos(X[:, :2]) * B, rtol=1e-14)
+
+
+def test_in_axes_out_axes_and_nesting():
+    np.testing.assert_allclose(value("vmap(lambda r: sum(r * r), in_axes=1)(X)", X=X).data, (X * X).sum(0))
+    np.testing.assert_allclose(value("vmap(lambda r: r * 2, out_axes=1)(X)", X=X).data, 2 * X.T)
+    np.testing.assert_allclose(value("vmap(lambda r, b: r @ W + b)(X, B)", X=X, W=W, B=B).data, X @ W + B)
+    cube = RNG.normal(size=(4, 5, 3))
+    np.testing.assert_allclose(value("vmap(vmap(lambda r: sum(exp(r))))(C)", C=cube).data, np.exp(cube).sum(-1))
+    np.testing.assert_allclose(value("vmap(lambda m: vmap(lambda r: r @ W)(m))(C)", C=cube, W=W).data, cube @ W)
+
+
+def test_closures_lambdas_and_user_rules_batch():
+    got = value("def scale(k) = lambda r: r * k\nvmap(scale(3))(X)", X=X)
+    np.testing.assert_allclose(got.data, 3 * X)
+    rule = "def f(x, y) = sum(x * y)\nvjp f(x, y, g) = (g * y, g * x)\n"
+    got = value(rule + "vmap(lambda r: f(r, w))(X)", X=X, w=[1.0, 2.0, 3.0])
+    np.testing.assert_allclose(got.data, X @ [1.0, 2.0, 3.0])
+    got = value(rule + "vmap(grad(f, argnums=1), in_axes=(0, None))(X, w)", X=X, w=[1.0, 2.0, 3.0])
+    np.testing.assert_allclose(got.data, X)  # each row's gradient by the shared w is that row
+    got = value(rule + "grad(sum(vmap(lambda r: f(r, w))(X)), w)", X=X, w=[1.0, 2.0, 3.0])
+    np.testing.assert_allclose(got.data, X.sum(0))  # through the rule, summed over the rows
+
+
+def test_gradients_flow_through_vmap_as_through_an_op():
+    got = value("grad(sum(vmap(lambda r: sin(r) * r)(X)), X)", X=X)
+    np.testing.assert_allclose(got.data, np.cos(X) * X + np.sin(X), rtol=1e-14)
+    got = value("hessian(sum(vmap(lambda r: sum(r ** 3))(x[None])), x)", x=[1.0, 2.0])
+    np.testing.assert_allclose(got.data, np.diag([6.0, 12.0]))
+
+
+def test_the_function_is_called_once_whatever_the_batch(monkeypatch):
+    calls = []
+    real = Session.call_function
+
+    def counted(self, callee, args, kwargs):
+        if isinstance(callee, Defined):  # (not the call of vmap(f) itself)
+            calls.append(len(args))
+        return real(self, callee, args, kwargs)
+
+    monkeypatch.setattr(Session, "call_function", counted)
+    for rows in (1, 10, 1000):
+        calls.clear()
+        value(f"vmap(lambda r: sum(r))(ones({rows}, 3))")
+        assert len(calls) == 1
+
+
+@pytest.mark.parametrize(("source", "words"), [
+    ("vmap(lambda r: r if r > 0 else 0)(v)", "the condition of 'if' would differ from one row of the batch to another"),
+    ("vmap(lambda r: sum(X, axis=r))(v)", "axis would differ from one row"),
+    ("vmap(lambda r: X[r])(v)", "an index would differ from one row"),
+    ("vmap(lambda r: zeros(r))(v)", "would differ from one row"),
+])
+def test_control_flow_and_parameters_that_vary_by_row_are_refused_at_the_place(source, words):
+    with pytest.raises(LanguageError) as err:
+        value(source, v=[1.0, 2.0], X=X)
+    assert words in err.value.message
+    assert err.value.line is not None and err.value.column is not None
+
+
+def test_where_batches_and_shape_facts_are_each_rows():
+    np.testing.assert_allclose(value("vmap(lambda r: where(r > 0, r, 0))(v)", v=[1.0, -2.0, 3.0]).data, [1.0, 0.0, 3.0])
+    np.testing.assert_allclose(value("vmap(lambda r: r.shape)(X)", X=X).data, np.tile([3], (6, 1)))
+    np.testing.assert_allclose(value("vmap(lambda r: len(r) * r)(X)", X=X).data, 3 * X)
+
+
+def test_vmap_through_the_command_a_script_and_a_check_file(tmp_path):
+    np.save(tmp_path / "data.npy", X)
+    done = subprocess.run([*GRADCALC, "eval", V + "vmap(grad(V), in_axes=(0, None))(X, W)", "X=@" + str(tmp_path / "data.npy"),
+                           "W=randn(3, 2, seed=1)", "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    script = tmp_path / "per_example.gc"
+    script.write_text(V + "W = randn(3, 2, seed=1)\nG = vmap(grad(V), in_axes=(0, None))(load('data.npy'), W)\nsum(G)\n")
+    done = subprocess.run([*GRADCALC, "run", str(script)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    checks = tmp_path / "checks.gc"
+    checks.write_text(V + "W = randn(3, 2, seed=1)\nX = load('data.npy')\ncheck vmap(V, in_axes=(0, None))(X, W)\n"
+                      "check sum(vmap(grad(V), in_axes=(0, None))(X, W)) wrt W\n")
+    done = subprocess.run([*GRADCALC, "check", str(checks)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout or "PASS" in done.stdout
+
+
+def test_the_python_api_has_the_same_transforms():
+    from gradcalc.autodiff import Tensor, grad, hessian, jacfwd, jacrev, vmap
+
+    def v(x, w):
+        return ((x @ w).tanh() ** 2).sum()
+
+    per_example = vmap(grad(v), in_axes=(0, None))(Tensor(X), Tensor(W))
+    np.testing.assert_allclose(per_example.data, tf.vmap(tf.grad(V_torch), in_dims=(0, None))(t(X), t(W)).numpy(), rtol=1e-12)
+    f = lambda x: (Tensor(W.T) @ x).tanh()  # noqa: E731
+    want = tf.jacrev(lambda x: torch.tanh(t(W.T) @ x))(t(X[0])).numpy()
+    np.testing.assert_allclose(jacrev(f)(Tensor(X[0])).data, want, rtol=1e-12)
+    np.testing.assert_allclose(jacfwd(f)(Tensor(X[0])).data, want, rtol=1e-12)
+    h = hessian(lambda x: v(x, Tensor(W)))(Tensor(X[0]))
+    np.testing.assert_allclose(h.data, tf.hessian(lambda x: V_torch(x, t(W)))(t(X[0])).numpy(), rtol=1e-12, atol=1e-14)
+
+
+ROOT = Path(__file__).resolve().parents[1]
