@@ -14,7 +14,7 @@ import numpy as np
 
 from .backprop import _seed, _undefined_stays_undefined, _zeros_of, backprop
 from .batching import Batched, batched, from_level, merged, new_level, rebased, unbatched
-from .forward import jacobian_forward
+from .forward import NoJVPError, jacobian_forward
 from .limits import check_size
 from .namespaces import TENSOR_MATH
 from .tensor import Tensor
@@ -109,9 +109,13 @@ def jacobian(f_out: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
 
 def hessian(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
     """Second derivatives of a scalar y, shape x.shape * 2: forward over reverse, the
-    gradient by one backward pass, then its Jacobian by one batched forward pass."""
+    gradient by one backward pass, then its Jacobian by one batched forward pass (by one
+    batched backward pass where an op on the gradient's graph has no forward-mode rule)."""
     if y.size != 1:
         raise ValueError(f"hessian needs a scalar output, got shape {y.shape}")
     check_size(x.shape + x.shape, "hessian")  # before the passes, not after
     g = grad(y, x, create_graph=True)
-    return jacobian_forward(g, x, create_graph=create_graph)
+    try:
+        return jacobian_forward(g, x, create_graph=create_graph)
+    except NoJVPError:  # an op with no JVP (a user's vjp rule) on the gradient's graph: reverse over reverse
+        return jacobian(g, x, create_graph=create_graph)

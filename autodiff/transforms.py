@@ -21,7 +21,7 @@ import numpy as np
 from . import derivatives as backprop
 from .batching import Batched, batched, from_level, new_level, to_level, unbatched
 from .errors import ArgumentError, ShapeError
-from .forward import jacobian_forward, tangent_of
+from .forward import NoJVPError, jacobian_forward, tangent_of
 from .registry import REGISTRY, TENSOR_MATH
 from .tensor import Tensor
 
@@ -211,10 +211,20 @@ def hessian_of(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Calla
         y, inputs = call_at(f, argnums, args)
         y = _scalar(y, "hessian")
         grads = backprop.grad(y, inputs, create_graph=True)
-        rows = [_shaped(argnums, [jacobian_forward(g, x, create_graph=True) for x in inputs]) for g in grads]
+        rows = [_shaped(argnums, [jacobian_of_gradient(g, x) for x in inputs]) for g in grads]
         return _shaped(argnums, rows)
 
     return hess
+
+
+def jacobian_of_gradient(g: Tensor, x: Tensor, create_graph: bool = True) -> Tensor:
+    """The Jacobian of a gradient (a Hessian's rows): one batched forward pass, or one
+    batched backward pass where an op on the gradient's graph has no forward-mode rule
+    (a user's vjp rule)."""
+    try:
+        return jacobian_forward(g, x, create_graph=create_graph)
+    except NoJVPError:
+        return backprop.jacobian(g, x, create_graph=create_graph)
 
 
 def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:

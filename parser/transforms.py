@@ -339,10 +339,11 @@ def _jacobian(session: Any, f: FunctionValue, what: str, argnums: Any, args: lis
 
 def _hessian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """Forward over reverse, as JAX's hessian = jacfwd(jacrev(f)): the gradient by a
-    backward pass, then its Jacobian by forward passes."""
+    backward pass, then its Jacobian by a batched forward pass (a batched backward pass
+    where the function's graph has a vjp rule of the user's, which forward mode cannot use)."""
     y, inputs = _call_at(session, f, what, argnums, args, kwargs)
     y = _scalar_output(y, what, f)
-    rows = _blocks(jacobian_forward, grad(y, inputs, create_graph=True), inputs, argnums, what)
+    rows = _blocks(engine.jacobian_of_gradient, grad(y, inputs, create_graph=True), inputs, argnums, what)
     return _result(tuple(rows) if isinstance(argnums, tuple) else rows[0], inputs)
 
 
