@@ -125,7 +125,8 @@ def no_gradient_text(dtype: str) -> str:
 def notes(a: Analysis) -> list[str]:
     """What explains an inf or nan: which op first produced it, from which inputs, and
     which op's backward pass first made a gradient infinite; for a derivative, where the
-    function it is of is not finite; and gradients found by forward mode say so."""
+    function it is of is not finite; a name rebound since the value used it; and
+    gradients found by forward mode say so."""
     found = []
     culprit = a.nonfinite
     if culprit is not None and culprit.parents:
@@ -147,10 +148,22 @@ def notes(a: Analysis) -> list[str]:
         # rules compute, but there is no function there for it to be the derivative of.
         found.append(f"the value is not finite {_first_nonfinite_place(a.value)} but its gradients are: "
                      "the function has no derivative at this point, they are only what its ops' rules give")
+    found += [earlier_note(name, on_graph, name in a.grads) for name, on_graph in a.earlier.items()]
     if a.tangent_passes is not None:
         found.append(f"the gradients are by forward mode: {count(a.tangent_passes, 'tangent pass', 'tangent passes')}, "
                      "one per element of each variable (reverse mode takes one backward pass for them all)")
     return found
+
+
+def earlier_note(name: str, on_graph: bool, reported: bool) -> str:
+    """The output was computed from an earlier value of `name`, which holds another now:
+    what its reported gradient is (Analysis.earlier)."""
+    said = f"the value depends on an earlier value of {name}, which has been rebound since"
+    if not reported:
+        return f"{said} (to a value without gradient)"
+    if on_graph:
+        return f"{said}: grad {name} is with respect to what {name} holds now, and leaves out the paths from the earlier value that do not pass through it"
+    return f"{said}: grad {name} is with respect to what {name} holds now, which the value does not depend on"
 
 
 def _finite(data: Any) -> bool:

@@ -37,13 +37,14 @@ class Analysis:
     differentiated (see `differentiated_nonfinite`): the derivative is there, finite or
     not, but the function it is of is not defined at this point (None otherwise).
     `tangent_passes` is how many forward passes found the gradients (None: one backward
-    pass did)."""
+    pass did). `earlier` names the variables the output depends on an earlier value of
+    (`earlier_values`), each with whether what the name holds now is in the graph."""
 
     def __init__(
         self, output: Any, value: np.ndarray, grads: dict[str, np.ndarray], grad_of: str | None, stats: GraphStats,
         variables: list[str], leaf_names: list[str] | None = None, nonfinite: Any | None = None,
         nonfinite_root: Any | None = None, nonfinite_gradient: tuple[Any, Any] | None = None, undefined: Any | None = None,
-        tangent_passes: int | None = None,
+        tangent_passes: int | None = None, earlier: dict[str, bool] | None = None,
     ) -> None:
         self.output = output
         self.value = value
@@ -57,6 +58,7 @@ class Analysis:
         self.nonfinite_gradient = nonfinite_gradient
         self.undefined = undefined
         self.tangent_passes = tangent_passes
+        self.earlier: dict[str, bool] = earlier or {}
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -91,12 +93,13 @@ def named_values(order: list[Any], known: dict[str, Any]) -> dict[str, Any]:
     """Every name that stands for a node of the graph with a gradient, in order of use.
 
     The rule (docs/language.md, "Named values"): a name reports d(output)/d(the node it
-    is bound to) -- a leaf its total derivative, a named intermediate its adjoint, as
+    is bound to now) -- a leaf its total derivative, a named intermediate its adjoint, as
     PyTorch's retain_grad() gives. Aliases (`z = x`) report the node they share. Names
     come from the session's bindings (`known`); a named leaf of the graph whose name is
-    no longer bound to it (the name was reassigned) is still reported under its name
-    when no binding of that name is in the graph. Constants (detach(x), comparisons)
-    and the REPL's names for the last result are not reported unless asked for."""
+    bound to nothing is reported under its name (a graph made without a session). A
+    leaf whose name is bound to another value now is not (`earlier_values`: the report
+    says so). Constants (detach(x), comparisons) and the REPL's names for the last
+    result are not reported unless asked for."""
     in_graph = {id(n) for n in order}
     names_of: dict[int, list[str]] = {}
     for name, node in known.items():
@@ -107,10 +110,50 @@ def named_values(order: list[Any], known: dict[str, Any]) -> dict[str, Any]:
         for name in names_of.get(id(node), ()):
             found[name] = node
     for leaf in variables_in(None, order):
-        if leaf.name not in found:
+        if leaf.name not in found and leaf.name not in known:
             found[leaf.name] = leaf
     order_of = {id(n): i for i, n in enumerate(order)}
     return dict(sorted(found.items(), key=lambda item: order_of[id(item[1])]))
+
+
+def earlier_values(output: Any, order: list[Any], known: dict[str, Any]) -> dict[str, bool]:
+    """The names the output depends on an earlier value of: a named leaf of its graph
+    (`x = 2; L = x**2`) whose name is bound to another value now (`x = 10`), so that
+    the report's `grad x`, with respect to what x holds now, is not the derivative by
+    that leaf. Each name maps to whether what it holds now is in the graph. A name
+    rebound to a value computed from its old one through which alone the old value
+    reaches the output (`L = L + ...`, `x = x * 3`) is left out: the derivative by the
+    new value already carries the old one's."""
+    in_graph = {id(n) for n in order}
+    found: dict[str, bool] = {}
+    for leaf in rebound_leaves(variables_in(None, order), known):
+        name = leaf.name
+        if name in found:
+            continue
+        now = known[name]
+        on_graph = id(now) in in_graph
+        if on_graph and (now is output or not _reaches_around(output, leaf, now)):
+            continue
+        found[name] = on_graph
+    return found
+
+
+def rebound_leaves(leaves: list[Any], known: dict[str, Any]) -> list[Any]:
+    """The named leaves whose name is bound to another value now."""
+    return [leaf for leaf in leaves if leaf.name in known and known[leaf.name] is not leaf and leaf.name not in LAST_RESULT]
+
+
+def _reaches_around(output: Any, target: Any, around: Any) -> bool:
+    """Whether `target` is an ancestor of `output` through a path that avoids `around`."""
+    seen, stack = {id(around)}, [output]
+    while stack:
+        node = stack.pop()
+        if node is target:
+            return True
+        if id(node) not in seen:
+            seen.add(id(node))
+            stack.extend(node.parents)
+    return False
 
 
 def analyze(
@@ -132,6 +175,7 @@ def analyze(
     order = topological_order(output)  # once, for every fact below
     leaves = variables_in(output, order)
     named = named_values(order, known)
+    earlier = earlier_values(output, order, known)
     if wrt is not None:
         for name in wrt:
             if name not in named and name not in known:
@@ -139,7 +183,9 @@ def analyze(
         names = list(wrt)
     else:
         reported = [n for n in (always or []) if n in known and _has_gradient(known[n])]
-        names = reported + [n for n in named if n not in reported]
+        # (a name rebound since the output used it: its derivative by what it holds now, 0 off the graph)
+        rebound = [n for n in earlier if n not in named and _has_gradient(known[n])]
+        names = reported + [n for n in [*named, *rebound] if n not in reported]
     value = np.asarray(output.data)
     differentiable = without_gradient(value) is None
     if not differentiable:
@@ -176,7 +222,7 @@ def analyze(
         output=output, value=value, grads=grads, grad_of="sum" if differentiable and (value.size != 1 or value.ndim) else None,
         stats=graph_stats(output, order), variables=names, leaf_names=[leaf.name for leaf in leaves],
         nonfinite=culprit, nonfinite_root=root, nonfinite_gradient=blamed, undefined=undefined,
-        tangent_passes=passes,
+        tangent_passes=passes, earlier=earlier,
     )
 
 

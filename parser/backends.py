@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, jacobian, topological_order, whole_numbers
+from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, is_grad_enabled, jacobian, topological_order, whole_numbers
 from gradcalc.autodiff.arguments import counts
 from gradcalc.autodiff.batching import CHOOSE, Batched, varies
 from gradcalc.autodiff.binding import SPELLINGS
@@ -198,8 +198,9 @@ def _check_differentiable(usage: str, y: Tensor, x: Any) -> None:
     if not isinstance(x, Tensor):
         raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}")
     if not x.requires_grad:
-        what = "a constant made by detach() or an op without gradient" if x.detached else "a constant"
-        hint = " (to update a variable and keep it one, write w -= step rather than w = detach(...))" if x.detached and x.name else ""
+        what = "a constant made by detach(), by an op without gradient or inside a no_grad block" if x.detached else "a constant"
+        hint = (f" (to update {x.name} and keep it a variable, write {x.name} -= step inside with no_grad:, "
+                f"not {x.name} = ... or {x.name} = detach(...))") if x.detached and x.name else ""
         raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}; got {what}{hint}")
     if x.is_leaf or x.name is not None:
         return
@@ -347,25 +348,32 @@ class TensorBackend:
         if not isinstance(y, Tensor):
             raise LanguageError("argument", f"{usage}: y must be a tensor")
         _check_differentiable(usage, y, x)
+        # Inside `with no_grad:` a plain backward pass, recording nothing (torch.autograd.grad
+        # without create_graph); elsewhere the result is differentiable again.
+        recorded = is_grad_enabled()
+        if not recorded and not y.requires_grad and (y.detached or y.op is not None):
+            raise LanguageError("argument", f"{usage}: y has no graph to differentiate (it was computed inside with no_grad:, "
+                                            "where nothing is recorded, or from values without gradients); compute y from the variables "
+                                            "before the block, and take its gradient inside")
         if name == "grad":
-            result = grad(y, x, create_graph=True)
+            result = grad(y, x, create_graph=recorded)
         elif name == "jacobian":
-            result = jacobian(y, x, create_graph=True)
+            result = jacobian(y, x, create_graph=recorded)
         elif y.size != 1:
             raise LanguageError("shape", f"hessian needs a scalar output, got shape {y.shape}")
         else:
-            result = hessian(y, x, create_graph=True)
+            result = hessian(y, x, create_graph=recorded)
         return _cut(result, args, always=True)  # a derivative that is constant is not a user's value
 
     def attribute(self, target: Any, name: str) -> Any:
         if not isinstance(target, Tensor):
             raise LanguageError("argument", f"only tensors have attributes, not {type(target).__name__}")
         if name == "T":
-            return target.T
+            return _cut(target.T, (target,))
         if name == "mT":
             if target.ndim < 2:
                 raise LanguageError("shape", f".mT swaps the last two axes and needs 2 or more, got shape {target.shape}")
-            return target.mT
+            return _cut(target.mT, (target,))
         if name in ("shape", "ndim", "size"):
             return _cut(whole_numbers(getattr(target, name)), (), always=True)
         raise LanguageError("name", f"tensors have no attribute {name!r} (attributes: {', '.join(ATTRIBUTES)})")
@@ -399,7 +407,7 @@ class TensorBackend:
             return TensorList(items)  # an error unless it is the inputs of concatenate or stack
         check_size((len(items), *shapes.pop()), "tensor literal")
         if any(i.requires_grad for i in items):
-            return REGISTRY["stack"](*items)
+            return _cut(REGISTRY["stack"](*items), items)  # (a constant inside with no_grad:)
         return _cut(Tensor(np.stack([i.data for i in items])), items)
 
 
@@ -429,7 +437,11 @@ def _operand(value: Any) -> Any:
 
 
 def _carry(result: Value, *operands: Any) -> Value:
-    """A result without gradient computed from a detached value is detached too."""
+    """A result without gradient computed from a detached value is detached too; inside
+    `with no_grad:` every result computed from values with gradients is (the scalar
+    engine records its graph whatever the grad mode: the language cuts it here)."""
+    if result.requires_grad and result._prev and not is_grad_enabled():
+        return DetachedValue(result.data, requires_grad=False)
     if not result.requires_grad and any(isinstance(o, DetachedValue) for o in operands):
         return DetachedValue(result.data, requires_grad=False)
     return result

@@ -22,7 +22,7 @@ from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
 from gradcalc.autodiff.forward import NoJVPError
 from gradcalc.autodiff.gradcheck import MODES, CheckResult, extreme_inside, gradcheck_graph, position, relative_error, suspect_ops
 
-from .analysis import differentiated_nonfinite, undefined_note, variables_in
+from .analysis import differentiated_nonfinite, rebound_leaves, undefined_note, variables_in
 from .backends import to_param
 from .compiler import LOAD, Statement
 from .errors import LanguageError, Span
@@ -164,6 +164,8 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
     warnings += [f"{leaf.name} reaches the value through no op with a gradient: its derivative by {leaf.name} is 0, "
                  "which replaying the graph cannot test" for leaf in off_graph]
     warnings += [f"evaluated at a kink of {name}: the derivative there is a convention, not a limit" for name in result.kinks]
+    warnings += [f"{leaf.name} here is the value {leaf.name} held earlier (it has been rebound since): the check is with respect to that value"
+                 for leaf in rebound_leaves(leaves, session.variables)]
     outcome = CheckOutcome(
         text=statement.text, line=line, status="pass" if result.passed else "fail",
         variables=[leaf.name or "?" for leaf in leaves], method=result.method, mode=mode,

@@ -83,10 +83,11 @@ class UserFunction(Record):
 
 
 class Statement(Record):
-    """One statement. kind: expr, assign, update (an augmented assignment, `w -= ...`),
-    def, vjp (a derivative rule for a def: `function` is the rule, its parameters the
-    def's and the cotangent, `places` where the function's name and the parameters are
-    written), check, for (a loop), or error (a statement that did not compile, kept in its place by
+    """One statement. kind: expr, assign, update (an augmented assignment, `w -= ...`:
+    its code computes `w - ...`), def, vjp (a derivative rule for a def: `function` is
+    the rule, its parameters the def's and the cotangent, `places` where the function's
+    name and the parameters are written), check, for (a loop), no_grad (a `with no_grad:`
+    block), or error (a statement that did not compile, kept in its place by
     `compile_program(..., recover=True)`).
 
     `text` is the statement's source text exactly as written (for a check, its expression).
@@ -106,8 +107,8 @@ class Statement(Record):
         self.kind, self.code, self.span, self.text, self.targets = kind, code, span, text, targets
         self.function, self.wrt, self.options = function, wrt, {} if options is None else options
         self.error, self.expected = error, expected
-        # A loop (kind "for"): the statements of its body, and the code and place of each
-        # argument of its range(...).
+        # A loop (kind "for") or a `with no_grad:` block: the statements of its body; a
+        # loop's code and place of each argument of its range(...).
         self.body: list[Statement] = [] if body is None else body
         self.bounds: list[tuple[list[Instruction], Span]] = [] if bounds is None else bounds
         self.places = places
@@ -338,6 +339,8 @@ def _compile_statement(node: Node, source: str, places: _Places, where: Range) -
 
     if kind == "for_loop":
         return _compile_loop(node, source, places, where)
+    if kind == "with_block":
+        return _compile_with(node, source, places, where)
     if kind in ("assign", "multi_assign", "aug_assign"):
         _refuse_reserved_at(children[:1] if kind != "multi_assign" else children[:-1], places)
     elif kind == "funcdef":
@@ -432,14 +435,35 @@ def _compile_loop(node: Node, source: str, places: _Places, where: Range) -> Sta
     if not 1 <= len(positional) <= 3:
         raise LanguageError("argument", f"range takes 1 to 3 whole numbers (stop; start, stop; start, stop, step), got {len(positional)}").at(
             places.range_span(over.start, arguments.end if arguments is not None else over.end + 2))
-    statements = []
-    for inner in body:
-        if inner.kind == "check":
-            raise LanguageError("syntax", "a check cannot be inside a loop: check once the loop has run").at(places.span(inner))
-        statements.append(_compile_statement(inner, source, places, (inner.start, inner.end)))
+    statements = _compile_body(body, source, places, "a loop: check once the loop has run")
     start, end = where
     bounds = [(compile_expression(p, places), places.range_span(p.start, p.end)) for p in positional]
     return Statement("for", [], places.range_span(start, end), source[start:end], targets=(str(name),), body=statements, bounds=bounds)
+
+
+NO_GRAD = "no_grad"  # the one context a `with` block takes
+
+
+def _compile_with(node: Node, source: str, places: _Places, where: Range) -> Statement:
+    """`with no_grad:` (or `with no_grad():`) and its block: the body's statements."""
+    name, *body = node.children
+    if name != NO_GRAD:
+        raise LanguageError("syntax", f"with takes no_grad, as in `with no_grad:` (a block that records no graph), not {name!s}").at(
+            places.span(name))
+    start, end = where
+    statements = _compile_body(body, source, places, "a no_grad block: check after the block")
+    return Statement(NO_GRAD, [], places.range_span(start, end), source[start:end], body=statements)
+
+
+def _compile_body(body: list[Node], source: str, places: _Places, where: str) -> list[Statement]:
+    """The statements of a block, each compiled as at the top (a block may hold blocks);
+    a check is refused (`where` says where it is and what to do)."""
+    statements = []
+    for inner in body:
+        if inner.kind == "check":
+            raise LanguageError("syntax", f"a check cannot be inside {where}").at(places.span(inner))
+        statements.append(_compile_statement(inner, source, places, (inner.start, inner.end)))
+    return statements
 
 
 def compile_program(source: str, recover: bool = False) -> Program:

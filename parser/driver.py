@@ -16,12 +16,13 @@ A keyword the parser cannot take where it can take a name is a name (`x.if`, `x 
 the compiler then says a keyword cannot be a name). A keyword run into a word is not
 split off it (`x ifa else b` is the name `ifa`, which the parser refuses).
 
-A loop's body is a block, told to the parser by two tokens no text is lexed as:
-`_INDENT` after the loop's colon and `_DEDENT` where the body ends, as Python's tokenizer
-gives them. The body is the rest of the line after the colon (`for i in range(3): a; b`),
-or, when the colon ends its line, the lines after it indented deeper than the loop's own
-line, up to the first line that is not (a `_NL` then separates the loop from what
-follows). Outside loops indentation means nothing, as before.
+The body of a loop (`for ...:`) or of `with no_grad:` is a block, told to the parser by
+two tokens no text is lexed as: `_INDENT` after the statement's colon and `_DEDENT` where
+the body ends, as Python's tokenizer gives them. The body is the rest of the line after
+the colon (`for i in range(3): a; b`), or, when the colon ends its line, the lines after
+it indented deeper than the statement's own line, up to the first line that is not (a
+`_NL` then separates the block's statement from what follows). Outside blocks
+indentation means nothing, as before.
 
 When the source has a syntax error, `parse` raises `Stuck` with what the table says
 there (the state stack, from which `accepted` reads the terminals that could come
@@ -33,7 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import tables
-from .lexer import BLANKS, CLOSERS, CONTINUES, END, IGNORED, NEWLINE, OPENERS, PATTERN, RENAMES, SEPARATORS, STOPS, Token, token
+from .lexer import BLANKS, BLOCKS, CLOSERS, CONTINUES, END, IGNORED, NEWLINE, OPENERS, PATTERN, RENAMES, SEPARATORS, STOPS, Token, token
 
 Range = tuple[int, int]  # start and end offsets in the source (end exclusive)
 
@@ -94,7 +95,7 @@ _RULE_NAMED = ACTIONS[AFTER_STATEMENT_NAME]["NAME"]
 RULE_WORD = "vjp"
 KEPT = frozenset(tables.KEPT)
 # What the loop looks at beyond the parser's own work: keywords, brackets, separators,
-# dropped tokens, and the colon that opens a loop's block
+# dropped tokens, and the colon that opens a block
 _LOOKED_AT = frozenset(RENAMES) | OPENERS | CLOSERS | SEPARATORS | IGNORED | {"COLON"}
 INDENT, DEDENT = "_INDENT", "_DEDENT"
 _ON_THE_LINE = -1  # a block that is the rest of its line (else a block's indentation)
@@ -153,7 +154,7 @@ def parse(source: str) -> tuple[Node, list[Range]]:
                     keyword = keywords[kind].get(source[start:end])
                     if keyword is not None and (keyword in actions[state] or kind not in actions[state]):
                         kind = keyword
-                        if kind == "FOR":
+                        if kind in BLOCKS:
                             header, loop_indent = True, indentation(source, start)
                 elif kind in OPENERS:
                     depth += 1
@@ -281,7 +282,7 @@ def parse(source: str) -> tuple[Node, list[Range]]:
     raise AssertionError("the parser read past the end of its input")  # pragma: no cover - END always ends it
 
 
-_NESTED_ON_THE_LINE = "a loop on one line cannot hold a loop with an indented body; write the outer loop as a block too"
+_NESTED_ON_THE_LINE = "a block on one line (after for ...: or with no_grad:) cannot hold a block of indented lines; write the outer one as indented lines too"
 _TOO_DEEP = "unexpected indent: this line is indented deeper than the block it is in"
 _NO_SUCH_BLOCK = "this line's indentation matches no block around it"
 

@@ -64,6 +64,7 @@ CONTINUES = frozenset({
     "IF", "ELSE", "CHECK", "DEF", "WRT",
 })
 SEPARATORS = frozenset({NEWLINE, "SEMICOLON"})  # outside brackets, these end a statement
+BLOCKS = frozenset({"FOR", "WITH"})  # the keywords of the statements whose colon opens a block
 NUMBERS = frozenset({"NUMBER"})
 STRINGS = frozenset({"STRING"})
 COMMENTS = frozenset({"COMMENT"})

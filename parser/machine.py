@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, collector_paused, lookup
+from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, collector_paused, is_grad_enabled, lookup, set_grad_enabled
 from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
 from .backends import BACKENDS, CONSTANTS, Backend, TensorList, to_param
@@ -25,6 +25,7 @@ from .compiler import (
     JUMP_IF_FALSE,
     LOAD,
     METHOD,
+    NO_GRAD,
     NONE,
     SLICE,
     STRING,
@@ -181,6 +182,14 @@ class Session:
         if statement.kind == "for":
             self._loop(statement)
             return None
+        if statement.kind == NO_GRAD:
+            with set_grad_enabled(False):
+                for inner in statement.body:
+                    try:
+                        self._run_statement(inner)
+                    except LanguageError as err:
+                        raise err.at(inner.span) from None
+            return None
         if statement.kind == "vjp":
             from .user_rules import define_rule
 
@@ -263,12 +272,12 @@ class Session:
         return bound
 
     def update(self, name: str, value: Any) -> Any:
-        """`name op= value` (value is the new value, already computed): a variable (a leaf)
-        stays a variable, a fresh leaf holding the new value, cut from the graph that
-        computed it, as an optimizer's in-place step leaves a parameter a leaf. So
-        `w -= lr * grad(L, w)` can be repeated, each step costing the same. Anything else
-        (a named intermediate, a constant) is assigned as `name = value` would be."""
-        if self.backend.is_variable(self.variables.get(name)):
+        """`name op= e` (`value` is `name op e`, already computed) is `name = name op e`,
+        as in Python, except inside `with no_grad:` (no graph is recorded), where a
+        variable (a leaf that requires grad) stays a variable: a new leaf holding the new
+        value, as PyTorch's in-place step under torch.no_grad() leaves a parameter a leaf.
+        So `with no_grad: w -= lr * grad(L, w)` can be repeated, each step costing the same."""
+        if not is_grad_enabled() and self.backend.is_variable(self.variables.get(name)):
             refuse_reserved(name)
             bound = self.backend.leaf(value, name)
             self.variables[name] = bound

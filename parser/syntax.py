@@ -12,7 +12,7 @@ import re
 from . import driver, tables
 from .driver import Node, Range, Stuck, indentation
 from .errors import LanguageError, place_of
-from .lexer import BAD, CLOSERS, COMMENTS, CONTINUES, END, KEYWORDS, NEWLINE, OPENERS, SEPARATORS, Token, tokens
+from .lexer import BAD, BLOCKS, CLOSERS, COMMENTS, CONTINUES, END, KEYWORDS, NEWLINE, OPENERS, SEPARATORS, Token, tokens
 from .records import Record
 
 __all__ = [
@@ -22,7 +22,7 @@ __all__ = [
 
 _READABLE = {
     "NAME": "a name", "NUMBER": "a number", "STRING": "a string", NEWLINE: "end of line", "_INDENT": "an indented block",
-    "_DEDENT": "the end of the loop's body",
+    "_DEDENT": "the end of the block",
     END: "end of input", "COMPARE": "a comparison", "AUGOP": "'+=', '-=', '*=', '/=', '//=' or '%='", "POW": "'**'",
 }
 _EXPRESSION_STARTS = {"NAME", "NUMBER", "LPAR", "LSQB", "MINUS"}
@@ -48,8 +48,8 @@ def describe_expected(expected: set[str]) -> str:
     words += sorted({_readable(t) for t in expected if not t.startswith("__")})
     if not words:
         return "something else"
-    if len(words) > 7:  # (where a statement may start: an expression, ';', check, def, for and the two ends)
-        words = words[:7] + ["..."]
+    if len(words) > 8:  # (where a statement may start: an expression, ';', check, def, for, with and the two ends)
+        words = words[:8] + ["..."]
     return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1]
 
 
@@ -127,14 +127,14 @@ def _before_statement_line(source: str, start: int, end: int) -> int:
 def statement_end(source: str, start: int) -> int:
     """The end of the statement that starts at `start`: the first newline or ';' outside
     brackets (strings and comments are tokens of their own), for text that does not parse.
-    A loop ends with its body: the rest of its line, or the lines indented under it."""
+    A loop or a `with` ends with its body: the rest of its line, or the lines indented under it."""
     depth, loop, previous = 0, False, ""
     for t in tokens(source, start):
         if t.kind in OPENERS:
             depth += 1
         elif t.kind in CLOSERS:
             depth = max(depth - 1, 0)
-        elif t.kind == "FOR" and not previous:
+        elif t.kind in BLOCKS and not previous:
             loop = True
         elif t.kind in SEPARATORS and depth == 0 and not (loop and t.kind == "SEMICOLON"):
             if loop and previous == "COLON":
@@ -181,8 +181,8 @@ class PendingInput:
     `add(line)` answers "is the input complete now?" without parsing everything typed so
     far on every line: while a bracket is open, or the line ends with an operator or a
     `\\`, the input is unfinished and nothing is parsed; after a line that ends with a
-    loop's colon, only a blank line ends the input (the lines between are the loop's
-    body); otherwise the whole input is parsed once. So a paste of n lines costs O(n),
+    block's colon (a loop's, a `with no_grad:`), only a blank line ends the input (the
+    lines between are the body); otherwise the whole input is parsed once. So a paste of n lines costs O(n),
     not O(n^2). The lines are the input as typed, joined by newlines (`text`), so every
     place in it is where it was typed.
     """
@@ -190,7 +190,7 @@ class PendingInput:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.depth = 0
-        self.block = False  # a line ended with a loop's colon: the input goes on to a blank line
+        self.block = False  # a line ended with a block's colon: the input goes on to a blank line
 
     @property
     def text(self) -> str:
@@ -227,7 +227,7 @@ class PendingInput:
                 self.depth = max(self.depth - 1, 0)
             if t.kind not in COMMENTS:
                 last = t.kind
-        # A line that ends with a colon outside brackets opens a loop's body of indented lines.
+        # A line that ends with a colon outside brackets opens a block of indented lines.
         self.block = self.block or (last == "COLON" and self.depth == 0)
         return self.depth > 0 or last in CONTINUES or backslash
 

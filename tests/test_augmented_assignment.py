@@ -1,5 +1,7 @@
 """Augmented assignment of right-hand sides that jump (conditionals, nested ones, user
-function calls), through the real command, against Python's own `exec` of the same text."""
+function calls), through the real command: its value against Python's own `exec` of the
+same text, its derivative against PyTorch float64's of `x = x OP right` (what `x OP= right`
+means, as in Python; torch's own `x += ...` would update a leaf in place)."""
 from __future__ import annotations
 
 import json
@@ -45,6 +47,35 @@ def test_every_operator_with_every_jumping_right_side_matches_python(engine, ope
     assert len(values) == len(cases)
     for (start, op, right), got in zip(cases, values):
         assert got == python_value(start, op, right), (start, op, right)
+
+
+def torch_derivative(torch, start: str, operator: str, right: str) -> float:
+    """d x / d x0 after `x = x0; x = x OP right`, by PyTorch float64 (floor division has no
+    derivative there: 0, as JAX and gradcalc give it)."""
+    if operator == "//=":
+        return 0.0
+    namespace: dict = {}
+    for name, (param, body) in DEFINITIONS.items():
+        exec(f"def {name}({param}):\n    return {body}", namespace)  # noqa: S102
+    x0 = torch.tensor(float(start), dtype=torch.float64, requires_grad=True)
+    namespace["x"] = x0
+    exec(f"x = x {operator[:-1]} ({right})", namespace)  # noqa: S102
+    (derivative,) = torch.autograd.grad(namespace["x"], x0, allow_unused=True)
+    return 0.0 if derivative is None else float(derivative)
+
+
+@pytest.mark.parametrize(("engine", "operators"), [("tensor", OPERATORS), ("scalar", OPERATORS[:4])])
+def test_the_derivative_of_every_update_is_pytorchs(engine, operators):
+    torch = pytest.importorskip("torch")
+    definitions = "".join(f"def {name}({param}) = {body}\n" for name, (param, body) in DEFINITIONS.items())
+    cases = [(start, op, right) for start in ("7", "-7") for op in operators for right in RIGHT_SIDES]
+    script = definitions + "".join(f"x0 = {start}; x = x0; x {op} {right}; x * 1\n" for start, op, right in cases)
+    done = gradcalc("--engine", engine, "run", "--json", "-", stdin=script)
+    assert done.returncode == 0, done.stderr
+    reports = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(reports) == len(cases)
+    for (start, op, right), got in zip(cases, reports):
+        assert got["grads"].get("x0", 0.0) == torch_derivative(torch, start, op, right), (start, op, right, got)
 
 
 @pytest.mark.parametrize(("source", "value"), [

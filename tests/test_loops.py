@@ -136,7 +136,8 @@ def test_an_error_in_nested_loops_names_each_iteration():
     ("for i in range(3):\n    x = 1\n      y = 2", "unexpected indent: this line is indented deeper than the block it is in", (3, 7)),
     ("for i in range(3):\n    x = 1\n  y = 2", "this line's indentation matches no block around it", (2 + 1, 3)),
     ("for i in range(2): for j in range(2):\n    x = 1",
-     "a loop on one line cannot hold a loop with an indented body; write the outer loop as a block too", (1, 38)),
+     "a block on one line (after for ...: or with no_grad:) cannot hold a block of indented lines; write the outer one as indented lines too",
+     (1, 38)),
     ("for i in arange(3): x = 1", "a for loop runs over range(...): for i in range(10), range(2, 10) or range(0, 10, 2)", (1, 10)),
     ("for i in [1, 2]: x = 1", "expected a name, found '['", (1, 10)),
     ("for i in range(): x = 1", "range takes 1 to 3 whole numbers (stop; start, stop; start, stop, step), got 0", (1, 10)),
@@ -183,7 +184,7 @@ def test_the_repl_reads_a_block_until_a_blank_line():
 def test_a_loop_typed_at_the_repl_runs(capsys):
     repl = drive("x = 1\nfor i in range(3):\n    x *= 3\n\nx\n")
     assert "value: 27.0" in capsys.readouterr().out
-    assert repl.session.variables["x"].is_leaf
+    assert not repl.session.variables["x"].is_leaf  # x *= 3 is x = x * 3: x names the product of the first x
 
 
 def test_an_error_in_a_loop_at_the_repl_leaves_the_variables_as_before_the_loop(capsys):

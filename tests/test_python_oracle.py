@@ -84,7 +84,8 @@ CONSTANTS = {"pi": "np.pi", "e": "np.e", "inf": "np.inf", "true": "1.0", "false"
 VARIABLES = ["a", "b", "x", "y", "w2", "M", "v_1", "total"]
 LOOP_NAMES = ["k", "step"]
 RANGES = [("2", "2"), ("1", "1"), ("0, 2", "0, 2"), ("1, 4, 2", "1, 4, 2"), ("3, 0, -1", "3, 0, -1"), ("-1, 1", "-1, 1")]
-KEYWORD_TARGETS = ["check", "def", "true", "false"]
+KEYWORD_TARGETS = ["check", "def", "true", "false", "with"]
+BLOCKS = ("for ", "with ")  # the statements whose body is a block
 
 
 class Expr:
@@ -427,7 +428,7 @@ class Writer:
     # ---- statements -----------------------------------------------------------------------
     def statement(self) -> tuple[str, str]:
         kinds = ["assign", "assign", "expression", "expression", "augmented", "augmented", "def", "recursive", "check",
-                 "check_equal", "unpack", "loop", "rule", "rule_call"]
+                 "check_equal", "unpack", "loop", "rule", "rule_call", "no_grad"]
         return getattr(self, "s_" + self.pick(kinds))()
 
     def s_loop(self, indent: str = "") -> tuple[str, str]:
@@ -453,11 +454,27 @@ class Writer:
         gaps = [self.pick(["\n", "\n\n", f"\n{inside}# a comment\n", " # a comment\n"]) for _ in body]
         return head + "".join(f"{gap}{inside}{t}" for gap, (t, _, _) in zip(gaps, body)), python.rstrip("\n")
 
+    def s_no_grad(self, indent: str = "") -> tuple[str, str]:
+        """`with no_grad:` (or `with no_grad():`, its line at `indent`), on one line or as an
+        indented block: a body as a loop's. No graph is recorded in it, which changes no
+        value (an update of a variable keeps it a variable, with the value `x OP e`), so
+        Python runs the body as it is (in `if True:`, for its indentation)."""
+        head = self.pick(["with no_grad:", "with no_grad():"])
+        inside = indent + self.pick(["    ", "  "])
+        body = [self.loop_statement(inside, outer=not indent) for _ in range(self.draw(st.integers(1, 3)))]
+        python = "if True:\n" + "".join(f"    {line}\n" for _, p, _ in body for line in p.splitlines())
+        if not any(block for _, _, block in body) and self.chance(0.5):
+            return head + " " + "; ".join(t for t, _, _ in body), python.rstrip("\n")
+        return head + "".join(f"\n{inside}{t}" for t, _, _ in body), python.rstrip("\n")
+
     def loop_statement(self, indent: str, outer: bool) -> tuple[str, str, bool]:
-        """(text, Python, whether it is a loop) of one statement of a loop's body at `indent`."""
-        kind = self.pick(["assign", "augmented", "augmented", "expression", "fresh"] + (["loop"] if outer else []))
+        """(text, Python, whether it is a block: a loop or a with) of one statement of a
+        loop's (or a with's) body at `indent`."""
+        kind = self.pick(["assign", "augmented", "augmented", "expression", "fresh"] + (["loop", "no_grad"] if outer else []))
         if kind == "loop":
             return (*self.s_loop(indent), True)
+        if kind == "no_grad":
+            return (*self.s_no_grad(indent), True)
         if kind == "expression":
             e = self.slot(self.pick(SHAPES), 3)
             return e.text, f"_ = {e.python}", False  # (neither side shows an expression in a loop)
@@ -626,11 +643,11 @@ def programs(draw: Callable[[Any], Any]) -> tuple[str, str, bool]:
     pairs = [writer.statement() for _ in range(draw(st.integers(1, 7)))]
     if draw(st.integers(0, 9)) == 0:
         pairs.append(writer.s_keyword_target())
-    source = draw(st.sampled_from(["", "\n", "# start\n", ";" if not pairs[0][0].startswith("for ") else ""]))
+    source = draw(st.sampled_from(["", "\n", "# start\n", ";" if not pairs[0][0].startswith(BLOCKS) else ""]))
     for k, (text, _) in enumerate(pairs):
         # A loop begins a line (its body is indented against that line) and takes the rest
         # of its last line: what follows it begins a line of its own.
-        loop = text.startswith("for ") or (k + 1 < len(pairs) and pairs[k + 1][0].startswith("for "))
+        loop = text.startswith(BLOCKS) or (k + 1 < len(pairs) and pairs[k + 1][0].startswith(BLOCKS))
         source += text + draw(st.sampled_from(LINE_ENDS if loop else SEPARATORS))
     python = PRELUDE + "\n".join(p for _, p in pairs) + "\n"
     return source, python, writer.exact
@@ -793,7 +810,7 @@ class _BracketNewlines:
     """Newlines inside brackets are spaces (grammar.lark's rule, which the language's own
     lexer applies), and a loop's body is told by _INDENT and _DEDENT (the rule driver.py
     applies, written here again over Lark's tokens): the rest of the line after the
-    loop's colon, or the lines under it indented as its first line is."""
+    colon of a loop or a with, or the lines under it indented as its first line is."""
 
     always_accept = ("_NL",)
 
@@ -834,7 +851,7 @@ class _BracketNewlines:
                         blocks.pop()
                         yield Token.new_borrow_pos("_DEDENT", "", token)
                     yield Token.new_borrow_pos("_NL", "\n", token)
-            header = header or token.type == "FOR"
+            header = header or token.type in ("FOR", "WITH")
             if token.type == "COLON" and header and not depth:
                 header, opened = False, True
             yield token
