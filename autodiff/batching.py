@@ -75,10 +75,14 @@ class Batched(Tensor):
     array (the batch axes first, in the order of `levels`). It is not a node of any
     graph: ops on it record ops on `value`."""
 
-    __slots__ = ("value", "levels")
+    __slots__ = ("value", "levels", "diag")
 
     value: Tensor
     levels: tuple[int, ...]
+    # A batch of scaled rows of the identity (a Jacobian's seed, and what scaling keeps of
+    # it): row k is d[k] times the k-th element of an item, zero elsewhere; `diag` is d (a
+    # Tensor), or None. Rules with a `diagonal` hook use it (DIAGONAL_BATCHES below).
+    diag: Tensor | None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -137,7 +141,23 @@ def batched(value: Tensor, levels: tuple[int, ...]) -> Tensor:
     b.detached = value.detached
     b.value = value
     b.levels = levels
+    b.diag = None
     return b
+
+
+def identity_rows(shape: tuple[int, ...], level: int, lead: tuple[int, ...] = ()) -> Batched:
+    """The rows of the identity over the elements of an item of `shape`, as a batch over
+    `level` (with size-1 axes `lead` for levels the item's tensor carries): the seed of a
+    Jacobian's batched pass."""
+    n = int(np.prod(shape, dtype=np.int64))
+    rows = batched(Tensor(np.eye(n).reshape((n,) + lead + tuple(shape))), (level,))
+    if not lead and DIAGONAL_BATCHES[0]:
+        rows.diag = Tensor(np.ones(n))  # type: ignore[attr-defined]
+    return rows  # type: ignore[return-value]
+
+
+# The fast path for batches of scaled identity rows can be turned off (tests compare).
+DIAGONAL_BATCHES = [True]
 
 
 def unbatched(t: Any) -> tuple[Any, tuple[int, ...]]:
@@ -182,6 +202,10 @@ def apply_batched(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> A
     rule = op.batch
     if rule is None:
         raise BatchError(f"{op.name} has no batching rule, so it cannot run inside vmap or a batched Jacobian")
+    if rule.diagonal is not None and len(levels) == 1:
+        fast = rule.diagonal(op, inputs, params)
+        if fast is not None:
+            return fast
     args, flags = [], []
     for t in inputs:
         value, have = unbatched(t)
@@ -209,14 +233,18 @@ class BatchRule:
     "leading", or "own" for a rule written for its op), which replay.py's sparse replays
     read; `text` says it in words for help and docs."""
 
-    __slots__ = ("kind", "run", "text", "sparse")
+    __slots__ = ("kind", "run", "text", "sparse", "diagonal")
 
-    def __init__(self, kind: str, run: Callable[..., Any], text: str, sparse: str | None = None) -> None:
+    def __init__(self, kind: str, run: Callable[..., Any], text: str, sparse: str | None = None,
+                 diagonal: Callable[..., Any] | None = None) -> None:
         self.kind, self.run, self.text = kind, run, text
         # How a batch that differs from one value in one element per row passes the op
         # (replay.py's sparse replays): "elementwise" (each element on its own), "view"
         # (the same elements in C order), "total"/"average" (a sum of all of them, or a mean).
         self.sparse = sparse
+        # diagonal(op, inputs, params): the op on a batch of scaled identity rows
+        # (Batched.diag) in O(n**2) rather than as n dense rows, or None where it does not apply.
+        self.diagonal = diagonal
 
     def __repr__(self) -> str:
         return f"<batch {self.kind}: {self.text}>"
@@ -570,3 +598,90 @@ def merged(g: Any, levels: tuple[int, ...]) -> Any:
     if order != tuple(range(value.ndim)):
         value = TENSOR_MATH.transpose(value, axes=order)
     return batched(value, union)
+
+
+# ---- batches of scaled identity rows -------------------------------------------------------------
+# A Jacobian's seed is the identity: n rows, one element each. Scaling keeps it so, a
+# reshape keeps it so, and a matrix product with it is a scaled copy of the matrix: n**2
+# work where the dense rows take n**3 (jacrev and jacfwd of tanh(W @ x) at n = 300:
+# docs/performance.md, "diagonal batches").
+
+
+def _diagonal_input(inputs: Sequence[Any]) -> tuple[int, Any] | None:
+    """The one batched input, if it is a batch of scaled identity rows and the others are not batched."""
+    found = None
+    for k, t in enumerate(inputs):
+        if type(t) is Batched:
+            if t.diag is None or found is not None:
+                return None
+            found = (k, t)
+    return found
+
+
+def _finite(t: Tensor) -> bool:
+    """No inf or nan: the dense rows would hold 0 * inf = nan beside each row's element,
+    which the scaled rows' exact zeros must not hide (the two paths give the same numbers)."""
+    data = t.data
+    return bool(np.isfinite(data).all()) if data.size else True
+
+
+def _scaled(op: OpDef, diag: Tensor, shape: tuple[int, ...], level: tuple[int, ...]) -> Batched:
+    n = diag.size
+    rows = batched(TENSOR_MATH.reshape(TENSOR_MATH.diag(diag), shape=(n,) + shape), level)
+    rows.diag = diag  # type: ignore[attr-defined]
+    return rows  # type: ignore[return-value]
+
+
+def _scaling(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batched | None:
+    """mul, div (the batch divided) and neg: each row's one element scaled, zeros kept."""
+    found = _diagonal_input(inputs)
+    if found is None or params:
+        return None
+    k, rows = found
+    shape = tuple(rows.shape)
+    if op.name == "neg":
+        return _scaled(op, TENSOR_MATH.neg(rows.diag), shape, rows.levels)
+    if op.name == "div" and k != 0:
+        return None
+    other = inputs[1 - k]
+    other = other if isinstance(other, Tensor) else Tensor(other)
+    if np.broadcast_shapes(tuple(other.shape), shape) != shape or not _finite(other):
+        return None
+    at = TENSOR_MATH.reshape(other if tuple(other.shape) == shape else TENSOR_MATH.broadcast_to(other, shape=shape), shape=(rows.diag.size,))
+    d = TENSOR_MATH.div(rows.diag, at) if op.name == "div" else TENSOR_MATH.mul(rows.diag, at) if k == 0 else TENSOR_MATH.mul(at, rows.diag)
+    return _scaled(op, d, shape, rows.levels)
+
+
+def _reshaped(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batched | None:
+    """A reshape keeps each row's element where C order puts it."""
+    found = _diagonal_input(inputs)
+    if found is None:
+        return None
+    _, rows = found
+    new = params.get("shape", ())
+    new = (new,) if isinstance(new, (int, np.integer)) else tuple(new)
+    shape = logical_reshape(tuple(rows.shape), new)
+    out = batched(TENSOR_MATH.reshape(rows.value, shape=(rows.diag.size,) + shape), rows.levels)
+    out.diag = rows.diag  # type: ignore[attr-defined]
+    return out  # type: ignore[return-value]
+
+
+def _product(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Tensor | None:
+    """A matrix times a batch of scaled identity rows, or the rows times a matrix: each row of
+    the result is a scaled row or column of the matrix."""
+    found = _diagonal_input(inputs)
+    if found is None or params:
+        return None
+    k, rows = found
+    other = inputs[1 - k]
+    shape, n = tuple(rows.shape), rows.diag.size
+    if not isinstance(other, Tensor) or other.ndim != 2 or not _finite(other):
+        return None
+    m = TENSOR_MATH
+    if k == 1 and shape in ((n,), (n, 1)) and other.shape[1] == n:  # A @ (d_j e_j) = d_j A[:, j]
+        columns = m.transpose(m.mul(other, m.reshape(rows.diag, shape=(1, n))), axes=(1, 0))
+        return batched(m.reshape(columns, shape=(n, other.shape[0]) + shape[1:]), rows.levels)
+    if k == 0 and shape in ((n,), (1, n)) and other.shape[0] == n:  # (d_j e_j) @ B = d_j B[j, :]
+        scaled = m.mul(m.reshape(rows.diag, shape=(n, 1)), other)
+        return batched(m.reshape(scaled, shape=(n,) + shape[:-1] + (other.shape[1],)), rows.levels)
+    return None

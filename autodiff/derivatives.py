@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .backprop import _seed, _undefined_stays_undefined, _zeros_of, backprop
-from .batching import Batched, batched, from_level, merged, new_level, rebased, unbatched
+from .batching import Batched, batched, from_level, identity_rows, merged, new_level, rebased, unbatched
 from .forward import NoJVPError, jacobian_forward
 from .limits import check_size
 from .namespaces import TENSOR_MATH
@@ -97,8 +97,9 @@ def jacobian(f_out: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
         return jacobian_forward(f_out, x, create_graph)
     n = f_out.size
     with new_level() as level:
-        eye = np.eye(n).reshape((n,) + (1,) * len(ylev) + tuple(f_out.shape))
-        seed = batched(Tensor(np.broadcast_to(eye, (n, *yv.shape))), (level,))
+        seed = identity_rows(tuple(f_out.shape), level, (1,) * len(ylev))
+        if ylev:  # (every row of the vmap's batch: its own copy of the seed)
+            seed = batched(Tensor(np.broadcast_to(seed.data, (n, *yv.shape))), (level,))
         g = backprop(yv, seed, create_graph, keep={xv}).get(xv)
         if g is None:
             return Tensor(np.zeros(f_out.shape + x.shape))

@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 
 from .backprop import PASSES, collector_paused, topological_order
-from .batching import Batched, batched, from_level, merged, new_level, rebased, unbatched
+from .batching import Batched, batched, from_level, identity_rows, merged, new_level, rebased, unbatched
 from .errors import ArgumentError
+from .guards import masked
 from .limits import check_size
 from .registry import ARRAY_MATH, TENSOR_MATH, OpDef
 from .tensor import Tensor, set_grad_enabled, to_array
@@ -149,9 +150,7 @@ def through_partials(reduce: Callable[..., Any], text: str = "sum of {t} * d ans
                 partials = _vjp_call(op, k, m, g, ans, inputs, params)
                 if partials is not None:
                     # An element whose tangent is 0 adds exactly 0, even where its partial is
-                    # inf or nan (VJPs guard a zero gradient the same way: ops/arithmetic.py).
-                    from .ops.arithmetic import masked  # (not at the top: the ops import this module)
-
+                    # inf or nan (VJPs guard a zero gradient the same way: ops/arithmetic.py's masked).
                     z = _settled(m, masked(m, t, t * partials), inputs[k])
                     total = _add(total, reduce(m, z, ans, **params))
             return total
@@ -303,8 +302,9 @@ def jacobian_forward(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor
     if n == 0 or not (yv.requires_grad or yv is xv):
         return Tensor(np.zeros(y.shape + x.shape))
     with new_level() as level:
-        eye = np.eye(n).reshape((n,) + (1,) * len(xlev) + tuple(x.shape))
-        seed = batched(Tensor(np.broadcast_to(eye, (n, *xv.shape))), (level,))
+        seed = identity_rows(tuple(x.shape), level, (1,) * len(xlev))
+        if xlev:  # (every row of the vmap's batch: its own copy of the seed)
+            seed = batched(Tensor(np.broadcast_to(seed.data, (n, *xv.shape))), (level,))
         t = push_forward([yv], {xv: seed}, create_graph).get(yv)
         if t is None:
             return Tensor(np.zeros(y.shape + x.shape))

@@ -28,7 +28,7 @@ import numpy as np
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad, jacobian, jacobian_forward, tangent_of, topological_order
 from gradcalc.autodiff import transforms as engine
-from gradcalc.autodiff.batching import BatchError
+from gradcalc.autodiff.batching import BatchError, batched, unbatched
 from gradcalc.autodiff.errors import ArgumentError, ShapeError
 from gradcalc.autodiff.limits import check_size
 
@@ -283,7 +283,7 @@ def _result(value: Any, fresh: list[Tensor]) -> Any:
     For the outermost transformation only a named leaf is a variable: the inputs of the
     transformations inside it, which have finished, are not (grad(lambda x: grad(lambda
     y: x*y*y)(2))(3) is a constant); inside one, the inputs of those around it are."""
-    own = {id(x) for x in fresh}
+    own = {id(unbatched(x)[0]) for x in fresh}  # (inside vmap: the physical inputs)
     outermost = _RUNNING[0] == 1
 
     def outside(item: Any) -> bool:  # connected to a variable outside: keep the graph
@@ -291,7 +291,7 @@ def _result(value: Any, fresh: list[Tensor]) -> Any:
             return any(outside(part) for part in item)
         return isinstance(item, Tensor) and item.requires_grad and any(
             node.op is None and node.requires_grad and (node.name is not None if outermost else id(node) not in own)
-            for node in topological_order(item))
+            for node in topological_order(unbatched(item)[0]))
 
     return value if outside(value) else _constant(value)
 
@@ -301,9 +301,10 @@ def _constant(value: Any) -> Any:
         return tuple(_constant(v) for v in value)
     if not isinstance(value, Tensor):
         return value
-    made = Tensor(value.data)
+    physical, levels = unbatched(value)
+    made = Tensor(physical.data)
     made.detached = True  # a derivative that came out constant stays a constant when named
-    return made
+    return batched(made, levels)
 
 
 # ---- reverse and forward mode -----------------------------------------------------------------

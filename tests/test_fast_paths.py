@@ -385,6 +385,45 @@ def test_few_entries_are_compared_as_numpy_compares_them(pairs, leaves, toleranc
     assert repr(fast) == repr(general)  # (a float's repr is its bits, the sign of 0 too; nan payloads aside)
 
 
+# ---- batches of scaled identity rows (a Jacobian's seed) through scaling, reshape and matmul ----------
+
+
+def _jacobians_both_ways(f, x):
+    from gradcalc.autodiff import jacfwd, jacrev
+    from gradcalc.autodiff import batching as b
+
+    fast = [jacrev(f)(Tensor(x)).data, jacfwd(f)(Tensor(x)).data]
+    b.DIAGONAL_BATCHES[0] = False
+    try:
+        dense = [jacrev(f)(Tensor(x)).data, jacfwd(f)(Tensor(x)).data]
+    finally:
+        b.DIAGONAL_BATCHES[0] = True
+    return fast, dense
+
+
+EDGY = np.array([0.0, -0.0, 1e-310, -2.5, np.inf, -np.inf, np.nan, 3.0])
+
+
+@pytest.mark.parametrize("name", ["tanh(W @ x)", "x @ W * 2", "-(W @ x) / c", "reshape(x * c, (2, 4)) @ W2", "W @ sin(x) * c"])
+def test_diagonal_batches_give_the_dense_batches_jacobians(name):
+    """jacrev and jacfwd with the identity's rows kept diagonal equal the dense rows (the
+    signs of zeros aside), nan, infinities, zeros and subnormals included: a factor with an
+    inf or nan takes the dense path, whose 0 * inf the scaled rows would not have."""
+    from gradcalc.autodiff import ops as T
+
+    rng = np.random.default_rng(3)
+    W, W2, c = Tensor(rng.normal(size=(8, 8))), Tensor(rng.normal(size=(4, 3))), Tensor(EDGY[::-1].copy())
+    W.data[2, 3] = np.inf  # (a matrix with an infinity: the dense product)
+    fs = {
+        "tanh(W @ x)": lambda x: T.tanh(W @ x), "x @ W * 2": lambda x: x @ W * 2.0, "-(W @ x) / c": lambda x: -(W @ x) / c,
+        "reshape(x * c, (2, 4)) @ W2": lambda x: T.reshape(x * c, shape=(2, 4)) @ W2, "W @ sin(x) * c": lambda x: W @ T.sin(x) * c,
+    }
+    for x in (EDGY, rng.normal(size=8)):
+        fast, dense = _jacobians_both_ways(fs[name], x)
+        for a, b in zip(fast, dense):
+            np.testing.assert_array_equal(a, b)
+
+
 # ---- the ledger and this file name the same tests -------------------------------------------------
 
 

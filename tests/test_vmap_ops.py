@@ -138,9 +138,28 @@ def test_batched_jacobians_of_every_op_are_the_plain_passes(op):
     """jacrev and jacfwd run the op's VJP and JVP on a batch of cotangents or tangents: each
     equals the plain passes, one row (or column) of the identity at a time."""
     (inputs, params), *_ = _slices(op, seed=len(op.name) + 7)
-    n = len(inputs)
+    _jacobians_are_the_plain_passes(op, inputs, params, _differentiated(op, len(inputs)))
+
+
+EDGES = [(op, edge) for op in OPS if op.has_gradient for edge in op.edges if edge.error is None]
+
+
+@pytest.mark.parametrize(("op", "edge"), EDGES, ids=[f"{op.name}:{edge.case}" for op, edge in EDGES])
+def test_batched_jacobians_at_every_edge_are_the_plain_passes(op, edge):
+    """The same at each op's edges (infinities, nan, zeros, ties), where the zero-gradient
+    guards take their slow paths: a batch of cotangents with zeros in every row must pass
+    them as the plain passes do."""
+    inputs = [np.asarray(x, dtype=np.float64) for x in edge.inputs]
+    _jacobians_are_the_plain_passes(op, inputs, edge.params, list(edge.differentiated()))
+
+
+def _same(got, want, what):
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10, equal_nan=True, err_msg=what)
+
+
+def _jacobians_are_the_plain_passes(op, inputs, params, diff):
     outs = _outputs(op, params, [Tensor(x) for x in inputs])
-    for k in _differentiated(op, n):
+    for k in diff:
         for j, out in enumerate(outs):
             if out.data.dtype.kind != "f":
                 continue
@@ -156,7 +175,7 @@ def test_batched_jacobians_of_every_op_are_the_plain_passes(op):
                 g = backprop(y, seed.reshape(y.shape)).get(ts[k])
                 rows.append(np.zeros(ts[k].shape) if g is None else np.asarray(g))
             plain_rev = np.stack(rows).reshape(y.shape + ts[k].shape) if rows else np.zeros(y.shape + ts[k].shape)
-            np.testing.assert_allclose(rev, plain_rev, **TOL, err_msg=f"{op.name}: jacrev by input {k}, output {j}")
+            _same(rev, plain_rev, f"{op.name}: jacrev by input {k}, output {j}")
             if op.jvp is None:
                 continue
             columns = []
@@ -166,7 +185,7 @@ def test_batched_jacobians_of_every_op_are_the_plain_passes(op):
                 t = push_forward([y], {ts[k]: e.reshape(ts[k].shape)}).get(y)
                 columns.append(np.zeros(y.shape) if t is None else np.broadcast_to(np.asarray(t), y.shape))
             plain_fwd = np.stack(columns, axis=-1).reshape(y.shape + ts[k].shape) if columns else np.zeros(y.shape + ts[k].shape)
-            np.testing.assert_allclose(fwd, plain_fwd, **TOL, err_msg=f"{op.name}: jacfwd by input {k}, output {j}")
+            _same(fwd, plain_fwd, f"{op.name}: jacfwd by input {k}, output {j}")
 
 
 def test_vmap_composes_with_itself_and_the_derivatives():

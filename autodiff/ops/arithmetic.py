@@ -6,7 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import Batched
 from ..forward import DIAGONAL, LINEAR, MULTILINEAR
+from ..guards import guarded, masked  # noqa: F401  (the ops' VJPs take them from here too)
 from ..limits import check_size, matmul_shape
 from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, defop
 
@@ -44,43 +46,6 @@ def elementwise(
         aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap), rule=rule, jvp=DIAGONAL,
         edges=edges,
     )
-
-
-def masked(m: Any, g: Any, out: Any) -> Any:
-    """A VJP's result `out` (computed from `g`), made exactly 0 where g is 0 and out is nan.
-
-    An input that the output does not depend on at a point (the branch where() did not
-    take) receives gradient exactly 0 there; without this the chain rule multiplies that 0
-    by an infinite or undefined local derivative (sqrt'(0), log'(-1)) and leaks nan, as
-    PyTorch and JAX do. Only nan entries with g == 0 change, so elsewhere this is the
-    plain product, and its own derivatives (grad of grad) are the plain product's. The
-    check is one pass: the dot product of the flattened values with themselves is nan
-    exactly when an entry is, as squares are never negative (no inf - inf); complex
-    entries, unconjugated, may raise a false alarm, which only costs the exact test.
-    (The array's own `dot`, not np.vdot, whose dispatch through NumPy's function
-    protocol costs more than the product on the small arrays where this matters.)
-    """
-    raw = out if m is ARRAY_MATH else m.raw(out)
-    if type(raw) is np.ndarray and raw.ndim:
-        flat = raw.ravel()
-        total = flat.dot(flat)
-    else:
-        total = raw
-    if total == total:
-        return out
-    return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
-
-
-def guarded(m: Any, unreached: Any, out: Any) -> Any:
-    """masked's rule for a VJP or JVP whose every result entry gathers several incoming
-    ones (a reduction, a softmax row, a running sum, a matrix): `out` made exactly 0
-    where `unreached` (booleans broadcastable to out: no non-zero gradient or tangent
-    reaches that entry) and out is nan. Elsewhere out is untouched, a nan included."""
-    raw = out if m is ARRAY_MATH else m.raw(out)
-    lost = np.isnan(raw)
-    if not lost.any():
-        return out
-    return m.where(np.asarray(unreached) & lost, 0.0, out)
 
 
 # Products, quotients and powers call NumPy's ufuncs rather than Python's operators: for
@@ -174,7 +139,7 @@ def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     # at a = nan, or g = inf (x**0 / x at 0). PyTorch and the scalar engine do the same.
     lost = (raw_b == 0) & np.isnan(m.raw(out))
     if lost.any():
-        out = m.where(lost, 0.0, out)
+        out = m.where(m.mul(raw_b == 0, m.ne(out, out)), 0.0, out) if type(out) is Batched else m.where(lost, 0.0, out)
     return out
 
 

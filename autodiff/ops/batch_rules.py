@@ -19,6 +19,9 @@ from ..batching import (
     UNINDEX,
     BatchRule,
     Unbatched,
+    _product,
+    _reshaped,
+    _scaling,
     along_axis,
     batch_shape,
     call,
@@ -42,6 +45,10 @@ def _pad(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: d
 
 
 PAD = own(_pad, "no padding on the batch axes")
+
+
+# Elementwise, with batches of scaled identity rows kept so (batching.py).
+SCALING = BatchRule("broadcast", BROADCAST.run, BROADCAST.text, sparse="elementwise", diagonal=_scaling)
 
 
 def _einsum_in_batch(m: Any, nb: int, args: list[Any], flags: list[bool], inputs: list[str], output: str) -> Any:
@@ -186,9 +193,9 @@ def _len(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: d
 
 
 _RULES: dict[str, BatchRule] = {
-    "neg": BROADCAST, "lt": BROADCAST, "le": BROADCAST, "gt": BROADCAST, "ge": BROADCAST, "eq": BROADCAST, "ne": BROADCAST,
+    "neg": SCALING, "mul": SCALING, "div": SCALING, "lt": BROADCAST, "le": BROADCAST, "gt": BROADCAST, "ge": BROADCAST, "eq": BROADCAST, "ne": BROADCAST,
     "sign": BROADCAST, "floor": BROADCAST, "ceil": BROADCAST, "round": BROADCAST, "detach": BROADCAST, "floor_divide": BROADCAST,
-    "matmul": MATMUL,
+    "matmul": BatchRule("own", MATMUL.run, MATMUL.text, diagonal=_product),
     "argmax": along_axis(none="flatten"), "argmin": along_axis(none="flatten"),
     "item": own(_item, "each row's one element"), "len": own(_len, "the length of an item's first axis, the same in every row"),
     "squeeze": along_axis(none="squeeze", sparse="view"), "unsqueeze": along_axis(new_axis=True, sparse="view"), "flip": along_axis(),
@@ -213,7 +220,8 @@ _RULES: dict[str, BatchRule] = {
     "l1_loss": own(_elementwise_loss, "elementwise, then each row's reduction"),
     "huber": own(_elementwise_loss, "elementwise, then each row's reduction"),
     "cumsum": along_axis(none="flatten"), "cumprod": along_axis(none="flatten"), "logcumsumexp": along_axis(none="flatten"),
-    "reshape": RESHAPE, "flatten": FLATTEN, "transpose": TRANSPOSE, "swapaxes": along_axis("axis1", "axis2"),
+    "reshape": BatchRule("reshape", RESHAPE.run, RESHAPE.text, sparse="view", diagonal=_reshaped),
+    "flatten": FLATTEN, "transpose": TRANSPOSE, "swapaxes": along_axis("axis1", "axis2"),
     "broadcast_to": BROADCAST_TO, "getitem": GETITEM, "unindex": UNINDEX,
     "concatenate": along_axis(none="flatten"), "stack": along_axis(new_axis=True), "split": along_axis(),
     "var": along_axis(), "std": along_axis(),

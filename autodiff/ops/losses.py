@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import Batched
 from ..errors import ShapeError
 from ..forward import OVER_AXIS, TO_ITEMS
 from ..registry import Check, Edge, defop
@@ -80,6 +81,8 @@ def _softmax_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int = -1) -> Any:
 
 def _silent(m: Any, v: Any, axis: int) -> Any:
     """Where a whole slice along axis of a gradient or tangent is 0 (kept dims)."""
+    if type(v) is Batched:  # (a batch's raw arrays are its physical ones: by ops, which batch)
+        return m.eq(m.sum(m.ne(v, 0.0), axis=axis, keepdims=True), 0.0)
     return np.all(m.raw(v) == 0, axis=axis, keepdims=True)
 
 

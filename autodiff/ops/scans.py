@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import Batched
 from ..forward import LINEAR
 from ..registry import Check, Edge, defop
 from .arithmetic import guarded, masked
@@ -63,7 +64,7 @@ def _divisible(x: Any) -> bool:
 
 def _without_zeros(m: Any, weights: Any, terms: Any) -> Any:
     """weights * terms, exactly 0 where the weight (a gradient or tangent) is 0."""
-    return m.where(m.raw(weights) == 0, 0.0, weights * terms)
+    return masked(m, weights, weights * terms)
 
 
 def _cumprod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> Any:
@@ -107,7 +108,7 @@ def _logcumsumexp_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None)
     weights, order = _prefix_weights(m, x, axis)
     gt, _ = _scanned_last(m, g, axis)
     column = m.reshape(gt, shape=gt.shape + (1,))
-    dx = m.sum(m.where(m.raw(column) == 0, 0.0, weights * column), axis=-2)
+    dx = m.sum(masked(m, column, weights * column), axis=-2)
     dx = m.transpose(dx, axes=tuple(int(i) for i in np.argsort(order)))
     return m.reshape(dx, shape=x.shape)
 
@@ -118,8 +119,11 @@ def _cumprod_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int | None = Non
     t = m.reshape(tangents[0], shape=(-1,)) if axis is None else tangents[0]
     if _divisible(m.raw(x)):
         # (y_i that no non-zero tangent reaches gets exactly 0, where y_i overflowed too)
-        reached = np.cumsum(m.raw(t) != 0, axis=_scan_axis(axis))
-        return guarded(m, reached == 0, ans * m.cumsum(t / (m.reshape(x, shape=(-1,)) if axis is None else x), axis=_scan_axis(axis)))
+        if type(t) is Batched:  # (by ops, which batch: a batch's raw arrays are its physical ones)
+            unreached: Any = m.eq(m.cumsum(m.ne(t, 0.0), axis=_scan_axis(axis)), 0.0)
+        else:
+            unreached = np.cumsum(m.raw(t) != 0, axis=_scan_axis(axis)) == 0
+        return guarded(m, unreached, ans * m.cumsum(t / (m.reshape(x, shape=(-1,)) if axis is None else x), axis=_scan_axis(axis)))
     xt, order = _scanned_last(m, x, axis)
     tt = m.transpose(t, axes=order)
     n = xt.shape[-1]
@@ -133,7 +137,7 @@ def _logcumsumexp_jvp(m: Any, tangents: Any, ans: Any, x: Any, axis: int | None 
     weights, order = _prefix_weights(m, x, axis)
     tt, _ = _scanned_last(m, tangents[0], axis)
     row = m.reshape(tt, shape=tt.shape[:-1] + (1, tt.shape[-1]))
-    dy = m.sum(m.where(m.raw(row) == 0, 0.0, weights * row), axis=-1)
+    dy = m.sum(masked(m, row, weights * row), axis=-1)
     return m.transpose(dy, axes=tuple(int(i) for i in np.argsort(order)))
 
 

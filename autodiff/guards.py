@@ -1,0 +1,53 @@
+"""The zero-gradient guards of derivative rules: a gradient (or tangent) that is exactly 0
+at an entry passes exactly 0 on, even where the local derivative it multiplies is inf or
+nan. Every VJP and JVP that can meet such a derivative ends in one of these (a
+registry-wide test holds each op to the rule, in both modes)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .batching import Batched
+from .namespaces import ARRAY_MATH
+
+
+def masked(m: Any, g: Any, out: Any) -> Any:
+    """A VJP's result `out` (computed from `g`), made exactly 0 where g is 0 and out is nan.
+
+    An input that the output does not depend on at a point (the branch where() did not
+    take) receives gradient exactly 0 there; without this the chain rule multiplies that 0
+    by an infinite or undefined local derivative (sqrt'(0), log'(-1)) and leaks nan, as
+    PyTorch and JAX do. Only nan entries with g == 0 change, so elsewhere this is the
+    plain product, and its own derivatives (grad of grad) are the plain product's. The
+    check is one pass: the dot product of the flattened values with themselves is nan
+    exactly when an entry is, as squares are never negative (no inf - inf); complex
+    entries, unconjugated, may raise a false alarm, which only costs the exact test.
+    (The array's own `dot`, not np.vdot, whose dispatch through NumPy's function
+    protocol costs more than the product on the small arrays where this matters.)
+    """
+    raw = out if m is ARRAY_MATH else m.raw(out)
+    if type(raw) is np.ndarray and raw.ndim:
+        flat = raw.ravel()
+        total = flat.dot(flat)
+    else:
+        total = raw
+    if total == total:
+        return out
+    if type(out) is Batched or type(g) is Batched:  # (a batch's raw arrays are its physical ones: the mask by ops)
+        return m.where(m.mul(m.eq(g, 0.0), m.ne(out, out)), 0.0, out)
+    return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
+
+
+def guarded(m: Any, unreached: Any, out: Any) -> Any:
+    """masked's rule for a VJP or JVP whose every result entry gathers several incoming
+    ones (a reduction, a softmax row, a running sum, a matrix): `out` made exactly 0
+    where `unreached` (booleans broadcastable to out: no non-zero gradient or tangent
+    reaches that entry) and out is nan. Elsewhere out is untouched, a nan included."""
+    raw = out if m is ARRAY_MATH else m.raw(out)
+    lost = np.isnan(raw)
+    if not lost.any():
+        return out
+    if type(out) is Batched or type(unreached) is Batched:  # (the mask by ops, as in masked)
+        return m.where(m.mul(unreached, m.ne(out, out)), 0.0, out)
+    return m.where(np.asarray(unreached) & lost, 0.0, out)
