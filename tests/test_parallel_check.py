@@ -175,7 +175,7 @@ def test_wrt_names_and_warnings_come_in_one_order_whatever_the_run(tmp_path):
     names = ["x", "y", "zed", "w", "alpha", "b2", "q"]
     lines = [f"{name} = {k + 2}" for k, name in enumerate(names)]
     expected = []
-    for k in range(12):
+    for _ in range(12):
         chosen = rng.sample(names, 4)
         lines.append("check " + " + ".join(f"grad({n}*{j + 2}, {n})" for j, n in enumerate(chosen[:3])) + f" + grad({chosen[3]}**2, {chosen[3]})")
         expected.append([chosen[3], *chosen[:3]])  # on the graph (2 * w depends on w) first, then the others as named
