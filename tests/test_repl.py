@@ -249,15 +249,18 @@ def test_trailing_operator_and_backslash_continue_the_line(capsys):
     assert "value: 7.0" in out and "value: 10.0" in out
 
 
-def test_tab_completes_commands_methods_and_attributes():
+@pytest.fixture
+def complete():
+    """What Tab offers for the text before the cursor, in a session where x = [1, 2]."""
+    from prompt_toolkit.document import Document
+
     repl = Repl(renderer=render.PlainRenderer(render.Style()))
     repl.handle("x = [1, 2]")
     session = make_prompt_session(repl, output=DummyOutput())
-    from prompt_toolkit.document import Document
+    return lambda text: [c.text for c in session.completer.get_completions(Document(text), None)]
 
-    def complete(text):
-        return [c.text for c in session.completer.get_completions(Document(text), None)]
 
+def test_tab_completes_commands_methods_and_attributes(complete):
     assert complete(":lo") == [":load"]
     assert complete(":he") == [":help"]
     assert ":quit" in complete(":q")
@@ -404,15 +407,7 @@ def test_up_recalls_the_history_that_starts_with_what_is_typed_and_keywords_comp
         child.close()
 
 
-def test_keyword_arguments_complete_inside_the_call():
-    repl = Repl(renderer=render.PlainRenderer(render.Style()))
-    repl.handle("x = [1, 2]")
-    session = make_prompt_session(repl, output=DummyOutput())
-    from prompt_toolkit.document import Document
-
-    def complete(text):
-        return [c.text for c in session.completer.get_completions(Document(text), None)]
-
+def test_keyword_arguments_complete_inside_the_call(complete):
     assert complete("softmax(x, ax") == ["axis="]
     assert complete("sum(x, ke") == ["keepdims="]
     assert complete("cross_entropy(x, [0], re")[0] == "reduction="
