@@ -85,27 +85,39 @@ def _grad_of_batch(y: Tensor, targets: list[Tensor], grad_output: Any, create_gr
     return results
 
 
-def jacobian(f_out: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
+def jacobian(f_out: Tensor, x: Tensor | Sequence[Tensor], create_graph: bool = False) -> Any:
     """d out / d x as a tensor of shape out.shape + x.shape, in one backward pass of a
-    batch of cotangents (the rows of the identity): jacrev, as JAX's vmap of vjp."""
-    check_size(f_out.shape + x.shape, "jacobian")  # before the pass, not after
+    batch of cotangents (the rows of the identity): jacrev, as JAX's vmap of vjp. For a
+    list of xs, the list of their Jacobians from the same pass."""
+    targets = [x] if isinstance(x, Tensor) else list(x)
+    for t in targets:
+        check_size(f_out.shape + t.shape, "jacobian")  # before the pass, not after
     yv, ylev = unbatched(f_out)
-    xv, xlev = unbatched(x)
-    if f_out.size == 0 or not yv.requires_grad:  # the zeros of that shape, as torch.func.jacrev gives
-        return Tensor(np.zeros(f_out.shape + x.shape))
-    if not set(ylev) <= set(xlev):  # x the same in every row: each row's own derivative, by forward mode
-        return jacobian_forward(f_out, x, create_graph)
-    n = f_out.size
-    with new_level() as level:
-        seed = identity_rows(tuple(f_out.shape), level, (1,) * len(ylev))
-        if ylev:  # (every row of the vmap's batch: its own copy of the seed)
-            seed = batched(Tensor(np.broadcast_to(seed.data, (n, *yv.shape))), (level,))
-        g = backprop(yv, seed, create_graph, keep={xv}).get(xv)
-        if g is None:
-            return Tensor(np.zeros(f_out.shape + x.shape))
-        rows = from_level(g if isinstance(g, Tensor) else Tensor(g), level, len(xlev), n)  # (x's batch, out's elements, x's item)
-    shape = tuple(rows.shape[: len(xlev)]) + tuple(f_out.shape) + tuple(x.shape)
-    return batched(TENSOR_MATH.reshape(rows, shape=shape), xlev)
+    physical = [unbatched(t) for t in targets]
+    out: list[Any] = [None] * len(targets)
+    for k, (t, (_, xlev)) in enumerate(zip(targets, physical)):
+        if f_out.size == 0 or not yv.requires_grad:  # the zeros of that shape, as torch.func.jacrev gives
+            out[k] = Tensor(np.zeros(f_out.shape + t.shape))
+        elif not set(ylev) <= set(xlev):  # x the same in every row: each row's own derivative, by forward mode
+            out[k] = jacobian_forward(f_out, t, create_graph)
+    wanted = [k for k in range(len(targets)) if out[k] is None]
+    if wanted:
+        n = f_out.size
+        with new_level() as level:
+            seed = identity_rows(tuple(f_out.shape), level, (1,) * len(ylev))
+            if ylev:  # (every row of the vmap's batch: its own copy of the seed)
+                seed = batched(Tensor(np.broadcast_to(seed.data, (n, *yv.shape))), (level,))
+            grads = backprop(yv, seed, create_graph, keep={physical[k][0] for k in wanted})
+            for k in wanted:
+                xv, xlev = physical[k]
+                g = grads.get(xv)
+                if g is None:
+                    out[k] = Tensor(np.zeros(f_out.shape + targets[k].shape))
+                    continue
+                rows = from_level(g if isinstance(g, Tensor) else Tensor(g), level, len(xlev), n)  # (x's batch, out's elements, x's item)
+                shape = tuple(rows.shape[: len(xlev)]) + tuple(f_out.shape) + tuple(targets[k].shape)
+                out[k] = batched(TENSOR_MATH.reshape(rows, shape=shape), xlev)
+    return out[0] if isinstance(x, Tensor) else out
 
 
 def hessian(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:

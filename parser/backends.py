@@ -190,6 +190,12 @@ _LARGEST_INDEX = 2.0**53  # (no axis is longer; past it NumPy's indices overflow
 _WITH_RESPECT_TO = "x must be a variable (a name given a value, as in x = 3) or a named value that y was computed from"
 
 
+def _written_list(x: Any) -> list[Any] | None:
+    """The items of a list or tuple written in place as grad's second argument,
+    `grad(L, (W1, b1))` (the compiler passes them as a tuple), or None for one value."""
+    return list(x) if isinstance(x, tuple) else None
+
+
 def _check_differentiable(usage: str, y: Tensor, x: Any) -> None:
     """What grad(y, x) may differentiate by: a variable (zeros when y does not use it), or
     a named intermediate (its adjoint, as retain_grad() gives). A constant has no
@@ -347,7 +353,6 @@ class TensorBackend:
         y, x = args
         if not isinstance(y, Tensor):
             raise LanguageError("argument", f"{usage}: y must be a tensor")
-        _check_differentiable(usage, y, x)
         # Inside `with no_grad:` a plain backward pass, recording nothing (torch.autograd.grad
         # without create_graph); elsewhere the result is differentiable again.
         recorded = is_grad_enabled()
@@ -355,6 +360,10 @@ class TensorBackend:
             raise LanguageError("argument", f"{usage}: y has no graph to differentiate (it was computed inside with no_grad:, "
                                             "where nothing is recorded, or from values without gradients); compute y from the variables "
                                             "before the block, and take its gradient inside")
+        targets = _written_list(x)
+        if targets is not None:  # grad(L, (W1, b1, W2)): every gradient from one pass, as a tuple
+            return self._autodiff_many(name, usage, y, targets, args)
+        _check_differentiable(usage, y, x)
         if name == "grad":
             result = grad(y, x, create_graph=recorded)
         elif name == "jacobian":
@@ -364,6 +373,20 @@ class TensorBackend:
         else:
             result = hessian(y, x, create_graph=recorded)
         return _cut(result, args, always=True)  # a derivative that is constant is not a user's value
+
+    def _autodiff_many(self, name: str, usage: str, y: Tensor, targets: list[Any], args: list[Any]) -> tuple[Any, ...]:
+        """grad(y, (a, b, c)) and jacobian(y, (a, b, c)): the derivative by each, from one
+        backward pass (torch.autograd.grad's list of inputs, JAX's tuple argnums)."""
+        if name == "hessian":
+            raise LanguageError("argument", f"{usage} takes one variable; for the blocks of several, hessian(f, argnums=(0, 1))")
+        for t in targets:
+            _check_differentiable(usage, y, t)
+        recorded = is_grad_enabled()
+        if name == "grad":
+            results = grad(y, targets, create_graph=recorded)
+        else:
+            results = jacobian(y, targets, create_graph=recorded)
+        return tuple(_cut(r, args, always=True) for r in results)
 
     def attribute(self, target: Any, name: str) -> Any:
         if not isinstance(target, Tensor):

@@ -246,6 +246,14 @@ def _resolved(code: list[Instruction], jumps: list[int]) -> list[Instruction]:
     return code
 
 
+# grad(y, x), jacobian(y, x), hessian(y, x): a list or tuple written as x lists variables.
+DERIVATIVE_FORMS = frozenset({"grad", "jacobian", "hessian"})
+
+
+def _is_literal(node: Any) -> bool:
+    return node.__class__ is Node and node.kind == "tensor" and any(c is not None for c in node.children)
+
+
 def _visit_all(nodes: list[Any]) -> list[Task]:
     return [(NONE, None, None) if n is None else n for n in nodes]
 
@@ -304,6 +312,11 @@ def _expand(node: Node | Token, places: _Places) -> list[Task]:
             if str(name).startswith("_"):
                 raise LanguageError("safety", f"names starting with '_' cannot be called: {name!s}").at(places.span(name))
             if callee.kind == "name":
+                if str(name) in DERIVATIVE_FORMS and len(positional) == 2 and _is_literal(positional[1]):
+                    # grad(L, (W1, b1)): the variables themselves, as a tuple, not a tensor stacked of them
+                    items = [c for c in positional[1].children if c is not None]
+                    values = [*_visit_all(positional[:1]), *items, (TUPLE, len(items), positional[1]),
+                              *_visit_all([v for _, v in keywords])]
                 return [*values, (CALL, (str(name), len(positional), named), node)]
             return [callee.children[0], *values, (METHOD, (str(name), len(positional), named), node)]
         return [callee, *values, (CALL_VALUE, (len(positional), named), node)]

@@ -19,6 +19,7 @@ from .compiler import (
     CALL,
     CALL_VALUE,
     CONST,
+    DERIVATIVE_FORMS,
     FUNCTION,
     INDEX,
     JUMP,
@@ -493,7 +494,8 @@ class Session:
         try:
             # A ragged list literal goes to the backend as it is: concatenate([a, b]) takes it.
             operands = [
-                a if isinstance(a, TensorList) or (k < strings and isinstance(a, str)) else self._operand(a, name, op)
+                a if isinstance(a, TensorList) or (k < strings and isinstance(a, str)) or (k == 1 and isinstance(a, tuple) and name in DERIVATIVE_FORMS)
+                else self._operand(a, name, op)
                 for k, a in enumerate(args)
             ]
             return self.backend.call(name, operands, kwargs)
@@ -516,7 +518,7 @@ class Session:
         if value is Ellipsis:
             raise LanguageError("argument", f"... cannot be used with {where}: it only indexes, as in x[..., 0]")
         if isinstance(value, tuple):
-            raise LanguageError("argument", f"{where} needs a tensor, got {len(value)} results: pick one with [k] or unpack them")
+            raise LanguageError("argument", f"{where} needs a tensor, got {len(value)} result{'s' * (len(value) != 1)}: pick one with [k] or unpack them")
         if value is None:
             raise LanguageError("argument", f"{where} needs a value")
         return _not_function(value, where)
