@@ -119,7 +119,10 @@ def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tup
 def _named_off_graph(session: Any, statement: Statement, leaves: list[Tensor], order: list[Tensor]) -> list[Tensor]:
     """The variables `statement` names that are not among `leaves`, the variables on its
     value's graph (a set difference of names first: what every check pays)."""
-    names = {code[1] for code in statement.code if code[0] == LOAD} - {leaf.name for leaf in leaves}
+    on = {leaf.name for leaf in leaves}
+    # In the order the statement names them (a set's order changes with string hashing, from
+    # run to run and between -j workers; the report must not).
+    names = list(dict.fromkeys(code[1] for code in statement.code if code[0] == LOAD and code[1] not in on))
     if not names:
         return []
     on_graph = set(order)
