@@ -280,3 +280,58 @@ def test_logcumsumexp_derivatives_keep_their_digits_at_any_magnitude(scale):
             nonzero = [k for k, w in enumerate(want) if w != 0]
             assert max(relative_errors(row[nonzero], [want[k] for k in nonzero])) <= TOLERANCE
             assert all(row[k] == 0 for k in range(len(want)) if k not in nonzero)
+
+
+def _tanh_gelu_exact(x: float) -> list[Any]:
+    """gelu(x, approximate='tanh') = x s(2u), u = c (x + k x**3), c = sqrt(2 / pi), k = 0.044715
+    (the decimal), and its first three derivatives, in closed form (s the logistic function)."""
+    c, k, x = mp.sqrt(2 / mp.pi), mp.mpf("0.044715"), mp.mpf(x)
+    u1, u2, u3 = c * (1 + 3 * k * x**2), 6 * c * k * x, 6 * c * k
+    z = 2 * c * (x + k * x**3)
+    s, rest = 1 / (1 + mp.exp(-z)), 1 / (1 + mp.exp(z))  # s(z) and 1 - s(z), neither cancelling
+    s1 = 2 * s * rest  # ds/du, then d2s/du2 and d3s/du3
+    s2 = 2 * s1 * (rest - s)
+    s3 = 2 * (s2 * (rest - s) - 2 * s1 * s1)
+    dx1, dx2, dx3 = s1 * u1, s2 * u1**2 + s1 * u2, s3 * u1**3 + 3 * s2 * u1 * u2 + s1 * u3
+    return [x * s, s + x * dx1, 2 * dx1 + x * dx2, 3 * dx2 + x * dx3]
+
+
+TANH_GELU_GRID = np.unique(np.concatenate([
+    spread(-30, 30, 241), both_signs(-30, -1, 30), [-20.0, 20.0, -19.75, 19.75, -25.0, 1e5, -1e5],
+]))
+
+
+def test_tanh_gelu_and_three_derivatives_are_within_1e_14_of_mpmath():
+    """Value and first three derivatives against 100-digit mpmath: the rounded 2u cost
+    3.9e-14 near +-20 (now a pair of floats), and the third derivative had the wrong sign
+    below 1e-20 (now sech and sigmoid, whose derivatives do not cancel near 0)."""
+    gelu = REGISTRY["gelu"]
+    x = Tensor(TANH_GELU_GRID, requires_grad=True)
+    y = gelu(x, approximate="tanh")
+    d1 = grad(y.sum(), x, create_graph=True)
+    d2 = grad(d1.sum(), x, create_graph=True)
+    d3 = grad(d2.sum(), x)
+    with mp.workdps(100):
+        exact = [_tanh_gelu_exact(float(v)) for v in TANH_GELU_GRID]
+    columns = [[e[order] for e in exact] for order in range(4)]
+    # (each order against 1e-14 plus what its conditioning allows near a root, as above)
+    failures = [worst(gelu, "'" * order, TANH_GELU_GRID, found, columns[order], columns[order + 1] if order < 3 else None)
+                for order, found in enumerate([y.data, d1.data, d2.data, d3.data])]
+    assert not any(failures), "; ".join(f for f in failures if f)
+    tiny = TANH_GELU_GRID[(np.abs(TANH_GELU_GRID) < 1e-20) & (TANH_GELU_GRID != 0)]
+    assert len(tiny) and (np.sign(d3.data[np.isin(TANH_GELU_GRID, tiny)]) == -np.sign(tiny)).all()
+
+
+@pytest.mark.parametrize("x, slope", [(1e200, 1.0), (1e25, 1.0), (-1e200, 0.0), (-1e25, 0.0)])
+def test_tanh_gelu_slope_far_out_is_its_limit(x, slope):
+    t = Tensor(np.array(x), requires_grad=True)
+    y = REGISTRY["gelu"](t, approximate="tanh")
+    assert float(y.data) == (x if x > 0 else 0.0) and float(grad(y, t).data) == slope
+
+
+def test_tanh_gelu_constants_carry_their_rounding():
+    from gradcalc.autodiff.ops.activations import GELU_C, GELU_C_LOW, GELU_K, GELU_K_LOW
+
+    with mp.workdps(50):
+        assert GELU_C + mp.mpf(GELU_C_LOW) - mp.sqrt(2 / mp.pi) == pytest.approx(0, abs=1e-32)
+        assert GELU_K + mp.mpf(GELU_K_LOW) - mp.mpf("0.044715") == pytest.approx(0, abs=1e-33)

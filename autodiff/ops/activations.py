@@ -21,6 +21,10 @@ SQRT_HALF_LOW = float(((0.5 - SQRT_HALF * SQRT_HALF) - square_rounding_error(SQR
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 GELU_C = math.sqrt(2.0 / math.pi)  # the tanh approximation of Hendrycks and Gimpel
 GELU_K = 0.044715
+# What the two constants lose to rounding (sqrt(2 / pi) and the decimal 0.044715 minus their
+# floats; tests/test_accuracy.py recomputes both with mpmath).
+GELU_C_LOW = -4.98465440455546e-17
+GELU_K_LOW = 2.1960211427085595e-18
 
 
 def logistic(m: Any, x: Any) -> Any:
@@ -37,13 +41,46 @@ def _gelu_check(approximate: str) -> None:
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
+# Past this |x|, s(2u) is 0 or 1 to the last digit of every derivative, and x**3 might
+# not be a float.
+_GELU_FAR = 1e20
+
+
+def _tanh_gelu_argument(x: Any) -> tuple[Any, Any]:
+    """2u = 2c (x + k x**3) for |x| < _GELU_FAR as a high part and a low part: the rounded
+    2u alone moves s(2u) by 2|u| units in the last place in the left tail (1.1e-14 of the
+    value at -20, 6e-14 of a derivative), where the pair is exact to about 1e-30. Built from
+    exact products (Dekker's) and sums (Knuth's), c and k with their own rounding."""
+    square = x * x
+    cube = square * x
+    cube_low = product_rounding_error(square, x) + square_rounding_error(x) * x
+    term = GELU_K * cube
+    term_low = product_rounding_error(GELU_K, cube) + GELU_K * cube_low + GELU_K_LOW * cube
+    w = x + term
+    added = w - x
+    w_low = ((x - (w - added)) + (term - added)) + term_low
+    two_c = 2.0 * GELU_C
+    t = two_c * w
+    return t, product_rounding_error(two_c, w) + two_c * w_low + 2.0 * GELU_C_LOW * w
+
+
+def _tanh_gelu(x: Any) -> Any:
+    # x s(2u), s the logistic function (= (1 + tanh(u)) / 2, without 1 + tanh cancelling in
+    # the left tail), with 2u's low part put back to first order: s(t + e) = s + s (1 - s) e.
+    far = np.abs(x) >= _GELU_FAR
+    inside = np.where(far, 0.0, x)
+    t, low = _tanh_gelu_argument(inside)
+    s = logistic(ARRAY_MATH, t)
+    near = x * (s + s * logistic(ARRAY_MATH, -t) * low)
+    if not far.any():
+        return near
+    return np.where(far, x * logistic(ARRAY_MATH, np.where(far, np.sign(x), 0.0) * np.inf), near)
+
+
 def _gelu(x: Any, approximate: str = "none") -> Any:
     _gelu_check(approximate)
     if approximate == "tanh":
-        u = GELU_C * (x + GELU_K * x * x * x)
-        # 0.5 * (1 + tanh(u)) is the logistic function of 2u; written so it keeps its
-        # precision for large negative u, where 1 + tanh(u) would cancel to 0.
-        return x * logistic(ARRAY_MATH, 2.0 * u)
+        return _tanh_gelu(x)
     # x * Phi(x), with Phi through erfc so that the left tail does not cancel. The rounding
     # dz of z = -x / sqrt(2) moves erfc(z) by 2 z dz relatively (1.5e-13 at x = -37): put
     # back to first order, dz from the exact product and sqrt(0.5)'s own rounding.
@@ -54,13 +91,31 @@ def _gelu(x: Any, approximate: str = "none") -> Any:
     return 0.5 * x * (erfc.forward(z) - dz * TWO_OVER_SQRT_PI * np.exp(-np.where(near, z, 0.0) ** 2))
 
 
+def _tanh_gelu_slope(m: Any, x: Any) -> Any:
+    """d/dx [x s(2u)] = s(2u) + x u' sech(u)**2 / 2. Written with sigmoid and sech, whose
+    own derivatives (sech**2 / 4 and -sech tanh) do not cancel near 0 (through s (1 - s)
+    the third derivative had the wrong sign below 1e-20). 2u's low part enters each factor
+    to first order as a constant; past _GELU_FAR the slope is the constant 1 or 0 (it was
+    nan at 1e200: 0 * inf)."""
+    raw = m.raw(x)
+    far = np.abs(raw) >= _GELU_FAR
+    inside = m.where(far, 0.0, x) if far.any() else x
+    t = (2.0 * GELU_C) * (inside + GELU_K * (inside * inside * inside))
+    high, low = _tanh_gelu_argument(np.where(far, 0.0, raw))
+    shift = (high - m.raw(t)) + low  # what the rounded t misses, as a constant
+    s = m.sigmoid(t)
+    half = 0.5 * t
+    sech = m.sech(half)
+    raw_s = m.raw(s)
+    du = GELU_C * (1.0 + (3.0 * GELU_K) * (inside * inside))
+    # s(t + e) = s + s (1 - s) e;  sech(u + e/2)**2 = sech(u)**2 (1 - tanh(u) e)
+    near = (s + raw_s * (1.0 - raw_s) * shift) + (0.5 * inside) * du * (sech * sech) * (1.0 - np.tanh(m.raw(half)) * shift)
+    return m.where(far, (raw > 0) * 1.0, near) if far.any() else near
+
+
 def _gelu_vjp(m: Any, g: Any, ans: Any, x: Any, approximate: str = "none") -> Any:
     if approximate == "tanh":
-        u = GELU_C * (x + GELU_K * x * x * x)
-        s = logistic(m, 2.0 * u)  # = (1 + tanh(u)) / 2
-        du = GELU_C * (1.0 + 3.0 * GELU_K * x * x)
-        # d/dx [x s(2u)] = s + x * 2 s (1 - s) du, with 1 - s = logistic(-2u).
-        return masked(m, g, g * (s + 2.0 * x * s * logistic(m, -2.0 * u) * du))
+        return masked(m, g, g * _tanh_gelu_slope(m, x))
     # d/dx [x Phi(x)] = Phi(x) + x phi(x).
     return masked(m, g, g * (0.5 * m.erfc(-SQRT_HALF * x) + x * INV_SQRT_2PI * exp_of_minus_square(m, x, 0.5)))
 

@@ -176,7 +176,7 @@ def _root_of_square_less_one(m: Any, x: Any) -> Any:
 
 acosh = elementwise(
     "acosh", lambda x: np.arccosh(x), lambda m, g, ans, x: masked(m, g, g / _root_of_square_less_one(m, x)),
-    "inverse hyperbolic cosine (x >= 1)", aliases=("arccosh",), low=1.2, high=3.0,
+    "inverse hyperbolic cosine (x >= 1)", aliases=("arccosh",), low=1.2, high=3.0, rule="g / sqrt(x**2 - 1)",
     edges=(Edge("at 1", [1.0], 0.0, (math.inf,), order=1),),
 )
 atanh = elementwise(
