@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from .backprop import backprop, topological_order
-from .replay import Tape, check_jacobian_size
 from .forward import push_forward
 from .graph import in_users_words
 from .limits import charge
+from .replay import Tape, check_jacobian_size
 from .tensor import Tensor, made_by
 from .wiring import recorded_params
 
@@ -74,10 +74,14 @@ def complex_unsafe(output: Any, order: list[Any] | None = None) -> list[str]:
 
 def choose_method(output: Any, method: str, order: list[Any] | None = None) -> tuple[str, list[str]]:
     """The method a check uses, and a note when the one asked for cannot be used:
-    complex step needs every op on the path to be complex-safe, else central differences."""
+    complex step needs every op on the path to be complex-safe, else central differences.
+    The piecewise ops (relu, abs, maximum, clip, ...) are complex-safe: each piece is
+    analytic and the real part picks it, so away from a kink the step is exact, as the
+    course takes it. At a kink, "auto" keeps central differences, whose average of the
+    two sides shows that the convention is one (the kink warning says why)."""
     unsafe = complex_unsafe(output, order) if method in ("auto", "complex") else []
     if method == "auto":
-        return ("central" if unsafe else "complex"), []
+        return ("central" if unsafe or kinks(output, order=order) else "complex"), []
     if method == "complex" and unsafe:
         names = ", ".join(unsafe)
         return "central", [f"complex step asked for, but {names} {'is' if len(unsafe) == 1 else 'are'} not complex-safe: used central differences"]
@@ -607,7 +611,9 @@ def suspect_ops(output: Tensor, method: str = "auto", limit: int = 200, mode: st
             return out if pick is None else out[pick]
 
         inputs = [np.real(p.data) for p in parents]
-        use = "complex" if method in ("auto", "complex") and op.complex_safe else "central"
+        # (at its kink a piecewise op is checked by central differences, as the whole check is)
+        at_kink = method == "auto" and op.kink is not None and op.kink(*inputs, tol=0.0, **params)
+        use = "complex" if method in ("auto", "complex") and op.complex_safe and not at_kink else "central"
         try:
             wrong = _disagrees(local, inputs, wrt, use, mode)
             if wrong and use == "complex" and method == "auto" and not _near_zero_anywhere(inputs):

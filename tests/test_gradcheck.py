@@ -34,7 +34,7 @@ def test_complex_step_is_used_where_every_op_is_complex_safe_and_is_exact():
 
 
 def test_central_differences_where_an_op_is_not_complex_safe():
-    [o] = checks("x = 0.7\ncheck relu(x) * softplus(x)")
+    [o] = checks("x = 0.7\ncheck erf(x) * softplus(x)")
     assert o.passed and o.method == "central"
     assert o.max_abs_error < 1e-7
 
@@ -68,7 +68,7 @@ def test_a_wrong_vjp_is_caught_and_its_op_named():
 
 
 def test_a_failing_or_erroring_check_never_stops_the_others():
-    outcomes = checks("x = 0.5\ncheck nosuch(x)\ny = undefined + 1\ncheck relu(x - 0.5)\ncheck [1, 2] + [1, 2, 3]\ncheck exp(x)")
+    outcomes = checks("x = 0.5\ncheck nosuch(x)\ny = undefined + 1\ncheck relu(x - 0.5) method=central\ncheck [1, 2] + [1, 2, 3]\ncheck exp(x)")
     assert [o.status for o in outcomes] == ["error", "error", "fail", "error", "pass"]
     assert outcomes[0].line == 2 and "unknown function" in outcomes[0].message
     assert outcomes[1].text.startswith("(setup)")
@@ -111,7 +111,7 @@ def test_gradcheck_on_python_functions():
 
 
 def test_junit_xml_structure():
-    outcomes = checks("x = 0.5\ncheck exp(x)\ncheck relu(x - 0.5)\ncheck nosuch(x)")
+    outcomes = checks("x = 0.5\ncheck exp(x)\ncheck relu(x - 0.5) method=central\ncheck nosuch(x)")
     root = ET.fromstring(junit_xml([("t.gc", outcomes)]))
     [suite] = root.findall("testsuite")
     assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("errors") == "1"
@@ -123,7 +123,7 @@ def test_check_command_exit_codes_json_and_junit(tmp_path):
     good = tmp_path / "good.gc"
     good.write_text("x = 0.5\ncheck exp(x)\ncheck tanh(x) * x\n")
     bad = tmp_path / "bad.gc"
-    bad.write_text("x = 0.5\ncheck relu(x - 0.5)\ncheck nosuch(x)\n")
+    bad.write_text("x = 0.5\ncheck relu(x - 0.5) method=central\ncheck nosuch(x)\n")
     assert gradcalc("check", str(good)).returncode == 0
     done = gradcalc("check", str(good), str(bad), "--json", "--junit-xml", str(tmp_path / "r.xml"))
     assert done.returncode == 1
@@ -340,8 +340,9 @@ def test_a_derivative_that_is_not_finite_is_not_checked(wrong_ops):
 
 @pytest.mark.parametrize("setup, expression, method, note", [
     ("x = 1e-18", "log(x)", "complex", "a value going into log (1e-18) is so close to 0 that complex step's 1e-20"),
-    ("x = 1e-5", "sqrt(relu(x))", "central", "the input there (1e-05) is within 100 steps (1e-06) of 0"),
-    ("x = 1e-7", "relu(x)", "central", "the input there (1e-07) is within 100 steps (1e-06) of 0"),
+    # (relu takes the complex step; at the kink it would agree with its own convention)
+    ("x = 1e-5", "sqrt(relu(x)) method=central", "central", "the input there (1e-05) is within 100 steps (1e-06) of 0"),
+    ("x = 1e-7", "relu(x) method=central", "central", "the input there (1e-07) is within 100 steps (1e-06) of 0"),
     ("x = 0", "sqrt(x)", "complex", "the derivative is not finite at this point (inf at d out / d x)"),
     # values inside that overflow or underflow: blamed on add and exp, div, sqrt before
     ("x = 1000", "1 / (1 + exp(x))", "complex", "a value inside is not finite at this point (inf from exp)"),
@@ -382,9 +383,9 @@ def test_positions_are_named_by_variable_and_index():
 
 
 def test_complex_method_falls_back_where_an_op_is_not_complex_safe():
-    [outcome] = checks("x = 0.5\ncheck relu(x) * x", method="complex")
+    [outcome] = checks("x = 0.5\ncheck erf(x) * x", method="complex")
     assert outcome.passed and outcome.method == "central"
-    assert outcome.warnings[0] == "complex step asked for, but relu is not complex-safe: used central differences"
+    assert outcome.warnings[0] == "complex step asked for, but erf is not complex-safe: used central differences"
     done = gradcalc("check", "--method", "complex", *sorted(str(p) for p in EXAMPLES.glob("*.gc")))
     assert done.returncode == 0, done.stdout + done.stderr
     assert " 0 failed, 0 errors" in done.stdout
@@ -421,3 +422,61 @@ def test_the_text_of_a_check_is_its_source_text(tmp_path):
     script.write_text("x = 0.5\ncheck x.tanh()\ncheck (x + 1) * 2 wrt x\n")
     doc = json.loads(gradcalc("check", "--json", str(script)).stdout)
     assert [c["expression"] for c in doc["checks"]] == ["x.tanh()", "(x + 1) * 2"]
+
+
+# ---- issue 41: the piecewise ops take the complex step away from their kinks ----------------
+PIECEWISE = ["relu", "abs", "maximum", "minimum", "clip", "leaky_relu", "elu", "softsign", "where", "max", "min"]
+
+
+def test_the_course_example_is_checked_by_complex_step_to_the_closed_form():
+    """(a*b + exp(c)).relu()/a at a=2, b=-3, c=10 is b + e**c / a there (relu's argument is
+    positive): d/da = -e**c / a**2, d/db = 1, d/dc = e**c / a. The complex step replays it
+    exactly, relu included (the real part picks relu's branch)."""
+    [o] = checks("a = 2\nb = -3\nc = 10\ncheck (a*b + exp(c)).relu()/a")
+    assert o.method == "complex" and o.passed and not o.warnings
+    a, b, c = (Tensor(np.array(v), requires_grad=True) for v in (2.0, -3.0, 10.0))
+    result = gradcheck_graph((a * b + c.exp()).relu() / a, [a, b, c])
+    assert result.method == "complex" and result.passed
+    closed = [-math.exp(10) / 4, 1.0, math.exp(10) / 2]
+    numeric = [float(np.ravel(n)[0]) for n in result.numeric]
+    assert numeric == pytest.approx(closed, rel=1e-15, abs=0)
+
+
+def test_the_course_example_says_complex_through_the_command():
+    done = gradcalc("check", str(EXAMPLES / "seed.gc"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = next(line for line in done.stdout.splitlines() if "(a*b + exp(c)).relu()/a" in line)
+    assert "  complex  " in first, first
+
+
+@pytest.mark.parametrize("name", PIECEWISE)
+def test_every_piecewise_op_is_complex_safe_and_analytic_away_from_its_kinks(name):
+    """Random points away from the kinks: complex step Im f(x + ih) / h, through the op's
+    own forward, is the reverse-mode gradient to 1e-15 (both exact: a branch that is
+    linear or analytic, picked by the real part)."""
+    op = REGISTRY[name]
+    assert op.complex_safe
+    rng = np.random.default_rng(41)
+    done = 0
+    while done < 20:
+        inputs, params = (op.check.make(rng) if op.check.make is not None else
+                          ([rng.uniform(op.check.low, op.check.high, s) for s in op.check.shapes[done % len(op.check.shapes)]],
+                           dict(op.check.params)))
+        if op.kink is not None and op.kink(*inputs, tol=1e-3, **params):
+            continue
+        diff = list(op.check.diff) if op.check.diff is not None else list(range(len(inputs)))
+        result = gradcheck(lambda *ts, params=params: op(*ts, **params), inputs, wrt=diff, method="complex")
+        assert result.method == "complex" and result.max_rel_error <= 1e-15 and result.passed, (name, result.worst)
+        done += 1
+
+
+@pytest.mark.parametrize("expr, kink", [("relu(x)", "relu"), ("abs(x) * 3", "abs"), ("maximum(x, 0) + x", "maximum"),
+                                        ("clip(x, 0, 1)", "clip")])
+def test_at_a_kink_the_check_keeps_central_differences_and_warns(expr, kink):
+    """Away from the kink the complex step; at it, central differences, whose average of the
+    two sides shows the convention for what it is (the complex step would give one side)."""
+    [at] = checks(f"x = 0\ncheck {expr}")
+    assert at.method == "central"
+    assert any(f"kink of {kink}" in w for w in at.warnings), at.warnings
+    [away] = checks(f"x = 0.25\ncheck {expr}")
+    assert away.method == "complex" and away.passed and away.warnings == []

@@ -162,6 +162,8 @@ silu = elementwise(
 
 
 def _softsign(x: Any) -> Any:
+    if np.iscomplexobj(x):  # complex step: |x| as x or -x, by the real part's sign
+        return x / (1.0 + np.where(np.real(x) < 0, -x, x))
     # +-1 at +-inf, the limits (x / (1 + |x|) is inf / inf there)
     with np.errstate(invalid="ignore"):
         return np.where(np.isinf(x), np.sign(x), x / (1.0 + np.abs(x)))
@@ -174,7 +176,7 @@ def _softsign_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
 
 
 softsign = elementwise(
-    "softsign", _softsign, _softsign_vjp, "x / (1 + |x|)", complex_safe=False, method=False,
+    "softsign", _softsign, _softsign_vjp, "x / (1 + |x|)", method=False,
     # smooth once; the second derivative jumps at 0
     kink=near_zero, kink_gap=1e-3,
     rule="g / (1 + |x|)**2",
@@ -195,9 +197,10 @@ logsigmoid = elementwise(
 
 
 leaky_relu = elementwise(
-    "leaky_relu", lambda x, slope=0.01: np.where(x > 0, x, slope * x), lambda m, g, ans, x, slope=0.01: g * np.where(m.raw(x) > 0, 1.0, slope),
+    "leaky_relu", lambda x, slope=0.01: np.where(np.real(x) > 0, x, slope * x),
+    lambda m, g, ans, x, slope=0.01: g * np.where(m.raw(x) > 0, 1.0, slope),
     "x where x > 0, else slope * x; gradient slope at 0",
-    complex_safe=False, method=False, kink=near_zero, kink_gap=1e-3,
+    method=False, kink=near_zero, kink_gap=1e-3,
     edges=(Edge("at 0", [0.0], 0.0, (0.01,), note="slope, from the left branch"),),
 )
 
@@ -209,9 +212,9 @@ def _elu_vjp(m: Any, g: Any, ans: Any, x: Any, alpha: float = 1.0) -> Any:
 
 
 elu = elementwise(
-    "elu", lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0))), _elu_vjp,
+    "elu", lambda x, alpha=1.0: np.where(np.real(x) > 0, x, alpha * np.expm1(np.where(np.real(x) > 0, 0.0, x))), _elu_vjp,
     "x where x > 0, else alpha * (e ** x - 1); gradient alpha at 0",
-    complex_safe=False, method=False, kink=near_zero, kink_gap=1e-3,
+    method=False, kink=near_zero, kink_gap=1e-3,
     rule="g * (1 where x > 0, else alpha * exp(x))",
     edges=(Edge("at 0", [0.0], 0.0, (1.0,), second=(1.0,), torch="second derivative 0",
                 note="alpha, and second derivative alpha: both from the left branch"),),

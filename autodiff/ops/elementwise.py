@@ -59,7 +59,9 @@ def _relu(x: Any) -> Any:
         # max(x, 0), then + 0, which makes a -0.0 that NumPy's max keeps (the sign it
         # gives a tie of zeros is unspecified) +0.0: a select (np.where) costs twice this.
         return np.maximum(x, _ZERO) + _ZERO
-    return np.where(x > 0, x, np.where(np.isnan(x), x, 0.0))
+    # (complex step: the branch chosen on the real part, each branch analytic)
+    real = np.real(x)
+    return np.where(real > 0, x, np.where(np.isnan(real), x, 0.0))
 
 
 def _relu_slope(x: Any) -> Any:
@@ -170,13 +172,21 @@ softplus = elementwise(
 )
 relu = elementwise(
     "relu", _relu, _relu_vjp, "max(x, 0); gradient 0 at 0; nan stays nan",
-    complex_safe=False, kink=near_zero, kink_gap=1e-3, rule="g * (x > 0)",
+    kink=near_zero, kink_gap=1e-3, rule="g * (x > 0)",
     edges=(Edge("at 0", [0.0], 0.0, (0.0,)),
            Edge("at nan", [math.nan], math.nan, (math.nan,), order=1, torch="gradient 1", note="nan in, nan out")),
 )
+def _abs(x: Any) -> Any:
+    if not np.iscomplexobj(x):
+        return np.abs(x)
+    # complex step: x or -x as the real part's sign says (np.abs would be the modulus,
+    # which is not analytic)
+    return np.where(np.real(x) < 0, -x, x)
+
+
 abs_ = elementwise(
-    "abs", lambda x: np.abs(x), lambda m, g, ans, x: _gate(m, g, np.sign(m.raw(x))),
-    "absolute value; gradient 0 at 0", complex_safe=False, kink=near_zero, kink_gap=1e-3,
+    "abs", _abs, lambda m, g, ans, x: _gate(m, g, np.sign(m.raw(x))),
+    "absolute value; gradient 0 at 0", kink=near_zero, kink_gap=1e-3,
     edges=(Edge("at 0", [0.0], 0.0, (0.0,)),
            Edge("at nan", [math.nan], math.nan, (math.nan,), order=1, torch="gradient 0", note="nan in, nan out")),
 )
@@ -202,7 +212,7 @@ maximum = defop(
     "maximum", lambda a, b: np.maximum(a, b),
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) < m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) < m.raw(a), m.raw(a), m.raw(b)))),
-    doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
+    doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied, complex_safe=True,
     rule="a: g * (a > b);  b: g * (b > a);  half each at a tie", jvp=DIAGONAL,
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3), edges=_pair_edges(),
 )
@@ -210,7 +220,7 @@ minimum = defop(
     "minimum", lambda a, b: np.minimum(a, b),
     (lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(a) > m.raw(b), m.raw(a), m.raw(b))),
      lambda m, g, ans, a, b: _gate(m, g, _share(m.raw(b) > m.raw(a), m.raw(a), m.raw(b)))),
-    doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied,
+    doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied, complex_safe=True,
     rule="a: g * (a < b);  b: g * (b < a);  half each at a tie", jvp=DIAGONAL,
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3), edges=_pair_edges(),
 )
@@ -267,7 +277,7 @@ clip = defop(
     "clip", _clip, _clip_vjp, n_in=None,
     doc="x limited to [low, high]; bounds given positionally are tensors that get gradients "
     "(any broadcastable shape), keyword bounds are constants",
-    category=ELEM, method=True, kink=_clip_kink, check=Check(make=_clip_check, kink_gap=1e-3),
+    category=ELEM, method=True, kink=_clip_kink, check=Check(make=_clip_check, kink_gap=1e-3), complex_safe=True,
     rule="x: g * (low <= x <= high);  low: g * (x < low);  high: g * (x > high)", jvp=DIAGONAL,
     edges=(Edge("x at a bound", [[-1.0, 0.0, 1.0], [-1.0, 0.0, 0.5], [1.0, 1.0, 1.0]], [-1.0, 0.0, 1.0],
                 ([1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]), names=_CLIP_NAMES,
@@ -284,6 +294,7 @@ where = defop(
      lambda m, g, ans, c, a, b: m.where(m.raw(c), g, 0.0),
      lambda m, g, ans, c, a, b: m.where(m.raw(c), 0.0, g)),
     doc="a where cond is non-zero, else b (no gradient flows to cond; the branch not taken gets exactly 0)", category=ELEM, n_in=3,
+    complex_safe=True,
     check=Check(
         make=lambda rng: ([rng.integers(0, 2, (3, 4)).astype(float), rng.uniform(-2, 2, (3, 4)), rng.uniform(-2, 2, (4,))], {}),
         diff=(1, 2),

@@ -201,7 +201,7 @@ prod = defop(
 )
 max_ = defop(
     "max", lambda x, axis=None, keepdims=False: _extreme(np.max, "max", x, axis, keepdims), (_extreme_vjp,),
-    doc="largest element over axis; ties share the gradient", category=RED, method=True,
+    doc="largest element over axis; ties share the gradient", category=RED, method=True, complex_safe=True,  # (NumPy orders complex by real part first)
     kink=lambda x, **p: _has_tie(x, **p, pick=np.max), check=Check(shapes=(((3, 4),), ((2, 3, 2),)), params={"axis": 1}, kink_gap=1e-3),
     jvp=OVER_AXIS,
     rule='g shared equally among the elements equal to the max, 0 elsewhere',
@@ -213,7 +213,7 @@ max_ = defop(
 )
 min_ = defop(
     "min", lambda x, axis=None, keepdims=False: _extreme(np.min, "min", x, axis, keepdims), (_extreme_vjp,),
-    doc="smallest element over axis; ties share the gradient", category=RED, method=True,
+    doc="smallest element over axis; ties share the gradient", category=RED, method=True, complex_safe=True,
     kink=lambda x, **p: _has_tie(x, **p, pick=np.min), check=Check(shapes=_SHAPES, kink_gap=1e-3),
     jvp=OVER_AXIS,
     rule='g shared equally among the elements equal to the min, 0 elsewhere',
