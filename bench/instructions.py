@@ -30,20 +30,45 @@ from pathlib import Path
 COLLECTED = re.compile(r"Collected : (\d+)")
 
 # name -> (kind, code): "command" runs `gradcalc ARGS` or `python ARGS`; "loop" is a
-# Python snippet run with REPEAT bound, with bench/ on sys.path as W's folder.
+# Python snippet run with REPEAT bound, with bench/ on sys.path as W's folder (and A,
+# array_speed, for the snippets that use it).
 WORKLOADS: dict[str, tuple[str, list[str] | str]] = {
     "import numpy (python -c)": ("python", ["-c", "import numpy"]),
     "one-shot: gradcalc eval 'x*2' x=3": ("gradcalc", ["eval", "x*2", "x=3"]),
     "gradcalc check: 1,000 checks (whole command)": ("gradcalc", ["check", "{checks}"]),
     "8x8 chain, 71 ops (per run)": (
         "loop", "d = W.tensor_inputs(8)\nfor _ in range(REPEAT): W.chain_gradcalc(d, 10)"),
+    "8x8 chain, 71 ops, NumPy by hand (per run)": (
+        "loop", "d = W.tensor_inputs(8)\nfor _ in range(REPEAT): W.chain_numpy(d, 10)"),
     "3,000-input check (per run)": (
         "loop", "run = W.wide_check_gradcalc(3000)\nfor _ in range(REPEAT): run()"),
     "parse + compile 100 kB program (per run)": (
         "loop", "f = W.parse_gradcalc(W.long_program(100_000))\nfor _ in range(REPEAT): f()"),
 }
-LOOP_REPEATS = {"8x8 chain, 71 ops (per run)": 20, "3,000-input check (per run)": 4,
+LOOP_REPEATS = {"8x8 chain, 71 ops (per run)": 20, "8x8 chain, 71 ops, NumPy by hand (per run)": 20, "3,000-input check (per run)": 4,
                 "parse + compile 100 kB program (per run)": 2}
+
+# Issue 37's transforms (bench/array_speed.py, A), each through gradcalc's Python API, its
+# language (a Session) and by hand in NumPy: the ratios the timings give on a loaded host,
+# without the load. (torch and JAX are left to the timings: under callgrind their start-up
+# and compilation alone take minutes.)
+TRANSFORMS = {  # workload -> (API, language, NumPy by hand)
+    "vmap(V), 20,000 rows": ("A.vmap_rows('gradcalc', 20_000)", "A.language('vmap', 20_000)", "A.vmap_rows_numpy(20_000)"),
+    "vmap(grad(V)), 20,000 rows": ("A.vmap_rows('gradcalc', 20_000, 0)", "A.language('vmap grad', 20_000)",
+                                   "A.vmap_rows_numpy(20_000, 0)"),
+    "jacrev(f), n = 300": ("A.jacobian('gradcalc', 'jacrev', 300)", "A.language('jacrev', 300)", "A.jacobian_numpy(300)"),
+    "jacfwd(f), n = 300": ("A.jacobian('gradcalc', 'jacfwd', 300)", "A.language('jacfwd', 300)", "A.jacobian_numpy(300)"),
+    "hessian(h), n = 300": ("A.hessian('gradcalc', 300)", "A.language('hessian', 300)", "A.hessian_numpy(300)"),
+    "MLP training step": ("A.train_step('gradcalc')", "A.language('train step')", "A.train_step_numpy()"),
+}
+WORKLOADS.update({f"transforms: {workload}, {how} (per run)": ("loop", f"run = {setup}\nfor _ in range(REPEAT): run()")
+                  for workload, setups in TRANSFORMS.items()
+                  for how, setup in zip(("gradcalc API", "gradcalc language", "NumPy by hand"), setups)})
+WORKLOADS.update({f"transforms: {workload}, gradcalc API, diagonal batches off (per run)":  # the ledger's comparison
+                  ("loop", f"run = {setup}\nfor _ in range(REPEAT): run()")
+                  for workload, setup in (("jacrev(f), n = 300", "A.jacobian('gradcalc', 'jacrev', 300, diagonal=False)"),
+                                          ("jacfwd(f), n = 300", "A.jacobian('gradcalc', 'jacfwd', 300, diagonal=False)"),
+                                          ("hessian(h), n = 300", "A.hessian('gradcalc', 300, diagonal=False)"))})
 
 
 def callgrind(argv: list[str], env: dict[str, str], warm: bool = False) -> int:
@@ -69,8 +94,11 @@ def measure(checkout: Path, name: str, files: dict[str, str]) -> int:
     if kind == "gradcalc":
         argv = [str(checkout / ".venv" / "bin" / "gradcalc"), *(a.format(**files) for a in code)]
         return callgrind(argv, env, warm=True)
-    k = LOOP_REPEATS[name]
-    prelude = f"import sys; sys.path.insert(0, {str(checkout / 'bench')!r}); import workloads as W\n"
+    k = LOOP_REPEATS.get(name, 3)
+    if "A." in str(code) and not (checkout / "bench" / "array_speed.py").exists():
+        return 0  # a checkout from before these workloads: nothing to count
+    prelude = (f"import sys; sys.path.insert(0, {str(checkout / 'bench')!r}); import workloads as W\n"
+               + ("import array_speed as A\n" if "A." in str(code) else ""))
     counts = [callgrind([str(python), "-c", prelude + f"REPEAT = {r}\n" + str(code)], env, warm=r == k) for r in (k, 2 * k)]
     return (counts[1] - counts[0]) // k
 
@@ -93,7 +121,7 @@ def main() -> None:
                 continue
             counts = [measure(c, name, files) for c in checkouts]
             row = f"{name:48s}" + "".join(f"{n:>16,d}" for n in counts)
-            if len(counts) > 1:
+            if len(counts) > 1 and counts[1]:
                 row += f"{counts[0] / counts[1]:>8.3f}"
             print(row, flush=True)
 

@@ -42,9 +42,18 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
+# Every contender on one thread, set before anything imports NumPy: on a loaded two-core
+# host OpenBLAS's threads spin (a 90,000-element dot product took 10 ms instead of 11 us),
+# and torch (worker.py) and JAX (XLA_FLAGS) would each start threads of their own.
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 import numpy as np  # noqa: E402
 
+import array_speed as A  # noqa: E402
 import workloads as W  # noqa: E402
+
+os.environ.setdefault("XLA_FLAGS", A.ONE_THREAD_XLA)
 
 GRADCALC = Path(sys.executable).with_name("gradcalc")
 
@@ -58,6 +67,11 @@ class Contender:
     setup: str = ""
     engine: str | None = None
     argv: list[str] = field(default_factory=list)
+    repeat: int = 0  # a command's runs per round (0: the group's repeat)
+    # A command's time net of another's: round by round, less the median time of the
+    # contender named `minus` (the same script doing no steps), over `steps`.
+    minus: str = ""
+    steps: int = 1
 
 
 @dataclass
@@ -109,7 +123,7 @@ def _worker(spec: dict[str, Any] | list[dict[str, Any]]) -> Any:
 def _command(c: Contender, g: Group) -> dict[str, Any]:
     env = {**os.environ, "NO_COLOR": "1"}
     times = []
-    for _ in range(g.repeat):
+    for _ in range(c.repeat or g.repeat):
         start = time.perf_counter()
         done = subprocess.run(c.argv, capture_output=True, text=True, env=env, check=False)
         times.append(time.perf_counter() - start)
@@ -207,6 +221,7 @@ def run_group(g: Group, rounds: int, batch: dict[tuple[str, str], dict[str, Any]
                     section.failures.append(f"{c.name}: {result['error']}")
             else:
                 results[c.name].append(result)
+    _net(g, results)
     _check_agreement(g, results)
     per = g.per
     if g.unit == "node":  # scalar graphs: per node of the graph the engines built
@@ -218,6 +233,15 @@ def run_group(g: Group, rounds: int, batch: dict[tuple[str, str], dict[str, Any]
         else:
             section.rows.append(_row(c, g, results[c.name], per, reference))
     return section
+
+
+def _net(g: Group, results: dict[str, list[dict[str, Any]]]) -> None:
+    """A contender with `minus`: its times less the median of the named one's in the same
+    round, over its steps (what a step costs, start-up and set-up taken out)."""
+    for c in g.contenders:
+        if c.minus and results[c.name]:
+            results[c.name] = [{"times": [(t - statistics.median(base["times"])) / c.steps for t in mine["times"]]}
+                               for mine, base in zip(results[c.name], results[c.minus])]
 
 
 def _check_agreement(g: Group, results: dict[str, list[dict[str, Any]]]) -> None:
@@ -343,9 +367,69 @@ def groups(smoke: bool, files: dict[str, str]) -> list[Group]:
                Contender("torch.autograd.gradcheck", f"W.wide_check_torch({s['wide']})")],
               "gradcalc check statement", rounds=3, repeat=2),
     ]
+    plan += transform_groups(smoke, gradcalc)
     if smoke:
         for g in plan:
             g.rounds, g.repeat = 1, 1
+            for c in g.contenders:
+                c.repeat = min(c.repeat, 1)
+    return plan
+
+
+LIBRARIES = (("gradcalc (API)", "'gradcalc'"), ("torch.func", "'torch'"), ("jax.jit", "'jax'"))
+LANGUAGE = "gradcalc (language, Session)"
+
+
+def transform_groups(smoke: bool, gradcalc: list[str]) -> list[Group]:
+    """Issue 37's workloads (bench/array_speed.py): each through gradcalc's Python API and
+    its language, beside NumPy by hand (the reference), torch.func and jax.jit, all float64."""
+    rows, n, steps = (50, 6, 2) if smoke else (20_000, 300, 500)
+    scaling = (10, 100) if smoke else (1_000, 10_000, 100_000, 1_000_000)
+    plan = []
+    for argnums, label, key in ((None, "vmap(V)", "vmap"), (0, "vmap(grad(V)): per-example gradients by the row x", "vmap grad"),
+                                (1, "vmap(grad(V, argnums=1)): per-example gradients by the weights W", "vmap grad W")):
+        contenders = [Contender(name, f"A.vmap_rows({lib}, {rows}, {argnums})") for name, lib in LIBRARIES]
+        plan.append(Group(f"transforms {key}", f"{label} over {rows:,} rows of 8, V(x, W) = sum(tanh(x @ W) ** 2)",
+                          [contenders[0], Contender(LANGUAGE, f"A.language({key!r}, {rows})"),
+                           Contender("NumPy by hand", f"A.vmap_rows_numpy({rows}, {argnums})"), *contenders[1:]],
+                          "NumPy by hand", repeat=60 if argnums is None else 20, agree=1e-9))
+    for size in scaling:
+        for argnums, label, key in ((None, "vmap(V)", "vmap"), (0, "vmap(grad(V))", "vmap grad")):
+            plan.append(Group(f"transforms rows {key}", f"{label} over {size:,} rows: time per row",
+                              [Contender("gradcalc (API)", f"A.vmap_rows('gradcalc', {size}, {argnums})"),
+                               Contender(LANGUAGE, f"A.language({key!r}, {size})"),
+                               Contender("NumPy by hand", f"A.vmap_rows_numpy({size}, {argnums})")],
+                              "NumPy by hand", unit="row", per=size, rounds=3, repeat=max(3, min(60, 2_000_000 // size // 20)),
+                              agree=1e-9))
+    for mode in ("jacrev", "jacfwd"):
+        plan.append(Group(f"transforms {mode}", f"{mode}(f) at n = {n}, f(x) = tanh(W @ x); NumPy: the closed form (1 - t**2)[:, None] * W",
+                          [Contender("gradcalc (API)", f"A.jacobian('gradcalc', {mode!r}, {n})"),
+                           Contender("gradcalc (API), diagonal batches off", f"A.jacobian('gradcalc', {mode!r}, {n}, diagonal=False)"),
+                           Contender(LANGUAGE, f"A.language({mode!r}, {n})"),
+                           Contender("NumPy closed form", f"A.jacobian_numpy({n})"),
+                           *(Contender(name, f"A.jacobian({lib}, {mode!r}, {n})") for name, lib in LIBRARIES[1:])],
+                          "NumPy closed form", repeat=100, agree=1e-9))
+    plan.append(Group("transforms hessian", f"hessian(h) at n = {n}, h(x) = sum(tanh(W @ x)); NumPy: the closed form "
+                      "W.T @ diag(-2 t (1 - t**2)) @ W",
+                      [Contender("gradcalc (API)", f"A.hessian('gradcalc', {n})"),
+                       Contender("gradcalc (API), diagonal batches off", f"A.hessian('gradcalc', {n}, diagonal=False)"),
+                       Contender(LANGUAGE, f"A.language('hessian', {n})"),
+                       Contender("NumPy closed form", f"A.hessian_numpy({n})"),
+                       *(Contender(name, f"A.hessian({lib}, {n})") for name, lib in LIBRARIES[1:])],
+                      "NumPy closed form", repeat=40, agree=1e-9))
+    script = str(BENCH / "train_steps.gc")
+    zero = "gradcalc run train_steps.gc steps=0 (whole command)"
+    plan.append(Group("transforms train step", "a training step of examples/train_mlp.gc's MLP (2-16-16-1, relu, 40 points, "
+                      "max-margin + L2): loss, every gradient in one backward pass, the update",
+                      [Contender("gradcalc (API)", "A.train_step('gradcalc')"),
+                       Contender(LANGUAGE, "A.language('train step')"),
+                       Contender("NumPy by hand", "A.train_step_numpy()"),
+                       Contender("PyTorch float64 (eager, autograd.grad)", "A.train_step('torch')"),
+                       Contender("jax.jit (float64)", "A.train_step('jax')"),
+                       Contender(f"gradcalc run train_steps.gc steps={steps}, less steps=0, per step",
+                                 argv=[*gradcalc, "run", script, f"steps={steps}"], repeat=3, minus=zero, steps=steps),
+                       Contender(zero, argv=[*gradcalc, "run", script, "steps=0"], repeat=3)],
+                      "NumPy by hand", unit="step", repeat=200, agree=1e-9))
     return plan
 
 

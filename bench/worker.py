@@ -13,8 +13,9 @@ of repeats then lies next to every other contender's slice in time, so a machine
 slows down for a second slows all of them alike, not the one whose process ran then.
 
 The spec's `setup` is a Python expression, evaluated once (untimed) with `W` (workloads),
-`E` (the scalar engine named by `engine`, if any) and `memory` (a list a workload may
-append resident sizes to) in scope; it gives the zero-argument function that is timed.
+`A` (array_speed, the transforms' workloads), `E` (the scalar engine named by `engine`,
+if any) and `memory` (a list a workload may append resident sizes to) in scope; it gives
+the zero-argument function that is timed.
 That function returns (value, gradients[, graph root]) when the group checks that the
 engines agree, or anything otherwise. The answer is one JSON line on stdout. `--smoke`
 passes a list of specs, run one after the other in one process: there only agreement
@@ -31,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+import array_speed as A
 import engines
 import workloads as W
 
@@ -83,7 +85,7 @@ def _prepare(spec: dict[str, Any]) -> tuple[Callable[[], Any], list[int]]:
     """The timed function of `spec`, set up and warmed up; and the list its workload
     appends resident sizes to."""
     memory: list[int] = []
-    scope = {"W": W, "np": np, "memory": memory}
+    scope = {"W": W, "A": A, "np": np, "memory": memory}
     if spec.get("engine"):
         scope["E"] = engines.SCALAR_ENGINES[spec["engine"]]()
     run = eval(spec["setup"], scope)  # noqa: S307 - the suite's own workload expressions
