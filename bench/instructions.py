@@ -79,8 +79,13 @@ def callgrind(argv: list[str], env: dict[str, str], warm: bool = False) -> int:
         capture_output=True, text=True, env=env, check=False)
     found = COLLECTED.search(done.stderr)
     if done.returncode != 0 or not found:
-        raise SystemExit(f"callgrind failed for {argv}:\n{done.stderr[-2000:]}")
+        errors = [line for line in done.stderr.splitlines() if "Error" in line and not line.startswith("==")]
+        raise WorkloadFailed(errors[-1] if errors else f"callgrind failed for {argv}:\n{done.stderr[-2000:]}")
     return int(found.group(1))
+
+
+class WorkloadFailed(Exception):
+    """A workload that raised (its error is shown in its row; the others are still counted)."""
 
 
 def measure(checkout: Path, name: str, files: dict[str, str]) -> int:
@@ -119,7 +124,11 @@ def main() -> None:
         for name in WORKLOADS:
             if args.only not in name:
                 continue
-            counts = [measure(c, name, files) for c in checkouts]
+            try:
+                counts = [measure(c, name, files) for c in checkouts]
+            except WorkloadFailed as err:
+                print(f"{name:48s}  failed: {err}", flush=True)
+                continue
             row = f"{name:48s}" + "".join(f"{n:>16,d}" for n in counts)
             if len(counts) > 1 and counts[1]:
                 row += f"{counts[0] / counts[1]:>8.3f}"
