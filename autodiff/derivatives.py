@@ -7,7 +7,8 @@ own: a pass over the physical graph gives it, as rows never mix.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,40 +18,178 @@ from .batching import Batched, batched, from_level, identity_rows, merged, new_l
 from .forward import NoJVPError, jacobian_forward
 from .limits import check_size
 from .namespaces import TENSOR_MATH
-from .tensor import Tensor
+from .tensor import Tensor, made_by
 
 
-def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, create_graph: bool = False) -> Any:
+def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, create_graph: bool = False, *, defer: bool = True) -> Any:
     """dy/dx for each x (of the sum of y when y is not a scalar), as Tensors, from one
     backward pass.
 
-    Leaves' `.grad` are not touched. With `create_graph=True` the results carry a graph
-    and can be differentiated again (grad of grad, Hessians). Inside vmap (y or an x
-    batched) each row's gradient is its own.
+    Leaves' `.grad` are not touched. With `create_graph=True` the results can be
+    differentiated again (grad of grad, Hessians): the pass is a plain one, and the
+    results' own graph is recorded only when something asks for it (Deferred). Inside
+    vmap (y or an x batched) each row's gradient is its own. `defer=False` records the
+    graph now, for a caller about to differentiate the results (a Hessian).
     """
     single = isinstance(xs, Tensor)
     targets = [xs] if isinstance(xs, Tensor) else list(xs)
     if type(y) is Batched or type(grad_output) is Batched or any(type(x) is Batched for x in targets):
-        out = _grad_of_batch(y, targets, grad_output, create_graph)
+        out = _grad_of_batch(y, targets, grad_output, create_graph, defer)
         return out[0] if single else out
     if not y.requires_grad:
         zeros = [_zeros_of(x, y, create_graph) for x in targets]
         return zeros[0] if single else zeros
     seed = _seed(y, grad_output)
-    grads = backprop(y, Tensor(seed) if create_graph else seed, create_graph, keep=set(targets))
-    out = []
-    for x in targets:
-        g = grads.get(x)
-        if g is None:
-            out.append(_zeros_of(x, y, create_graph))
-        elif isinstance(g, Tensor):
-            out.append(_undefined_stays_undefined(g, x, y))
-        else:
-            out.append(Tensor(g))
+    if create_graph and defer and DEFERRED[0]:
+        out = deferred(y, targets, seed, lambda: recorded_grad(y, targets, seed))
+    else:
+        out = recorded_grad(y, targets, seed) if create_graph else _plain_grad(y, targets, seed)
     return out[0] if single else out
 
 
-def _grad_of_batch(y: Tensor, targets: list[Tensor], grad_output: Any, create_graph: bool) -> list[Any]:
+def _plain_grad(y: Tensor, targets: list[Tensor], seed: Any) -> list[Tensor]:
+    grads = backprop(y, seed, False, keep=set(targets))
+    return [_zeros_of(x, y, False) if grads.get(x) is None else Tensor(grads[x]) for x in targets]
+
+
+def recorded_grad(y: Tensor, targets: list[Tensor], seed: Any) -> list[Tensor]:
+    """grad with create_graph, built now: each result carries the graph that computed it."""
+    grads = backprop(y, seed if isinstance(seed, Tensor) else Tensor(seed), True, keep=set(targets))
+    out: list[Tensor] = []
+    for x in targets:
+        g = grads.get(x)
+        out.append(_zeros_of(x, y, True) if g is None else _undefined_stays_undefined(g, x, y))
+    return out
+
+
+# ---- derivatives whose graph is built when asked for ----------------------------------------------------
+
+_PREV, _OP, _PARAMS = Tensor.__dict__["_prev"], Tensor.__dict__["op"], Tensor.__dict__["params"]
+DEFERRED = [True]  # (tests build every derivative's graph at once to compare)
+
+
+class Deferred(Tensor):
+    """A derivative from a plain backward pass, whose own graph (what a second derivative
+    differentiates) is recorded the first time anything looks at its graph: a backward or
+    forward pass through it, a check, a tree. Until then it costs a plain pass; a gradient
+    that is only stepped with or printed never pays for its graph. It says it requires
+    grad (its graph may well depend on the variables); built, it is an identity node on
+    the recorded derivative's node (its op and inputs), or a constant if it has no graph."""
+
+    __slots__ = ("pending", "__weakref__")
+
+    pending: _Pending | None
+
+    def _build(self) -> None:
+        if self.pending is not None:
+            self.pending.build()
+
+    def built(self) -> Tensor:
+        """This derivative with its graph recorded: an identity node on it, or a constant
+        (detached: a derivative that came out constant is no user's value)."""
+        self._build()
+        if not self.requires_grad:
+            self.detached = True
+        return self
+
+    @property  # type: ignore[override]
+    def _prev(self) -> tuple[Tensor, ...]:
+        self._build()
+        return _PREV.__get__(self)  # type: ignore[no-any-return]
+
+    @_prev.setter
+    def _prev(self, value: tuple[Tensor, ...]) -> None:
+        _PREV.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def op(self) -> Any:
+        self._build()
+        return _OP.__get__(self)
+
+    @op.setter
+    def op(self, value: Any) -> None:
+        _OP.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def params(self) -> Any:
+        self._build()
+        return _PARAMS.__get__(self)
+
+    @params.setter
+    def params(self, value: Any) -> None:
+        _PARAMS.__set__(self, value)
+
+
+class _Pending:
+    """The recipe of one pass's deferred results, run once for all of them. `source` is
+    the output differentiated: whether its graph reads a variable says whether theirs can."""
+
+    __slots__ = ("recipe", "made", "source")
+
+    def __init__(self, recipe: Callable[[], list[Tensor]], source: Tensor) -> None:
+        self.recipe: Callable[[], list[Tensor]] | None = recipe
+        self.made: list[Any] = []
+        self.source = source
+
+    def build(self) -> None:
+        recipe, self.recipe = self.recipe, None
+        if recipe is None:
+            return
+        reals = recipe()
+        for k, ref in self.made:
+            real, d = reals[k], ref()
+            if d is None:
+                continue
+            d.pending = None
+            origin = made_by(real)
+            if origin is not None:  # (where it came from, as every node of a derivative's graph says)
+                d.made_by = origin
+            if not real.requires_grad:
+                d.requires_grad = False
+            elif real.op is not None:  # it takes the recorded node's place (graphs count no extra node)
+                _OP.__set__(d, real.op)
+                _PARAMS.__set__(d, real.params)
+                _PREV.__set__(d, real._prev)
+            else:  # (a leaf with a gradient: an identity node on it)
+                _OP.__set__(d, RESHAPE[0])
+                _PARAMS.__set__(d, {"shape": tuple(real.shape)})
+                _PREV.__set__(d, (real,))
+        self.made = []
+
+
+RESHAPE: list[Any] = []  # the registry's reshape (an identity here), found at first use
+
+
+def deferred(y: Tensor, targets: list[Tensor], seed: Any, recipe: Callable[[], list[Tensor]]) -> list[Tensor]:
+    """The plain pass's results as Deferred derivatives, sharing one recipe."""
+    if not RESHAPE:
+        from .registry import REGISTRY
+
+        RESHAPE.append(REGISTRY["reshape"])
+    grads = backprop(y, seed, False, keep=set(targets))
+    pending = _Pending(recipe, y)
+    out: list[Tensor] = []
+    for x in targets:
+        g = grads.get(x)
+        if g is None:
+            out.append(_zeros_of(x, y, True))
+            continue
+        d = _new(Deferred)
+        d.data = np.array(g, dtype=np.result_type(g, np.float64)) if not isinstance(g, np.ndarray) or g.dtype not in (np.float64, np.complex128) else g
+        d.grad, d.requires_grad, d.name, d.retains_grad, d.detached = None, True, None, False, False
+        _PREV.__set__(d, ())
+        _OP.__set__(d, None)
+        _PARAMS.__set__(d, None)
+        d.pending = pending
+        pending.made.append((len(out), weakref.ref(d)))  # (the recipe gives every target's, in order)
+        out.append(d)
+    return out
+
+
+_new = object.__new__
+
+
+def _grad_of_batch(y: Tensor, targets: list[Tensor], grad_output: Any, create_graph: bool, defer: bool = True) -> list[Any]:
     """grad where a value is batched: one backward pass over the physical graph, which
     gives each row its own gradient (rows do not mix). An x that is the same in every row
     of a level y varies over gets its rows' gradients by forward mode (a backward pass would
@@ -66,14 +205,18 @@ def _grad_of_batch(y: Tensor, targets: list[Tensor], grad_output: Any, create_gr
     by_backward = [k for k, (_, xlev) in enumerate(physical) if set(ylev) <= set(xlev)]
     results: list[Any] = [None] * len(targets)
     if by_backward and yv.requires_grad:
-        grads = backprop(yv, Tensor(seed) if create_graph and not isinstance(seed, Tensor) else seed, create_graph,
-                         keep={physical[k][0] for k in by_backward})
-        for k in by_backward:
-            xv, xlev = physical[k]
-            g = grads.get(xv)
+        xvs = [physical[k][0] for k in by_backward]
+        grads: list[Any]
+        if create_graph and defer and DEFERRED[0] and not isinstance(seed, Tensor):  # (a plain seed: nothing tied to a live batch)
+            grads = deferred(yv, xvs, seed, lambda: recorded_grad(yv, xvs, seed))
+        elif create_graph:
+            grads = recorded_grad(yv, xvs, seed if isinstance(seed, Tensor) else Tensor(seed))
+        else:
+            found = backprop(yv, seed, False, keep=set(xvs))
+            grads = [None if found.get(xv) is None else found[xv] if isinstance(found[xv], Tensor) else Tensor(found[xv]) for xv in xvs]
+        for k, g in zip(by_backward, grads):
             if g is not None:
-                g = g if isinstance(g, Tensor) else Tensor(g)
-                results[k] = merged(_undefined_stays_undefined(g, xv, yv) if create_graph and type(g) is Tensor else g, xlev)
+                results[k] = merged(g, physical[k][1])
     for k, x in enumerate(targets):
         if k not in by_backward:
             jac = jacobian_forward(y, x, create_graph=True if create_graph else False)
@@ -104,7 +247,7 @@ def jacobian(f_out: Tensor, x: Tensor | Sequence[Tensor], create_graph: bool = F
     if wanted:
         n = f_out.size
         with new_level() as level:
-            seed = identity_rows(tuple(f_out.shape), level, (1,) * len(ylev))
+            seed: Tensor = identity_rows(tuple(f_out.shape), level, (1,) * len(ylev))
             if ylev:  # (every row of the vmap's batch: its own copy of the seed)
                 seed = batched(Tensor(np.broadcast_to(seed.data, (n, *yv.shape))), (level,))
             grads = backprop(yv, seed, create_graph, keep={physical[k][0] for k in wanted})
@@ -127,7 +270,7 @@ def hessian(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
     if y.size != 1:
         raise ValueError(f"hessian needs a scalar output, got shape {y.shape}")
     check_size(x.shape + x.shape, "hessian")  # before the passes, not after
-    g = grad(y, x, create_graph=True)
+    g = grad(y, x, create_graph=True, defer=False)  # (its graph is pushed forward at once)
     try:
         return jacobian_forward(g, x, create_graph=create_graph)
     except NoJVPError:  # an op with no JVP (a user's vjp rule) on the gradient's graph: reverse over reverse

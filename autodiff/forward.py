@@ -84,12 +84,13 @@ def _settled(m: Any, z: Any, x: Any) -> Any:
     """One input's term z of a tangent, on a recorded pass, with its nan entries nan in
     every derivative in x (x * (z * 0) beside them, as backprop's grad does for reverse
     mode), where their own graph may say 0 (relu's rule at nan: g times a constant nan)."""
-    if m is not TENSOR_MATH or type(z) is not Tensor or type(x) is not Tensor or not (z.requires_grad or x.requires_grad):
-        return z  # (a plain pass, or a batch of tangents: left as it is)
+    if m is not TENSOR_MATH or not isinstance(z, Tensor) or not isinstance(x, Tensor) or not (z.requires_grad or x.requires_grad):
+        return z  # (a plain pass)
     lost = np.isnan(z.data)
     if not lost.any():
         return z
-    return m.where(lost, m.add(z, m.mul(x, m.mul(z, 0.0))), z)
+    # (the mask by ops: a batch of tangents' raw array is its physical one)
+    return m.where(m.ne(z, z) if type(z) is Batched else lost, m.add(z, m.mul(x, m.mul(z, 0.0))), z)
 
 
 def _diagonal(op: OpDef) -> JVP:
@@ -302,7 +303,7 @@ def jacobian_forward(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor
     if n == 0 or not (yv.requires_grad or yv is xv):
         return Tensor(np.zeros(y.shape + x.shape))
     with new_level() as level:
-        seed = identity_rows(tuple(x.shape), level, (1,) * len(xlev))
+        seed: Tensor = identity_rows(tuple(x.shape), level, (1,) * len(xlev))
         if xlev:  # (every row of the vmap's batch: its own copy of the seed)
             seed = batched(Tensor(np.broadcast_to(seed.data, (n, *xv.shape))), (level,))
         t = push_forward([yv], {xv: seed}, create_graph).get(yv)

@@ -210,7 +210,7 @@ def hessian_of(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Calla
     def hess(*args: Any) -> Any:
         y, inputs = call_at(f, argnums, args)
         y = _scalar(y, "hessian")
-        grads = backprop.grad(y, inputs, create_graph=True)
+        grads = backprop.grad(y, inputs, create_graph=True, defer=False)  # (differentiated at once)
         rows = [_shaped(argnums, [jacobian_of_gradient(g, x) for x in inputs]) for g in grads]
         return _shaped(argnums, rows)
 
@@ -250,11 +250,12 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]
     return out, pullback
 
 
-def grad(y: Any, xs: Any = None, grad_output: Any = None, create_graph: bool = False, *, argnums: int | Sequence[int] = 0) -> Any:
-    """grad(y, x): dy/dx of a tensor y (backprop.grad); grad(f, argnums=0): JAX's grad of a function."""
+def grad(y: Any, xs: Any = None, grad_output: Any = None, create_graph: bool = False, *, argnums: int | Sequence[int] = 0,
+         defer: bool = True) -> Any:
+    """grad(y, x): dy/dx of a tensor y (derivatives.grad); grad(f, argnums=0): JAX's grad of a function."""
     if callable(y) and not isinstance(y, Tensor):
         return grad_of(y, argnums if xs is None else xs)
-    return backprop.grad(y, xs, grad_output, create_graph)
+    return backprop.grad(y, xs, grad_output, create_graph, defer=defer)
 
 
 def hessian(y: Any, x: Any = None, create_graph: bool = False, *, argnums: int | Sequence[int] = 0) -> Any:

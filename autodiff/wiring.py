@@ -14,7 +14,7 @@ import numpy as np
 from . import arguments
 from . import limits as _limits  # its _max_elements, read once per op
 from . import tensor as _grad_mode  # its _grad_enabled, read once per op
-from .batching import apply_batched
+from .batching import Batched, apply_batched
 from .binding import split_args
 from .errors import EngineError, SizeLimitError
 from .limits import BIG_RESULT, STEPS, check_memory, check_outputs, check_size
@@ -64,12 +64,13 @@ def _gather(inputs: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[np.ndarray],
     wanted = False
     for t in inputs:
         if type(t) is not Tensor:
-            if isinstance(t, Tensor):  # a batch of tensors (batching.Batched): the op's batching rule runs instead
+            if type(t) is Batched:  # a batch of tensors: the op's batching rule runs instead
                 return inputs, None, False, 0  # type: ignore[return-value]
-            # The loop still walks the tuple it started with, so each is converted once, at its turn.
-            t = Tensor(t)
-            i = len(arrays)
-            inputs = (*inputs[:i], t, *inputs[i + 1 :])
+            if not isinstance(t, Tensor):  # (a derivative whose graph is deferred is a Tensor as it is)
+                # The loop still walks the tuple it started with, so each is converted once, at its turn.
+                t = Tensor(t)
+                i = len(arrays)
+                inputs = (*inputs[:i], t, *inputs[i + 1 :])
         if t.requires_grad:
             wanted = True
         a = t.data

@@ -15,6 +15,7 @@ from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, i
 from gradcalc.autodiff.arguments import counts
 from gradcalc.autodiff.batching import CHOOSE, Batched, varies
 from gradcalc.autodiff.binding import SPELLINGS
+from gradcalc.autodiff.derivatives import Deferred
 from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.registry import OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
@@ -255,6 +256,8 @@ class TensorBackend:
         constructor's result) becomes a leaf that requires grad: a variable. A constant
         cut from a graph (`detached`: detach(x), x > 0) and a boolean stay constants."""
         if isinstance(value, Tensor):
+            if type(value) is Deferred:  # a derivative named: whether it is a constant is part of its name's meaning
+                value = value.built()
             user_constant = value.op is None and not value.detached and value.data.dtype != np.bool_
             if user_constant and not (value.requires_grad and value.name):
                 return Tensor(value.data, requires_grad=True, name=name)

@@ -344,7 +344,7 @@ def _hessian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list
     where the function's graph has a vjp rule of the user's, which forward mode cannot use)."""
     y, inputs = _call_at(session, f, what, argnums, args, kwargs)
     y = _scalar_output(y, what, f)
-    rows = _blocks(engine.jacobian_of_gradient, grad(y, inputs, create_graph=True), inputs, argnums, what)
+    rows = _blocks(engine.jacobian_of_gradient, grad(y, inputs, create_graph=True, defer=False), inputs, argnums, what)
     return _result(tuple(rows) if isinstance(argnums, tuple) else rows[0], inputs)
 
 
@@ -470,7 +470,7 @@ def _hvp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
     what = f"hvp({label(f)})"
     xs, ts = _at_point(f, what, rest)
     y = _scalar_output(session.call_function(f, list(xs), {}), what, f)
-    grads = grad(y, xs, create_graph=True)
+    grads = grad(y, xs, create_graph=True, defer=False)  # (pushed forward at once)
     parts = [tangent_of(g, xs, ts, create_graph=True) for g in grads]
     return _result(parts[0] if len(parts) == 1 else tuple(parts), xs)
 
