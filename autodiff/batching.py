@@ -317,6 +317,9 @@ BROADCAST = BatchRule(
     "elementwise: each batched input gets size-1 axes after its batch axes, and NumPy's broadcasting does the rest",
     sparse="elementwise",
 )
+# Elementwise and zero-preserving in its batched input (mul, div, neg): a Jacobian's batch of
+# scaled identity rows stays one (see "batches of scaled identity rows" below).
+SCALING = BatchRule("broadcast", _broadcast, BROADCAST.text, sparse="elementwise", diagonal=lambda *a: _scaling(*a))
 
 
 def _leading(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
@@ -409,7 +412,7 @@ def _flatten(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], par
     return m.reshape(x, shape=tuple(x.shape[:nb]) + (int(np.prod(x.shape[nb:], dtype=np.int64)),))
 
 
-RESHAPE = BatchRule("reshape", _reshape, "the new shape after the batch axes", sparse="view")
+RESHAPE = BatchRule("reshape", _reshape, "the new shape after the batch axes", sparse="view", diagonal=lambda *a: _reshaped(*a))
 FLATTEN = BatchRule("reshape", _flatten, "each item flattened after the batch axes", sparse="view")
 
 
@@ -523,7 +526,7 @@ def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], para
     return m.reshape(out, shape=tuple(out.shape[:nb]) + tuple(item))
 
 
-MATMUL = BatchRule("own", _matmul, "1-d items lifted to matrices, the batch axes leading the stacks")
+MATMUL = BatchRule("own", _matmul, "1-d items lifted to matrices, the batch axes leading the stacks", diagonal=lambda *a: _product(*a))
 
 
 # ---- moving axes between a value's items and its batch -----------------------------------------

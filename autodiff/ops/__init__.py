@@ -3,7 +3,6 @@ the families, and each family registers its ops as it is imported (registry.defo
 from . import (  # noqa: F401
     activations,
     arithmetic,
-    batch_rules,  # (it imports every family first: it gives their ops' batching rules)
     comparisons,
     constructors,
     elementwise,

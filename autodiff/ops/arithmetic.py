@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..batching import Batched
+from ..batching import MATMUL, SCALING, Batched
 from ..forward import DIAGONAL, LINEAR, MULTILINEAR
 from ..guards import guarded, masked  # noqa: F401  (the ops' VJPs take them from here too)
 from ..limits import check_size, matmul_shape
@@ -102,6 +102,7 @@ mul = defop(
     "mul", _mul, (lambda m, g, ans, a, b: masked(m, g, g * b), lambda m, g, ans, a, b: masked(m, g, g * a)),
     doc="a * b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__mul__", "__rmul__"), check=Check(shapes=BINARY_SHAPES), jvp=DIAGONAL,
+    batch=SCALING,
 )
 div = defop(
     "div", _div, (lambda m, g, ans, a, b: masked(m, g, g / b), lambda m, g, ans, a, b: masked(m, g, -g * ans / b)),
@@ -109,10 +110,12 @@ div = defop(
     operators=("__truediv__", "__rtruediv__"), check=Check(shapes=BINARY_SHAPES, low=0.5, high=2.0), jvp=DIAGONAL,
     edges=(Edge("by 0", [1.0, 0.0], math.inf, (math.inf, -math.inf), order=1, note="as IEEE division: no error"),
            Edge("0 / 0", [0.0, 0.0], math.nan, (math.inf, math.nan), order=1)),
+    batch=SCALING,
 )
 neg = defop(
     "neg", lambda x: -x, (lambda m, g, ans, x: -g,),
     doc="-x", category=ARITH, complex_safe=True, method=True, operators=("__neg__",), check=Check(), jvp=LINEAR,
+    batch=SCALING,
 )
 
 
@@ -242,4 +245,5 @@ matmul = defop(
     # The VJPs lift 1-d operands to matrices first; this is the rule they apply.
     rule='a: g @ b.T;  b: a.T @ g (.T swaps the last two axes; a vector acts as a row or column)',
     check=Check(shapes=(((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (3,)), ((2, 2, 3), (3, 2)))),
+    batch=MATMUL,
 )

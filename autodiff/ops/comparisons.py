@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import BROADCAST, Unbatched, along_axis, call, own
 from ..registry import Edge, defop
 
 CMP = "no gradient"
@@ -20,7 +21,7 @@ def _compare(name: str, fn: Any, symbol: str, dunder: str) -> Any:
     # `2 < x` needs no reflected binding: Python tries x.__gt__(2) by itself.
     return defop(
         name, fn, None, n_in=2, doc=f"true where a {symbol} b, else false (booleans; arithmetic takes them as 1 and 0)",
-        category=CMP, operators=(dunder,),
+        category=CMP, operators=(dunder,), batch=BROADCAST,
     )
 
 
@@ -34,23 +35,27 @@ ne = _compare("ne", lambda a, b: a != b, "!=", "__ne__")
 sign = defop(
     "sign", lambda x: np.sign(x), None, doc="-1, 0 or 1 by the sign of x", category=CMP, method=True,
     edges=(Edge("at 0", [0.0], 0.0), Edge("at nan", [math.nan], math.nan, torch="0")),
+    batch=BROADCAST,
 )
-floor = defop("floor", lambda x: np.floor(x), None, doc="largest integer <= x", category=CMP, method=True)
-ceil = defop("ceil", lambda x: np.ceil(x), None, doc="smallest integer >= x", category=CMP, method=True)
+floor = defop("floor", lambda x: np.floor(x), None, doc="largest integer <= x", category=CMP, method=True, batch=BROADCAST)
+ceil = defop("ceil", lambda x: np.ceil(x), None, doc="smallest integer >= x", category=CMP, method=True, batch=BROADCAST)
 round_ = defop(
     "round", lambda x, decimals=0: np.round(x, int(decimals)), None,
     doc="x rounded to decimals places (halves to even)", category=CMP, method=True,
     edges=(Edge("halves", [[0.5, 1.5, 2.5, -0.5]], [0.0, 2.0, 2.0, -0.0], note="to even, as NumPy"),),
+    batch=BROADCAST,
 )
 
 
 argmax = defop(
     "argmax", lambda x, axis=None: np.argmax(x, axis=axis), None, doc="index of the largest element (flat, or along axis)", category=CMP, method=True,
     edges=(Edge("with ties", [[1.0, 3.0, 3.0]], 1.0, note="the first of the tied"),),
+    batch=along_axis(none="flatten"),
 )
 argmin = defop(
     "argmin", lambda x, axis=None: np.argmin(x, axis=axis), None, doc="index of the smallest element (flat, or along axis)", category=CMP, method=True,
     edges=(Edge("with ties", [[2.0, 1.0, 1.0]], 1.0, note="the first of the tied"),),
+    batch=along_axis(none="flatten"),
 )
 
 
@@ -61,7 +66,20 @@ def _detach(x: Any) -> Any:
 detach = defop(
     "detach", _detach, None, aliases=("stop_gradient",), method=True, category=CMP,
     doc="x as a constant: no gradient flows back through it, and a name given it is not a variable",
+    batch=BROADCAST,
 )
+
+
+def _item_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    x = args[0]
+    if int(np.prod(x.shape[nb:], dtype=np.int64)) != 1:
+        call(m, op, x[(0,) * nb])
+    return m.detach(m.reshape(x, shape=tuple(x.shape[:nb])))
+
+
+def _len_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    x = args[0]
+    return Unbatched(call(m, op, x[(0,) * nb]))
 
 
 def _item(x: Any) -> Any:
@@ -81,5 +99,9 @@ def _len(x: Any) -> Any:
 item = defop(
     "item", _item, None, category=CMP,
     doc="the one element of x as a constant: item(x) or x.item(), as in PyTorch",
+    batch=own(_item_batch, "each row's one element"),
 )
-len_ = defop("len", _len, None, category=CMP, doc="the length of x's first axis, as Python's len(x)")
+len_ = defop(
+    "len", _len, None, category=CMP, doc="the length of x's first axis, as Python's len(x)",
+    batch=own(_len_batch, "the length of an item's first axis, the same in every row"),
+)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import BROADCAST
 from ..forward import DIAGONAL
 from ..registry import Check, Edge, defop
 from .arithmetic import masked
@@ -31,6 +32,7 @@ floor_divide = defop(
     doc="Python's a // b: the largest whole number <= a / b", category=INT,
     operators=("__floordiv__", "__rfloordiv__"),
     edges=(Edge("by 0", [[1.0, -1.0, 0.0], 0.0], [math.inf, -math.inf, math.nan], note="as NumPy"),),
+    batch=BROADCAST,
 )
 remainder = defop(
     "remainder", lambda a, b: np.remainder(a, b),

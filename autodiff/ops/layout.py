@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import TILE, along_axis, own
 from ..forward import LINEAR
 from ..registry import Check, Edge, defop
 
@@ -23,12 +24,14 @@ squeeze = defop(
     doc="x without its size-1 axes (only those given by axis, if given)", category=SHAPE, method=True,
     complex_safe=True, check=Check(shapes=(((3, 1, 2),), ((1, 4),))),
     jvp=LINEAR,
+    batch=along_axis(none="squeeze", sparse="view"),
 )
 unsqueeze = defop(
     "unsqueeze", lambda x, axis: np.expand_dims(x, axis), (_back_to_input_shape,),
     doc="x with a new size-1 axis at position axis", category=SHAPE, method=True, aliases=("expand_dims",),
     complex_safe=True, check=Check(shapes=(((3,),), ((2, 3),)), params={"axis": 1}),
     jvp=LINEAR,
+    batch=along_axis(new_axis=True, sparse="view"),
 )
 
 
@@ -41,6 +44,7 @@ flip = defop(
     doc="x with the order of elements reversed along axis (all axes by default)", category=SHAPE,
     method=True, complex_safe=True, check=Check(shapes=(((5,),), ((3, 4),)), params={"axis": -1}),
     jvp=LINEAR,
+    batch=along_axis(),
 )
 roll = defop(
     "roll", lambda x, shift, axis=None: np.roll(x, shift, axis=axis), (lambda m, g, ans, x, shift, axis=None: m.roll(g, shift=_negated(shift), axis=axis),),
@@ -48,6 +52,7 @@ roll = defop(
     category=SHAPE, method=True, complex_safe=True, check=Check(shapes=(((5,),), ((3, 4),)), params={"shift": 2}),
     jvp=LINEAR,
     rule='roll(g, -shift, axis)',
+    batch=along_axis(none="flatten-restore"),
 )
 
 # ---- tile and repeat ------------------------------------------------------------------------
@@ -79,6 +84,7 @@ tile = defop(
     check=Check(shapes=(((3,),), ((2, 3),)), params={"reps": (2, 2)}), out_shape=_tiled_shape,
     rule="g summed over the copies",
     jvp=LINEAR,
+    batch=TILE,
 )
 
 
@@ -116,6 +122,7 @@ repeat = defop(
     check=Check(shapes=(((3,),), ((2, 3),)), params={"repeats": 2, "axis": 0}), out_shape=_repeated_shape,
     rule="g summed over each element's repeats",
     jvp=LINEAR,
+    batch=along_axis(none="flatten"),
 )
 
 # ---- sort ------------------------------------------------------------------------------------
@@ -167,6 +174,7 @@ sort = defop(
                 note="stable: tied elements keep their order"),
            Edge("with ties, descending", [[2.0, 1.0, 2.0]], [2.0, 2.0, 1.0], ([1.0, 3.0, 2.0],), weights=[1.0, 2.0, 3.0],
                 params={"descending": True}, note="stable too"),),
+    batch=along_axis(none="flatten"),
 )
 
 # ---- pad ---------------------------------------------------------------------------------------
@@ -204,6 +212,13 @@ def _pad_jvp(m: Any, tangents: Any, ans: Any, x: Any, widths: Any, value: float 
     return m.pad(tangents[0], widths=widths, value=0.0)  # the padding is a constant
 
 
+def _pad_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    x = args[0]
+    pairs = pad_widths(params["widths"], x.ndim - nb)
+    flat = [0] * (2 * nb) + [w for pair in pairs for w in pair]
+    return m.pad(x, widths=tuple(flat), **{k: v for k, v in params.items() if k != "widths"})
+
+
 pad = defop(
     "pad", _pad, (_pad_vjp,),
     doc="x surrounded by value: widths is one number, a (before, after) pair, or before/after per axis in axis order",
@@ -211,4 +226,5 @@ pad = defop(
     check=Check(shapes=(((3,),), ((2, 3),)), params={"widths": (1, 2), "value": 0.5}), out_shape=_padded_shape,
     rule="g without the padding",
     jvp=_pad_jvp, jvp_rule="pad(dx, widths) with zeros (the padding is a constant)",
+    batch=own(_pad_batch, "no padding on the batch axes"),
 )

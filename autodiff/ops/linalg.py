@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import LEADING, BatchRule, along_axis, batch_shape, call, logical_ndim, own, prefixed, spread
 from ..forward import LINEAR, MULTILINEAR, OVER_AXIS, OVER_MATRIX
 from ..registry import ARRAY_MATH, Check, Edge, defop
 from .arithmetic import _swap_last as matrix_transpose
@@ -91,12 +92,109 @@ def _einsum_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, 
     return [rng.uniform(-2, 2, s) for s in shapes], {"subscripts": subscripts}
 
 
+# ---- how each contraction runs on a batch (batching.py) ---------------------------------------
+
+def _einsum_in_batch(m: Any, nb: int, args: list[Any], flags: list[bool], inputs: list[str], output: str) -> Any:
+    """einsum of the items: every batched operand gets the batch's letters first, and so
+    does the output (the batch axes broadcast to their full size: einsum's letters do not)."""
+    used = "".join(inputs) + output
+    fresh = "".join(c for c in _LETTERS if c not in used)[:nb]
+    batch = batch_shape(args, flags, nb)
+    operands = [spread(m, a, True, nb, batch) if f else a for a, f in zip(args, flags)]
+    subscripts = ",".join(fresh + s if f else s for s, f in zip(inputs, flags)) + "->" + fresh + output
+    return m.einsum(*operands, subscripts=subscripts)
+
+
+def _einsum_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    inputs, output = parse_subscripts(params["subscripts"], len(args))
+    return _einsum_in_batch(m, nb, args, flags, inputs, output)
+
+
+def _contraction_batch(subscripts_of: Any) -> BatchRule:
+    def run(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+        ranks = [logical_ndim(a, f, nb) for a, f in zip(args, flags)]
+        inputs, output = parse_subscripts(subscripts_of(*ranks), 2)
+        return _einsum_in_batch(m, nb, args, flags, inputs, output)
+
+    return own(run, "einsum of the items, the batch's axes named first")
+
+
+def _outer_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    (a, b), (fa, fb) = args, flags
+    if logical_ndim(a, fa, nb) != 1 or logical_ndim(b, fb, nb) != 1:  # the op's own error, for one item
+        call(m, op, a[(0,) * nb] if fa else a, b[(0,) * nb] if fb else b)
+    column = m.reshape(a, shape=tuple(a.shape) + (1,))
+    row = m.reshape(b, shape=tuple(b.shape[:-1]) + (1, b.shape[-1]))
+    return m.mul(column, row)  # (a product keeps the sign of a zero, as outer does)
+
+
+def _kron_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    items = [tuple(x.shape[nb:]) if f else tuple(x.shape) for x, f in zip(args, flags)]
+    n = max(len(s) for s in items)
+    sa, sb = ((1,) * (n - len(s)) + s for s in items)
+    a = m.reshape(args[0], shape=(tuple(args[0].shape[:nb]) if flags[0] else ()) + sa)
+    b = m.reshape(args[1], shape=(tuple(args[1].shape[:nb]) if flags[1] else ()) + sb)
+    inputs, output = parse_subscripts(_kron_subscripts(n), 2)
+    blocks = _einsum_in_batch(m, nb, [a, b], flags, inputs, output)
+    return m.reshape(blocks, shape=tuple(blocks.shape[:nb]) + tuple(x * y for x, y in zip(sa, sb)))
+
+
+def _trace_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    x = args[0]
+    if x.ndim - nb != 2:
+        call(m, op, x[(0,) * nb])
+    return m.sum(m.getitem(x, index=prefixed(diagonal_index(tuple(x.shape[nb:]), 0), nb)), axis=-1)
+
+
+def _diag_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    x, k = args[0], int(params.get("k", 0))
+    item = tuple(x.shape[nb:])
+    if len(item) == 2:
+        return m.getitem(x, index=prefixed(diagonal_index(item, k), nb))
+    if len(item) == 1:
+        n = item[0] + abs(k)
+        return m.unindex(x, index=prefixed(diagonal_index((n, n), k), nb), shape=tuple(x.shape[:nb]) + (n, n))
+    return call(m, op, x[(0,) * nb], **params)
+
+
+def _triangle_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    x = args[0]
+    if x.ndim - nb == 1:  # NumPy makes a matrix of a vector's rows first
+        n = x.shape[-1]
+        x = m.broadcast_to(m.reshape(x, shape=tuple(x.shape[:-1]) + (1, n)), shape=tuple(x.shape[:-1]) + (n, n))
+    elif x.ndim - nb == 0:
+        return call(m, op, x[(0,) * nb], **params)
+    return call(m, op, x, **params)
+
+
+def _solve_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    (a, b), (fa, fb) = args, flags
+    na, nbb = logical_ndim(a, fa, nb), logical_ndim(b, fb, nb)
+    if na < 2 or nbb < 1 or (nbb == 1 and na != 2):  # the op's own error, for one item
+        call(m, op, a[(0,) * nb] if fa else a, b[(0,) * nb] if fb else b)
+    if nbb == 1:  # a vector: a column of a one-column matrix, for NumPy's stacked solve
+        b = m.reshape(b, shape=tuple(b.shape) + (1,))
+    if fa:
+        a = m.reshape(a, shape=tuple(a.shape[:nb]) + (1,) * (max(nbb, 2) - na) + tuple(a.shape[nb:])) if max(nbb, 2) > na else a
+    if fb and nbb > 1 and na > nbb:
+        b = m.reshape(b, shape=tuple(b.shape[:nb]) + (1,) * (na - nbb) + tuple(b.shape[nb:]))
+    if not fa:
+        batch = tuple(b.shape[:nb])
+        a = m.broadcast_to(a, shape=batch + (1,) * (b.ndim - nb - a.ndim) + tuple(a.shape))
+    if not fb:
+        batch = tuple(a.shape[:nb])
+        b = m.broadcast_to(b, shape=batch + (1,) * (a.ndim - nb - b.ndim) + tuple(b.shape))
+    out = call(m, op, a, b)
+    return m.reshape(out, shape=tuple(out.shape[:-1])) if nbb == 1 else out
+
+
 einsum = defop(
     "einsum", _einsum, _einsum_vjp, n_in=None, leading=("subscripts",),
     doc="Einstein summation, letters naming axes: einsum(a, b, subscripts='ij,jk->ik') ('...' not supported)",
     category=LINALG, complex_safe=True, check=Check(make=_einsum_case), out_shape=einsum_shape,
     rule="operand k: einsum of g with the other operands, into operand k's subscripts",
     jvp=MULTILINEAR,
+    batch=own(_einsum_batch, "einsum of the items, the batch's axes named first"),
 )
 
 # ---- dot, inner, outer, kron: contractions with einsum's gradient ------------------------------
@@ -159,6 +257,7 @@ dot = defop(
     doc="sum(a * b) of two 1-d vectors", category=LINALG, complex_safe=True, check=Check(shapes=_VECTORS),
     rule="a: g * b;  b: g * a",
     jvp=MULTILINEAR,
+    batch=_contraction_batch(_dot_subscripts),
 )
 inner = defop(
     "inner", **_contraction(_inner_subscripts), n_in=2, method=True,
@@ -166,6 +265,7 @@ inner = defop(
     check=Check(shapes=(((4,), (4,)), ((2, 3), (4, 3)), ((), (3,)))),
     rule="a: g contracted with b;  b: g contracted with a (einsum's rule)",
     jvp=MULTILINEAR,
+    batch=_contraction_batch(_inner_subscripts),
 )
 outer = defop(
     # NumPy's einsum adds each product to a 0, so 0 * -0 would come out +0; the product
@@ -175,6 +275,7 @@ outer = defop(
     check=Check(shapes=(((3,), (4,)),)),
     rule="a: g @ b;  b: g.T @ a",
     jvp=MULTILINEAR,
+    batch=own(_outer_batch, "a column of each a times a row of each b"),
 )
 
 
@@ -211,6 +312,7 @@ kron = defop(
     complex_safe=True, check=Check(shapes=(((2, 3), (2, 2)), ((3,), (2,)), ((2,), (2, 3)))), out_shape=_kron_shape,
     rule="a: each block of g contracted with b;  b: the blocks of g weighted by a and summed",
     jvp=MULTILINEAR,
+    batch=own(_kron_batch, "einsum of the items' blocks, the batch's axes named first"),
 )
 
 # ---- trace, diag, triu, tril ---------------------------------------------------------------------
@@ -259,6 +361,7 @@ trace = defop(
     check=Check(shapes=(((3, 3),), ((2, 4),))),
     rule="g * eye",
     jvp=LINEAR,
+    batch=own(_trace_batch, "the sum of each item's diagonal"),
 )
 diag = defop(
     "diag", _diag, (_diag_vjp,),
@@ -266,18 +369,21 @@ diag = defop(
     method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((3,),)), params={"k": 1}), out_shape=_diag_shape,
     rule="g read from (or put back on) the k-th diagonal",
     jvp=LINEAR,
+    batch=own(_diag_batch, "the diagonal of each item, read or written"),
 )
 triu = defop(
     "triu", lambda x, k=0: np.triu(x, int(k)), (lambda m, g, ans, x, k=0: m.triu(g, k=k),),
     doc="x with the elements below the k-th diagonal set to 0", category=LINALG, method=True,
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 3),))),
     jvp=LINEAR,
+    batch=own(_triangle_batch, "NumPy's stacked triangles"),
 )
 tril = defop(
     "tril", lambda x, k=0: np.tril(x, int(k)), (lambda m, g, ans, x, k=0: m.tril(g, k=k),),
     doc="x with the elements above the k-th diagonal set to 0", category=LINALG, method=True,
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 3),)), params={"k": -1}),
     jvp=LINEAR,
+    batch=own(_triangle_batch, "NumPy's stacked triangles"),
 )
 
 # ---- det, slogdet, inv, solve ------------------------------------------------------------------
@@ -402,6 +508,7 @@ det = defop(
         Edge("a nan entry", [[[0.0, 1.0], [math.nan, 2.0]]], math.nan, ([[math.nan, math.nan], [math.nan, math.nan]],), order=1,
              note="LAPACK's pivoting skips a nan: NumPy's det of this is 0"),
     ),
+    batch=LEADING,
 )
 slogdet = defop(
     "slogdet", _slogdet, (_slogdet_vjp,), n_ret=2,
@@ -411,6 +518,7 @@ slogdet = defop(
     jvp=_slogdet_jvp, jvp_rule="sign: 0;  logabsdet: sum(da * inv(a).T) (the trace of inv(a) @ da)",
     edges=(Edge("singular", [_SINGULAR], (0.0, -math.inf), ([[math.nan, math.nan], [math.nan, math.nan]],), order=1,
                 torch="-0, -inf; gradient [[-inf, inf], [inf, -inf]]"),),
+    batch=LEADING,
 )
 inv = defop(
     "inv", lambda a: np.linalg.inv(a),
@@ -420,6 +528,7 @@ inv = defop(
     jvp=lambda m, tangents, ans, a: -(ans @ tangents[0] @ ans), jvp_rule="-(ans @ da @ ans)",
     rule='-(ans.T @ g @ ans.T), ans = inv(a) (.T swaps the last two axes)',
     edges=(Edge("singular", [_SINGULAR], error="the matrix is singular"),),
+    batch=LEADING,
 )
 
 
@@ -453,6 +562,7 @@ solve = defop(
     rule="a: -solve(a.T, g) @ ans.T;  b: solve(a.T, g)",
     jvp=_solve_jvp, jvp_rule="solve(a, db - da @ ans)",
     edges=(Edge("singular", [_SINGULAR, [1.0, 2.0]], error="the matrix is singular"),),
+    batch=own(_solve_batch, "NumPy's stacked solve, a vector b as a one-column matrix"),
 )
 
 # ---- vector norms -------------------------------------------------------------------------------
@@ -539,4 +649,5 @@ norm = defop(
         Edge("tiny elements", [[1e-200, 1e-200]], math.sqrt(2.0) * 1e-200, ([math.sqrt(0.5), math.sqrt(0.5)],), order=1,
              torch="0; gradient 0", note="scaled by the largest |x|, as hypot"),
     ),
+    batch=along_axis(),
 )

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..batching import Batched
+from ..batching import BROADCAST, Batched, along_axis, batch_shape, call, own, spread
 from ..errors import ShapeError
 from ..forward import OVER_AXIS, TO_ITEMS
 from ..registry import Check, Edge, defop
@@ -104,6 +104,41 @@ def _log_softmax_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int = -1) -> Any:
 # softmax([1, 2]): the weights the edges beside -inf entries come to.
 _S1, _S2 = 1.0 / (1.0 + math.e), math.e / (1.0 + math.e)
 
+def _reduced_batch(m: Any, per_item: Any, nb: int, reduction: str) -> Any:
+    """Each row's loss from its items' losses, as the reduction says."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if reduction == "none":
+        return per_item
+    axes = tuple(range(nb, per_item.ndim))
+    return m.sum(per_item, axis=axes) if reduction == "sum" else m.mean(per_item, axis=axes)
+
+
+def _per_item_loss_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    reduction = params.get("reduction", "mean")
+    per_item = BROADCAST.run(m, op, nb, args, flags, {**params, "reduction": "none"})
+    return _reduced_batch(m, per_item, nb, reduction)
+
+
+def _class_loss_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
+    """cross_entropy and nll_loss of each row: the rows' items made one long list of items
+    (classes on the last axis), their losses computed with reduction 'none', then each
+    row's reduced."""
+    (x, t), (fx, ft) = args, flags
+    item_x = tuple(x.shape[nb:]) if fx else tuple(x.shape)
+    item_t = tuple(t.shape[nb:]) if ft else tuple(t.shape)
+    if not item_x or (item_t != item_x and item_t != item_x[:-1]):  # the op's own error, for one row
+        call(m, op, x[(0,) * nb] if fx else x, t[(0,) * nb] if ft else t, **params)
+    batch = batch_shape(args, flags, nb)
+    x, t = spread(m, x, fx, nb, batch), spread(m, t, ft, nb, batch)
+    rows = int(np.prod(batch, dtype=np.int64)) * int(np.prod(item_x[:-1], dtype=np.int64))
+    flat_x = m.reshape(x, shape=(rows, item_x[-1]))
+    flat_t = m.reshape(t, shape=(rows, item_x[-1]) if item_t == item_x else (rows,))
+    reduction = params.get("reduction", "mean")
+    per_item = call(m, op, flat_x, flat_t, **{**params, "reduction": "none"})
+    return _reduced_batch(m, m.reshape(per_item, shape=batch + item_x[:-1]), nb, reduction)
+
+
 logsumexp = defop(
     "logsumexp", _logsumexp, (_logsumexp_vjp,),
     doc="log(sum(exp(x))) over axis, shifted by the max so it never overflows", category=NN,
@@ -117,6 +152,7 @@ logsumexp = defop(
              note="a -inf entry has weight 0"),
         Edge("all -inf", [[-math.inf, -math.inf]], -math.inf, ([math.nan, math.nan],)),
     ),
+    batch=along_axis(),
 )
 softmax = defop(
     "softmax", _softmax, (_softmax_vjp,),
@@ -129,6 +165,7 @@ softmax = defop(
         Edge("with -inf", [[-math.inf, 1.0, 2.0]], [0.0, _S1, _S2], ([0.0, -_S1 * _S2, _S1 * _S2],), weights=[1.0, 2.0, 3.0],
              note="a -inf entry has weight 0"),
     ),
+    batch=along_axis(),
 )
 log_softmax = defop(
     "log_softmax", _log_softmax, (_log_softmax_vjp,),
@@ -140,6 +177,7 @@ log_softmax = defop(
         Edge("with -inf", [[-math.inf, 1.0, 2.0]], [-math.inf, -math.log1p(math.e), -math.log1p(1 / math.e)],
              ([1.0, 1.0 - 3.0 * _S1, 1.0 - 3.0 * _S2],), note="finite where the true value is"),
     ),
+    batch=along_axis(),
 )
 
 # ---- losses ------------------------------------------------------------------------------
@@ -210,6 +248,7 @@ cross_entropy = defop(
              note="log(1 + e): the -inf class has probability 0"),
         Edge("logits of +-1e308", [[[1e308, -1e308]], [0.0]], 0.0, ([[0.0, 0.0]],), wrt=(0,), note="no overflow"),
     ),
+    batch=own(_class_loss_batch, "each row's items as one list of items, then each row's reduction"),
 )
 
 
@@ -236,6 +275,7 @@ mse = defop(
     complex_safe=True, check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)))),
     jvp=TO_ITEMS,
     rule="a: g * 2 * (a - b), / n for 'mean' (n elements);  b: g * 2 * (b - a), / n for 'mean'",
+    batch=own(_per_item_loss_batch, "elementwise, then each row's reduction"),
 )
 
 # ---- reductions of a loss, and the losses after cross_entropy and mse ------------------------
@@ -306,6 +346,7 @@ def _elementwise_loss(
     return defop(
         name, forward, (vjp(d_pred), vjp(d_target)), doc=doc, category=NN, n_in=2, aliases=aliases,
         kink=kink, check=check, rule=rule, jvp=TO_ITEMS, edges=edges,
+        batch=own(_per_item_loss_batch, "elementwise, then each row's reduction"),
     )
 
 
@@ -397,6 +438,7 @@ nll_loss = defop(
     jvp=TO_ITEMS,
     edges=(Edge("-inf at the target", [[[-math.inf, 0.0]], [0.0]], math.inf, ([[-1.0, 0.0]],), wrt=(0,)),
            Edge("-inf elsewhere", [[[-math.inf, 0.0]], [1.0]], 0.0, ([[0.0, -1.0]],), wrt=(0,), note="a class that is not the target may have probability 0")),
+    batch=own(_class_loss_batch, "each row's items as one list of items, then each row's reduction"),
 )
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import along_axis
 from ..errors import ArgumentError, ShapeError
 from ..forward import LINEAR, OVER_AXIS
 from ..registry import Check, Edge, defop
@@ -132,6 +133,7 @@ sum_ = defop(
     jvp=LINEAR,
     rule='g repeated along the summed axes (every element gets g)',
     edges=(Edge("of an empty tensor", [np.zeros(0)], 0.0, (np.zeros(0),)),),
+    batch=along_axis(sparse="total"),
 )
 mean = defop(
     "mean", _mean,
@@ -141,6 +143,7 @@ mean = defop(
     jvp=LINEAR,
     rule='g / n repeated along the averaged axes (n elements averaged)',
     edges=(Edge("of an empty tensor", [np.zeros(0)], math.nan, (np.zeros(0),), note="silently: no NumPy warning"),),
+    batch=along_axis(sparse="average"),
 )
 def _prod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     # d prod / d x_k is the product of the other elements: ans / x_k when no element is 0,
@@ -198,6 +201,7 @@ prod = defop(
         Edge("with a zero and an overflow", [[1e200, 1e200, 0.0]], 0.0, ([0.0, 0.0, math.inf],), order=1,
              torch="nan (inf * 0, as NumPy's product in order)", note="an exact 0 wins; a nan or inf factor still gives nan"),
     ),
+    batch=along_axis(),
 )
 max_ = defop(
     "max", lambda x, axis=None, keepdims=False: _extreme(np.max, "max", x, axis, keepdims), (_extreme_vjp,),
@@ -210,6 +214,7 @@ max_ = defop(
                 torch="torch.amax: the same to the gradient; second derivative 0 (x.max gives gradient [1, 0], all to the nan)",
                 note="nan at every higher order too"),
            Edge("of an empty tensor", [np.zeros(0)], error="max of an empty tensor has no value")),
+    batch=along_axis(),
 )
 min_ = defop(
     "min", lambda x, axis=None, keepdims=False: _extreme(np.min, "min", x, axis, keepdims), (_extreme_vjp,),
@@ -219,4 +224,5 @@ min_ = defop(
     rule='g shared equally among the elements equal to the min, 0 elsewhere',
     edges=(Edge("with ties", [[0.0, 1.0, 0.0]], 0.0, ([0.5, 0.0, 0.5],), note="shared equally among the tied elements"),
            Edge("of an empty tensor", [np.zeros(0)], error="min of an empty tensor has no value")),
+    batch=along_axis(),
 )

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..batching import Batched
+from ..batching import Batched, along_axis
 from ..forward import LINEAR
 from ..registry import Check, Edge, defop
 from .arithmetic import guarded, masked
@@ -148,6 +148,7 @@ cumsum = defop(
     method=True, complex_safe=True, check=Check(shapes=_SHAPES, params={"axis": -1}),
     rule="g summed from each position to the end along axis (a reversed cumsum)",
     jvp=LINEAR,
+    batch=along_axis(none="flatten"),
 )
 cumprod = defop(
     "cumprod", lambda x, axis=None: np.cumprod(*_flat(x, axis)), (_cumprod_vjp,),
@@ -159,6 +160,7 @@ cumprod = defop(
     jvp_rule="ans * cumsum(dx / x, axis) (with a 0, inf or nan in x: the sum over j <= i of dx_j times the product of the other x_k, k <= i)",
     edges=(Edge("with a zero", [[0.0, 2.0, 3.0]], [0.0, 0.0, 0.0], ([9.0, 0.0, 0.0],), second=([6.0, 4.0, 2.0],),
                 note="exact, formed without dividing"),),
+    batch=along_axis(none="flatten"),
 )
 logcumsumexp = defop(
     "logcumsumexp", _logcumsumexp, (_logcumsumexp_vjp,),
@@ -166,4 +168,5 @@ logcumsumexp = defop(
     category=SCAN, method=True, check=Check(shapes=_SHAPES, low=-5.0, high=5.0),
     rule="dx_j = sum over i >= j of g_i * exp(x_j - ans_i)",
     jvp=_logcumsumexp_jvp, jvp_rule="the sum over j <= i of exp(x_j - ans_i) * dx_j",
+    batch=along_axis(none="flatten"),
 )

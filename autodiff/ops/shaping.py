@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import BROADCAST_TO, FLATTEN, GETITEM, RESHAPE, TRANSPOSE, UNINDEX, along_axis
 from ..errors import ArgumentError, ShapeError
 from ..forward import LINEAR
 from ..limits import check_size, indexed_shape, joined_shape
@@ -32,12 +33,14 @@ reshape = defop(
     variadic="shape", out_shape=lambda x, shape: np.reshape(x, shape).shape,  # a view: nothing allocated
     complex_safe=True, check=Check(shapes=(((3, 4),),), params={"shape": (2, 6)}),
     jvp=LINEAR,
+    batch=RESHAPE,
 )
 flatten = defop(
     "flatten", lambda x: np.reshape(x, -1), (lambda m, g, ans, x: m.reshape(g, shape=x.shape),),
     doc="the elements as a 1-d tensor", category=SHAPE, method=True, complex_safe=True,
     check=Check(shapes=(((3, 4),), ((2, 3, 2),))),
     jvp=LINEAR,
+    batch=FLATTEN,
 )
 transpose = defop(
     "transpose", lambda x, axes=(): np.transpose(x, axes or None),
@@ -46,6 +49,7 @@ transpose = defop(
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),))),
     jvp=LINEAR,
     rule='transpose(g) by the inverse permutation of axes',
+    batch=TRANSPOSE,
 )
 Tensor.T = property(lambda self: transpose(self), doc="the tensor with its axes reversed")  # type: ignore[assignment]  # declared in Tensor
 
@@ -55,6 +59,7 @@ swapaxes = defop(
     doc="x with two axes exchanged (PyTorch's transpose(x, 0, 1)); x.mT swaps the last two", category=SHAPE,
     method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),)), params={"axis1": 0, "axis2": -1}),
     jvp=LINEAR,
+    batch=along_axis("axis1", "axis2"),
 )
 Tensor.mT = property(  # type: ignore[assignment]  # declared in Tensor
     lambda self: swapaxes(self, axis1=-1, axis2=-2), doc="the last two axes exchanged (a stack of matrices transposed)",
@@ -66,6 +71,7 @@ broadcast_to = defop(
     check=Check(shapes=(((4,),), ((3, 1),)), params={"shape": (3, 4)}),
     jvp=LINEAR,
     rule="g summed over the broadcast axes, back to x's shape",
+    batch=BROADCAST_TO,
 )
 
 # ---- indexing ---------------------------------------------------------------------------
@@ -94,12 +100,14 @@ getitem = defop(
     check=Check(shapes=(((3, 4),),), params={"index": (slice(0, 2), 1)}),
     jvp=LINEAR,
     rule="g put at x[index] in zeros of x's shape (a repeated index adds up)",
+    batch=GETITEM,
 )
 unindex = defop(
     "unindex", _unindex, (lambda m, g, ans, gx, index, shape: m.getitem(g, index=index),),
     doc="zeros of shape with g added at index (the VJP of getitem)", category=SHAPE, complex_safe=True,
     public=False, check=Check(shapes=(((2,),),), params={"index": (slice(0, 2), 1), "shape": (3, 4)}),
     jvp=LINEAR,
+    batch=UNINDEX,
 )
 
 # ---- joining and splitting ----------------------------------------------------------------
@@ -124,6 +132,7 @@ concatenate = defop(
     check=Check(make=_join_check),
     jvp=LINEAR,
     rule='each input gets the slice of g along axis where it was placed',
+    batch=along_axis(none="flatten"),
 )
 stack = defop(
     "stack", lambda *xs, axis=0: np.stack(xs, axis=axis),
@@ -134,6 +143,7 @@ stack = defop(
     check=Check(make=_join_check),
     jvp=LINEAR,
     rule='each input gets g at its own index along axis',
+    batch=along_axis(new_axis=True),
 )
 
 
@@ -188,4 +198,5 @@ split = defop(
     check=Check(shapes=(((4, 3),),), params={"sections": 2}),
     jvp=LINEAR,
     rule="g of each section put at its place in zeros of x's shape",
+    batch=along_axis(),
 )

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import along_axis
 from ..forward import OVER_AXIS
 from ..registry import Check, Edge, defop
 from .arithmetic import masked
@@ -63,6 +64,7 @@ var = defop(
     rule="g * 2 * (x - mean(x)) / (N - ddof)",
     jvp=OVER_AXIS,
     edges=(Edge("one element, ddof=1", [[1.0]], float("nan"), ([float("nan")],), params={"ddof": 1}, order=1, note="0 / 0"),),
+    batch=along_axis(),
 )
 std = defop(
     "std", _std, (_std_vjp,),
@@ -71,4 +73,5 @@ std = defop(
     rule="g * (x - mean(x)) / ((N - ddof) * ans)",
     jvp=OVER_AXIS,
     edges=(Edge("no spread", [[2.0, 2.0]], 0.0, ([0.0, 0.0],), order=1, note="a subgradient: no derivative exists there"),),
+    batch=along_axis(),
 )
