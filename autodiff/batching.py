@@ -304,6 +304,110 @@ def defaults(op: OpDef) -> dict[str, Any]:
     return {name: default for name, _, default in _parameters(op.forward) if default is not _NO_DEFAULT}
 
 
+def logical_reshape(shape: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
+    """`new` with its -1 worked out for an item of `shape`, as np.reshape would; NumPy's
+    error in an item's numbers when it does not fit."""
+    size = int(np.prod(shape, dtype=np.int64))
+    new = tuple(int(n) for n in new)
+    if new.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    if -1 in new:
+        rest = int(np.prod([n for n in new if n != -1], dtype=np.int64))
+        if rest and size % rest == 0:
+            return tuple(size // rest if n == -1 else n for n in new)
+    elif int(np.prod(new, dtype=np.int64)) == size:
+        return new
+    raise ValueError(f"cannot reshape array of size {size} into shape {new}")
+
+
+
+# ---- batches of scaled identity rows -------------------------------------------------------------
+# A Jacobian's seed is the identity: n rows, one element each. Scaling keeps it so, a
+# reshape keeps it so, and a matrix product with it is a scaled copy of the matrix: n**2
+# work where the dense rows take n**3 (jacrev and jacfwd of tanh(W @ x) at n = 300:
+# docs/performance.md, "diagonal batches").
+
+
+def _diagonal_input(inputs: Sequence[Any]) -> tuple[int, Any] | None:
+    """The one batched input, if it is a batch of scaled identity rows and the others are not batched."""
+    found = None
+    for k, t in enumerate(inputs):
+        if type(t) is Batched:
+            if t.diag is None or found is not None:
+                return None
+            found = (k, t)
+    return found
+
+
+def _finite(t: Tensor) -> bool:
+    """No inf or nan: the dense rows would hold 0 * inf = nan beside each row's element,
+    which the scaled rows' exact zeros must not hide (the two paths give the same numbers)."""
+    data = t.data
+    return bool(np.isfinite(data).all()) if data.size else True
+
+
+def _scaled(op: OpDef, diag: Tensor, shape: tuple[int, ...], level: tuple[int, ...]) -> Batched:
+    n = diag.size
+    rows = batched(TENSOR_MATH.reshape(TENSOR_MATH.diag(diag), shape=(n,) + shape), level)
+    rows.diag = diag  # type: ignore[attr-defined]
+    return rows  # type: ignore[return-value]
+
+
+def _scaling(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batched | None:
+    """mul, div (the batch divided) and neg: each row's one element scaled, zeros kept."""
+    found = _diagonal_input(inputs)
+    if found is None or params:
+        return None
+    k, rows = found
+    shape = tuple(rows.shape)
+    if op.name == "neg":
+        return _scaled(op, TENSOR_MATH.neg(rows.diag), shape, rows.levels)
+    if op.name == "div" and k != 0:
+        return None
+    other = inputs[1 - k]
+    other = other if isinstance(other, Tensor) else Tensor(other)
+    if np.broadcast_shapes(tuple(other.shape), shape) != shape or not _finite(other):
+        return None
+    at = TENSOR_MATH.reshape(other if tuple(other.shape) == shape else TENSOR_MATH.broadcast_to(other, shape=shape), shape=(rows.diag.size,))
+    d = TENSOR_MATH.div(rows.diag, at) if op.name == "div" else TENSOR_MATH.mul(rows.diag, at) if k == 0 else TENSOR_MATH.mul(at, rows.diag)
+    return _scaled(op, d, shape, rows.levels)
+
+
+def _reshaped(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batched | None:
+    """A reshape keeps each row's element where C order puts it."""
+    found = _diagonal_input(inputs)
+    if found is None:
+        return None
+    _, rows = found
+    new = params.get("shape", ())
+    new = (new,) if isinstance(new, (int, np.integer)) else tuple(new)
+    shape = logical_reshape(tuple(rows.shape), new)
+    out = batched(TENSOR_MATH.reshape(rows.value, shape=(rows.diag.size,) + shape), rows.levels)
+    out.diag = rows.diag  # type: ignore[attr-defined]
+    return out  # type: ignore[return-value]
+
+
+def _product(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Tensor | None:
+    """A matrix times a batch of scaled identity rows, or the rows times a matrix: each row of
+    the result is a scaled row or column of the matrix."""
+    found = _diagonal_input(inputs)
+    if found is None or params:
+        return None
+    k, rows = found
+    other = inputs[1 - k]
+    shape, n = tuple(rows.shape), rows.diag.size
+    if not isinstance(other, Tensor) or other.ndim != 2 or not _finite(other):
+        return None
+    m = TENSOR_MATH
+    if k == 1 and shape in ((n,), (n, 1)) and other.shape[1] == n:  # A @ (d_j e_j) = d_j A[:, j]
+        columns = m.transpose(m.mul(other, m.reshape(rows.diag, shape=(1, n))), axes=(1, 0))
+        return batched(m.reshape(columns, shape=(n, other.shape[0]) + shape[1:]), rows.levels)
+    if k == 0 and shape in ((n,), (1, n)) and other.shape[0] == n:  # (d_j e_j) @ B = d_j B[j, :]
+        scaled = m.mul(m.reshape(rows.diag, shape=(n, 1)), other)
+        return batched(m.reshape(scaled, shape=(n,) + shape[:-1] + (other.shape[1],)), rows.levels)
+    return None
+
+
 # ---- rules read off an op's structure --------------------------------------------------------
 
 
@@ -319,7 +423,7 @@ BROADCAST = BatchRule(
 )
 # Elementwise and zero-preserving in its batched input (mul, div, neg): a Jacobian's batch of
 # scaled identity rows stays one (see "batches of scaled identity rows" below).
-SCALING = BatchRule("broadcast", _broadcast, BROADCAST.text, sparse="elementwise", diagonal=lambda *a: _scaling(*a))
+SCALING = BatchRule("broadcast", _broadcast, BROADCAST.text, sparse="elementwise", diagonal=_scaling)
 
 
 def _leading(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
@@ -384,22 +488,6 @@ def _flattened(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], p
 # ---- the rules of ops that move elements --------------------------------------------------------
 
 
-def logical_reshape(shape: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
-    """`new` with its -1 worked out for an item of `shape`, as np.reshape would; NumPy's
-    error in an item's numbers when it does not fit."""
-    size = int(np.prod(shape, dtype=np.int64))
-    new = tuple(int(n) for n in new)
-    if new.count(-1) > 1:
-        raise ValueError("can only specify one unknown dimension")
-    if -1 in new:
-        rest = int(np.prod([n for n in new if n != -1], dtype=np.int64))
-        if rest and size % rest == 0:
-            return tuple(size // rest if n == -1 else n for n in new)
-    elif int(np.prod(new, dtype=np.int64)) == size:
-        return new
-    raise ValueError(f"cannot reshape array of size {size} into shape {new}")
-
-
 def _reshape(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
     x = args[0]
     new = params.get("shape", ())
@@ -412,7 +500,7 @@ def _flatten(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], par
     return m.reshape(x, shape=tuple(x.shape[:nb]) + (int(np.prod(x.shape[nb:], dtype=np.int64)),))
 
 
-RESHAPE = BatchRule("reshape", _reshape, "the new shape after the batch axes", sparse="view", diagonal=lambda *a: _reshaped(*a))
+RESHAPE = BatchRule("reshape", _reshape, "the new shape after the batch axes", sparse="view", diagonal=_reshaped)
 FLATTEN = BatchRule("reshape", _flatten, "each item flattened after the batch axes", sparse="view")
 
 
@@ -526,14 +614,10 @@ def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], para
     return m.reshape(out, shape=tuple(out.shape[:nb]) + tuple(item))
 
 
-MATMUL = BatchRule("own", _matmul, "1-d items lifted to matrices, the batch axes leading the stacks", diagonal=lambda *a: _product(*a))
+MATMUL = BatchRule("own", _matmul, "1-d items lifted to matrices, the batch axes leading the stacks", diagonal=_product)
 
 
 # ---- moving axes between a value's items and its batch -----------------------------------------
-
-
-def _tensor(m: Any) -> Any:
-    return TENSOR_MATH
 
 
 def to_level(t: Any, axis: int, level: int) -> Tensor:
@@ -601,90 +685,3 @@ def merged(g: Any, levels: tuple[int, ...]) -> Any:
     if order != tuple(range(value.ndim)):
         value = TENSOR_MATH.transpose(value, axes=order)
     return batched(value, union)
-
-
-# ---- batches of scaled identity rows -------------------------------------------------------------
-# A Jacobian's seed is the identity: n rows, one element each. Scaling keeps it so, a
-# reshape keeps it so, and a matrix product with it is a scaled copy of the matrix: n**2
-# work where the dense rows take n**3 (jacrev and jacfwd of tanh(W @ x) at n = 300:
-# docs/performance.md, "diagonal batches").
-
-
-def _diagonal_input(inputs: Sequence[Any]) -> tuple[int, Any] | None:
-    """The one batched input, if it is a batch of scaled identity rows and the others are not batched."""
-    found = None
-    for k, t in enumerate(inputs):
-        if type(t) is Batched:
-            if t.diag is None or found is not None:
-                return None
-            found = (k, t)
-    return found
-
-
-def _finite(t: Tensor) -> bool:
-    """No inf or nan: the dense rows would hold 0 * inf = nan beside each row's element,
-    which the scaled rows' exact zeros must not hide (the two paths give the same numbers)."""
-    data = t.data
-    return bool(np.isfinite(data).all()) if data.size else True
-
-
-def _scaled(op: OpDef, diag: Tensor, shape: tuple[int, ...], level: tuple[int, ...]) -> Batched:
-    n = diag.size
-    rows = batched(TENSOR_MATH.reshape(TENSOR_MATH.diag(diag), shape=(n,) + shape), level)
-    rows.diag = diag  # type: ignore[attr-defined]
-    return rows  # type: ignore[return-value]
-
-
-def _scaling(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batched | None:
-    """mul, div (the batch divided) and neg: each row's one element scaled, zeros kept."""
-    found = _diagonal_input(inputs)
-    if found is None or params:
-        return None
-    k, rows = found
-    shape = tuple(rows.shape)
-    if op.name == "neg":
-        return _scaled(op, TENSOR_MATH.neg(rows.diag), shape, rows.levels)
-    if op.name == "div" and k != 0:
-        return None
-    other = inputs[1 - k]
-    other = other if isinstance(other, Tensor) else Tensor(other)
-    if np.broadcast_shapes(tuple(other.shape), shape) != shape or not _finite(other):
-        return None
-    at = TENSOR_MATH.reshape(other if tuple(other.shape) == shape else TENSOR_MATH.broadcast_to(other, shape=shape), shape=(rows.diag.size,))
-    d = TENSOR_MATH.div(rows.diag, at) if op.name == "div" else TENSOR_MATH.mul(rows.diag, at) if k == 0 else TENSOR_MATH.mul(at, rows.diag)
-    return _scaled(op, d, shape, rows.levels)
-
-
-def _reshaped(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batched | None:
-    """A reshape keeps each row's element where C order puts it."""
-    found = _diagonal_input(inputs)
-    if found is None:
-        return None
-    _, rows = found
-    new = params.get("shape", ())
-    new = (new,) if isinstance(new, (int, np.integer)) else tuple(new)
-    shape = logical_reshape(tuple(rows.shape), new)
-    out = batched(TENSOR_MATH.reshape(rows.value, shape=(rows.diag.size,) + shape), rows.levels)
-    out.diag = rows.diag  # type: ignore[attr-defined]
-    return out  # type: ignore[return-value]
-
-
-def _product(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Tensor | None:
-    """A matrix times a batch of scaled identity rows, or the rows times a matrix: each row of
-    the result is a scaled row or column of the matrix."""
-    found = _diagonal_input(inputs)
-    if found is None or params:
-        return None
-    k, rows = found
-    other = inputs[1 - k]
-    shape, n = tuple(rows.shape), rows.diag.size
-    if not isinstance(other, Tensor) or other.ndim != 2 or not _finite(other):
-        return None
-    m = TENSOR_MATH
-    if k == 1 and shape in ((n,), (n, 1)) and other.shape[1] == n:  # A @ (d_j e_j) = d_j A[:, j]
-        columns = m.transpose(m.mul(other, m.reshape(rows.diag, shape=(1, n))), axes=(1, 0))
-        return batched(m.reshape(columns, shape=(n, other.shape[0]) + shape[1:]), rows.levels)
-    if k == 0 and shape in ((n,), (1, n)) and other.shape[0] == n:  # (d_j e_j) @ B = d_j B[j, :]
-        scaled = m.mul(m.reshape(rows.diag, shape=(n, 1)), other)
-        return batched(m.reshape(scaled, shape=(n,) + shape[:-1] + (other.shape[1],)), rows.levels)
-    return None
