@@ -68,6 +68,19 @@ _PREV, _OP, _PARAMS = Tensor.__dict__["_prev"], Tensor.__dict__["op"], Tensor.__
 DEFERRED = [True]  # (tests build every derivative's graph at once to compare)
 
 
+def _built(slot: Any) -> Any:
+    """A Tensor field of a Deferred that builds its graph first when read."""
+
+    def read(self: Deferred) -> Any:
+        self._build()
+        return slot.__get__(self)
+
+    def write(self: Deferred, value: Any) -> None:
+        slot.__set__(self, value)
+
+    return property(read, write)
+
+
 class Deferred(Tensor):
     """A derivative from a plain backward pass, whose own graph (what a second derivative
     differentiates) is recorded the first time anything looks at its graph: a backward or
@@ -92,32 +105,10 @@ class Deferred(Tensor):
             self.detached = True
         return self
 
-    @property  # type: ignore[override]
-    def _prev(self) -> tuple[Tensor, ...]:
-        self._build()
-        return _PREV.__get__(self)  # type: ignore[no-any-return]
-
-    @_prev.setter
-    def _prev(self, value: tuple[Tensor, ...]) -> None:
-        _PREV.__set__(self, value)
-
-    @property  # type: ignore[override]
-    def op(self) -> Any:
-        self._build()
-        return _OP.__get__(self)
-
-    @op.setter
-    def op(self, value: Any) -> None:
-        _OP.__set__(self, value)
-
-    @property  # type: ignore[override]
-    def params(self) -> Any:
-        self._build()
-        return _PARAMS.__get__(self)
-
-    @params.setter
-    def params(self, value: Any) -> None:
-        _PARAMS.__set__(self, value)
+    # The graph's fields, which build the graph when read (the data and the shape do not).
+    _prev = _built(_PREV)
+    op = _built(_OP)
+    params = _built(_PARAMS)
 
 
 class _Pending:
