@@ -66,7 +66,8 @@ def _run_check(session: Any, statement: Any, value: Any) -> CheckOutcome:
 
 
 def eval_action(
-    expr: str, bindings: list[str] | None, *, tree: bool, dot: str | None, steps: bool, mode: str, engine: str, wrt: str | None, as_json: bool,
+    expr: str, bindings: list[str] | None, *, tree: bool, dot: str | None, steps: bool, mode: str, engine: str, device: str | None,
+    wrt: str | None, as_json: bool,
     digits: int | None, full: bool, max_elements: int | None, max_steps: int | None, max_input: int, save: Path | None,
     max_seconds: float | None, max_memory: int | None,
 ) -> int:
@@ -76,6 +77,14 @@ def eval_action(
         usage_error(f"--mode must be reverse or forward, not {mode!r}", as_json)
     if mode == "forward" and engine == "scalar" and not steps:
         usage_error("--mode forward needs the tensor engine for gradients (the scalar engine's forward mode is only what --steps shows)", as_json)
+    from .engines import choose_engine, refuse_graph_options
+
+    choose_engine(engine, device, as_json)
+    refuse_graph_options(engine, [("--tree", tree), ("--dot", dot), ("--steps", steps and engine != "jax")], as_json)
+    if mode == "forward" and engine in ("jax", "torch"):
+        usage_error(f"--mode forward is gradcalc's forward mode; --engine {engine} reports {engine}'s reverse-mode gradients "
+                    "(write jacfwd(f) in the program for that library's forward mode)", as_json)
+    jaxpr, steps = steps and engine == "jax", steps and engine != "jax"  # (--steps on JAX: the jaxpr of the gradient)
     if save is not None:  # (dataio imports pathlib, which a plain eval does without: start-up)
         from .dataio import refuse_save_suffix
 
@@ -152,6 +161,10 @@ def eval_action(
                 print(dumps(_with_checks(analysis_object(analysis), checks)))
             else:
                 render.renderer(style(digits, full)).analysis(analysis, tree=tree)
+            if jaxpr:
+                from gradcalc.parser.engines.report import gradient_jaxpr
+
+                print(f"steps: the gradient as JAX computes it (jax.make_jaxpr of jax.grad):\n{gradient_jaxpr(analysis)}")
         return status
 
 
@@ -171,12 +184,15 @@ def _with_checks(document: dict[str, Any], checks: list[CheckOutcome]) -> dict[s
     return {**document, "checks": [outcome_object(o) for o in checks]}
 
 
-def default_action(*, engine: str, digits: int | None, max_elements: int | None, max_steps: int | None, max_input: int,
+def default_action(*, engine: str, device: str | None, digits: int | None, max_elements: int | None, max_steps: int | None, max_input: int,
                    max_seconds: float | None, max_memory: int | None) -> int:
     """`gradcalc` with no command: the REPL on a terminal, or piped stdin run as a script."""
     if sys.stdin is None:
         usage_error("stdin is closed: nothing to run (start gradcalc on a terminal for the REPL)")
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
+    from .engines import choose_engine
+
+    choose_engine(engine, device)
     if sys.stdin.isatty():
         from .repl import start_repl
 
@@ -191,13 +207,17 @@ def style(digits: int | None, full: bool) -> Any:
 
 
 def run_action(
-    files: list[Path], *, engine: str, as_json: bool, tree: bool, digits: int | None, full: bool, max_elements: int | None,
+    files: list[Path], *, engine: str, device: str | None, as_json: bool, tree: bool, digits: int | None, full: bool, max_elements: int | None,
     max_steps: int | None, max_input: int, save: Path | None, max_seconds: float | None, max_memory: int | None,
 ) -> int:
     """`gradcalc run`: FILE and NAME=VALUE arguments, every script run statement by statement."""
     from .dataio import refuse_save_suffix, split_bindings
 
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
+    from .engines import choose_engine, refuse_graph_options
+
+    choose_engine(engine, device, as_json)
+    refuse_graph_options(engine, [("--tree", tree)], as_json)
     refuse_save_suffix(save, as_json)
     paths, bindings = split_bindings(files)
     return run_sources(read_sources(paths, max_input), engine, as_json, style(digits, full), tree, bindings, save)

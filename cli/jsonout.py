@@ -45,7 +45,7 @@ def analysis_object(a: Analysis) -> dict[str, Any]:
         "value": plain(a.value),
         "shape": list(a.shape),
         "grads": {name: plain(g) for name, g in a.grads.items()},
-        "graph": {
+        "graph": None if s is None else {  # (None: the JAX and PyTorch engines keep no gradcalc graph)
             "nodes": s.nodes,
             "edges": s.edges,
             "leaves": a.leaf_names,
@@ -53,6 +53,8 @@ def analysis_object(a: Analysis) -> dict[str, Any]:
             "depth": s.depth,
         },
     }
+    if s is None:
+        obj["engine"] = {"name": getattr(a, "engine", ""), "device": getattr(a, "device", "")}
     if a.grad_of:
         obj["grad_of"] = a.grad_of
     if a.dtype is not None:

@@ -56,9 +56,12 @@ class Command:
 
 # The kinds an option's value may have: how entry.py reads one (a value it cannot read goes
 # to typer, which says what is wrong), and the choices of "engine".
-ENGINES = ("tensor", "scalar")
+ENGINES = ("tensor", "scalar", "jax", "torch")
 
-ENGINE = Option("engine", ("--engine",), "engine", "tensor", "tensor (NumPy arrays) or scalar (one node per number, for teaching).")
+ENGINE = Option("engine", ("--engine",), "engine", "tensor", "tensor (NumPy arrays), scalar (one node per number, for teaching), "
+                "or jax or torch (that library's arrays and autodiff, an extra to install: docs/engines.md).")
+DEVICE = Option("device", ("--device",), "str", None, "With --engine jax or torch: cpu or gpu (default: the library's default device).",
+                metavar="cpu|gpu")
 DIGITS = Option("digits", ("--digits",), "int", None, "Round numbers to N significant digits for display (default: full precision).", low=1, high=17)
 FULL = Option("full", ("--full",), "flag", False, "Print every element of large tensors (default: a summary).")
 JSON = Option("as_json", ("--json",), "flag", False, "Print JSON (see docs/cli.md) instead of text.")
@@ -72,7 +75,7 @@ SAVE = Option("save", ("--save",), "path", None, "Write the value and each gradi
 # Given before the command (`gradcalc --engine scalar eval ...`), one of these becomes that
 # command's default (its own option still wins); a command without it refuses it. With no
 # command they go to the REPL or the piped script (actions.default_action takes each).
-GLOBAL_OPTIONS = (ENGINE, DIGITS, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY)
+GLOBAL_OPTIONS = (ENGINE, DEVICE, DIGITS, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY)
 
 
 def _flag(key: str, name: str, help: str) -> Option:
@@ -96,7 +99,7 @@ COMMANDS = {command.name: command for command in (
          Option("mode", ("--mode",), "str", "reverse",
                 "reverse (one backward pass) or forward (forward mode: a tangent pass per element of each variable); with "
                 "--steps, the pass shown: each variable's tangent pushed to the output in turn, as value + tangent ε."),
-         ENGINE,
+         ENGINE, DEVICE,
          Option("wrt", ("--wrt",), "str", None, "Only these variables' gradients.", metavar="a,b"),
          JSON, DIGITS, FULL, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY, SAVE),
     ),
@@ -106,7 +109,7 @@ COMMANDS = {command.name: command for command in (
         "Example: gradcalc run examples/mlp.gc",
         "actions:run_action",
         (Argument("files", "path", "FILE... [NAME=VALUE]...", f"Scripts to run ('-' reads stdin), {FILES_HELP}", many=True),),
-        (ENGINE,
+        (ENGINE, DEVICE,
          _flag("as_json", "--json", "One JSON object per expression statement, one per line."),
          _flag("tree", "--tree", "Draw each result's graph."),
          DIGITS, FULL, MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY, SAVE),

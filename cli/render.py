@@ -49,6 +49,8 @@ def fan_out_text(nodes: list[Any]) -> str:
 
 def graph_line(a: Analysis) -> str:
     s = a.stats
+    if s is None:  # the JAX and PyTorch engines: the library keeps the graph (parser/engines/report.py)
+        return str(getattr(a, "graph_note", "not recorded"))
     fan = fan_out_text(s.fan_out)
     return (f"{count(s.nodes, 'node', 'nodes')}, {count(s.edges, 'edge', 'edges')}, "
             f"{count(s.leaves, 'leaf', 'leaves')} ({s.constants} constant), {count(s.op_nodes, 'op', 'ops')}, "
@@ -152,7 +154,7 @@ def notes(a: Analysis) -> list[str]:
     if a.tangent_passes is not None:
         found.append(f"the gradients are by forward mode: {count(a.tangent_passes, 'tangent pass', 'tangent passes')}, "
                      "one per element of each variable (reverse mode takes one backward pass for them all)")
-    return found
+    return found + list(getattr(a, "engine_notes", ()))  # (the JAX and PyTorch engines': jit, the device)
 
 
 def earlier_note(name: str, on_graph: bool, reported: bool) -> str:

@@ -170,6 +170,12 @@ def analyze(
     instead: one tangent pass per element of each name's node (J e_i, summed over the
     output), what `jacfwd` does."""
     if not isinstance(output, (Tensor, Value)):
+        from .engines.values import EngineValue  # (only the JAX and PyTorch engines' values get here)
+
+        if isinstance(output, EngineValue):
+            from .engines.report import analyze_engine
+
+            return analyze_engine(output, wrt, known or {}, always, session)
         raise LanguageError("value", f"the result is not a number or tensor: {output!r}")
     known = known or {}
     order = topological_order(output)  # once, for every fact below

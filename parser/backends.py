@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -197,12 +198,12 @@ def _written_list(x: Any) -> list[Any] | None:
     return list(x) if isinstance(x, tuple) else None
 
 
-def _check_differentiable(usage: str, y: Tensor, x: Any) -> None:
+def _check_differentiable(usage: str, y: Any, x: Any, kind: Any = Tensor) -> None:
     """What grad(y, x) may differentiate by: a variable (zeros when y does not use it), or
     a named intermediate (its adjoint, as retain_grad() gives). A constant has no
     gradient, and an expression written in place (`grad(x**2, x*2)`) is a new node y
     was not computed from, so both are errors rather than silent zeros."""
-    if not isinstance(x, Tensor):
+    if not isinstance(x, kind):  # (kind: the engine's values)
         raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}")
     if not x.requires_grad:
         what = "a constant made by detach(), by an op without gradient or inside a no_grad block" if x.detached else "a constant"
@@ -323,7 +324,7 @@ class TensorBackend:
         if len(args) < n_in:
             raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
         if op.name in _JOINS and len(args) == 1:
-            args = _sequence(args[0])  # concatenate([a, b]): the list is the inputs, as in NumPy
+            args = self._sequence(args[0])  # concatenate([a, b]): the list is the inputs, as in NumPy
             n_in = len(args)
         for arg in args:
             if isinstance(arg, TensorList):
@@ -337,7 +338,7 @@ class TensorBackend:
                     raise LanguageError("argument", f"{op.signature} has no parameter {key!r}")
         inputs = args[:n_in]
         if len(args) == n_in and not kwargs:  # the common call, f(x): no parameters to check
-            return _cut(apply(op, tuple(inputs), {}), inputs, not op.has_gradient and n_in > 0)
+            return self._run(op, inputs, [], {})
         extra = args[n_in:]
         if extra and op.name in _EXTREMES:
             raise _ambiguous_extreme(op, args[0], extra[0])
@@ -345,7 +346,23 @@ class TensorBackend:
         names += [None] * (len(extra) - len(names))  # too many: _bind_params says so
         params = [_param(op, name, value) for name, value in zip(names, extra)]
         named = {key: _param(op, SPELLINGS.get(key, key), value) for key, value in kwargs.items()}
-        return _cut(op(*inputs, *params, **named), inputs, not op.has_gradient and n_in > 0)
+        return self._run(op, inputs, params, named)
+
+    def _run(self, op: OpDef, inputs: list[Any], params: list[Any], named: dict[str, Any]) -> Any:
+        """The op on its inputs, with its parameters checked: `params` positional after the
+        inputs, `named` by keyword (the JAX and PyTorch engines run it on their arrays)."""
+        if not params and not named:
+            return _cut(apply(op, tuple(inputs), {}), inputs, not op.has_gradient and len(inputs) > 0)
+        return _cut(op(*inputs, *params, **named), inputs, not op.has_gradient and len(inputs) > 0)
+
+    def _sequence(self, value: Any) -> list[Any]:
+        return _sequence(value)
+
+    def call_with_rule(self, session: Any, function: Any, args: list[Any]) -> Any:
+        """A call of a function that has a vjp rule of the user's (user_rules.py)."""
+        from .user_rules import call_with_rule
+
+        return call_with_rule(session, function, args)
 
     def _autodiff(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         usage = AUTODIFF_FUNCTIONS[name].split(":")[0]
@@ -555,9 +572,27 @@ class ScalarBackend:
     def tensor_literal(self, items: list[Any]) -> Any:
         raise LanguageError("argument", f"the scalar engine has no tensors; use {self.switch}")
 
+    def call_with_rule(self, session: Any, function: Any, args: list[Any]) -> Any:
+        from .user_rules import call_with_rule
+
+        return call_with_rule(session, function, args)  # (which says that rules need the tensor engine)
+
 
 # What the language's machine asks of an engine: values for constants, names and arrays;
 # the operators, calls, methods, attributes, indexing and tensor literals; and the names it
 # offers. The two backends answer the same methods.
 Backend = TensorBackend | ScalarBackend
-BACKENDS: dict[str, type[Backend]] = {"tensor": TensorBackend, "scalar": ScalarBackend}
+
+
+def _engine(name: str) -> Callable[[], Backend]:
+    """The JAX or PyTorch engine (parser/engines/), imported only when asked for."""
+
+    def made() -> Backend:
+        from .engines import engine_backend
+
+        return engine_backend(name)
+
+    return made
+
+
+BACKENDS: dict[str, Callable[[], Backend]] = {"tensor": TensorBackend, "scalar": ScalarBackend, "jax": _engine("jax"), "torch": _engine("torch")}

@@ -108,7 +108,7 @@ class Session:
         warnings: list[str] | None = None, on_notice: Callable[[str, str], Any] | None = None,
     ) -> None:
         if engine not in BACKENDS:
-            raise LanguageError("argument", f"unknown engine {engine!r}: choose tensor or scalar")
+            raise LanguageError("argument", f"unknown engine {engine!r}: choose {', '.join(BACKENDS)}")
         self.engine = engine
         self.variables: dict[str, Any] = {} if variables is None else variables
         self.functions: dict[str, UserFunction] = {} if functions is None else functions
@@ -415,13 +415,11 @@ class Session:
     def _call_with_rule(self, function: UserFunction, args: list[Any], depth: int) -> Any:
         """A call of a function that has a vjp rule runs its body in an evaluation of its
         own, so such calls nested in each other count against the depth cap together."""
-        from .user_rules import call_with_rule
-
         self._rule_depth += depth + 1
         try:
             if self._rule_depth > self.max_call_depth:
                 raise self._too_deep(function)
-            return call_with_rule(self, function, args)
+            return self.backend.call_with_rule(self, function, args)
         finally:
             self._rule_depth -= depth + 1
 

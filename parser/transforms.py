@@ -46,6 +46,7 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     "jacfwd": {"argnums": 0}, "hessian": {"argnums": 0}, "vmap": {"in_axes": 0, "out_axes": 0},
 }
 POINTWISE = frozenset({"jvp", "vjp", "hvp"})  # the value at a point, not a function
+ENGINES = ("jax", "torch")  # (parser/engines: these run the libraries' own transformations)
 TRANSFORMS = frozenset(_OPTIONS) | POINTWISE
 
 
@@ -87,6 +88,10 @@ class Transformed(FunctionValue):
         return self.f.arity()
 
     def apply(self, session: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if session.backend.name in ENGINES:  # JAX's or torch.func's own transformation
+            from .engines.transforms import apply_transform
+
+            return apply_transform(session, self, args, kwargs)
         return _running(_APPLY[self.kind], session, self.f, label(self), self.option, args, kwargs)
 
 
@@ -126,12 +131,16 @@ def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> An
     if not args or not isinstance(args[0], FunctionValue):
         got = f", got {describe_value(args[0])}" if args else ""
         raise LanguageError("argument", f"{usage} takes a function first, as in {name}(f) or {name}(lambda x: x ** 2){got}")
-    if session.backend.name != "tensor":
+    if session.backend.name == "scalar":
         raise LanguageError("name", f"the scalar engine has no {name}(f); use {session.backend.switch}")
     f, rest = args[0], args[1:]
     if name in POINTWISE:
         if kwargs:
             raise LanguageError("argument", f"{usage} has no parameter {next(iter(kwargs))!r}")
+        if session.backend.name in ENGINES:
+            from .engines.transforms import pointwise
+
+            return pointwise(session, name, f, rest)
         return _running(_POINTWISE[name], session, f, rest)
     options = _OPTIONS[name]
     names = list(options)

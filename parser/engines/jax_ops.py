@@ -1,0 +1,265 @@
+"""The JAX side of the op table: the adapters for ops whose JAX counterpart has another
+signature (table.py names them `op_<name>`; the rest are JAX's own functions by name).
+
+Each adapter is a short function of jax.numpy arrays and gradcalc's parameter names, and
+uses nothing but `jax`, `jnp`, `lax`, `np` and the helpers here: `gradcalc export` copies
+the ones a program uses into the module it writes, which imports only JAX and NumPy.
+Imported only when the JAX engine is asked for (the default engine never imports JAX).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+
+def _pairs(widths: Any, ndim: int) -> list[tuple[int, int]]:
+    """pad's (before, after) per axis from one number, a pair, or 2 * ndim numbers."""
+    flat = [int(w) for w in np.ravel(widths)]
+    flat = flat * 2 if len(flat) == 1 else flat
+    flat = flat * ndim if len(flat) == 2 else flat
+    if len(flat) != 2 * ndim or min(flat, default=0) < 0:
+        raise ValueError(f"pad widths must be one number, a (before, after) pair or 2 * ndim = {2 * ndim} numbers >= 0, got {widths}")
+    return [(flat[2 * i], flat[2 * i + 1]) for i in range(ndim)]
+
+
+def _order(ord: Any) -> float:
+    """norm's order: 1, 2 or inf, from a number or 'fro' / 'inf'."""
+    found = {"1": 1.0, "2": 2.0, "fro": 2.0, "inf": float("inf")}.get(str(ord).lower().removesuffix(".0"))
+    if found is None:
+        raise ValueError(f"norm: ord must be 1, 2, inf or 'fro', got {ord!r}")
+    return found
+
+
+def _reduce(per_item: Any, reduction: str) -> Any:
+    """A loss's items reduced as PyTorch's reduction= does."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return per_item if reduction == "none" else jnp.sum(per_item) if reduction == "sum" else jnp.mean(per_item)
+
+
+def _distribution(scores: Any, target: Any) -> Any:
+    """A loss's target as probabilities shaped like the scores: itself, or one-hot of class indices."""
+    if target.shape == scores.shape and scores.ndim:
+        return target
+    if not scores.ndim or target.shape != scores.shape[:-1]:
+        raise ValueError(f"logits of shape {scores.shape} need class targets of shape {scores.shape[:-1]} "
+                         f"or probabilities of shape {scores.shape}, got {target.shape}")
+    return jax.nn.one_hot(target.astype(int), scores.shape[-1], dtype=scores.dtype)
+
+
+def _minus_weighted(t: Any, logp: Any) -> Any:
+    """-sum(t * logp) over the classes, where only non-zero targets count (0 * -inf is 0)."""
+    return 0.0 - jnp.sum(jnp.where(t != 0, t * logp, 0.0), axis=-1)
+
+
+def _sections(n: int, sections: Any) -> list[int]:
+    """Where split cuts an axis of length n: between equal parts, or at the given indices."""
+    if isinstance(sections, tuple):
+        return list(sections)
+    if n % sections:
+        raise ValueError(f"split: an axis of length {n} does not split into {sections} equal sections; give indices, as in split(x, [2, 4])")
+    return [k * (n // sections) for k in range(1, sections)]
+
+
+def op_gelu(x: Any, approximate: str = "none") -> Any:
+    return jax.nn.gelu(x, approximate=approximate == "tanh")
+
+
+def op_leaky_relu(x: Any, slope: float = 0.01) -> Any:
+    return jax.nn.leaky_relu(x, negative_slope=slope)
+
+
+def op_softplus(x: Any) -> Any:
+    return jnp.logaddexp(x, 0.0)
+
+
+def op_where(cond: Any, a: Any, b: Any) -> Any:
+    return jnp.where(cond != 0, a, b)
+
+
+def op_clip(x: Any, *bounds: Any, low: Any = None, high: Any = None) -> Any:
+    low, high = (bounds + (low, high)[len(bounds):])[:2] if bounds else (low, high)
+    x = x if low is None else jnp.maximum(x, low)
+    return x if high is None else jnp.minimum(x, high)
+
+
+def op_item(x: Any) -> Any:
+    if x.size != 1:
+        raise ValueError(f"item() needs a tensor of size 1, got shape {x.shape}")
+    return lax.stop_gradient(jnp.reshape(x, ()))
+
+
+def op_len(x: Any) -> Any:
+    if not x.ndim:
+        raise TypeError("len() of a 0-d tensor: it has no first axis")
+    return np.int64(x.shape[0])
+
+
+def op_argmax(x: Any, axis: Any = None) -> Any:
+    return np.int64(0) + jnp.argmax(x, axis=axis).astype(jnp.int64)
+
+
+def op_argmin(x: Any, axis: Any = None) -> Any:
+    return np.int64(0) + jnp.argmin(x, axis=axis).astype(jnp.int64)
+
+
+def op_logcumsumexp(x: Any, axis: Any = None) -> Any:
+    return lax.cumlogsumexp(jnp.ravel(x) if axis is None else x, axis=0 if axis is None else axis % x.ndim)
+
+
+def op_reshape(x: Any, shape: Any) -> Any:
+    return jnp.reshape(x, shape)
+
+
+def op_transpose(x: Any, axes: Any = ()) -> Any:
+    return jnp.transpose(x, axes or None)
+
+
+def op_getitem(x: Any, index: Any) -> Any:
+    return x[index]
+
+
+def op_concatenate(*xs: Any, axis: int = 0) -> Any:
+    return jnp.concatenate(xs, axis=axis)
+
+
+def op_stack(*xs: Any, axis: int = 0) -> Any:
+    return jnp.stack(xs, axis=axis)
+
+
+def op_split(x: Any, sections: Any = 2, axis: int = 0) -> Any:
+    return tuple(jnp.split(x, _sections(x.shape[axis], sections), axis=axis))
+
+
+def op_sort(x: Any, axis: int = -1, descending: bool = False) -> Any:
+    return jnp.sort(x, axis=axis, descending=descending) if x.ndim else x
+
+
+def op_pad(x: Any, widths: Any, value: float = 0.0) -> Any:
+    return jnp.pad(x, _pairs(widths, x.ndim), constant_values=value)
+
+
+def op_einsum(*operands: Any, subscripts: str) -> Any:
+    return jnp.einsum(subscripts, *operands)
+
+
+def op_dot(a: Any, b: Any) -> Any:
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"dot takes two 1-d vectors, got {a.ndim}-d and {b.ndim}-d (use @ or matmul for matrices)")
+    return jnp.dot(a, b)
+
+
+def op_outer(a: Any, b: Any) -> Any:
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"outer takes two 1-d vectors, got {a.ndim}-d and {b.ndim}-d")
+    return jnp.outer(a, b)
+
+
+def op_trace(x: Any) -> Any:
+    if x.ndim != 2:
+        raise ValueError(f"trace takes a matrix, got a {x.ndim}-d tensor")
+    return jnp.trace(x)
+
+
+def op_diag(x: Any, k: int = 0) -> Any:
+    if x.ndim not in (1, 2):
+        raise ValueError(f"diag takes a vector (to build a matrix) or a matrix (to read a diagonal), got a {x.ndim}-d tensor")
+    return jnp.diag(x, k=k)
+
+
+def op_slogdet(a: Any) -> Any:
+    return tuple(jnp.linalg.slogdet(a))
+
+
+def op_solve(a: Any, b: Any) -> Any:
+    if b.ndim == 1 and a.ndim != 2:
+        raise ValueError(f"solve: a vector b needs a single matrix a, got a of shape {a.shape}")
+    return jnp.linalg.solve(a, b)
+
+
+def op_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
+    p = _order(ord)
+    if p == 1:
+        return jnp.sum(jnp.abs(x), axis=axis, keepdims=keepdims)
+    if p == float("inf"):
+        return jnp.max(jnp.abs(x), axis=axis, keepdims=keepdims)
+    return jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims))
+
+
+def op_var(x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) -> Any:
+    return jnp.var(x, axis=axis, keepdims=keepdims, ddof=int(ddof))
+
+
+def op_std(x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) -> Any:
+    return jnp.std(x, axis=axis, keepdims=keepdims, ddof=int(ddof))
+
+
+def op_cross_entropy(logits: Any, target: Any, label_smoothing: float = 0.0, reduction: str = "mean") -> Any:
+    t = _distribution(logits, target)
+    t = t * (1.0 - label_smoothing) + label_smoothing / logits.shape[-1] if label_smoothing else t
+    return _reduce(_minus_weighted(t, jax.nn.log_softmax(logits, axis=-1)), reduction)
+
+
+def op_nll_loss(logp: Any, target: Any, reduction: str = "mean") -> Any:
+    return _reduce(_minus_weighted(_distribution(logp, target), logp), reduction)
+
+
+def op_mse(pred: Any, target: Any, reduction: str = "mean") -> Any:
+    return _reduce((pred - target) ** 2, reduction)
+
+
+def op_binary_cross_entropy(p: Any, target: Any, reduction: str = "mean") -> Any:
+    return _reduce(-(target * jnp.maximum(jnp.log(p), -100.0) + (1.0 - target) * jnp.maximum(jnp.log1p(-p), -100.0)), reduction)
+
+
+def op_binary_cross_entropy_with_logits(z: Any, target: Any, reduction: str = "mean") -> Any:
+    return _reduce(jnp.logaddexp(0.0, z) - target * z, reduction)
+
+
+def op_l1_loss(pred: Any, target: Any, reduction: str = "mean") -> Any:
+    return _reduce(jnp.abs(pred - target), reduction)
+
+
+def op_huber(pred: Any, target: Any, delta: float = 1.0, reduction: str = "mean") -> Any:
+    if not delta > 0:
+        raise ValueError(f"delta must be a positive number (the width of the squared zone), got {delta!r}")
+    size = jnp.abs(pred - target)
+    return _reduce(jnp.where(size <= delta, 0.5 * size * size, delta * (size - 0.5 * delta)), reduction)
+
+
+# Constructors: constants, made as the tensor engine makes them (rand and randn with
+# NumPy's generator, so a seed gives the same numbers on every engine).
+def op_zeros(shape: Any = ()) -> Any:
+    return jnp.zeros(shape, dtype=jnp.float64)
+
+
+def op_ones(shape: Any = ()) -> Any:
+    return jnp.ones(shape, dtype=jnp.float64)
+
+
+def op_full(shape: Any, value: float) -> Any:
+    return jnp.full(shape, value, dtype=jnp.float64)
+
+
+def op_eye(n: int, m: Any = None) -> Any:
+    return jnp.eye(n, m, dtype=jnp.float64)
+
+
+def op_arange(start: float, stop: Any = None, step: float = 1.0) -> Any:
+    return jnp.asarray(np.arange(0.0 if stop is None else start, start if stop is None else stop, step, dtype=np.float64))
+
+
+def op_linspace(start: float, stop: float, num: int = 50) -> Any:
+    return jnp.asarray(np.linspace(start, stop, num))
+
+
+def op_rand(shape: Any = (), seed: Any = None) -> Any:
+    return jnp.asarray(np.random.default_rng(seed).random(shape))
+
+
+def op_randn(shape: Any = (), seed: Any = None) -> Any:
+    return jnp.asarray(np.random.default_rng(seed).standard_normal(shape))

@@ -1,0 +1,390 @@
+"""The PyTorch side of the op table: the adapters for ops whose PyTorch counterpart has
+another signature (table.py names them `op_<name>`; the rest are PyTorch's own functions
+by name). PyTorch says `dim` and `keepdim` where gradcalc, as NumPy, says `axis` and
+`keepdims`, and reduces over one axis or a list of them, never None.
+
+Each adapter is a short function of float64 tensors and gradcalc's parameter names, and
+uses nothing but `torch`, `np` and the helpers here: `gradcalc export` copies the ones a
+program uses into the module it writes, which imports only PyTorch and NumPy. Imported
+only when the PyTorch engine is asked for.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+F = torch.nn.functional
+
+
+def _dims(x: Any, axis: Any) -> list[int]:
+    """An axis, a tuple of axes or None (every axis) as PyTorch's list of dims."""
+    return list(range(x.ndim)) if axis is None else list(axis) if isinstance(axis, tuple) else [axis]
+
+
+def _as(x: Any, value: Any) -> Any:
+    """A number or array as a float64 tensor beside x (on its device)."""
+    return value if torch.is_tensor(value) else torch.as_tensor(np.asarray(value, dtype=np.float64), device=x.device)
+
+
+def _pairs(widths: Any, ndim: int) -> list[tuple[int, int]]:
+    """pad's (before, after) per axis from one number, a pair, or 2 * ndim numbers."""
+    flat = [int(w) for w in np.ravel(widths)]
+    flat = flat * 2 if len(flat) == 1 else flat
+    flat = flat * ndim if len(flat) == 2 else flat
+    if len(flat) != 2 * ndim or min(flat, default=0) < 0:
+        raise ValueError(f"pad widths must be one number, a (before, after) pair or 2 * ndim = {2 * ndim} numbers >= 0, got {widths}")
+    return [(flat[2 * i], flat[2 * i + 1]) for i in range(ndim)]
+
+
+def _order(ord: Any) -> float:
+    """norm's order: 1, 2 or inf, from a number or 'fro' / 'inf'."""
+    found = {"1": 1.0, "2": 2.0, "fro": 2.0, "inf": float("inf")}.get(str(ord).lower().removesuffix(".0"))
+    if found is None:
+        raise ValueError(f"norm: ord must be 1, 2, inf or 'fro', got {ord!r}")
+    return found
+
+
+def _reduce(per_item: Any, reduction: str) -> Any:
+    """A loss's items reduced as PyTorch's reduction= does."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return per_item if reduction == "none" else per_item.sum() if reduction == "sum" else per_item.mean()
+
+
+def _distribution(scores: Any, target: Any) -> Any:
+    """A loss's target as probabilities shaped like the scores: itself, or one-hot of class indices."""
+    if target.shape == scores.shape and scores.ndim:
+        return target
+    if not scores.ndim or target.shape != scores.shape[:-1]:
+        raise ValueError(f"logits of shape {tuple(scores.shape)} need class targets of shape {tuple(scores.shape[:-1])} "
+                         f"or probabilities of shape {tuple(scores.shape)}, got {tuple(target.shape)}")
+    return F.one_hot(target.long(), scores.shape[-1]).to(scores.dtype)
+
+
+def _minus_weighted(t: Any, logp: Any) -> Any:
+    """-sum(t * logp) over the classes, where only non-zero targets count (0 * -inf is 0)."""
+    return 0.0 - torch.where(t != 0, t * logp, torch.zeros_like(logp)).sum(-1)
+
+
+def _reduced(f: Any, x: Any, axis: Any, keepdims: bool) -> Any:
+    """A reduction over gradcalc's axis (None: all of them) by a torch function of dim and keepdim."""
+    return f(x, dim=_dims(x, axis), keepdim=keepdims) if x.ndim else x.clone()
+
+
+def op_sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduced(torch.sum, x, axis, keepdims)
+
+
+def op_mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduced(torch.mean, x, axis, keepdims)
+
+
+def op_max(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduced(torch.amax, x, axis, keepdims)
+
+
+def op_min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduced(torch.amin, x, axis, keepdims)
+
+
+def op_logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduced(torch.logsumexp, x, axis, keepdims)
+
+
+def op_prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    if not x.ndim:
+        return x.clone()
+    dims = sorted({d % x.ndim for d in _dims(x, axis)})
+    for d in reversed(dims):  # (torch.prod takes one dim at a time)
+        x = torch.prod(x, dim=d, keepdim=True)
+    return x if keepdims else x.reshape([n for i, n in enumerate(x.shape) if i not in dims])
+
+
+def op_var(x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) -> Any:
+    return torch.var(x, dim=_dims(x, axis), keepdim=keepdims, correction=ddof)
+
+
+def op_std(x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) -> Any:
+    return torch.std(x, dim=_dims(x, axis), keepdim=keepdims, correction=ddof)
+
+
+def op_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
+    return torch.linalg.vector_norm(x, ord=_order(ord), dim=_dims(x, axis), keepdim=keepdims)
+
+
+def op_argmax(x: Any, axis: Any = None) -> Any:
+    return torch.argmax(x, dim=axis)
+
+
+def op_argmin(x: Any, axis: Any = None) -> Any:
+    return torch.argmin(x, dim=axis)
+
+
+def _scanned(f: Any, x: Any, axis: Any) -> Any:
+    """A scan along gradcalc's axis (None: the flattened tensor) by a torch function of dim."""
+    return f(x.reshape(-1), 0) if axis is None else f(x, axis)
+
+
+def op_cumsum(x: Any, axis: Any = None) -> Any:
+    return _scanned(torch.cumsum, x, axis)
+
+
+def op_cumprod(x: Any, axis: Any = None) -> Any:
+    return _scanned(torch.cumprod, x, axis)
+
+
+def op_logcumsumexp(x: Any, axis: Any = None) -> Any:
+    return _scanned(torch.logcumsumexp, x, axis)
+
+
+def op_softmax(x: Any, axis: Any = -1) -> Any:
+    return torch.exp(op_log_softmax(x, axis))
+
+
+def op_log_softmax(x: Any, axis: Any = -1) -> Any:
+    return torch.log_softmax(x, dim=axis) if isinstance(axis, int) else x - torch.logsumexp(x, dim=_dims(x, axis), keepdim=True)
+
+
+def op_gelu(x: Any, approximate: str = "none") -> Any:
+    return F.gelu(x, approximate=approximate)
+
+
+def op_leaky_relu(x: Any, slope: float = 0.01) -> Any:
+    return F.leaky_relu(x, slope)
+
+
+def op_elu(x: Any, alpha: float = 1.0) -> Any:
+    return F.elu(x, alpha)
+
+
+def op_softplus(x: Any) -> Any:
+    return torch.logaddexp(x, torch.zeros_like(x))
+
+
+def op_cbrt(x: Any) -> Any:
+    return torch.sign(x) * torch.abs(x) ** (1.0 / 3.0)
+
+
+def op_where(cond: Any, a: Any, b: Any) -> Any:
+    return torch.where(cond != 0, a, b)
+
+
+def op_clip(x: Any, *bounds: Any, low: Any = None, high: Any = None) -> Any:
+    low, high = (bounds + (low, high)[len(bounds):])[:2] if bounds else (low, high)
+    x = x if low is None else torch.maximum(x, _as(x, low))
+    return x if high is None else torch.minimum(x, _as(x, high))
+
+
+def op_detach(x: Any) -> Any:
+    return x.detach()
+
+
+def op_item(x: Any) -> Any:
+    if x.numel() != 1:
+        raise ValueError(f"item() needs a tensor of size 1, got shape {tuple(x.shape)}")
+    return x.detach().reshape(())
+
+
+def op_len(x: Any) -> Any:
+    if not x.ndim:
+        raise TypeError("len() of a 0-d tensor: it has no first axis")
+    return np.int64(x.shape[0])
+
+
+def op_round(x: Any, decimals: int = 0) -> Any:
+    return torch.round(x, decimals=decimals)
+
+
+def op_reshape(x: Any, shape: Any) -> Any:
+    return torch.reshape(x, shape)
+
+
+def op_flatten(x: Any) -> Any:
+    return torch.reshape(x, (-1,))
+
+
+def op_transpose(x: Any, axes: Any = ()) -> Any:
+    return torch.permute(x, axes or tuple(reversed(range(x.ndim))))
+
+
+def op_swapaxes(x: Any, axis1: int, axis2: int) -> Any:
+    return torch.swapaxes(x, axis1, axis2)
+
+
+def op_broadcast_to(x: Any, shape: Any) -> Any:
+    return torch.broadcast_to(x, shape)
+
+
+def op_getitem(x: Any, index: Any) -> Any:
+    parts = index if isinstance(index, tuple) else (index,)
+    return x[tuple(torch.as_tensor(p, device=x.device) if isinstance(p, np.ndarray) else p for p in parts)]
+
+
+def op_concatenate(*xs: Any, axis: int = 0) -> Any:
+    return torch.cat(xs, dim=axis)
+
+
+def op_stack(*xs: Any, axis: int = 0) -> Any:
+    return torch.stack(xs, dim=axis)
+
+
+def op_split(x: Any, sections: Any = 2, axis: int = 0) -> Any:
+    n = x.shape[axis]
+    if isinstance(sections, tuple):
+        bounds = [0, *sections, n]
+        return tuple(torch.narrow(x, axis, a, max(b - a, 0)) for a, b in zip(bounds, bounds[1:]))
+    if n % sections:
+        raise ValueError(f"split: an axis of length {n} does not split into {sections} equal sections; give indices, as in split(x, [2, 4])")
+    return tuple(torch.split(x, n // sections, dim=axis))
+
+
+def op_squeeze(x: Any, axis: Any = None) -> Any:
+    return torch.squeeze(x) if axis is None else torch.squeeze(x, axis)
+
+
+def op_unsqueeze(x: Any, axis: int) -> Any:
+    return torch.unsqueeze(x, axis)
+
+
+def op_flip(x: Any, axis: Any = None) -> Any:
+    return torch.flip(x, _dims(x, axis))
+
+
+def op_roll(x: Any, shift: Any, axis: Any = None) -> Any:
+    return torch.roll(x, shift, axis)
+
+
+def op_tile(x: Any, reps: Any) -> Any:
+    return torch.tile(x, reps)
+
+
+def op_repeat(x: Any, repeats: Any, axis: Any = None) -> Any:
+    counts = torch.as_tensor(np.asarray(repeats, dtype=np.int64), device=x.device)
+    return torch.repeat_interleave(x.reshape(-1) if axis is None else x, counts, dim=0 if axis is None else axis)
+
+
+def op_sort(x: Any, axis: int = -1, descending: bool = False) -> Any:
+    return torch.sort(x, dim=axis, descending=descending, stable=True).values if x.ndim else x
+
+
+def op_pad(x: Any, widths: Any, value: float = 0.0) -> Any:
+    return F.pad(x, [w for pair in reversed(_pairs(widths, x.ndim)) for w in pair], value=value)
+
+
+def op_einsum(*operands: Any, subscripts: str) -> Any:
+    return torch.einsum(subscripts, *operands)
+
+
+def op_dot(a: Any, b: Any) -> Any:
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"dot takes two 1-d vectors, got {a.ndim}-d and {b.ndim}-d (use @ or matmul for matrices)")
+    return torch.dot(a, b)
+
+
+def op_outer(a: Any, b: Any) -> Any:
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"outer takes two 1-d vectors, got {a.ndim}-d and {b.ndim}-d")
+    return torch.outer(a, b)
+
+
+def op_trace(x: Any) -> Any:
+    if x.ndim != 2:
+        raise ValueError(f"trace takes a matrix, got a {x.ndim}-d tensor")
+    return torch.trace(x)
+
+
+def op_diag(x: Any, k: int = 0) -> Any:
+    if x.ndim not in (1, 2):
+        raise ValueError(f"diag takes a vector (to build a matrix) or a matrix (to read a diagonal), got a {x.ndim}-d tensor")
+    return torch.diag(x, k)
+
+
+def op_triu(x: Any, k: int = 0) -> Any:
+    return torch.triu(x, k)
+
+
+def op_tril(x: Any, k: int = 0) -> Any:
+    return torch.tril(x, k)
+
+
+def op_slogdet(a: Any) -> Any:
+    return tuple(torch.linalg.slogdet(a))
+
+
+def op_solve(a: Any, b: Any) -> Any:
+    if b.ndim == 1 and a.ndim != 2:
+        raise ValueError(f"solve: a vector b needs a single matrix a, got a of shape {tuple(a.shape)}")
+    return torch.linalg.solve(a, b)
+
+
+def op_cross_entropy(logits: Any, target: Any, label_smoothing: float = 0.0, reduction: str = "mean") -> Any:
+    t = _distribution(logits, target)
+    t = t * (1.0 - label_smoothing) + label_smoothing / logits.shape[-1] if label_smoothing else t
+    return _reduce(_minus_weighted(t, torch.log_softmax(logits, dim=-1)), reduction)
+
+
+def op_nll_loss(logp: Any, target: Any, reduction: str = "mean") -> Any:
+    return _reduce(_minus_weighted(_distribution(logp, target), logp), reduction)
+
+
+def op_mse(pred: Any, target: Any, reduction: str = "mean") -> Any:
+    return _reduce((pred - target) ** 2, reduction)
+
+
+def op_binary_cross_entropy(p: Any, target: Any, reduction: str = "mean") -> Any:
+    return _reduce(F.binary_cross_entropy(p, target.expand_as(p) if target.shape != p.shape else target, reduction="none"), reduction)
+
+
+def op_binary_cross_entropy_with_logits(z: Any, target: Any, reduction: str = "mean") -> Any:
+    return _reduce(F.binary_cross_entropy_with_logits(z, target.expand_as(z) if target.shape != z.shape else target, reduction="none"), reduction)
+
+
+def op_l1_loss(pred: Any, target: Any, reduction: str = "mean") -> Any:
+    return _reduce(torch.abs(pred - target), reduction)
+
+
+def op_huber(pred: Any, target: Any, delta: float = 1.0, reduction: str = "mean") -> Any:
+    if not delta > 0:
+        raise ValueError(f"delta must be a positive number (the width of the squared zone), got {delta!r}")
+    a, b = torch.broadcast_tensors(pred, target)
+    return _reduce(F.huber_loss(a, b, delta=delta, reduction="none"), reduction)
+
+
+# Constructors: constants, made as the tensor engine makes them (rand and randn with
+# NumPy's generator, so a seed gives the same numbers on every engine).
+def _made(array: Any) -> Any:
+    return torch.as_tensor(np.asarray(array, dtype=np.float64), device=torch.get_default_device())
+
+
+def op_zeros(shape: Any = ()) -> Any:
+    return _made(np.zeros(shape))
+
+
+def op_ones(shape: Any = ()) -> Any:
+    return _made(np.ones(shape))
+
+
+def op_full(shape: Any, value: float) -> Any:
+    return _made(np.full(shape, value))
+
+
+def op_eye(n: int, m: Any = None) -> Any:
+    return _made(np.eye(n, m))
+
+
+def op_arange(start: float, stop: Any = None, step: float = 1.0) -> Any:
+    return _made(np.arange(0.0 if stop is None else start, start if stop is None else stop, step))
+
+
+def op_linspace(start: float, stop: float, num: int = 50) -> Any:
+    return _made(np.linspace(start, stop, num))
+
+
+def op_rand(shape: Any = (), seed: Any = None) -> Any:
+    return _made(np.random.default_rng(seed).random(shape))
+
+
+def op_randn(shape: Any = (), seed: Any = None) -> Any:
+    return _made(np.random.default_rng(seed).standard_normal(shape))

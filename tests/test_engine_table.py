@@ -1,0 +1,162 @@
+"""The op table of the JAX and PyTorch engines (parser/engines/table.py), walked over the registry.
+
+Every op of the registry is in the table, with a counterpart or a gap (a reason it is
+refused by name) for each library. Each counterpart gives the tensor engine's values and
+gradients on the op's own Check inputs to 1e-12; where the two differ it is at an edge
+(a kink, a tie, an infinity), where each op's Edge records state gradcalc's convention:
+those are listed by `edge_differences`, which docs/engines.md shows.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gradcalc.autodiff import REGISTRY, Tensor, grad
+from gradcalc.parser.engines.table import TABLE, Gap, counterpart
+
+LIBRARIES = ("jax", "torch")
+RTOL, ATOL = 1e-12, 1e-12
+
+
+def test_every_op_of_the_registry_is_in_the_table():
+    assert sorted(set(REGISTRY) - set(TABLE)) == []
+    assert sorted(set(TABLE) - set(REGISTRY)) == []
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_every_entry_is_a_counterpart_or_a_gap_with_its_reason(library):
+    for name in REGISTRY:
+        spec = counterpart(name, library)
+        named = isinstance(spec, str) and (spec.startswith("op_") or spec.split(".")[0] in ("jnp", "jax", "torch"))
+        assert named or isinstance(spec, Gap) and spec.reason, name
+    # Only gradcalc's internal ops (the language cannot call them) have no counterpart.
+    assert sorted(n for n in REGISTRY if isinstance(counterpart(n, library), Gap)) == sorted(n for n, op in REGISTRY.items() if not op.public)
+
+
+def loaded(library: str) -> Any:
+    pytest.importorskip(library)
+    from gradcalc.parser.engines.library import load
+
+    return load(library)
+
+
+# Inputs for the ops without a Check (no gradient to check, or a constructor's arguments).
+_PLAIN = {
+    "item": lambda rng: ([rng.uniform(-2, 2, (1, 1))], {}),
+    "argmax": lambda rng: ([rng.uniform(-2, 2, (3, 4))], {"axis": 1}),
+    "argmin": lambda rng: ([rng.uniform(-2, 2, (3, 4))], {}),
+    "round": lambda rng: ([np.round(rng.uniform(-3, 3, (3, 4)), 2) + 0.003], {"decimals": 1}),
+    "zeros": lambda rng: ([], {"shape": (2, 3)}), "ones": lambda rng: ([], {"shape": (3,)}),
+    "full": lambda rng: ([], {"shape": (2, 3), "value": 7.5}), "eye": lambda rng: ([], {"n": 3, "m": 4}),
+    "arange": lambda rng: ([], {"start": 1.0, "stop": 2.0, "step": 0.25}), "linspace": lambda rng: ([], {"start": 0.0, "stop": 1.0, "num": 7}),
+    "rand": lambda rng: ([], {"shape": (2, 3), "seed": 3}), "randn": lambda rng: ([], {"shape": (4,), "seed": 0}),
+}
+
+
+def cases(op: Any, seed: int) -> list[tuple[list[np.ndarray], dict[str, Any]]]:
+    """The op's Check inputs (every shape, or what its maker gives), away from its kinks."""
+    rng = np.random.default_rng(seed)
+    spec = op.check
+    if spec is None:
+        make = _PLAIN.get(op.name, lambda rng: ([np.round(rng.uniform(-3, 3, (3, 4)), 1) + 0.01 for _ in range(op.n_in)], {}))
+        return [make(rng)]
+    found = []
+    for shapes in ([None] * 3 if spec.make is not None else spec.shapes):
+        inputs, params = spec.make(rng) if spec.make is not None else ([rng.uniform(spec.low, spec.high, s) for s in shapes], dict(spec.params))
+        if op.kink is None or not op.kink(*inputs, tol=spec.kink_gap or 1e-3, **params):
+            found.append((inputs, params))
+    return found
+
+
+def differentiated(op: Any, inputs: list[np.ndarray]) -> list[int]:
+    if not op.has_gradient:
+        return []
+    if op.name in ("cross_entropy", "nll_loss") and np.shape(inputs[1]) != np.shape(inputs[0]):
+        return [0]
+    if op.name == "where":
+        return [1, 2]
+    spec = op.check
+    return [k for k in range(len(inputs)) if spec is None or spec.diff is None or k in spec.diff]
+
+
+Found = tuple[list[Any], list[Any]]  # the values, and the gradients of sum(weights * values) by the inputs differentiated
+
+
+def ours(op: Any, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int], weights: list[np.ndarray] | None) -> Found:
+    tensors = [Tensor(x, requires_grad=k in diff) for k, x in enumerate(inputs)]
+    out = op(*tensors, **params)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    if not diff:
+        return [o.data for o in outs], []
+    total = sum(((o * w).sum() for o, w in zip(outs, weights or [])), Tensor(0.0))
+    return [o.data for o in outs], [g.data for g in grad(total, [tensors[k] for k in diff])]
+
+
+def theirs(library: Any, op: Any, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int], weights: list[np.ndarray] | None) -> Found:
+    function = library.function(op.name)
+    arrays = [library.array(np.asarray(x, dtype=np.float64)) for x in inputs]
+    if library.name == "torch":
+        torch = library.torch
+        arrays = [a.requires_grad_(k in diff) for k, a in enumerate(arrays)]
+        out = function(*arrays, **params)
+        outs = list(out) if isinstance(out, tuple) else [out]
+        values = [library.host(o) for o in outs]
+        if not diff:
+            return values, []
+        total = sum((o * library.array(w)).sum() for o, w in zip(outs, weights or []))
+        grads = torch.autograd.grad(total, [arrays[k] for k in diff], allow_unused=True)
+        return values, [np.zeros(inputs[k].shape) if g is None else library.host(g) for k, g in zip(diff, grads)]
+    jax = library.jax
+
+    def f(*xs: Any) -> Any:
+        full = list(arrays)
+        for k, x in zip(diff, xs):
+            full[k] = x
+        out = function(*full, **params)
+        return list(out) if isinstance(out, tuple) else [out]
+
+    outs, pull = jax.vjp(f, *[arrays[k] for k in diff]) if diff else (f(), None)
+    values = [np.asarray(o) for o in outs]
+    if not diff:
+        return values, []
+    return values, [np.asarray(g) for g in pull([library.array(w) for w in weights or []])]
+
+
+def close(a: Any, b: Any, what: str) -> None:
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, f"{what}: shape {a.shape}, gradcalc {b.shape}"
+    np.testing.assert_allclose(a.astype(float), b.astype(float), rtol=RTOL, atol=ATOL, equal_nan=True, err_msg=what)
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("name", sorted(n for n, op in REGISTRY.items() if op.public))
+def test_each_counterpart_gives_the_tensor_engines_values_and_gradients(library, name):
+    lib = loaded(library)
+    op = REGISTRY[name]
+    checked = 0
+    for seed in (0, 1, 2):
+        for inputs, params in cases(op, seed):
+            diff = differentiated(op, inputs)
+            weights = [np.random.default_rng(seed).uniform(0.5, 1.5, np.shape(v)) for v in ours(op, inputs, params, [], None)[0]]
+            values, grads = ours(op, inputs, params, diff, weights)
+            their_values, their_grads = theirs(lib, op, inputs, params, diff, weights)
+            assert len(their_values) == len(values), f"{name}: {len(their_values)} outputs, gradcalc {len(values)}"
+            for k, (a, b) in enumerate(zip(their_values, values)):
+                close(a, b, f"{name} {params} value {k}")
+            for k, a, b in zip(diff, their_grads, grads):
+                close(a, b, f"{name} {params} gradient of input {k}")
+            checked += 1
+    assert checked
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_an_op_without_a_counterpart_is_refused_by_name(library):
+    lib = loaded(library)
+    from gradcalc.parser.engines.backend import EngineBackend
+    from gradcalc.parser.errors import LanguageError
+
+    backend = EngineBackend(lib)
+    with pytest.raises(LanguageError, match=f"sech has no {'JAX' if library == 'jax' else 'PyTorch'} counterpart here .*; use --engine tensor"):
+        backend._run(REGISTRY["sech"], [backend.constant(1.0)], [], {})
