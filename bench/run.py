@@ -485,7 +485,7 @@ def machine() -> str:
     except (OSError, StopIteration):
         pass
     versions = [f"Python {platform.python_version()}", f"NumPy {np.__version__}"]
-    for name in ("torch", "micrograd", "autograd", "lark"):
+    for name in ("torch", "jax", "micrograd", "autograd", "lark"):
         try:
             from importlib.metadata import version
 
@@ -552,6 +552,8 @@ def main() -> None:
     report = "\n\n".join([
         "# Benchmark results", f"Machine: {machine()}", f"Install: {install()}, PYTHONDONTWRITEBYTECODE={bytecode!r}; commit {commit()}",
         f"Run: {started:%Y-%m-%d %H:%M} UTC, {load_before} at the start, {load()} at the end",
+        "Threads: " + ", ".join(f"{name}={os.environ[name]!r}" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "XLA_FLAGS"))
+        + ", torch.set_num_threads(1)",
         f"Command: {command}{' --smoke' if args.smoke else ''}", LEGEND,
     ]) + "\n" + render(sections)
     if args.smoke:
