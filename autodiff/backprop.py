@@ -5,11 +5,13 @@ No recursion anywhere, so a graph of a million nodes in a chain is fine.
 from __future__ import annotations
 
 import gc
+from math import inf
 from typing import Any
 
 import numpy as np
 
 from .batching import unbatched
+from .limits import STEPS
 from .registry import ARRAY_MATH, TENSOR_MATH
 from .tensor import Provenance, Tensor, made_by, set_grad_enabled, to_array
 from .wiring import unbroadcast
@@ -105,11 +107,17 @@ def backprop(
     result: dict[Any, Any] = {}
     keep = keep or set()
     pop, get = grads.pop, grads.get
+    steps = STEPS
+    counted = steps.left != inf  # inside a statement's budget (the engine as a library counts nothing)
     with set_grad_enabled(create_graph):
         for node in reversed(order):
             g = pop(node, None)
             if g is None:
                 continue
+            if counted:  # a step per node visited: the pass is part of the statement's budget (limits.py)
+                steps.left -= 1
+                if steps.left < 0:
+                    steps.spent("backward pass")
             op = node.op
             if op is None or (keep and node in keep):
                 result[node] = g

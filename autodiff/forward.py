@@ -28,6 +28,7 @@ few inputs and jacrev for few outputs (docs/transforms.md measures it).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from math import inf
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from .backprop import PASSES, collector_paused, topological_order
 from .batching import Batched, batched, from_level, identity_rows, merged, new_level, rebased, unbatched
 from .errors import ArgumentError
 from .guards import masked
-from .limits import check_size
+from .limits import STEPS, check_size
 from .registry import ARRAY_MATH, TENSOR_MATH, OpDef
 from .tensor import Tensor, set_grad_enabled, to_array
 from .wiring import OUTPUT
@@ -221,10 +222,16 @@ def push_forward(
     tangents: dict[Any, Any] = {}
     for node, t in seeds.items():
         tangents[node] = t
+    steps = STEPS
+    counted = steps.left != inf  # inside a statement's budget (the engine as a library counts nothing)
     with set_grad_enabled(create_graph), collector_paused():
         for node in order:
             if node in seeds or node.op is None:
                 continue
+            if counted:  # a step per node visited: the pass is part of the statement's budget (limits.py)
+                steps.left -= 1
+                if steps.left < 0:
+                    steps.spent("forward pass")
             t = node_tangent(node, tangents, create_graph)
             if t is not None:
                 tangents[node] = t

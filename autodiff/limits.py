@@ -7,15 +7,21 @@ Jacobians that `jacobian`, `hessian` and gradient checks build.
 
 The step budget: `def f(n) = f(n-1) + f(n-1) if n > 0 else 1; f(40)` allocates nothing
 big, it just never ends. Inside `step_budget()` every instruction of the language's
-machine and every engine op (`apply`) counts one step; past the budget, StepLimitError.
-Outside it (the engine used as a library) nothing is counted.
+machine, every engine op (`apply`) and every node a backward or forward pass visits
+counts one step; past the budget, StepLimitError. Outside it (the engine used as a
+library) nothing is counted.
+
+The time and memory budgets are looked at every CHUNK steps, and, where the platform has
+interval timers, also every WAKE seconds of CPU time (see `_Alarm`): a statement of a few
+huge ops (a forward pass over a batch of 10^6 tangents) takes few steps, and would
+otherwise run for minutes between two looks at the clock.
 """
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -249,10 +255,12 @@ BIG_RESULT = 1 << 17  # elements (1 MiB of float64): a result this large makes a
 class StepBudget:
     """The running statement's budget: `left` counts down the steps of the current chunk
     (`inf` when no budget is running). At the end of a chunk, `spent` adds it up and
-    looks at the clock and the memory: the hot paths (apply, the machine's loop) pay one
-    subtraction and one comparison per step for all three limits."""
+    looks at the clock and the memory: the hot paths (apply, the machine's loop, the
+    backward and forward passes) pay one subtraction and one comparison per step for all
+    three limits. `finished` is what the last statement spent, (steps, CPU seconds), for
+    the passes of its report, which continue its budget (`continued_budget`)."""
 
-    __slots__ = ("left", "limit", "granted", "used", "seconds", "deadline", "memory")
+    __slots__ = ("left", "limit", "granted", "used", "seconds", "deadline", "memory", "started", "finished", "over", "peak")
 
     def __init__(self) -> None:
         self.left: float = math.inf
@@ -262,32 +270,61 @@ class StepBudget:
         self.seconds = DEFAULT_MAX_SECONDS
         self.deadline = math.inf  # process CPU time at which the statement is over its time
         self.memory = DEFAULT_MAX_MEMORY
+        self.started = 0.0  # process CPU time at which the budget started (less what it continues)
+        self.finished: tuple[int, float] = (0, 0.0)
+        self.over: StepLimitError | None = None  # the error of a budget that is over, raised again at every step
+        self.peak = 0  # memory over the budget that the alarm saw (a peak may be gone by the next step)
 
-    def start(self) -> None:
-        self.used, self.granted = 0, min(CHUNK, self.limit)
+    def start(self, used: int = 0, seconds_used: float = 0.0) -> None:
+        """A fresh budget, or (`used` steps, `seconds_used` CPU seconds) one that goes on."""
+        now = time.process_time()
+        self.over, self.peak = None, 0
+        self.used, self.granted = used, max(min(CHUNK, self.limit - used), 0)
         self.left = self.granted
-        self.deadline = time.process_time() + self.seconds
+        self.started = now - seconds_used
+        self.deadline = self.started + self.seconds
+        if not _ALARM.armed:
+            _ALARM.arm()
+
+    def stop(self) -> None:
+        """The budget ends: remember what it spent (`finished`) and stop counting."""
+        left = self.left if self.left >= 0 else 0
+        self.finished = (self.used + self.granted - int(left), time.process_time() - self.started)
+        self.left, self.over = math.inf, None
+
+    def taken(self) -> int:
+        """The steps spent so far under the running budget."""
+        return self.used + self.granted - int(self.left)
 
     def spent(self, where: str = "") -> None:
         """The current chunk is used up (`left` < 0): raise if a budget is over, else
-        start the next chunk."""
+        start the next chunk. A budget once over stays over until the statement ends: every
+        later step raises the same error again, so that code which tries another way after
+        an error (a batched replay falling back to one by one) cannot run on past it."""
+        if self.over is not None:
+            self.left = -1
+            raise type(self.over)(*self.over.args)
         self.used += self.granted - int(self.left)
         if self.used > self.limit:
-            self.left = -1
-            raise StepLimitError(
+            self.exceeded(StepLimitError(
                 f"{where + ': ' if where else ''}the statement ran over its budget of {self.limit:,} steps "
                 "(ops executed); is a recursion doubling its work? (--max-steps raises the budget)"
-            )
+            ))
         if time.process_time() > self.deadline:
-            self.left = -1
-            raise TimeLimitError(
+            self.exceeded(TimeLimitError(
                 f"{where + ': ' if where else ''}the statement ran over its time budget of {self.seconds:g} "
                 f"second{'' if self.seconds == 1 else 's'} of CPU time "
                 f"(after {self.used:,} steps); is a recursion doubling its work? (--max-seconds raises the budget)"
-            )
+            ))
         check_memory(where)
         self.granted = min(CHUNK, self.limit - self.used)
         self.left = self.granted
+
+    def exceeded(self, err: StepLimitError) -> NoReturn:
+        """Raise `err`, and again at every later step of the statement."""
+        self.over = err
+        self.granted, self.left = 0, -1
+        raise err
 
 
 STEPS = StepBudget()
@@ -352,13 +389,12 @@ def check_memory(where: str = "") -> None:
     more, the step budget every CHUNK steps)."""
     if STEPS.left == math.inf:
         return  # not inside a statement: the engine used as a library
-    held = resident_bytes()
+    held = max(resident_bytes(), STEPS.peak)
     if held > STEPS.memory:
-        STEPS.left = -1
-        raise MemoryLimitError(
+        STEPS.exceeded(MemoryLimitError(
             f"{where + ': ' if where else ''}the statement took gradcalc's memory to {held:,} bytes, over the budget of "
             f"{STEPS.memory:,} (--max-memory raises it); a graph holds every intermediate tensor until the statement ends"
-        )
+        ))
 
 
 class step_budget:  # noqa: N801 - used as a function: `with step_budget():`
@@ -375,7 +411,25 @@ class step_budget:  # noqa: N801 - used as a function: `with step_budget():`
 
     def __exit__(self, *exc: object) -> None:
         if not self.outer:
-            STEPS.left = math.inf
+            STEPS.stop()
+
+
+class continued_budget:  # noqa: N801 - used as a function: `with continued_budget():`
+    """The budget of the statement that ran last, going on where it stopped, for the work
+    done on its value after it (the backward and forward passes of its report, `--steps`):
+    a statement and its report share one budget of steps, time and memory. Inside a
+    running budget, the block shares that one."""
+
+    __slots__ = ("outer",)
+
+    def __enter__(self) -> None:
+        self.outer = STEPS.left != math.inf
+        if not self.outer:
+            STEPS.start(*STEPS.finished)
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.outer:
+            STEPS.stop()
 
 
 def charge(steps: int, where: str) -> None:
@@ -384,3 +438,90 @@ def charge(steps: int, where: str) -> None:
     STEPS.left -= steps
     if STEPS.left < 0:
         STEPS.spent(where)
+
+
+# ---- a look at the clock and the memory every WAKE seconds of CPU time ------------------
+
+WAKE = 0.02  # CPU seconds between two looks while a budget runs
+
+
+class _Alarm:
+    """An interval timer of the process's CPU time (ITIMER_PROF) whose signal looks at the
+    clock and the memory of the running budget, and when either is over, ends the current
+    chunk of steps (`left` = 0): the next step then raises, at a place where the step budget
+    could have raised anyway. Nothing else changes, so a step count stays exact.
+
+    Armed when a budget starts (the first time, the handler is installed: in the main
+    thread, where no other handler or timer of SIGPROF is in place); it stays armed across
+    statements and disarms itself when it rings with no budget running, so that outside
+    gradcalc's statements (a notebook's other cells) at most one signal arrives. The
+    handler is never removed while the timer may ring (the signal's default action would end
+    the process), and the timer is stopped when Python exits. Where
+    there are no interval timers (Windows) or the signal is someone else's, only the
+    chunks of steps look."""
+
+    __slots__ = ("armed", "usable")
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.usable: bool | None = None  # not yet known
+
+    def arm(self) -> None:
+        if self.usable is None:
+            self.usable = _install()
+        if self.usable:
+            import signal
+
+            signal.setitimer(signal.ITIMER_PROF, WAKE, WAKE)
+            self.armed = True
+
+    def disarm(self) -> None:
+        if self.armed:
+            import signal
+
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            self.armed = False
+
+
+_ALARM = _Alarm()
+
+
+def _install() -> bool:
+    """Install the handler of SIGPROF if the signal is free here; whether it was."""
+    try:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_PROF)[0]:
+            return False
+        if signal.getsignal(signal.SIGPROF) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+            return False  # a profiler's
+        signal.signal(signal.SIGPROF, _ring)
+    except (ImportError, AttributeError, ValueError, OSError):
+        return False
+    import atexit
+
+    _os.register_at_fork(after_in_child=_forked)
+    atexit.register(_ALARM.disarm)  # (Python's finalisation restores the signal's default action: to end the process)
+    return True
+
+
+def _forked() -> None:
+    _ALARM.armed = False  # (a child process has no interval timers of its parent's)
+
+
+def _ring(signum: int, frame: object) -> None:
+    """SIGPROF: end the running chunk if the time or the memory is over."""
+    steps = STEPS
+    if steps.left == math.inf:
+        _ALARM.disarm()  # no budget running: ring no more until one starts
+        return
+    if steps.left < 0:
+        return  # (the step just taken is looking already)
+    held = resident_bytes()
+    if held > steps.memory:
+        steps.peak = max(steps.peak, held)  # (what a batch held at its peak may be freed before the next step looks)
+    if steps.peak or time.process_time() > steps.deadline:
+        steps.granted -= int(steps.left)  # (the steps of the chunk not taken are not counted as spent)
+        steps.left = 0
+

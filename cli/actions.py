@@ -53,7 +53,7 @@ def evaluate_expression(
     if isinstance(last, HelpResult):
         return last, checks
     code = next((s.code for s in program.statements if s.span == last.span), None)
-    return analyze(last.value, wrt, session.variables, names, session=session, code=code, mode=mode), checks
+    return analyze(last.value, wrt, session.variables, names, session=session, code=code, mode=mode, span=last.span), checks
 
 
 def _run_check(session: Any, statement: Any, value: Any) -> CheckOutcome:
@@ -150,9 +150,15 @@ def eval_action(
                     usage_error(str(err), as_json)
 
         if steps:  # the report and the backward pass; the DOT file has gradients on its edges
+            from gradcalc.parser.budgets import report_budget
+
             from .steps import eval_with_steps
 
-            eval_with_steps(analysis, as_json=as_json, style=style(digits, full), tree=tree, mode=mode, draw=draw)
+            try:
+                with report_budget(analysis.span):  # (the pass shown is the statement's too: its budget goes on)
+                    eval_with_steps(analysis, as_json=as_json, style=style(digits, full), tree=tree, mode=mode, draw=draw)
+            except LanguageError as err:
+                fail(err, expr, as_json)
         else:
             draw(None)
             if as_json:
@@ -247,7 +253,7 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
             for statement in program.statements:
                 result = session.run_statement(statement)
                 if isinstance(result, ExpressionResult):
-                    analysis = analyze(result.value, None, session.variables, session=session, code=statement.code)
+                    analysis = analyze(result.value, None, session.variables, session=session, code=statement.code, span=result.span)
                     last = f"{origin}:{result.span[0]}", analysis
                     if as_json:
                         print(dumps({"file": origin, "line": result.span[0], "expression": result.text, **analysis_object(analysis)}))

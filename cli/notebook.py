@@ -18,6 +18,7 @@ import builtins
 import difflib
 import html
 import keyword
+import os
 import re
 import shlex
 import shutil
@@ -29,12 +30,14 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from gradcalc.autodiff.forward import NoJVPError
 from gradcalc.autodiff.graph import node_title
 from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.steps import backward_steps
 from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, compile_program
 from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import CONSTANTS
+from gradcalc.parser.budgets import report_budget
 from gradcalc.parser.checks import make_check_handler
 from gradcalc.parser.compiler import RESERVED
 
@@ -120,20 +123,22 @@ class Result:
 
     def __init__(self, text: str, analysis: Analysis, digits: int | None, graph: bool, steps: bool, mode: str = "reverse") -> None:
         self.text = text
+        # (the passes `--steps` shows run now, under the statement's budget: not later, when the cell shows the result)
+        self._steps_html = steps_html(analysis, digits, mode) if steps else None
         self.analysis = analysis
         self.value = np.asarray(analysis.value)
         self.grads = {name: np.asarray(g) for name, g in analysis.grads.items()}
         s = analysis.stats
         self.graph = {"nodes": s.nodes, "edges": s.edges, "leaves": s.leaves, "ops": s.op_nodes, "depth": s.depth,
                       "fan_out": [node_title(n) for n in s.fan_out]}
-        self._digits, self._show_graph, self._show_steps, self._mode = digits, graph, steps, mode
+        self._digits, self._show_graph = digits, graph
 
     def __repr__(self) -> str:
         grads = ", ".join(f"{name}={format_array(g, self._digits)}" for name, g in self.grads.items())
         return f"Result(value={format_array(self.value, self._digits)}, grads={{{grads}}})"
 
     def _repr_html_(self) -> str:
-        return result_html(self.text, self.analysis, self._digits, self._show_graph, self._show_steps, self._mode)
+        return result_html(self.text, self.analysis, self._digits, self._show_graph, self._steps_html)
 
 
 class CheckResult:
@@ -159,7 +164,8 @@ def _number(value: Any, digits: int | None) -> str:
     return html.escape(format_array(value, digits, rows=np.ndim(value) == 2))
 
 
-def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, steps: bool = False, mode: str = "reverse") -> str:
+def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, steps: str | None = None) -> str:
+    """A result as HTML; `steps`, the passes' table (steps_html), when they are shown."""
     shape = "" if a.shape == () else f' <span class="gradcalc-shape">(shape {"x".join(map(str, a.shape))})</span>'
     parts = [f'<div class="gradcalc-result"><div><code>{html.escape(text)}</code></div>',
              f'<div class="gradcalc-value"><b>value</b> <pre style="display:inline">{_number(a.value, digits)}</pre>{shape}</div>']
@@ -173,8 +179,8 @@ def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, 
     parts += [f'<div class="gradcalc-note">note: {html.escape(note)}</div>' for note in notes(a)]
     if graph:
         parts.append(graph_svg(a.output, a.stats.nodes, digits))
-    if steps:
-        parts.append(steps_html(a, digits, mode))
+    if steps is not None:
+        parts.append(steps)
     parts.append("</div>")
     return "\n".join(parts)
 
@@ -432,6 +438,11 @@ def _usage_error(err: BaseException) -> Shown:
     return Shown(f'<pre class="gradcalc-error">{html.escape(text)}</pre>', text)
 
 
+def _internal_error(err: BaseException) -> Shown:
+    text = f"internal error: {type(err).__name__}: {err} (a gradcalc bug; the session goes on; GRADCALC_DEBUG=1 shows the traceback)"
+    return Shown(f'<pre class="gradcalc-error" style="color:#cf222e">{html.escape(text)}</pre>', text)
+
+
 def _error(err: LanguageError, source: str) -> Shown:
     return Shown(error_html(err, source), "\n".join(error_lines(err, source)))
 
@@ -532,6 +543,13 @@ class Notebook:
                 display(item)
             display(_error(err, source))
             return None
+        except Exception as err:  # noqa: BLE001 - a bug of gradcalc's: one line, never a traceback in the cell
+            if os.environ.get("GRADCALC_DEBUG"):
+                raise
+            for item in shown:
+                display(item)
+            display(_internal_error(err))
+            return None
         for item in shown[:-1]:
             display(item)
         last = shown[-1] if shown else None
@@ -541,8 +559,12 @@ class Notebook:
 
     @staticmethod
     def _result(session: Session, result: ExpressionResult, statement: Any, wrt: list[str] | None, options: Any) -> Result:
-        analysis = analyze(result.value, wrt, session.variables, session=session, code=statement.code)
-        return Result(result.text, analysis, options.digits, not options.no_graph, options.steps, options.mode)
+        analysis = analyze(result.value, wrt, session.variables, session=session, code=statement.code, span=result.span)
+        try:
+            with report_budget(result.span):
+                return Result(result.text, analysis, options.digits, not options.no_graph, options.steps, options.mode)
+        except NoJVPError as err:  # (--steps --mode forward through a function with a vjp rule of the user's)
+            raise LanguageError("argument", f"--steps --mode forward: {err}").at(result.span) from None
 
     def plot(self, words: list[str]) -> Any:
         """`%gradcalc plot EXPR x=A:B [NAME=VALUE ...] [--order 0,1,2] [--points N]`: the
@@ -574,6 +596,11 @@ def load_ipython_extension(ipython: Any) -> None:
     class GradcalcMagics(Magics):  # type: ignore[misc]
         @line_cell_magic
         def gradcalc(self, line: str, cell: str | None = None) -> Any:
-            return notebook.line(line) if cell is None else notebook.cell(line, cell)
+            try:
+                return notebook.line(line) if cell is None else notebook.cell(line, cell)
+            except Exception as err:  # noqa: BLE001 - a bug of gradcalc's: one line, never a traceback in the cell
+                if os.environ.get("GRADCALC_DEBUG"):
+                    raise
+                return _internal_error(err)
 
     ipython.register_magics(GradcalcMagics)

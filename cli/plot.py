@@ -20,6 +20,7 @@ import numpy as np
 from gradcalc import autodiff
 from gradcalc.autodiff.ops.constructors import evenly_spaced
 from gradcalc.parser import LanguageError, Session, compile_program
+from gradcalc.parser.budgets import command_budget
 
 from . import render
 from .bindings import BindingError, bind
@@ -140,6 +141,10 @@ def make_request(expr: str, arguments: list[str], order: str | None, points: int
 
 
 def sample(request: PlotRequest, base: Session) -> Curve | Surface:
+    """The numbers of the plot. Sampling is one unit of work under one budget of steps,
+    time and memory: every point evaluated and every derivative taken at it count against
+    it (a plot of 10^6 points, point by point, stops at --max-seconds, not after 10^6
+    statements' budgets)."""
     program = compile_program(request.expr)
     if not program.statements:
         raise _error("nothing to plot: the expression is empty")
@@ -147,9 +152,10 @@ def sample(request: PlotRequest, base: Session) -> Curve | Surface:
     axes = [evenly_spaced(r.low, r.high, request.points) for r in request.ranges]  # as the language's linspace
     progress = render.LateProgress("point by point", delay=1.0)
     try:
-        if len(axes) == 1:
-            return sample_curve(sampler, request.ranges[0].name, axes[0], request.orders, progress)
-        return sample_surface(sampler, (request.ranges[0].name, request.ranges[1].name), axes[0], axes[1], progress)
+        with command_budget():
+            if len(axes) == 1:
+                return sample_curve(sampler, request.ranges[0].name, axes[0], request.orders, progress)
+            return sample_surface(sampler, (request.ranges[0].name, request.ranges[1].name), axes[0], axes[1], progress)
     finally:
         progress.close()
 

@@ -24,6 +24,7 @@ from prompt_toolkit.styles import Style
 from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, Statement, compile_program
 from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import ATTRIBUTES, AUTODIFF_FUNCTIONS, public_ops
+from gradcalc.parser.budgets import command_budget
 from gradcalc.parser.checks import make_check_handler
 from gradcalc.parser.functions import FunctionValue
 from gradcalc.parser.help import describe
@@ -179,7 +180,8 @@ class Repl:
 
     def _show(self, result: Any, statement: Statement, origin: str = "") -> None:
         if isinstance(result, ExpressionResult):
-            analysis = analyze(result.value, self._wrt_in_use(), self.session.variables, session=self.session, code=statement.code)
+            analysis = analyze(result.value, self._wrt_in_use(), self.session.variables, session=self.session, code=statement.code,
+                               span=result.span)
             if origin:
                 self.out.heading(f"{origin}:{result.span[0]}  {shorten(result.text)}")
             self.out.analysis(analysis)
@@ -271,10 +273,18 @@ class Repl:
         elif name == ":plot":
             plot_in_repl(self, arg)
         elif name == ":steps":
-            steps_in_repl(self, arg)
+            self._steps(arg)
         else:
             render.warn(f"unknown command {name}; :help lists them")
         return True
+
+    def _steps(self, arg: str) -> None:
+        """`:steps`: its passes under a budget of their own, as a statement's."""
+        try:
+            with command_budget():
+                steps_in_repl(self, arg)
+        except LanguageError as err:
+            render.print_error(err, None)
 
     def _vars(self) -> None:
         variables = {k: v for k, v in self.session.variables.items() if k not in LAST_RESULT}

@@ -11,11 +11,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gradcalc.autodiff import GraphStats, Tensor, Value, first_nonfinite, graph_stats, made_by, topological_order
-from gradcalc.autodiff.forward import NoJVPError, jacobian_forward
+from gradcalc.autodiff.batching import batched, from_level, new_level
+from gradcalc.autodiff.forward import NoJVPError, jacobian_forward, push_forward
 from gradcalc.autodiff.graph import derivative_words, first_nonfinite_gradient
+from gradcalc.autodiff.limits import max_elements
 
 from .backends import TensorBackend
-from .errors import LanguageError
+from .budgets import report_budget
+from .errors import LanguageError, Span
 
 if TYPE_CHECKING:
     from .machine import Session
@@ -38,7 +41,9 @@ class Analysis:
     not, but the function it is of is not defined at this point (None otherwise).
     `tangent_passes` is how many forward passes found the gradients (None: one backward
     pass did). `earlier` names the variables the output depends on an earlier value of
-    (`earlier_values`), each with whether what the name holds now is in the graph."""
+    (`earlier_values`), each with whether what the name holds now is in the graph.
+    `span` is the place of the statement whose value this is (None when not known): what
+    is computed from the analysis later (`--steps`) is placed there too."""
 
     def __init__(
         self, output: Any, value: np.ndarray, grads: dict[str, np.ndarray], grad_of: str | None, stats: GraphStats,
@@ -59,6 +64,7 @@ class Analysis:
         self.undefined = undefined
         self.tangent_passes = tangent_passes
         self.earlier: dict[str, bool] = earlier or {}
+        self.span: Span | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -158,7 +164,7 @@ def _reaches_around(output: Any, target: Any, around: Any) -> bool:
 
 def analyze(
     output: Any, wrt: list[str] | None = None, known: dict[str, Any] | None = None, always: list[str] | None = None,
-    *, session: Session | None = None, code: list[Any] | None = None, mode: str = "reverse",
+    *, session: Session | None = None, code: list[Any] | None = None, mode: str = "reverse", span: Span | None = None,
 ) -> Analysis:
     """Run the backward pass from `output` (seeded with ones: the gradient of its sum)
     and collect d(output)/d(name) for every named value in its graph (see
@@ -168,7 +174,11 @@ def analyze(
     and the statement's `code` let an inf or nan computed from constants alone be traced
     to its op (see Analysis). `mode="forward"` finds the same gradients by forward mode
     instead: one tangent pass per element of each name's node (J e_i, summed over the
-    output), what `jacfwd` does."""
+    output), what `jacfwd` does.
+
+    The passes are part of the statement that computed `output`: they run on under its
+    budget of steps, time and memory (budgets.report_budget), and an error of theirs (a
+    budget, the element cap, a vjp rule of the user's) is placed at `span`, the statement."""
     if not isinstance(output, (Tensor, Value)):
         from .engines.values import EngineValue  # (only the JAX and PyTorch engines' values get here)
 
@@ -177,7 +187,16 @@ def analyze(
 
             return analyze_engine(output, wrt, known or {}, always, session)
         raise LanguageError("value", f"the result is not a number or tensor: {output!r}")
-    known = known or {}
+    with report_budget(span):
+        analysis = _analyze(output, wrt, known or {}, always, session, code, mode)
+    analysis.span = span
+    return analysis
+
+
+def _analyze(
+    output: Any, wrt: list[str] | None, known: dict[str, Any], always: list[str] | None, session: Session | None,
+    code: list[Any] | None, mode: str,
+) -> Analysis:
     order = topological_order(output)  # once, for every fact below
     leaves = variables_in(output, order)
     named = named_values(order, known)
@@ -378,14 +397,39 @@ def _forward(output: Tensor, order: list[Any], nodes: dict[str, Any]) -> tuple[d
     d(sum of output)/d(node) is the sum over the output of the Jacobian's column for
     each element of the node."""
     in_graph = {id(n) for n in order}
+    widest = max(int(np.size(n.data)) for n in order)
     grads, passes = {}, 0
     for name, node in nodes.items():
         if node is not None and id(node) in in_graph and _has_gradient(node):
-            grads[name] = np.asarray(jacobian_forward(output, node).data).sum(axis=tuple(range(output.ndim)))
+            grads[name] = _summed_columns(output, node, widest)
             passes += int(np.size(node.data))
         else:
             grads[name] = np.zeros(np.shape(getattr(node, "data", node)))
     return grads, passes
+
+
+def _summed_columns(output: Tensor, node: Tensor, widest: int) -> np.ndarray:
+    """d(sum of output)/d(node) by forward mode: the Jacobian's columns, one per element
+    of `node`, summed over the output. The tangents go through the graph as batches (one
+    forward pass each), of as many as keep every tangent the pass carries under the
+    element cap (`widest`: the graph's largest tensor): all of them at once, as jacfwd,
+    when they fit; a 10^6-element variable in many passes, each counted against the
+    statement's budget, never one batch of 10^12 numbers."""
+    n = node.size
+    rows = max(1, max_elements() // max(widest, 1))
+    over_output = tuple(range(output.ndim))
+    if rows >= n:
+        return np.asarray(jacobian_forward(output, node).data).sum(axis=over_output)
+    summed = np.empty(n)
+    for start in range(0, n, rows):
+        stop = min(start + rows, n)
+        seed = np.zeros((stop - start, n))
+        seed[np.arange(stop - start), np.arange(start, stop)] = 1.0
+        with new_level() as level:
+            tangents = push_forward([output], {node: batched(Tensor(seed.reshape((stop - start, *node.shape))), (level,))})
+            t = tangents.get(output)
+            summed[start:stop] = 0.0 if t is None else np.asarray(from_level(t, level, output.ndim, stop - start).data).sum(axis=over_output)
+    return summed.reshape(node.shape)
 
 
 def _backward(output: Any, order: list[Any], nodes: dict[str, Any]) -> dict[str, np.ndarray]:

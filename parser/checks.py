@@ -24,6 +24,7 @@ from gradcalc.autodiff.gradcheck import MODES, CheckResult, extreme_inside, grad
 
 from .analysis import differentiated_nonfinite, rebound_leaves, undefined_note, variables_in
 from .backends import to_param
+from .budgets import limit_errors
 from .compiler import LOAD, Statement
 from .errors import LanguageError, Span
 
@@ -131,6 +132,14 @@ def _named_off_graph(session: Any, statement: Statement, leaves: list[Tensor], o
 
 
 def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDefaults) -> CheckOutcome:
+    """A check statement's outcome. Its passes (the reverse or forward Jacobian, the
+    replays, the ops blamed) run under the statement's budget; a budget or the element cap
+    that stops them is an error of the statement, in the machine's words and kinds."""
+    with limit_errors(statement.span):
+        return _run_check(session, statement, value, defaults)
+
+
+def _run_check(session: Any, statement: Statement, value: Any, defaults: CheckDefaults) -> CheckOutcome:
     line = statement.span[0]
     if session.engine != "tensor":
         raise LanguageError("argument", "check statements need the tensor engine").at(statement.span)
