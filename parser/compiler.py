@@ -83,7 +83,7 @@ class UserFunction(Record):
 
 
 class Statement(Record):
-    """One statement. kind: expr, assign, update (an augmented assignment, `w -= ...`:
+    """One statement. kind: expr, assign, unpack (`a, b = ...`), update (an augmented assignment, `w -= ...`:
     its code computes `w - ...`), def, vjp (a derivative rule for a def: `function` is
     the rule, its parameters the def's and the cotangent, `places` where the function's
     name and the parameters are written), check, for (a loop), no_grad (a `with no_grad:`
@@ -95,7 +95,7 @@ class Statement(Record):
     `check A == B` (A's is `code`).
     """
 
-    __slots__ = ("kind", "code", "span", "text", "targets", "function", "wrt", "options", "error", "expected", "body", "bounds", "places")
+    __slots__ = ("kind", "code", "span", "text", "targets", "function", "wrt", "options", "error", "expected", "body", "bounds", "places", "over")
 
     def __init__(
         self, kind: str, code: list[Instruction], span: Span, text: str, targets: tuple[str, ...] = (),
@@ -112,6 +112,9 @@ class Statement(Record):
         self.body: list[Statement] = [] if body is None else body
         self.bounds: list[tuple[list[Instruction], Span]] = [] if bounds is None else bounds
         self.places = places
+        # A loop over a value (`for row in X`): the value's code, its place and its text;
+        # None for a loop over range(...), whose arguments are `bounds`.
+        self.over: tuple[list[Instruction], Span, str] | None = None
 
 
 class Program(Record):
@@ -354,13 +357,15 @@ def _compile_statement(node: Node, source: str, places: _Places, where: Range) -
         return _compile_loop(node, source, places, where)
     if kind == "with_block":
         return _compile_with(node, source, places, where)
-    if kind in ("assign", "multi_assign", "aug_assign"):
-        _refuse_reserved_at(children[:1] if kind != "multi_assign" else children[:-1], places)
+    if kind == "multi_assign":
+        return _compile_unpacking(node, source, places, where)
+    if kind in ("assign", "aug_assign"):
+        _refuse_reserved_at(children[:1], places)
     elif kind == "funcdef":
         _refuse_reserved_at(children[:-1], places)
     elif kind == "rule_def":
         return _compile_rule(node, source, places, where)
-    code = compiled(children[-1]) if kind in ("expr_stmt", "assign", "multi_assign") else []
+    code = compiled(children[-1]) if kind in ("expr_stmt", "assign") else []
     start, end = where
     span = places.range_span(start, end)
     text = source[start:end]
@@ -368,8 +373,6 @@ def _compile_statement(node: Node, source: str, places: _Places, where: Range) -
         return Statement("expr", code, span, text)
     if kind == "assign":
         return Statement("assign", code, span, text, targets=(str(children[0]),))
-    if kind == "multi_assign":
-        return Statement("assign", code, span, text, targets=tuple(str(n) for n in children[:-1]))
     if kind == "aug_assign":
         name, op, value = children
         code = [(LOAD, str(name), places.span(name)), *compiled(value), (BINARY, AUGMENTED[str(op)], span)]
@@ -433,23 +436,67 @@ def _compile_rule(node: Node, source: str, places: _Places, where: Range) -> Sta
     return Statement("vjp", [], places.range_span(start, end), text, targets=(str(name),), function=rule, places=where_written)
 
 
+def _listed(node: Any) -> list[Any] | None:
+    """The items of a list or tuple literal written in place (`[a, b]`, `(W1, b1)`), else
+    None: on the right of `a, b = ...` and after `for v in`, Python's sequence of them (not
+    a tensor stacked of them, so each keeps its own shape and graph)."""
+    if _is_literal(node):
+        return [c for c in node.children if c is not None]
+    return None
+
+
+def _sequence_code(values: list[Any], places: _Places) -> list[Instruction]:
+    """Code that leaves the values of `values` as one tuple (a single value that is a
+    list written in place gives its items; any other single value is left as it is)."""
+    items = _listed(values[0]) if len(values) == 1 else values
+    if items is None:
+        return compile_expression(values[0], places)
+    code = [instruction for item in items for instruction in compile_expression(item, places)]
+    first, last = values[0], values[-1]
+    return [*code, (TUPLE, len(items), places.range_span(first.start, last.end))]
+
+
+def _compile_unpacking(node: Node, source: str, places: _Places, where: Range) -> Statement:
+    """`a, b = expr` (a tuple of results, or a tensor unpacked along its first axis),
+    `a, b = x, y` and `a, b = [x, y]` (the values themselves, as Python's tuple), `g, = expr`."""
+    names = [c for c in node.children if isinstance(c, Token)]
+    values = [c for c in node.children if isinstance(c, Node)]
+    _refuse_reserved_at(names, places)
+    start, end = where
+    code = _sequence_code(values, places)
+    return Statement("unpack", code, places.range_span(start, end), source[start:end], targets=tuple(map(str, names)))
+
+
+def _range_call(node: Any) -> Node | None:
+    """`range(...)` as a loop's header writes it, else None."""
+    if node.__class__ is Node and node.kind == "call":
+        callee = node.children[0]
+        if callee.__class__ is Node and callee.kind == "name" and callee.children[0] == "range":
+            return node
+    return None
+
+
 def _compile_loop(node: Node, source: str, places: _Places, where: Range) -> Statement:
-    """`for NAME in range(...): body`: the body's statements, each compiled as at the top
-    (a loop may hold loops), and range's arguments."""
-    name, over, arguments, *body = node.children
+    """`for NAME in range(...): body` (range's arguments are the loop's bounds) or `for
+    NAME in EXPR: body` (its rows or items, in `over`): the body's statements, each
+    compiled as at the top (a loop may hold loops)."""
+    name, over, *body = node.children
     _refuse_reserved_at([name], places)
-    if over != "range":
-        raise LanguageError("syntax", "a for loop runs over range(...): for i in range(10), range(2, 10) or range(0, 10, 2)").at(
-            places.span(over))
+    statements = _compile_body(body, source, places, "a loop: check once the loop has run")
+    start, end = where
+    call = _range_call(over)
+    if call is None:
+        loop = Statement("for", [], places.range_span(start, end), source[start:end], targets=(str(name),), body=statements)
+        loop.over = (_sequence_code([over], places), places.range_span(over.start, over.end), source[over.start : over.end])
+        return loop
+    arguments = call.children[1]
     positional, keywords = _split_arguments(arguments, places)
     if keywords:
         raise LanguageError("argument", "range takes its bounds by position: range(stop), range(start, stop) or range(start, stop, step)").at(
             places.span(keywords[0][1]))
     if not 1 <= len(positional) <= 3:
         raise LanguageError("argument", f"range takes 1 to 3 whole numbers (stop; start, stop; start, stop, step), got {len(positional)}").at(
-            places.range_span(over.start, arguments.end if arguments is not None else over.end + 2))
-    statements = _compile_body(body, source, places, "a loop: check once the loop has run")
-    start, end = where
+            places.span(call))
     bounds = [(compile_expression(p, places), places.range_span(p.start, p.end)) for p in positional]
     return Statement("for", [], places.range_span(start, end), source[start:end], targets=(str(name),), body=statements, bounds=bounds)
 

@@ -43,6 +43,7 @@ from .compiler import (
 )
 from .errors import LanguageError, Span
 from .functions import Builtin, Defined, FunctionValue, describe_value
+from .sequences import item, length, unpacked
 from .transforms import EXPRESSION_FORMS, TRANSFORMS, AxisSpec, make
 
 if TYPE_CHECKING:
@@ -122,6 +123,7 @@ class Session:
         self.nested_calls = 0
         self.backend: Backend = BACKENDS[self.engine]()
         self._rule_depth = 0  # the depth of calls of functions with vjp rules running now (_call_with_rule)
+        self.history: list[Statement] = []  # the statements run, in order (a check against another engine runs them there too)
         self.backend.switch = self.switch_engine.format(engine="tensor")
 
     @property
@@ -166,6 +168,7 @@ class Session:
         return results
 
     def run_statement(self, statement: Statement) -> Any:
+        self.history.append(statement)
         # Graph building allocates many nodes and no cycles: see collector_paused.
         try:
             with collector_paused(), step_budget():
@@ -216,7 +219,7 @@ class Session:
                 raise err.at(span) from None
             return HelpResult(lines, statement.text, statement.span)
         value = self.evaluate(statement.code)
-        if statement.kind == "assign":
+        if statement.kind == "assign" or statement.kind == "unpack":
             self._store(statement, value)
             return None
         if statement.kind == "update":
@@ -235,20 +238,34 @@ class Session:
         builds its graph anew in every iteration. The loop is one statement: it shares one
         budget (steps, time, memory), and what its body's expressions give is not shown.
         The loop's name holds the iteration's number, a whole-number constant."""
-        bounds = [_range_bound(self.evaluate(code), span) for code, span in statement.bounds]
-        if len(bounds) == 3 and bounds[2] == 0:
-            raise LanguageError("argument", "range's step cannot be 0").at(statement.bounds[2][1])
         name = statement.targets[0]
-        for i in range(*bounds):
-            self.variables[name] = self.backend.counter(i)
+        if statement.over is not None:  # for row in X: the rows, or the items of a tuple (sequences.py)
+            code, span, text = statement.over
+            over = self.evaluate(code)
+            try:
+                count = length(over, f"for {name} in {text}")
+            except LanguageError as err:
+                raise err.at(span) from None
+            shown = text if len(text) <= 20 else "the sequence"
+            steps: Any = ((i, f"{name} = {shown}[{i}]") for i in range(count))
+        else:
+            bounds = [_range_bound(self.evaluate(code), span) for code, span in statement.bounds]
+            if len(bounds) == 3 and bounds[2] == 0:
+                raise LanguageError("argument", "range's step cannot be 0").at(statement.bounds[2][1])
+            steps = ((i, f"{name} = {i}") for i in range(*bounds))
+        for i, where in steps:
+            if statement.over is None:
+                self.variables[name] = self.backend.counter(i)
+            else:
+                self.assign(name, item(self.backend, over, i))
             for inner in statement.body:
                 try:
                     self._run_statement(inner)
                 except LanguageError as err:
                     if err.kind in _BUDGETS:  # placed at the loop, which ran too long as a whole
-                        err.message += f" (a loop is one statement, its iterations share the budget; stopped at {name} = {i})"
+                        err.message += f" (a loop is one statement, its iterations share the budget; stopped at {where})"
                         raise
-                    raise _in_iteration(err.at(inner.span), name, i) from None
+                    raise _in_iteration(err.at(inner.span), where) from None
 
     def _define(self, function: UserFunction) -> None:
         for name in (function.name, *function.params):
@@ -287,14 +304,11 @@ class Session:
 
     def _store(self, statement: Statement, value: Any) -> None:
         names = statement.targets
-        if len(names) == 1:
+        if statement.kind == "assign":
             self.assign(names[0], value)
             return
-        if not isinstance(value, tuple) or len(value) != len(names):
-            count = len(value) if isinstance(value, tuple) else 1
-            raise LanguageError("value", f"cannot unpack {count} value{'s' * (count != 1)} into {len(names)} names").at(statement.span)
-        for name, item in zip(names, value):
-            self.assign(name, item)
+        for name, part in zip(names, unpacked(self.backend, value, len(names))):  # a tuple's results, a tensor's rows
+            self.assign(name, part)
 
     def names(self) -> list[str]:
         """Everything a name can refer to now: for completion and suggestions."""
@@ -550,9 +564,9 @@ _BUDGETS = frozenset({"steps", "time", "memory"})
 _ITERATION = " (in the loop at "
 
 
-def _in_iteration(err: LanguageError, name: str, i: int) -> LanguageError:
-    """The error, saying in which iteration it happened (of each loop around it, innermost first)."""
-    where = f"{name} = {i}"
+def _in_iteration(err: LanguageError, where: str) -> LanguageError:
+    """The error, saying in which iteration it happened (`where`: "i = 3"; of each loop
+    around it, innermost first)."""
     if err.message.endswith(")") and _ITERATION in err.message:
         err.message = f"{err.message[:-1]}, in the loop at {where})"
     else:

@@ -477,7 +477,7 @@ def test_first_characters_of_a_pattern():
     ("z = (1 if x elsey)", "syntax", "expected 'else', found 'elsey'", (1, 13, 1, 18)),
     ("x.1", "syntax", "expected an operator, '+=', '-=', '*=', '/=', '//=' or '%=', ',', ';', '=', end of input or end of line, found '.1'", (1, 2, 1, 4)),
     ("x = 1;;\n\n)", "syntax", "expected an expression, ';', 'check', 'def', 'for', 'with', end of input or end of line, found ')'", (3, 1, 3, 2)),
-    ("a, = 1", "syntax", "expected a name, found '='", (1, 4, 1, 5)),
+    ("a, , b = 1", "syntax", "expected '=' or a name, found ','", (1, 4, 1, 5)),
     ("1j", "syntax", "complex numbers are not supported (gradcalc works in real float64; complex step is internal)", (1, 1, 1, 3)),
     ("3 + 2.5e3J", "syntax", "complex numbers are not supported (gradcalc works in real float64; complex step is internal)", (1, 5, 1, 11)),
     ("1 ! 2", "syntax", "'!' is not supported: there is no factorial, and for 'not x' write x == 0", (1, 3, 1, 4)),

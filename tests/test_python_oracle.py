@@ -432,7 +432,7 @@ class Writer:
         return getattr(self, "s_" + self.pick(kinds))()
 
     def s_loop(self, indent: str = "") -> tuple[str, str]:
-        """`for k in range(...)` (its line at `indent`), on one line or as an indented
+        """`for k in range(...)` or `for k in VECTOR` (its line at `indent`), on one line or as an indented
         block: its body assignments, updates, expressions (shown by neither side) and, in
         an outer loop, a loop. Python's loop is the same loop, its number made a float64,
         as gradcalc's whole number is in every op. A body keeps each variable's shape, so
@@ -443,11 +443,14 @@ class Writer:
         if self.chance(0.3):  # a bound chosen by a conditional
             condition = self.expr((), 1)
             bounds, python_bounds = f"2 if {self.at(condition, COMPARISON)} else 3", f"2 if _truth({condition.python}) else 3"
+        head = f"for {name} in range({bounds}):"
+        python = f"for {name} in range({python_bounds}):\n    {name} = np.float64({name})\n"
+        if self.chance(0.3):  # over the elements of a vector (a conditional's too), as Python iterates an array
+            over = self.slot((self.pick([2, 3]),), 2)
+            head, python = f"for {name} in {over.text}:", f"for {name} in {over.python}:\n"
         self.variables[name] = ()
         inside = indent + self.pick(["    ", "  "])
         body = [self.loop_statement(inside, outer=not indent) for _ in range(self.draw(st.integers(1, 3)))]
-        head = f"for {name} in range({bounds}):"
-        python = f"for {name} in range({python_bounds}):\n    {name} = np.float64({name})\n"
         python += "".join(f"    {line}\n" for _, p, _ in body for line in p.splitlines())
         if not any(loop for _, _, loop in body) and self.chance(0.5):  # on one line (a loop in it would take the rest)
             return head + self.pick([" ", ""]) + self.pick(["; ", ";"]).join(t for t, _, _ in body), python.rstrip("\n")
@@ -615,6 +618,13 @@ class Writer:
         return f"check {self.at(a, SUM)} == {self.at(b, SUM)}", f"_out.append(('check', {a.python}, {b.python}, {{}}))"
 
     def s_unpack(self) -> tuple[str, str]:
+        """`a, b = slogdet(M)` (a tuple of results), or one of Python's own unpackings:
+        the values listed (`a, b = e1, e2`), a list written in
+        place (`a, b = [e1, e2]`: its items, each of its own shape), a tensor along its
+        first axis (`a, b = M`), and one name (`a, = [e]`)."""
+        form = self.pick(["results", "results", "listed", "written", "tensor", "one"])
+        if form != "results":
+            return self.python_unpacking(form)
         self.exact = False
         first, second = self.pick(VARIABLES), self.pick(VARIABLES)
         e = self.expr((2, 2), 3)
@@ -625,6 +635,27 @@ class Writer:
             python = f"({python} if _truth({condition.python}) else _slogdet({other.python}))"
         self.variables[first], self.variables[second] = (), ()
         return f"{first}, {second} = {text}", f"{first}, {second} = {python}"
+
+    def python_unpacking(self, form: str) -> tuple[str, str]:
+        count = 1 if form == "one" else self.pick([2, 3])
+        names = [self.pick(VARIABLES) for _ in range(count)]
+        trailing = "," if count == 1 else self.pick(["", ","])
+        targets = ", ".join(names) + trailing
+        if form == "tensor":  # the rows of one value (a tensor's first axis), each of the rest of its shape
+            shape = self.pick([(count,), (count, 2), (count, 3)])
+            e = self.slot(shape, 3)
+            values = [shape[1:]] * count
+            text, python = e.text, e.python
+        else:
+            values = [self.pick(SHAPES) for _ in range(count)] if form != "written" else [self.pick(SHAPES)] * count
+            items = [self.slot(shape, 2) for shape in values]
+            text = ", ".join(i.text for i in items)  # (no trailing comma: after a comma a newline does not end the statement)
+            if form in ("written", "one"):
+                text = f"[{', '.join(i.text for i in items)}]"
+            python = "(" + "".join(f"{i.python}, " for i in items) + ")"
+        for name, shape in zip(names, values):
+            self.variables[name] = shape  # (the last of a repeated name wins, on both sides)
+        return f"{targets} = {text}", f"{', '.join(names)}, = {python}"
 
     def s_keyword_target(self) -> tuple[str, str]:
         """`check = 1`: parsed so that the machine can refuse it by name; Python is told to."""
