@@ -143,6 +143,9 @@ def matches(shown: list[str], actual: list[str]) -> bool:
 
 
 GRADCALC_COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*gradcalc\b")
+# `$ python -c "import numpy as np; np.save('data.npy', ...)"`: how an example makes its data
+# file (a `.npy` for `X=@data.npy`), shown so that a reader can make the same one.
+DATA_COMMAND = re.compile(r"^python -c ")
 
 
 @pytest.mark.parametrize("place, steps", SHELL_EXAMPLES, ids=[p for p, _ in SHELL_EXAMPLES])
@@ -151,12 +154,17 @@ def test_shell_examples_in_the_docs_print_what_they_show(place, steps, tmp_path)
     (stdout and stderr, as a terminal shows them) must be the lines shown under it. `$ cat
     FILE` makes FILE from the lines shown. A trailing `# comment` marks the lines shown as
     an excerpt of the output; a command shown without output is an illustration, not run;
-    other programs (pip, pytest) are not run."""
+    `$ python -c ...` runs (with this environment's Python: it makes a data file) and must
+    succeed; other programs (pip, pytest) are not run."""
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "NO_COLOR": "1", "COLUMNS": "80"}
     for command, shown in steps:
         if command.startswith("cat ") and " " not in command[4:]:  # the docs show a file: make it
             (tmp_path / command[4:]).write_text("\n".join(shown) + "\n")
+            continue
+        if DATA_COMMAND.match(command):
+            done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+            assert done.returncode == 0 and not shown, f"{place}: $ {command}\n{done.stderr}"
             continue
         if not GRADCALC_COMMAND.match(command) or not any(line.strip() for line in shown):
             continue
