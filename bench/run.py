@@ -1,5 +1,5 @@
-"""gradcalc's benchmark suite: gradcalc beside micrograd, PyTorch, HIPS autograd, NumPy,
-Lark and Python, each workload tracking one target of the performance issues.
+"""gradcalc's benchmark suite: gradcalc beside micrograd, PyTorch, HIPS autograd, JAX,
+NumPy, Lark and Python, each workload tracking one target of the performance issues.
 
     python bench/run.py                  # the full suite at modest sizes (about 10 minutes)
     python bench/run.py --only parse     # groups whose key contains 'parse'
@@ -18,7 +18,9 @@ How it stays fair on a shared, noisy machine:
 - each ratio is paired: a contender's time over the reference's time in the neighbouring
   slice (the median over a round's slices) or the same round, reported as min / median /
   max over the rounds. Read the ratios, not the times.
-Anchors that are not installed are skipped with a note (pip install '.[bench]').
+Every contender runs on one thread (OpenBLAS, torch, XLA), and says so in the report.
+Anchors that are not installed are skipped with a note (pip install '.[bench]'; JAX, for
+the transforms' groups, is not in that extra: pip install jax jaxlib).
 """
 from __future__ import annotations
 

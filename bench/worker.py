@@ -75,7 +75,8 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _failure(err: Exception) -> dict[str, str]:
     if isinstance(err, ModuleNotFoundError):
-        return {"skip": f"not installed ({err.name}); pip install '.[bench]'"}
+        how = "pip install jax jaxlib" if (err.name or "").startswith("jax") else "pip install '.[bench]'"
+        return {"skip": f"not installed ({err.name}); {how}"}
     if isinstance(err, RecursionError):
         return {"error": "RecursionError"}
     return {"error": f"{type(err).__name__}: {err}"}
