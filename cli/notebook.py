@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import contextlib
 import difflib
 import html
 import keyword
@@ -24,7 +25,8 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -482,6 +484,16 @@ class Notebook:
         display(Shown(f'<div class="gradcalc-warning" style="color:#9a6700">{html.escape(text)}</div>', text))
 
     def line(self, line: str) -> Any:
+        """`%gradcalc LINE`."""
+        with _quiet():
+            return self._line(line)
+
+    def cell(self, line: str, source: str) -> Any:
+        """`%%gradcalc LINE` over the cell `source`."""
+        with _quiet():
+            return self._cell(line, source)
+
+    def _line(self, line: str) -> Any:
         try:
             words = shlex.split(line)
             if not words or words[0] in ("-h", "--help", "help"):
@@ -498,7 +510,7 @@ class Notebook:
             return _usage_error(MagicUsage("no expression to evaluate"))
         return self.run(expr, options, options.words)
 
-    def cell(self, line: str, source: str) -> Any:
+    def _cell(self, line: str, source: str) -> Any:
         try:
             options = _parse(_CELL, shlex.split(line))
             if options.words:
@@ -584,6 +596,16 @@ class Notebook:
         except LanguageError as err:
             return _error(err, expr)
         return Shown(fitted(svg), f"<figure: {_title(request)}>")
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """NumPy's floating-point warnings off while a magic runs, as the command line has them
+    (results show inf and nan, and a note names the op that made them); the notebook's own
+    Python cells keep NumPy's settings."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
 
 
 def load_ipython_extension(ipython: Any) -> None:

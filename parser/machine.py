@@ -13,6 +13,7 @@ from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, c
 from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
 from .backends import BACKENDS, CONSTANTS, Backend, TensorList, to_param
+from .budgets import TOO_DEEP
 from .compiler import (
     ATTR,
     BINARY,
@@ -168,6 +169,7 @@ class Session:
         return results
 
     def run_statement(self, statement: Statement) -> Any:
+        """Run one statement under a budget of its own (see _run_statement)."""
         self.history.append(statement)
         # Graph building allocates many nodes and no cycles: see collector_paused.
         try:
@@ -175,6 +177,8 @@ class Session:
                 return self._run_statement(statement)
         except LanguageError as err:
             raise err.at(statement.span) from None  # a place for errors that had none
+        except RecursionError:  # (the last resort: depth caps stop every nesting the language can write first)
+            raise LanguageError("recursion", TOO_DEEP).at(statement.span) from None
 
     def _run_statement(self, statement: Statement) -> Any:
         if statement.error is not None:  # a statement that did not compile (recover=True)
@@ -362,6 +366,8 @@ class Session:
                     del stack[len(stack) - n_positional:]
                     if op == METHOD:
                         target = stack.pop()
+                        _parameters(kwargs, f".{name}")
+                        args = [_not_function(a, f".{name}") for a in args]
                         stack.append(backend.method(self._operand(target, "."), name, args, kwargs))
                         continue
                     callee: Any = self._callee(name, local) if op == CALL else stack.pop()
@@ -395,6 +401,7 @@ class Session:
                     stack.append(backend.attribute(_not_function(stack.pop(), f".{arg}"), arg))
                 elif op == INDEX:
                     parts = [stack.pop() for _ in range(arg)][::-1]
+                    parts = [_not_function(p, "[...]", none=True) for p in parts]
                     stack.append(backend.index(_not_function(stack.pop(), "[...]"), parts))
                 elif op == SLICE:
                     stop_step = [stack.pop(), stack.pop()]
@@ -422,7 +429,9 @@ class Session:
                 raise LanguageError("size", str(err)).at(span, inside) from None
             except ShapeError as err:
                 raise LanguageError("shape", str(err)).at(span, inside) from None
-            except (EngineError, TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
+            except OverflowError:  # (Python's words: "Python int too large to convert to C long")
+                raise LanguageError("argument", TOO_LARGE).at(span, inside) from None
+            except (EngineError, TypeError, ValueError, ZeroDivisionError) as err:
                 raise LanguageError("argument", str(err)).at(span, inside) from None
         return stack.pop()
 
@@ -488,8 +497,15 @@ class Session:
                 self.nested_calls -= 1
         if isinstance(callee, Builtin):
             return self._call(callee.name, args, kwargs)
-        if isinstance(callee, FunctionValue):
-            return callee.apply(self, args, kwargs)
+        if isinstance(callee, FunctionValue):  # a transformation calls its function back: one call deeper
+            if self.nested_calls >= MAX_NESTED_CALLS:
+                raise LanguageError("recursion", f"transformations nested deeper than {MAX_NESTED_CALLS} calls (a transformation calling its "
+                                                 "function is one call deeper)")
+            self.nested_calls += 1
+            try:
+                return callee.apply(self, args, kwargs)
+            finally:
+                self.nested_calls -= 1
         raise LanguageError("argument", f"{describe_value(callee)} is not a function and cannot be called")
 
     def _call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -510,6 +526,7 @@ class Session:
                 else self._operand(a, name, op)
                 for k, a in enumerate(args)
             ]
+            _parameters(kwargs, name)
             return self.backend.call(name, operands, kwargs)
         except LanguageError as err:
             if err.kind == "name" and err.message.startswith("unknown function"):
@@ -536,9 +553,23 @@ class Session:
         return _not_function(value, where)
 
 
-def _not_function(value: Any, where: str) -> Any:
+def _parameters(kwargs: dict[str, Any], where: str) -> None:
+    """Refuse a function given as a keyword parameter (`axis=sin`): a parameter is a value."""
+    for key, value in kwargs.items():
+        if isinstance(value, FunctionValue):
+            raise LanguageError("argument", f"{where}: {key} takes a value, got {describe_value(value)}")
+
+
+TOO_LARGE = "a whole number too large here: an index, a count, a shape or an axis is at most 2**63 - 1"
+
+
+def _not_function(value: Any, where: str, none: bool = False) -> Any:
+    """`value`, unless it is a function used as a value, or None (`none`: where it is an
+    index, which None may be)."""
     if isinstance(value, FunctionValue):
         raise LanguageError("argument", f"{describe_value(value)} cannot be used with {where}: call it, as in f(x), to use its value")
+    if value is None and not none:
+        raise LanguageError("argument", f"None cannot be used with {where}: it only adds an axis in an index, as in x[None]")
     return value
 
 
@@ -575,15 +606,23 @@ def _in_iteration(err: LanguageError, where: str) -> LanguageError:
 
 
 def _range_bound(value: Any, span: Span | None) -> int:
-    """An argument of a loop's range(...): a whole number."""
+    """An argument of a loop's range(...): a whole number that a loop's number (a 64-bit
+    integer, as x.shape's numbers are) can hold."""
+    if isinstance(value, FunctionValue) or isinstance(value, tuple) or value is None or value is Ellipsis:
+        raise LanguageError("argument", f"range takes whole numbers, got {describe_value(value)}").at(span)
     bound = to_param(value, "range")
     if not isinstance(bound, int) or isinstance(bound, bool):
         shown = repr(bound) if isinstance(bound, (str, float)) else "a tensor" if isinstance(bound, tuple) else str(bound)
         raise LanguageError("argument", f"range takes whole numbers, got {shown}").at(span)
+    if not -(2**63) <= bound < 2**63:
+        raise LanguageError("argument", f"range takes whole numbers from -2**63 to 2**63 - 1 (a loop's number is a 64-bit integer), "
+                                        f"got {float(bound):.6g}").at(span)
     return bound
 
 
 def _whole(value: Any) -> int:
+    if isinstance(value, FunctionValue | tuple | str) or value is Ellipsis:
+        raise LanguageError("argument", f"slice bounds must be whole numbers, got {describe_value(value)}")
     number = float(getattr(value, "data", value))
     if not number.is_integer():
         raise LanguageError("argument", f"slice bounds must be whole numbers, got {number!r}")

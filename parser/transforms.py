@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcalc.autodiff import REGISTRY, Tensor, grad, jacobian, jacobian_forward, tangent_of, topological_order
+from gradcalc.autodiff import REGISTRY, Tensor, grad, is_grad_enabled, jacobian, jacobian_forward, set_grad_enabled, tangent_of, topological_order
 from gradcalc.autodiff import transforms as engine
 from gradcalc.autodiff.batching import BatchError, batched, unbatched
 from gradcalc.autodiff.errors import ArgumentError, ShapeError
@@ -127,6 +127,7 @@ class Pullback(FunctionValue):
 
 def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """`name(f, ...)`: the transformed function, or for jvp, vjp and hvp their values."""
+    _refuse_too_deep(name, args[0] if args else None)
     usage = _USAGE[name] if not args or not isinstance(args[0], FunctionValue) else f"{name}({label(args[0])})"
     if not args or not isinstance(args[0], FunctionValue):
         got = f", got {describe_value(args[0])}" if args else ""
@@ -157,6 +158,20 @@ def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> An
     else:
         option = _argnums(given["argnums"], usage, f)
     return Transformed("jacrev" if name == "jacobian" else name, f, option)
+
+
+def _refuse_too_deep(name: str, f: Any) -> None:
+    """A transformation of a transformation ... nested past the cap of nested calls
+    (machine.MAX_NESTED_CALLS) is refused where it is made: calling it would nest that
+    many calls, and its description alone would nest as deep in Python."""
+    from .machine import MAX_NESTED_CALLS
+
+    depth = 0
+    while isinstance(f, Transformed):
+        depth, f = depth + 1, f.f
+    if depth >= MAX_NESTED_CALLS:
+        raise LanguageError("recursion", f"{name}(...): transformations nested deeper than {MAX_NESTED_CALLS} (a transformation "
+                                         "of a transformation ... calls its function that many calls deep)")
 
 
 _USAGE = {name: "{}(f, {})".format(name, ", ".join(f"{k}={v}" for k, v in options.items())) for name, options in _OPTIONS.items()}
@@ -282,7 +297,14 @@ _RUNNING = [0]
 def _running(apply: Callable[..., Any], *args: Any) -> Any:
     _RUNNING[0] += 1
     try:
-        return apply(*args)
+        # A transformation differentiates its function wherever it is called: inside
+        # `with no_grad:` or a vjp rule's evaluation too, as torch.func.grad does under
+        # torch.no_grad() (with nothing recorded there, grad(f)(x) was silently 0); what
+        # it gives there records nothing, as any value computed there.
+        recording = is_grad_enabled()
+        with set_grad_enabled(True):
+            value = apply(*args)
+        return value if recording else _constant(value)
     finally:
         _RUNNING[0] -= 1
 

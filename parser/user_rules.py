@@ -30,6 +30,7 @@ from gradcalc.autodiff.wiring import unbroadcast
 
 from .compiler import Statement, UserFunction
 from .errors import LanguageError, Span
+from .functions import describe_value
 
 if TYPE_CHECKING:
     from .machine import Session
@@ -44,12 +45,13 @@ class Rule:
     may replay a call only when every op of its body takes complex numbers; and one per
     number of batch axes its inputs carry, for calls inside vmap)."""
 
-    __slots__ = ("function", "rule", "result_span", "item_spans", "ops", "warned")
+    __slots__ = ("function", "rule", "result_span", "item_spans", "ops", "warned", "running")
 
     def __init__(self, function: UserFunction, rule: UserFunction, result_span: Span, item_spans: tuple[Span, ...]) -> None:
         self.function, self.rule, self.result_span, self.item_spans = function, rule, result_span, item_spans
         self.ops: dict[tuple[bool, int], tuple[Session, OpDef]] = {}
         self.warned = False
+        self.running = False  # the rule is being evaluated (a rule that differentiates its own function would call itself)
 
     def op(self, session: Session, complex_safe: bool, nb: int = 0) -> OpDef:
         made = self.ops.get((complex_safe, nb))
@@ -154,8 +156,12 @@ def _spread(value: Any, have: tuple[int, ...], levels: tuple[int, ...]) -> Any:
 
 
 def _one_value(value: Any, function: UserFunction) -> Any:
+    """The body's value of a function with a rule: one tensor (a rule gives one gradient
+    per parameter for one output; a function value has no gradient to give)."""
     if isinstance(value, tuple):
         raise LanguageError("value", f"{function.name} has a vjp rule, so it must give one tensor; it gave {len(value)} results")
+    if not isinstance(value, Tensor):
+        raise LanguageError("value", f"{function.name} has a vjp rule, so it must give one tensor; it gave {describe_value(value)}")
     return value
 
 
@@ -184,6 +190,17 @@ def _rule_op(session: Session, rule: Rule, complex_safe: bool, nb: int = 0) -> O
     def gradients(m: Any, g: Any, ans: Any, inputs: tuple[Any, ...]) -> list[Any]:
         if last[0] is g and last[1] is ans and len(last[2]) == len(inputs) and all(a is b for a, b in zip(last[2], inputs)):
             return last[3]
+        if rule.running:  # (placed by the machine where the rule asks for the derivative: grad(f) in its text)
+            raise LanguageError(
+                "argument", f"vjp {function.name}: the rule differentiates {function.name}, whose derivative is this rule: "
+                "it would call itself without end; write the derivative with the ops of the body instead")
+        rule.running = True
+        try:
+            return _evaluated(m, g, ans, inputs)
+        finally:
+            rule.running = False
+
+    def _evaluated(m: Any, g: Any, ans: Any, inputs: tuple[Any, ...]) -> list[Any]:
         recorded = m.kind == "tensor"  # (a backward pass that records a graph: its values are Tensors)
         ts = inputs if recorded else tuple(Tensor(a) for a in inputs)
         cotangent = g if isinstance(g, Tensor) else Tensor(g)

@@ -88,6 +88,9 @@ def _unindex(g: Any, index: Any, shape: tuple[int, ...]) -> Any:
     out = np.zeros(shape, dtype=np.result_type(g, np.float64))
     if _is_basic(index):
         out[index] = g
+    elif out.ndim > 32:  # NumPy's ufunc.at crashes the process past 32 dimensions: the same sums over flat positions
+        flat = np.arange(out.size).reshape(shape)[index]
+        np.add.at(out.reshape(-1), flat.reshape(-1), np.broadcast_to(g, flat.shape).reshape(-1))
     else:
         np.add.at(out, index, g)
     return out
