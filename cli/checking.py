@@ -36,9 +36,11 @@ def check_line(o: CheckOutcome) -> str:
     where = f"{o.file}:{o.line}" if o.file else f"line {o.line}"
     if o.status == "error":
         return f"ERROR {where}  {shorten(o.text)}  {o.message}"
-    status = "PASS " if o.passed else "FAIL "
+    status = {"pass": "PASS ", "disagree": "DISAGREE "}.get(o.status, "FAIL ")
     wrt = f"  wrt {', '.join(o.variables)}" if o.variables else ""
     text = f"{status}{where}  {shorten(o.text)}{wrt}  {o.how}  abs {o.max_abs_error:.3g}  rel {o.max_rel_error:.3g}"
+    if o.against:  # the second engine's derivative against gradcalc's
+        text += f"  {o.against} abs {o.against_abs_error:.3g}  rel {o.against_rel_error:.3g}"
     if o.message:
         text += f"  ({o.message})"
     return text + "".join(f"\n      warning: {w}" for w in o.warnings)
@@ -49,6 +51,8 @@ def outcome_object(o: CheckOutcome) -> dict[str, Any]:
         "file": o.file, "line": o.line, "expression": o.text, "status": o.status, "variables": o.variables,
         "method": o.method, "mode": o.mode, "max_abs_error": json_number(o.max_abs_error), "max_rel_error": json_number(o.max_rel_error),
         "atol": o.atol, "rtol": o.rtol, "warnings": o.warnings, "message": o.message,
+        **({"against": {"engine": o.against, "max_abs_error": json_number(o.against_abs_error), "max_rel_error": json_number(o.against_rel_error)}}
+           if o.against else {}),
     }
 
 
@@ -70,12 +74,12 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
     for origin, outcomes in outcomes_by_file:
         suite = ET.SubElement(
             suites, "testsuite", name=origin, tests=str(len(outcomes)),
-            failures=str(sum(o.status == "fail" for o in outcomes)), errors=str(sum(o.status == "error" for o in outcomes)),
+            failures=str(sum(o.status in ("fail", "disagree") for o in outcomes)), errors=str(sum(o.status == "error" for o in outcomes)),
             time=f"{sum(o.seconds for o in outcomes):.3f}",
         )
         for o in outcomes:
             case = ET.SubElement(suite, "testcase", classname=origin, name=f"line {o.line}: {o.text}", time=f"{o.seconds:.3f}")
-            if o.status == "fail":
+            if o.status in ("fail", "disagree"):
                 failure = ET.SubElement(case, "failure", message=f"max abs error {o.max_abs_error:.3g}, max rel error {o.max_rel_error:.3g} ({o.how})")
                 failure.text = o.message
             elif o.status == "error":
@@ -89,6 +93,7 @@ def junit_xml(outcomes_by_file: list[tuple[str, list[CheckOutcome]]]) -> str:
 def check_action(
     files: list[Path], *, as_json: bool, junit: Path | None, tol: float | None, method: str, mode: str, max_elements: int | None,
     max_steps: int | None, max_input: int, jobs: int, output_format: str, max_seconds: float | None, max_memory: int | None,
+    engine: str, device: str | None, against: str | None,
 ) -> int:
     """`gradcalc check`: run the `check` statements of FILE arguments and report each one.
     Returns 0 when every check passes, 1 when any fails or errors (exits 2 on bad usage)."""
@@ -99,9 +104,12 @@ def check_action(
     if output_format not in ("text", "github"):
         usage_error(f"--format must be text or github, not {output_format!r}")
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
-    defaults = CheckDefaults(method=method, mode=mode, atol=tol, rtol=tol)
+    from .engines import choose_against
+
+    choose_against(engine, device, against, as_json)
+    defaults = CheckDefaults(method=method, mode=mode, atol=tol, rtol=tol, against=against, engine=engine, device=device)
     files, bindings = split_bindings(files)
-    sources, bound = read_sources(files, max_input), bound_or_exit(bindings, "tensor")
+    sources, bound = read_sources(files, max_input), bound_or_exit(bindings, engine)
     if junit is not None:  # refused before any check runs (a file a check loads is refused when the report is written)
         refuse_overwriting(junit, "--junit-xml")
     # A bar for a long batch, on a terminal only: counting the checks lexes every file.
@@ -132,13 +140,16 @@ def report_checks(outcomes: list[CheckOutcome], as_json: bool, rich: bool, githu
 
 
 def _summary_counts(outcomes: list[CheckOutcome]) -> dict[str, int]:
-    return {status: sum(o.status == status for o in outcomes) for status in ("pass", "fail", "error")}
+    counts = {status: sum(o.status == status for o in outcomes) for status in ("pass", "fail", "error")}
+    disagree = sum(o.status == "disagree" for o in outcomes)
+    return {**counts, "disagree": disagree} if disagree else counts
 
 
 def _summary(outcomes: list[CheckOutcome]) -> str:
     counts = _summary_counts(outcomes)
     warned = sum(bool(o.warnings) for o in outcomes)
-    return f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors" + (f" ({warned} with warnings)" if warned else "")
+    disagree = f", {counts['disagree']} where the engines disagree" if counts.get("disagree") else ""
+    return f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors{disagree}" + (f" ({warned} with warnings)" if warned else "")
 
 
 def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None, github: bool = False) -> None:
@@ -182,7 +193,7 @@ def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None, githu
     for column in ("method", "max abs", "max rel"):
         if column in fixed:
             table.add_column(column, width=fixed[column], no_wrap=True)
-    colours = {"pass": "green", "fail": "red", "error": "red"}
+    colours = {"pass": "green", "fail": "red", "error": "red", "disagree": "yellow"}
     details = []
     for o, where, pair, names in zip(outcomes, wheres, numbers, variables):
         mark = f"[{colours[o.status]}]{o.status.upper()}[/]" + ("[yellow]*[/]" if o.warnings else "")

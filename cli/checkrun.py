@@ -63,7 +63,11 @@ class FileRun:
                  own: frozenset[str] = frozenset({"check"})) -> None:
         self.origin = origin
         self.statements: list[Statement] = program.statements
-        self.session = Session(on_check=make_check_handler(defaults), base_dir=script_folder(origin), on_notice=on_notice)
+        if defaults.engine != "tensor":  # (in a worker process too: the device asked for)
+            from gradcalc.parser.engines import configure
+
+            configure(defaults.device)
+        self.session = Session(engine=defaults.engine, on_check=make_check_handler(defaults), base_dir=script_folder(origin), on_notice=on_notice)
         apply_bindings(self.session, bound)
         self.own = own
         self.next = 0  # the first statement not yet run (or skipped)

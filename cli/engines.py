@@ -40,3 +40,18 @@ def refuse_graph_options(engine: str, given: list[tuple[str, object]], as_json: 
         if value:
             usage_error(f"{flag} shows gradcalc's own graph, which --engine {engine} does not keep (the library differentiates); "
                         "use --engine tensor" + (", or --steps on --engine jax for the jaxpr of the gradient" if flag == "--steps" else ""), as_json)
+
+
+def choose_against(engine: str, device: str | None, against: str | None, as_json: bool = False) -> None:
+    """`gradcalc check --engine E --against A`: the engine the checks run on, and the one
+    they are compared with, each checked (and its library imported) before any check runs."""
+    if engine == "scalar":
+        usage_error("gradcalc check needs --engine tensor, jax or torch (the scalar engine checks nothing)", as_json)
+    if against is not None:
+        if against not in LIBRARY_ENGINES:
+            usage_error(f"--against must be jax or torch, not {against!r}", as_json)
+        if engine != "tensor":
+            usage_error(f"--against compares gradcalc's derivatives with another engine's; with --engine {engine} the checks are {engine}'s already",
+                        as_json)
+        choose_engine(against, device, as_json)
+    choose_engine(engine, device, as_json)

@@ -29,7 +29,7 @@ from .compiler import LOAD, Statement
 from .errors import LanguageError, Span
 
 METHODS = ("auto", "complex", "central")
-OPTIONS = ("tol", "atol", "rtol", "method", "mode")
+OPTIONS = ("tol", "atol", "rtol", "method", "mode", "against")
 # `check A == B`: values computed two ways agree to rounding unless told otherwise.
 VALUE_TOLERANCES = (1e-12, 1e-9)  # atol, rtol
 
@@ -52,6 +52,11 @@ class CheckOutcome:
     message: str = ""
     file: str = ""
     seconds: float = 0.0  # wall time of the check (JUnit's `time`)
+    # A second engine's derivative beside gradcalc's (against=jax|torch: engines/checks.py):
+    # which engine, and its largest differences from gradcalc's ("" when not compared).
+    against: str = ""
+    against_abs_error: float = 0.0
+    against_rel_error: float = 0.0
 
     @property
     def passed(self) -> bool:
@@ -71,6 +76,9 @@ class CheckDefaults:
     mode: str = "reverse"
     atol: float | None = None
     rtol: float | None = None
+    against: str | None = None  # `gradcalc check --against jax|torch`
+    engine: str = "tensor"  # the engine the files run on (`gradcalc check --engine jax`), and its --device
+    device: str | None = None
 
 
 def error_outcome(text: str, span: Span, err: LanguageError) -> CheckOutcome:
@@ -83,7 +91,7 @@ def make_check_handler(defaults: CheckDefaults | None = None) -> Any:
 
 
 # Options whose value is one of a few words, written bare (`mode=forward`) or quoted.
-WORDS = {"method": METHODS, "mode": MODES}
+WORDS = {"method": METHODS, "mode": MODES, "against": ("jax", "torch")}
 
 
 def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tuple[str, str, float | None, float | None]:
@@ -100,6 +108,8 @@ def _options(session: Any, statement: Statement, defaults: CheckDefaults) -> tup
             word = str(code[0][1]) if bare else to_param(session.evaluate(code), f"check option {key}")
             if word not in WORDS[key]:
                 raise LanguageError("argument", f"{key} must be one of {', '.join(WORDS[key])}, not {word!r}").at(span)
+            if key == "against":  # (read by _against)
+                continue
             if key == "method":
                 method = word
             else:
@@ -128,7 +138,7 @@ def _named_off_graph(session: Any, statement: Statement, leaves: list[Tensor], o
         return []
     on_graph = set(order)
     named = (session.variables.get(name) for name in names)
-    return list({id(v): v for v in named if isinstance(v, Tensor) and v.requires_grad and v not in on_graph}.values())
+    return list({id(v): v for v in named if getattr(v, "requires_grad", False) and v not in on_graph}.values())
 
 
 def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDefaults) -> CheckOutcome:
@@ -141,9 +151,9 @@ def run_check(session: Any, statement: Statement, value: Any, defaults: CheckDef
 
 def _run_check(session: Any, statement: Statement, value: Any, defaults: CheckDefaults) -> CheckOutcome:
     line = statement.span[0]
-    if session.engine != "tensor":
+    if session.engine == "scalar":
         raise LanguageError("argument", "check statements need the tensor engine").at(statement.span)
-    if isinstance(value, tuple) or not isinstance(value, Tensor):
+    if isinstance(value, tuple) or not _is_tensor(value):
         raise LanguageError("value", "check needs an expression with a tensor value").at(statement.span)
     method, mode, atol, rtol = _options(session, statement, defaults)
     if statement.expected is not None:
@@ -168,6 +178,10 @@ def _run_check(session: Any, statement: Statement, value: Any, defaults: CheckDe
         leaves += off_graph
     if not leaves:
         raise LanguageError("value", "nothing to check: the expression uses no variables").at(statement.span)
+    if session.engine != "tensor":  # the library's derivative against differences of the program on it
+        from .engines.checks import run_engine_check
+
+        return run_engine_check(session, statement, value, (method, mode, atol, rtol), leaves)
     try:
         result = gradcheck_graph(value, leaves, method=method, atol=atol, rtol=rtol, order=order, mode=mode)
     except NoJVPError as err:  # an op defined outside gradcalc, without a forward rule
@@ -196,7 +210,27 @@ def _run_check(session: Any, statement: Statement, value: Any, defaults: CheckDe
         outcome.max_abs_error = outcome.max_rel_error = math.nan
     elif not result.passed:
         outcome.message = _explain(value, result, infinite, order, mode)
+    engine = _against(session, statement, defaults)
+    if engine is not None:  # a second engine's derivative beside these two
+        from .engines.checks import against
+
+        against(session, statement, value, leaves, result, outcome, engine, mode)
     return outcome
+
+
+def _against(session: Any, statement: Statement, defaults: CheckDefaults) -> str | None:
+    """The engine a check is compared with: its own `against=`, else `--against`."""
+    given = statement.options.get("against")
+    if given is None:
+        return defaults.against
+    code, _ = given
+    bare = len(code) == 1 and code[0][0] == LOAD and code[0][1] not in session.variables
+    return str(code[0][1]) if bare else str(to_param(session.evaluate(code), "check option against"))
+
+
+def _is_tensor(value: Any) -> bool:
+    """A tensor of the session's engine: gradcalc's, or a JAX or PyTorch engine's value."""
+    return isinstance(value, Tensor) or type(value).__name__ == "EngineValue"
 
 
 def _undefined(order: list[Any]) -> list[str]:
@@ -257,7 +291,7 @@ def _compare_values(session: Any, statement: Statement, left: Tensor, atol: floa
     """`check A == B`: equal shapes (or B a scalar) and every |A - B| <= atol + rtol * |B|."""
     assert statement.expected is not None
     right = session.evaluate(statement.expected)
-    if isinstance(right, tuple) or not isinstance(right, Tensor):
+    if isinstance(right, tuple) or not _is_tensor(right):
         raise LanguageError("value", "check A == B needs a tensor value on the right").at(statement.span)
     atol = VALUE_TOLERANCES[0] if atol is None else atol
     rtol = VALUE_TOLERANCES[1] if rtol is None else rtol

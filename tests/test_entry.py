@@ -43,7 +43,7 @@ def test_plain_call_reads_what_it_can_and_declines_the_rest():
         assert plain_call(argv) is not None, argv
     for argv in (["eval"], ["eval", "-x", "x=3"], ["eval", "x", "--help"], ["eval", "x", "-h"], ["eval", "x", "--digits", "0"],
                  ["eval", "x", "--digits", "three"], ["eval", "x", "--digits"], ["eval", "x", "--tree=yes"], ["--engine", "nope", "eval", "x"],
-                 ["--engine", "scalar", "check", "a.gc"], ["check", "a.gc", "--tree"], ["check", "a.gc", "-j2"], ["nope"], ["eval", "x", "--"],
+                 ["--engine", "scalar", "ops"], ["check", "a.gc", "--tree"], ["check", "a.gc", "-j2"], ["nope"], ["eval", "x", "--"],
                  ["--version"], ["check"], ["ops", "exp", "log"], ["eval", "x", "--wrt", "-y"]):
         assert plain_call(argv) is None, argv
 

@@ -141,6 +141,8 @@ class EngineBackend(TensorBackend):
             nodes = list(args)
             if bound:
                 _arguments.check(op, nodes, bound)
+                kinds = _arguments._spec(op)[1]  # (true and false are 1 and 0 until here; the libraries want bool)
+                bound = {k: bool(v) if kinds.get(k) is _arguments.TRUTH and isinstance(v, int) else v for k, v in bound.items()}
         else:
             bound = {}
         function = self.library.function(op.name)

@@ -104,6 +104,9 @@ class Library:
         """A context in which nothing is recorded for differentiation."""
         raise NotImplementedError
 
+    def relieve(self) -> None:
+        """Let go of what the library keeps that a statement does not need (JAX's compiled code)."""
+
     def errors(self) -> tuple[type[Exception], ...]:
         """What the library raises for a call that does not fit (shapes, arguments)."""
         raise NotImplementedError
@@ -180,6 +183,30 @@ class JaxLibrary(Library):
 
     def no_grad(self) -> Any:
         return _Null()  # (JAX records nothing: a derivative is asked for by transforming a function)
+
+    def relieve(self) -> None:
+        """Let go of JAX's compiled code once the process holds half the memory budget.
+
+        JAX compiles every op it runs, for each shape and each transformation, and keeps the
+        code: a check file's many small derivatives fill the process with it, and the memory
+        budget counts the process. Dropped (and handed back to the system: glibc keeps freed
+        memory otherwise), it is compiled again when needed."""
+        from gradcalc.autodiff.limits import max_memory, resident_bytes
+
+        if resident_bytes() < max_memory() // 2:
+            return
+        import ctypes
+        import gc
+
+        from .compiled import forget
+
+        forget()
+        self.jax.clear_caches()
+        gc.collect()
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc: what was freed is reused by the process all the same
+            pass
 
     def errors(self) -> tuple[type[Exception], ...]:
         return (TypeError, ValueError, IndexError, self.jax.errors.JAXTypeError, self.jax.errors.JAXIndexError)
@@ -305,3 +332,9 @@ def load(name: str, device: str | None = None) -> Library:
                                             f"pip install 'gradcalc[{EXTRAS[name]}]'") from None
         found = _LIBRARIES[key] = (JaxLibrary if name == "jax" else TorchLibrary)(device)
     return found
+
+
+def library_of(value: Any) -> Library:
+    """The loaded library whose array `value` is (the first loaded one for a NumPy constant)."""
+    loaded = list(_LIBRARIES.values())
+    return next((library for library in loaded if library.is_array(value)), loaded[0])

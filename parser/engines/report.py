@@ -18,6 +18,7 @@ from gradcalc.autodiff import topological_order
 
 from ..analysis import Analysis, earlier_values, named_values, variables_in, without_gradient
 from ..errors import LanguageError
+from .compiled import EAGER_CALLS, jitted
 from .library import load
 from .table import LIBRARIES
 from .values import EngineValue, replay
@@ -44,7 +45,13 @@ class EngineAnalysis(Analysis):
 
 def analyze_engine(output: EngineValue, wrt: list[str] | None, known: dict[str, Any], always: list[str] | None, session: Any) -> EngineAnalysis:
     """The report of `output` (analysis.analyze's, for the JAX and PyTorch engines)."""
-    backend: EngineBackend = session.backend
+    if session is not None:
+        backend: EngineBackend = session.backend
+    else:  # (a value reported without its session: the library it is an array of)
+        from .backend import EngineBackend
+        from .library import library_of
+
+        backend = EngineBackend(library_of(output.value))
     order = topological_order(output)
     named = named_values(order, known)
     earlier = earlier_values(output, order, known)
@@ -87,11 +94,16 @@ def adjoints(backend: EngineBackend, output: EngineValue, nodes: list[EngineValu
         found = torch.autograd.grad(out.sum(), [n.value for n in nodes], allow_unused=True, retain_graph=True)
         return [np.zeros(n.shape) if g is None else library.host(g) for n, g in zip(nodes, found)]
     keys = [id(n) for n in nodes]
+    zeros = [np.zeros(n.shape) for n in nodes]
+    fast = jitted(library, "adjoints", order, [output], [], nodes,
+                  lambda run: lambda leaves, _, offsets: library.transform("grad", lambda o: run(leaves, [], o)[0].sum(), 0)(offsets),
+                  calls=EAGER_CALLS)  # (compiled at once: JAX's eager grad compiles every op's rules one by one)
+    if fast is not None:
+        return [library.host(g) for g in fast([], zeros)]
 
     def total(offsets: list[Any]) -> Any:
         return replay(library, [output], {}, order, dict(zip(keys, offsets)))[0].sum()
 
-    zeros = [np.zeros(n.shape) for n in nodes]
     return [library.host(g) for g in library.transform("grad", total, 0)(zeros)]
 
 

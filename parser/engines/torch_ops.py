@@ -334,7 +334,8 @@ def op_mse(pred: Any, target: Any, reduction: str = "mean") -> Any:
 
 
 def op_binary_cross_entropy(p: Any, target: Any, reduction: str = "mean") -> Any:
-    return _reduce(F.binary_cross_entropy(p, target.expand_as(p) if target.shape != p.shape else target, reduction="none"), reduction)
+    # (the formula, not F.binary_cross_entropy, which refuses a target outside [0, 1]: a check's differences step there)
+    return _reduce(-(target * torch.clamp(torch.log(p), min=-100.0) + (1.0 - target) * torch.clamp(torch.log1p(-p), min=-100.0)), reduction)
 
 
 def op_binary_cross_entropy_with_logits(z: Any, target: Any, reduction: str = "mean") -> Any:

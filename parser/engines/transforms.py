@@ -174,8 +174,7 @@ class Pullback(FunctionValue):
             cotangent = values[n]
             if tuple(cotangent.shape) != tuple(out.shape):
                 cotangent = cotangent.reshape(()) if cotangent.size == 1 and not out.shape else cotangent
-            found = pull(cotangent)
-            return found[0] if n == 1 else tuple(found)
+            return tuple(pull(cotangent))  # one cotangent per primal, a tuple of one too (as parser/transforms.py's Pullback)
 
         return _recorded(session.backend, what, compute, [*self.primals, u])
 

@@ -1,0 +1,151 @@
+"""Replays compiled once per shape of graph: JAX's `jit` for the derivatives it takes of a
+recorded graph.
+
+A replay op by op (values.replay) is what JAX calls eager mode: every op dispatched on its
+own, and under `jax.grad` traced again at each call. A program that takes a gradient in a
+loop (`for k in range(100): L = loss(w); ... grad(L, w)`) records a graph of the same shape
+in every iteration, so the graph's shape (its ops, parameters and wiring, the shapes of
+its leaves) keys a cache of jitted functions of the leaves' values: the first iteration
+compiles, the others run XLA's code. Graphs with calls of the user's functions (a
+transformation's, a rule's) are replayed op by op, as before.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .values import EngineValue, OpStep
+
+if TYPE_CHECKING:
+    from .library import Library
+
+Plan = tuple[Hashable, list[EngineValue]]
+EAGER_CALLS = 32  # calls of one graph from which compiling it pays at once
+_CACHE: dict[Hashable, Callable[..., Any]] = {}
+LARGEST_CACHE = 64  # compiled functions kept (the oldest go first: each holds its machine code)
+_SEEN: dict[Hashable, int] = {}  # how often each graph's shape was asked for: compiled from the second time
+
+
+def plan(order: Sequence[EngineValue], outputs: Sequence[EngineValue], inputs: Sequence[EngineValue] = (),
+         offsets: Sequence[EngineValue] = ()) -> Plan | None:
+    """The graph's shape as a key, and its leaves (whose values the compiled function
+    takes); `inputs` are nodes whose values are given, `offsets` nodes where an offset is
+    added. None for a graph that cannot be keyed (a call of the user's function)."""
+    index: dict[int, int] = {}
+    given = {id(n): k for k, n in enumerate(inputs)}
+    parts: list[Hashable] = []
+    leaves: list[EngineValue] = []
+    for k, node in enumerate(order):
+        index[id(node)] = k
+        if id(node) in given:
+            parts.append(("in", given[id(node)]))
+        elif not node._prev:
+            parts.append(("leaf", len(leaves), tuple(node.shape), str(node.dtype)))
+            leaves.append(node)
+        elif type(node.step) is OpStep:
+            frozen = _frozen(node.params or {})
+            if frozen is None:
+                return None
+            parts.append((node.step.op, frozen, tuple(index[id(p)] for p in node._prev)))
+        else:
+            return None
+    # (an offset at a node off the graph changes nothing: its derivative is 0)
+    where = (tuple(index[id(o)] for o in outputs), tuple(index.get(id(n), -1) for n in offsets))
+    return (tuple(parts), where), leaves
+
+
+def _frozen(params: dict[str, Any]) -> Hashable | None:
+    """Parameters as a key (arrays by their bytes); None when one cannot be."""
+    items = []
+    for key, value in sorted(params.items()):
+        parts = value if isinstance(value, tuple) else (value,)
+        frozen = tuple(("array", p.shape, str(p.dtype), p.tobytes()) if isinstance(p, np.ndarray) else
+                       ("slice", p.start, p.stop, p.step) if isinstance(p, slice) else p for p in parts)  # (slices hash from Python 3.12)
+        try:
+            hash(frozen)
+        except TypeError:
+            return None
+        items.append((key, isinstance(value, tuple), frozen))
+    return tuple(items)
+
+
+def _thawed(frozen: Any) -> dict[str, Any]:
+    params = {}
+    for key, is_tuple, parts in frozen:
+        values = tuple(_thawed_part(p) for p in parts)
+        params[key] = values if is_tuple else values[0]
+    return params
+
+
+def _thawed_part(part: Any) -> Any:
+    if isinstance(part, tuple) and part[:1] == ("array",):
+        return np.frombuffer(part[3], dtype=part[2]).reshape(part[1])
+    if isinstance(part, tuple) and part[:1] == ("slice",):
+        return slice(*part[1:])
+    return part
+
+
+def runner(library: Library, key: Hashable) -> Callable[[list[Any], list[Any], list[Any]], list[Any]]:
+    """The function of (leaf values, input values, offsets) that the graph of `key` computes."""
+    shape: Any = key
+    parts, (outputs, offsets) = shape
+    steps = [(OpStep(p[0]), _thawed(p[1]), p[2]) if p[0] not in ("in", "leaf") else None for p in parts]
+
+    def run(leaf_values: list[Any], input_values: list[Any], offset_values: list[Any]) -> list[Any]:
+        added = dict(zip(offsets, offset_values))
+        values: list[Any] = []
+        for k, (part, step) in enumerate(zip(parts, steps)):
+            if step is None:
+                value = input_values[part[1]] if part[0] == "in" else leaf_values[part[1]]
+            else:
+                op, params, parents = step
+                value = op.run(library, [values[p] for p in parents], params)
+            if k in added:
+                value = value + added[k]
+            values.append(value)
+        return [values[o] for o in outputs]
+
+    return run
+
+
+def compiled(library: Library, purpose: Hashable, key: Hashable, make: Callable[[Callable[..., list[Any]]], Callable[..., Any]]) -> Callable[..., Any]:
+    """`jax.jit(make(run))` for the graph of `key`, made once per (purpose, key): `make`
+    turns the graph's function run(leaves, inputs, offsets) into the one compiled, which
+    takes (leaves, inputs, offsets) too."""
+    found = _CACHE.get((purpose, key))
+    if found is None:
+        if len(_CACHE) >= LARGEST_CACHE:
+            del _CACHE[next(iter(_CACHE))]
+        found = _CACHE[(purpose, key)] = library.jax.jit(make(runner(library, key)))  # type: ignore[attr-defined]
+    return found
+
+
+def forget() -> None:
+    """Drop every compiled function (Library.relieve)."""
+    _CACHE.clear()
+    _SEEN.clear()
+
+
+def jitted(library: Library, purpose: Hashable, order: Sequence[EngineValue], outputs: Sequence[EngineValue], inputs: Sequence[EngineValue],
+           offsets: Sequence[EngineValue], make: Callable[[Callable[..., list[Any]]], Callable[..., Any]], calls: int = 1) -> Callable[..., Any] | None:
+    """On JAX, `make(run)` compiled for this graph's shape, as a function of the inputs' and
+    offsets' values (the leaves' own are bound). None elsewhere, for a graph with calls, and
+    the first time a graph of this shape is asked for unless it will be called `calls` >=
+    EAGER_CALLS times: compiling costs more than a few eager runs, and most graphs (a
+    check's, a one-shot expression's) are run once."""
+    if library.name != "jax":
+        return None
+    planned = plan(order, outputs, inputs, offsets)
+    if planned is None:
+        return None
+    key, leaves = planned
+    seen = _SEEN[(purpose, key)] = _SEEN.get((purpose, key), 0) + 1
+    if seen < 2 and calls < EAGER_CALLS and (purpose, key) not in _CACHE:
+        return None
+    function = compiled(library, purpose, key, make)
+    from .values import value_of
+
+    bound = [value_of(leaf) for leaf in leaves]
+    return lambda input_values, offset_values: function(bound, list(input_values), list(offset_values))
