@@ -6,6 +6,7 @@ on a shared, noisy host. Each checkout is measured with its own virtual environm
 
     python bench/instructions.py                      # this checkout
     python bench/instructions.py . /work/base         # this checkout against another
+    python bench/instructions.py --only transforms    # issue 37's transforms and NumPy by hand
 
 Every workload is run once beforehand so that its modules' bytecode is cached (in a
 folder of its own per checkout, PYTHONPYCACHEPREFIX: a read-only checkout is measured the
