@@ -126,13 +126,13 @@ class Result:
     def __init__(self, text: str, analysis: Analysis, digits: int | None, graph: bool, steps: bool, mode: str = "reverse") -> None:
         self.text = text
         # (the passes `--steps` shows run now, under the statement's budget: not later, when the cell shows the result)
-        self._steps_html = steps_html(analysis, digits, mode) if steps else None
+        s = analysis.stats  # (None on the JAX and PyTorch engines: the library keeps the graph)
+        self._steps_html = steps_html(analysis, digits, mode) if steps and s is not None else None
         self.analysis = analysis
         self.value = np.asarray(analysis.value)
         self.grads = {name: np.asarray(g) for name, g in analysis.grads.items()}
-        s = analysis.stats
-        self.graph = {"nodes": s.nodes, "edges": s.edges, "leaves": s.leaves, "ops": s.op_nodes, "depth": s.depth,
-                      "fan_out": [node_title(n) for n in s.fan_out]}
+        self.graph = None if s is None else {"nodes": s.nodes, "edges": s.edges, "leaves": s.leaves, "ops": s.op_nodes, "depth": s.depth,
+                                             "fan_out": [node_title(n) for n in s.fan_out]}
         self._digits, self._show_graph = digits, graph
 
     def __repr__(self) -> str:
@@ -179,7 +179,7 @@ def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, 
                      f"<tr><th>variable</th><th>d output / d variable</th></tr>{rows}</table>")
     parts.append(f'<div class="gradcalc-graph-stats">graph: {html.escape(graph_line(a))}</div>')
     parts += [f'<div class="gradcalc-note">note: {html.escape(note)}</div>' for note in notes(a)]
-    if graph:
+    if graph and a.stats is not None:
         parts.append(graph_svg(a.output, a.stats.nodes, digits))
     if steps is not None:
         parts.append(steps)
@@ -452,9 +452,9 @@ def _error(err: LanguageError, source: str) -> Shown:
 USAGE = """%gradcalc [options] EXPR [NAME=VALUE ...] [options]   one expression (a line magic)
 %gradcalc plot EXPR x=A:B [--order 0,1,2]                 a plot of EXPR and its derivatives
 %%gradcalc [options]                                       the cell is a gradcalc program
-%gradcalc --reset [--engine tensor|scalar]                 forget every variable and function
+%gradcalc --reset [--engine NAME]                          forget every variable and function
 options, for that line or cell only: --out NAME  --digits N  --steps [--mode forward]  --no-graph
-  --wrt a,b  --engine tensor|scalar (the session keeps its own engine)"""
+  --wrt a,b  --engine tensor|scalar|jax|torch (the session keeps its own engine)"""
 
 
 class Notebook:
@@ -504,7 +504,10 @@ class Notebook:
         except (ValueError, MagicUsage) as err:  # ValueError: shlex's unclosed quote
             return _usage_error(err)
         if not expr and options.reset and not options.words:
-            self.reset(options.engine or self.session.engine)
+            try:
+                self.reset(options.engine or self.session.engine)
+            except LanguageError as err:  # jax or torch asked for and not installed
+                return _usage_error(MagicUsage(err.message))
             return Lines([f"session reset: no variables or functions; the {self.session.engine} engine"])
         if not expr:
             return _usage_error(MagicUsage("no expression to evaluate"))
@@ -527,11 +530,14 @@ class Notebook:
         --engine` switches the session)."""
         from IPython.display import display
 
-        if options.reset:
-            self.reset(options.engine or self.session.engine)
-        variables, session = self.variables, self.session
-        if options.engine and options.engine != session.engine:
-            variables, session = self._session(options.engine, kernel=self.session)
+        try:
+            if options.reset:
+                self.reset(options.engine or self.session.engine)
+            variables, session = self.variables, self.session
+            if options.engine and options.engine != session.engine:
+                variables, session = self._session(options.engine, kernel=self.session)
+        except LanguageError as err:  # jax or torch asked for and not installed
+            return _usage_error(MagicUsage(err.message))
         self.variables.refresh()
         variables.refresh()
         try:

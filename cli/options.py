@@ -159,7 +159,7 @@ COMMANDS = {command.name: command for command in (
          _flag("as_csv", "--csv", "Print the numbers as CSV (what a pipe gets by default)."),
          _flag("as_json", "--json", "Print the numbers as JSON arrays."),
          _flag("draw", "--draw", "Draw on stdout even when it is not a terminal (sized by COLUMNS and LINES)."),
-         MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY),
+         MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY, ENGINE, DEVICE),
     ),
 )}
 

@@ -24,7 +24,7 @@ from gradcalc.parser.budgets import command_budget
 
 from . import render
 from .bindings import BindingError, bind
-from .common import fail, prepare_engine
+from .common import fail, prepare_engine, usage_error
 from .jsonout import dumps, plain
 from .sampling import Curve, Sampler, Surface, column_names, sample_curve, sample_surface
 
@@ -150,6 +150,11 @@ def sample(request: PlotRequest, base: Session) -> Curve | Surface:
         raise _error("nothing to plot: the expression is empty")
     sampler = Sampler(program, base)
     axes = [evenly_spaced(r.low, r.high, request.points) for r in request.ranges]  # as the language's linspace
+    if base.engine in ("jax", "torch"):  # that library's own vmap and grad
+        from .engine_plot import sample_on_engine
+
+        with command_budget():
+            return sample_on_engine(program, base, [r.name for r in request.ranges], axes, request.orders)
     progress = render.LateProgress("point by point", delay=1.0)
     try:
         with command_budget():
@@ -209,16 +214,22 @@ def terminal_text(request: PlotRequest, data: Curve | Surface, colour: bool) -> 
 def plot_action(
     expr: str, arguments: list[str] | None, *, order: str | None, points: int | None, out: Path | None, as_csv: bool, as_json: bool,
     draw: bool, max_elements: int | None, max_steps: int | None, max_input: int, max_seconds: float | None, max_memory: int | None,
+    engine: str, device: str | None,
 ) -> int:
     """`gradcalc plot` (cli/options.py declares its arguments): the exit status."""
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
+    from .engines import choose_engine
+
+    choose_engine(engine, device, as_json)
+    if engine == "scalar":
+        usage_error("gradcalc plot needs --engine tensor, jax or torch (the scalar engine holds one number per node)", as_json)
     try:
         if as_csv and as_json:
             raise _error("--csv and --json: choose one")
         if out is not None and out.suffix.lower() not in FIGURE_SUFFIXES:
             raise _error(f"--out {out}: the file must end in {', '.join(FIGURE_SUFFIXES)}")
         request = make_request(expr, arguments or [], order, points)
-        base = Session(engine="tensor")
+        base = Session(engine=engine)
         bind(base, request.bindings)
         data = sample(request, base)
         draw = draw or (sys.stdout.isatty() and out is None and not as_csv and not as_json)
@@ -271,7 +282,7 @@ def sample_words(expr: str, arguments: list[str], options: dict[str, str], sessi
         raise _error("--points takes a whole number") from None
     request = make_request(expr, arguments, options.get("--order"), points)
     if request.bindings:
-        session = Session(engine="tensor", variables=dict(session.variables), functions=dict(session.functions))
+        session = Session(engine=session.engine, variables=dict(session.variables), functions=dict(session.functions))
         bind(session, request.bindings)
     return request, sample(request, session)
 
@@ -286,8 +297,8 @@ def plot_in_repl(repl: Any, arg: str) -> None:
     if not expr:
         render.warn(f"usage: :plot {USAGE}")
         return
-    if repl.engine != "tensor":
-        render.warn(":plot uses the tensor engine: switch with :engine tensor")
+    if repl.engine == "scalar":
+        render.warn(":plot needs the tensor engine (or jax or torch): switch with :engine tensor")
         return
     try:
         request, data = sample_words(expr, arguments, options, repl.session)

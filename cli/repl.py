@@ -35,6 +35,7 @@ from . import render
 from .checking import check_line
 from .common import OutputFileError, SourceError, load_source, shorten, write_dot, wrt_names
 from .formatting import SUMMARY_THRESHOLD
+from .options import ENGINES
 from .plot import plot_in_repl
 from .steps import steps_in_repl
 from .streams import Interrupted
@@ -45,7 +46,7 @@ COMMANDS = {
     ":tree": "the graph of the last result as a tree",
     ":dot FILE": "write the last result's graph as DOT (.svg/.png/.pdf draws it; - prints it)",
     ":wrt a,b": "report gradients for these variables only (:wrt alone: all again)",
-    ":engine NAME": "switch engine: tensor or scalar (variables are reset)",
+    ":engine NAME": "switch engine: tensor, scalar, jax or torch (variables are reset; jax and torch: docs/engines.md)",
     ":digits N": "round numbers to N significant digits for display (:digits alone: full precision)",
     ":reset": "forget every variable and function",
     ":load FILE": "run a script into this session",
@@ -110,7 +111,7 @@ class Repl:
             return given_file.group(2), file_names(given_file.group(2))
         word, before = _completion_context(before_cursor)
         if before is not None and before.kind == "DOT":
-            attributes = list(ATTRIBUTES) if self.session.engine == "tensor" else []
+            attributes = list(ATTRIBUTES) if self.session.engine != "scalar" else []
             return word, sorted({*self.session.backend.method_names(), *attributes})
         called = _called(before_cursor) if before is not None and before.kind in ("LPAR", "COMMA") else None
         keywords = [f"{k}=" for k in self.keywords(called)] if called else []
@@ -175,7 +176,8 @@ class Repl:
 
     def _error(self, err: LanguageError, source: str, origin: str) -> None:
         # The parser speaks of command-line options; here the REPL's own command applies.
-        err.message = err.message.replace("--engine tensor", ":engine tensor").replace("--engine scalar", ":engine scalar")
+        for engine in ENGINES:
+            err.message = err.message.replace(f"--engine {engine}", f":engine {engine}")
         render.print_error(err, source, origin)
 
     def _show(self, result: Any, statement: Statement, origin: str = "") -> None:
@@ -248,6 +250,8 @@ class Repl:
                 self._help_lines([f"  {command:<14} {text}"], indent=COMMAND_INDENT)
         elif name == ":vars":
             self._vars()
+        elif name in (":tree", ":dot", ":steps") and self.session.engine in ("jax", "torch"):
+            render.warn(f"{name} shows gradcalc's own graph, which the {self.session.engine} engine does not keep; :engine tensor has it")
         elif name == ":tree":
             if self.last is None:
                 render.warn("no result yet: evaluate an expression first")
@@ -260,11 +264,16 @@ class Repl:
         elif name == ":digits":
             self._digits(arg)
         elif name == ":engine":
-            if arg not in ("tensor", "scalar"):
-                render.warn("usage: :engine tensor  or  :engine scalar")
+            if arg not in ENGINES:
+                render.warn("usage: :engine tensor, :engine scalar, :engine jax or :engine torch")
             else:
-                self.engine, self.session, self.last = arg, self._new_session(arg), None
-                self.out.write(f"engine: {arg} (variables reset)")
+                try:
+                    session = self._new_session(arg)
+                except LanguageError as err:  # jax or torch not installed: the extra to install
+                    render.warn(err.message.replace(f"--engine {arg}", f":engine {arg}"))
+                else:
+                    self.engine, self.session, self.last = arg, session, None
+                    self.out.write(f"engine: {arg} (variables reset)")
         elif name == ":reset":
             self.session, self.last = self._new_session(self.engine), None
             self.out.write("variables and functions forgotten")

@@ -111,3 +111,46 @@ def test_an_op_error_is_the_tensor_engines_message(engine):
     done = gradcalc("eval", "[1, 2] + [1, 2, 3]", "--engine", engine)
     tensor = gradcalc("eval", "[1, 2] + [1, 2, 3]")
     assert done.returncode == tensor.returncode == 2 and done.stderr == tensor.stderr
+
+
+def test_plot_gives_the_derivatives_by_the_library(engine):
+    done = gradcalc("plot", "tanh(x)", "x=-1:1", "--points", "5", "--engine", engine, "--csv")
+    assert done.returncode == 0, done.stderr
+    for row in done.stdout.splitlines()[1:]:
+        x, f, d1, d2 = map(float, row.split(","))
+        t = math.tanh(x)
+        assert (f, d1, d2) == pytest.approx((t, 1 - t * t, -2 * t * (1 - t * t)), rel=1e-14, abs=1e-15)
+
+
+def test_plot_of_a_branch_on_the_variable_goes_point_by_point(engine):
+    done = gradcalc("plot", "x if x > 0 else x ** 2", "x=-1:1", "--points", "5", "--engine", engine, "--csv")
+    rows = [tuple(map(float, row.split(","))) for row in done.stdout.splitlines()[1:]]
+    assert rows == [(x, x if x > 0 else x * x, 1.0 if x > 0 else 2 * x, 0.0 if x > 0 else 2.0) for x in (-1.0, -0.5, 0.0, 0.5, 1.0)]
+
+
+def test_the_repl_switches_to_the_engine(engine, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    from gradcalc.cli import render
+    from gradcalc.cli.repl import Repl
+
+    repl = Repl(renderer=render.PlainRenderer(render.Style()))
+    for line in (f":engine {engine}", "x = 2", "def f(t) = t ** 3", "grad(f)(x) * x", ":tree"):
+        repl.handle(line)
+    captured = capsys.readouterr()
+    assert f"engine: {engine}" in captured.out and "value: 24.0" in captured.out and "grad x: 36.0" in captured.out
+    assert ":tree shows gradcalc's own graph" in captured.err
+
+
+def test_the_notebook_magic_takes_the_engine(engine, monkeypatch):
+    pytest.importorskip("IPython")
+    import IPython.display
+
+    from gradcalc.cli import notebook
+
+    monkeypatch.setattr(IPython.display, "display", lambda item: None)
+    nb = notebook.Notebook({})
+    result = nb.line(f"sum(x ** 2) x='[1, 2]' --engine {engine}")
+    assert float(result.value) == 5.0 and result.grads["x"].tolist() == [2.0, 4.0] and result.graph is None
+    assert "kept by" in result._repr_html_()
+    cell = nb.cell(f"--engine {engine}", "y = 3\ngrad(y ** 3, y)")
+    assert float(cell.value) == 27.0 and float(cell.grads["y"]) == 18.0
