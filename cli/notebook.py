@@ -42,6 +42,7 @@ from gradcalc.parser.backends import CONSTANTS
 from gradcalc.parser.budgets import report_budget
 from gradcalc.parser.checks import make_check_handler
 from gradcalc.parser.compiler import RESERVED
+from gradcalc.parser.errors import too_large
 
 from .bindings import BindingError, bind
 from .checking import check_line
@@ -95,7 +96,11 @@ class NotebookVariables(dict):  # type: ignore[type-arg]
             return False
         check_size(np.shape(np.asarray(value)), f"the notebook's {name}")
         backend = session.backend
-        dict.__setitem__(self, name, backend.variable(backend.from_array(np.asarray(value, dtype=float)), name))
+        try:
+            numbers = np.asarray(value, dtype=float)
+        except OverflowError:  # a Python int past float64 (Python says "int too large to convert to float")
+            raise LanguageError("value", too_large(f"the notebook's {name}, a whole number,")) from None
+        dict.__setitem__(self, name, backend.variable(backend.from_array(numbers), name))
         self.borrowed.add(name)
         return True
 

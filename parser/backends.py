@@ -309,14 +309,18 @@ class TensorBackend:
         if name in AUTODIFF_FUNCTIONS:
             return self._autodiff(name, args, kwargs)
         op = public_ops().get(name)
-        if op is None:
-            raise LanguageError("name", f"unknown function {name!r}")
+        if op is None:  # another library's spelling (x.t(), float(x)), or an unknown name (habits.py)
+            from .habits import call_spelled
+
+            return call_spelled(self, name, args, kwargs, method=False)
         return self._apply(op, args, kwargs)
 
     def method(self, target: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         op = public_ops().get(name)
         if op is None or not _is_method(op):
-            raise LanguageError("name", f"tensors have no method {name!r}")
+            from .habits import call_spelled
+
+            return call_spelled(self, name, [target, *args], kwargs, method=True)
         return self._apply(op, [target, *args], kwargs)
 
     def _apply(self, op: OpDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -419,6 +423,9 @@ class TensorBackend:
             return _cut(target.mT, (target,))
         if name in ("shape", "ndim", "size"):
             return _cut(whole_numbers(getattr(target, name)), (), always=True)
+        if name == "grad":
+            raise LanguageError("name", "tensors have no attribute 'grad': grad(y, x) is dy/dx, and a result's report lists the gradient "
+                                        "of each variable")
         raise LanguageError("name", f"tensors have no attribute {name!r} (attributes: {', '.join(ATTRIBUTES)})")
 
     def index(self, target: Any, parts: list[Any]) -> Any:

@@ -13,7 +13,8 @@ from typing import Any
 
 from gradcalc.autodiff import collector_paused
 
-from .errors import LanguageError, Span
+from .errors import LanguageError, Span, too_large
+from .habits import prefixed
 from .records import Record
 from .syntax import KEYWORDS, Node, Range, Token, parse_recovering, parse_statements
 
@@ -253,6 +254,20 @@ def _resolved(code: list[Instruction], jumps: list[int]) -> list[Instruction]:
 DERIVATIVE_FORMS = frozenset({"grad", "jacobian", "hessian"})
 
 
+# jvp(f, primals, tangents), hvp(f, primals, tangents): a tuple written in place, `(x, y)` or
+# `(x,)`, is JAX's tuple of primals (or tangents), where elsewhere a tuple literal is a tensor.
+PRIMAL_FORMS = frozenset({"jvp", "hvp"})
+
+
+def _primals(node: Any, places: _Places) -> list[Task]:
+    """The tasks of one argument of jvp or hvp: a tuple in parentheses as a tuple of its
+    items (brackets stay a tensor: [1, 2] is one primal)."""
+    if _is_literal(node) and places.source[node.start] == "(":
+        items = [c for c in node.children if c is not None]
+        return [*items, (TUPLE, len(items), node)]
+    return _visit_all([node])
+
+
 def _is_literal(node: Any) -> bool:
     return node.__class__ is Node and node.kind == "tensor" and any(c is not None for c in node.children)
 
@@ -268,7 +283,25 @@ def _number(text: str) -> float:
     try:
         return float(int(text, 0))
     except OverflowError:
-        raise LanguageError("syntax", "this number is too large for a float64") from None
+        raise LanguageError("syntax", too_large("this number")) from None
+
+
+def _dotted(target: Any, last: Token, whole: Node, called: bool) -> list[Task] | None:
+    """The tasks that compute `target` of `target.last` when the dotted name starts with a
+    module's prefix (`np.sin`, `torch.nn.functional.relu`: habits.prefixed): its first word
+    loaded as a Prefixed, placed over the whole dotted name, then the words between. Else None."""
+    words, attributes, node = [str(last)], [], target
+    while node.__class__ is Node and node.kind == "attribute":
+        attributes.append(node)
+        words.append(str(node.children[1]))
+        node = node.children[0]
+    if not (node.__class__ is Node and node.kind == "name" and node.children[0].__class__ is Token):
+        return None
+    words.append(str(node.children[0]))
+    first = prefixed(words[-1], words[::-1], called)
+    if first is None:
+        return None
+    return [(LOAD, first, whole), *((ATTR, str(a.children[1]), a) for a in reversed(attributes))]
 
 
 def _expand(node: Node | Token, places: _Places) -> list[Task]:
@@ -307,6 +340,9 @@ def _expand(node: Node | Token, places: _Places) -> list[Task]:
     if kind == "call":
         # f(x) calls by name, x.relu() is a method; any other callee is a value (grad(f)(3)).
         callee, arguments = children
+        if callee.__class__ is Node and (callee.kind == "number" or callee.kind in BINARY_OPS):  # 2(x + 1), (a + b)(c + d)
+            shown = places.source[callee.start : callee.end] if callee.kind == "number" else "(...)"
+            raise LanguageError("syntax", f"a product is written with *: {shown} * (...), not {shown}(...)").at(places.span(node))
         positional, keywords = _split_arguments(arguments, places)
         values = [*_visit_all(positional), *_visit_all([v for _, v in keywords])]
         named = tuple(k for k, _ in keywords)
@@ -320,8 +356,12 @@ def _expand(node: Node | Token, places: _Places) -> list[Task]:
                     items = [c for c in positional[1].children if c is not None]
                     values = [*_visit_all(positional[:1]), *items, (TUPLE, len(items), positional[1]),
                               *_visit_all([v for _, v in keywords])]
+                elif str(name) in PRIMAL_FORMS:
+                    # jvp(f, (x,), (v,)): a tuple written there lists the primals and the tangents, as JAX's
+                    values = [*(part for p in positional for part in _primals(p, places)), *_visit_all([v for _, v in keywords])]
                 return [*values, (CALL, (str(name), len(positional), named), node)]
-            return [callee.children[0], *values, (METHOD, (str(name), len(positional), named), node)]
+            target = _dotted(callee.children[0], name, callee, called=True) or [callee.children[0]]
+            return [*target, *values, (METHOD, (str(name), len(positional), named), node)]
         return [callee, *values, (CALL_VALUE, (len(positional), named), node)]
     if kind == "lambda":
         *params, body = children
@@ -335,7 +375,7 @@ def _expand(node: Node | Token, places: _Places) -> list[Task]:
         target, name = children
         if str(name).startswith("_"):
             raise LanguageError("safety", f"attributes starting with '_' are not accessible: .{name!s}").at(places.span(name))
-        return [target, (ATTR, str(name), node)]
+        return [*(_dotted(target, name, node, called=False) or [target]), (ATTR, str(name), node)]
     if kind == "index":
         target, *parts = children
         return [target, *_visit_all(parts), (INDEX, len(parts), node)]

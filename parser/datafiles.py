@@ -24,7 +24,7 @@ from gradcalc.autodiff.errors import SizeLimitError
 from gradcalc.autodiff.limits import check_size, max_elements, max_input_bytes
 
 from .backends import LOAD_HELP
-from .errors import LanguageError, place_of
+from .errors import LanguageError, place_of, too_large
 
 SUFFIXES = (".npy", ".npz", ".csv", ".json")
 
@@ -448,7 +448,20 @@ def _read_json(path: Path, key: str | None) -> np.ndarray:
     elif key is not None:
         raise file_error(path, f"holds no object, so there is no member {key!r}")
     shape = _nested_shape(data, path)
-    return np.array(data, dtype=np.float64).reshape(shape)
+    try:
+        return np.array(data, dtype=np.float64).reshape(shape)
+    except OverflowError:  # a whole number past float64's range: Python says "int too large to convert to float"
+        raise _huge_integer(path, text) from None
+
+
+def _huge_integer(path: Path, text: str) -> LanguageError:
+    import re
+
+    found = re.search(r"-?\d{309,}", text)
+    if found is None:
+        return file_error(path, too_large("a whole number"))
+    line, column = place_of(text, found.start())
+    return file_error(path, f"line {line}, column {column}: " + too_large(f"a whole number of {len(found.group().lstrip('-'))} digits"))
 
 
 def _long_integer(path: Path, text: str, err: ValueError) -> LanguageError:

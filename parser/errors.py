@@ -64,3 +64,13 @@ def place_of(text: bytes | str, offset: int) -> tuple[int, int]:
     newline = b"\n" if isinstance(text, bytes) else "\n"
     line = text.count(newline, 0, offset) + 1  # type: ignore[arg-type]  # bytes with bytes, str with str
     return line, offset - text.rfind(newline, 0, offset)  # type: ignore[arg-type]
+
+
+FLOAT64_RANGE = "a float64 holds at most about 1.8e308"
+
+
+def too_large(what: str) -> str:
+    """The words for a whole number that does not fit a float64 (Python's own are "int too
+    large to convert to float")."""
+    return f"{what} is too large for a float64 ({FLOAT64_RANGE}; 1e400 written so is inf)"
+

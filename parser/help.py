@@ -43,8 +43,10 @@ def describe(name: str, session: Session | None = None, digits: int | None = Non
     if name in LANGUAGE_FUNCTIONS:
         return [LANGUAGE_FUNCTIONS[name], "category: language (a form of the language, not an op)"]
     op = public_ops().get(name)
-    if op is not None:
-        return op_help(op, name, digits)
+    if op is not None:  # (x.repeat(...) is PyTorch's, where the function repeat is NumPy's: habits.py)
+        from .habits import describe as spelling
+
+        return op_help(op, name, digits) + (spelling(name) or [])[:1]
     if name in CONSTANTS:
         return [f"{name}: the constant {CONSTANTS[name]!r}"]
     if session is not None and name in session.variables:
@@ -54,6 +56,11 @@ def describe(name: str, session: Session | None = None, digits: int | None = Non
         if isinstance(value, tuple):
             return [f"{name}: {len(value)} results"]
         return [f"{name}: a variable, shape {tuple(np.shape(value.data))}"]
+    from .habits import describe as spelling
+
+    lines = spelling(name)  # x.t(), clamp, diff: another library's word
+    if lines is not None:
+        return lines
     from .machine import _suggest
 
     known = [*public_ops(), *AUTODIFF_FUNCTIONS, *LANGUAGE_FUNCTIONS, *functions, *CONSTANTS]

@@ -44,6 +44,7 @@ from .compiler import (
 )
 from .errors import LanguageError, Span
 from .functions import Builtin, Defined, FunctionValue, describe_value
+from .habits import HINTS, WATCHED, Prefixed, hint, watched
 from .sequences import item, length, unpacked
 from .transforms import EXPRESSION_FORMS, TRANSFORMS, AxisSpec, make
 
@@ -126,6 +127,7 @@ class Session:
         self._rule_depth = 0  # the depth of calls of functions with vjp rules running now (_call_with_rule)
         self.history: list[Statement] = []  # the statements run, in order (a check against another engine runs them there too)
         self.backend.switch = self.switch_engine.format(engine="tensor")
+        self._warned: dict[int, Instruction] = {}  # the calls warned about (_watch)
 
     @property
     def base_dir(self) -> Path:
@@ -366,12 +368,16 @@ class Session:
                     del stack[len(stack) - n_positional:]
                     if op == METHOD:
                         target = stack.pop()
+                        if name in WATCHED:  # x.transpose(0, 1): a habit that gives another answer here (habits.py)
+                            self._watch(name, [target, *args], kwargs, code[pc - 1], inside)
                         _parameters(kwargs, f".{name}")
                         args = [_not_function(a, f".{name}") for a in args]
                         stack.append(backend.method(self._operand(target, "."), name, args, kwargs))
                         continue
                     callee: Any = self._callee(name, local) if op == CALL else stack.pop()
                     if callee is None:  # a built-in, by name
+                        if name in WATCHED:
+                            self._watch(name, args, kwargs, code[pc - 1], inside)
                         stack.append(self._call(name, args, kwargs))
                         continue
                     closure = None
@@ -435,6 +441,17 @@ class Session:
                 raise LanguageError("argument", str(err)).at(span, inside) from None
         return stack.pop()
 
+    def _watch(self, name: str, args: list[Any], kwargs: dict[str, Any], instruction: Instruction, inside: UserFunction | None) -> None:
+        """Warn, once per place, when a call means something else than in the library
+        whose habit it looks like (habits.watched)."""
+        message = watched(name, args, kwargs)
+        if message is None or id(instruction) in self._warned:
+            return
+        self._warned[id(instruction)] = instruction  # (kept, so that no later instruction takes its id)
+        span = instruction[2]
+        where = f"line {span[0]}, column {span[1]}: " if span is not None else ""
+        self.warn(f"{where}{message}" + (f" (in {inside.signature})" if inside is not None else ""))
+
     def _call_with_rule(self, function: UserFunction, args: list[Any], depth: int) -> Any:
         """A call of a function that has a vjp rule runs its body in an evaluation of its
         own, so such calls nested in each other count against the depth cap together."""
@@ -464,8 +481,10 @@ class Session:
         if name in self.backend.function_names():
             op = lookup(name)
             return Builtin(name, op.n_in if op is not None else None)
+        if type(name) is Prefixed:  # np.sin(x), math.pi: a module's prefix (habits.py)
+            raise name.error(self)
         known = [*(local or {}), *self.variables, *CONSTANTS]
-        raise LanguageError("name", f"unknown name {name!r}{_suggest(name, known)}")
+        raise LanguageError("name", f"unknown name {name!r}{hint(name) or _suggest(name, known)}")
 
     def _callee(self, name: str, local: dict[str, Any] | None) -> Any:
         """What `name(...)` calls: a function value bound to the name (a parameter first,
@@ -529,7 +548,7 @@ class Session:
             _parameters(kwargs, name)
             return self.backend.call(name, operands, kwargs)
         except LanguageError as err:
-            if err.kind == "name" and err.message.startswith("unknown function"):
+            if err.kind == "name" and err.message.startswith("unknown function") and name not in HINTS:
                 err.message += _suggest(name, [*self.functions, *self.backend.function_names()])
             raise
 

@@ -242,6 +242,13 @@ def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
             message = "unterminated string"
         elif char == "!":  # `!=` is a comparison; a lone `!` is Python's or C's habit, not ours
             message = "'!' is not supported: there is no factorial, and for 'not x' write x == 0"
+        elif char in _SUPERSCRIPT_DIGITS:  # x², x⁻¹: a power as typeset
+            written = _superscript_run(source, stuck.position)
+            power = written.translate(_SUPERSCRIPTS)
+            message = f"{written!r} is not an operator: write a power as ** {power}, as in x ** {power}"
+            return LanguageError("syntax", message, line, column, line, column + len(written))
+        elif char in _SYMBOLS:  # ×, ÷, −, √: mathematics as typeset
+            message = f"{char!r} is not an operator: {_SYMBOLS[char]}"
         return LanguageError("syntax", message, line, column, line, column + 1)
     if stuck.reason:
         line, column = place_of(source, token.start)
@@ -261,9 +268,44 @@ def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
             "syntax", "complex numbers are not supported (gradcalc works in real float64; complex step is internal)",
             line, column - number, line, column + 1,
         )
+    before = _token_before(source, stuck)
+    if before is not None and before.kind == "NUMBER" and token.kind == "NAME" and before.end == token.start:  # 2x, 2pi
+        rest = "(...)" if token.kind == "LPAR" else str(token)
+        return LanguageError("syntax", f"a number before {rest} does not multiply it: write {before} * {rest}",
+                             *place_of(source, before.start), line, column + max(len(token), 1))
     found = "end of line" if token.kind == NEWLINE else f"'{token}'"
     width = 1 if token.kind == NEWLINE else max(len(token), 1)
     return LanguageError("syntax", f"expected {expected}, found {found}", line, column, line, column + width)
+
+
+# Mathematics as typeset, and what the language writes for it.
+_SUPERSCRIPT_DIGITS = "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺"
+_SUPERSCRIPTS = str.maketrans(_SUPERSCRIPT_DIGITS, "0123456789-+")
+_SYMBOLS = {
+    "×": "write * for a product (or @ for a matrix product)", "·": "write * for a product (or @ for a matrix product)",
+    "⋅": "write * for a product (or @ for a matrix product)", "÷": "write / for a quotient", "−": "write - (the ASCII minus)",
+    "√": "write sqrt(x) for a square root", "≤": "write <=", "≥": "write >=", "≠": "write !=",
+}
+
+
+def _superscript_run(source: str, start: int) -> str:
+    end = start
+    while end < len(source) and source[end] in _SUPERSCRIPT_DIGITS:
+        end += 1
+    return source[start:end]
+
+
+def _token_before(source: str, stuck: Stuck) -> Token | None:
+    """The token just before the one the parser stuck at, in its statement."""
+    token = stuck.token
+    if token is None or stuck.statement < 0:
+        return None
+    before = None
+    for t in tokens(source, stuck.statement):
+        if t.start >= token.start:
+            break
+        before = t
+    return before
 
 
 def _number_before(source: str, stuck: Stuck) -> int:

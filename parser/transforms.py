@@ -96,7 +96,8 @@ class Transformed(FunctionValue):
 
 
 class Pullback(FunctionValue):
-    """vjp's second result: u -> u J, the cotangent of each primal."""
+    """vjp's second result: u -> u J, the cotangent of each primal, as a tuple of one per
+    primal (one primal too: `back(u)[0]`, `g, = back(u)`), as JAX's and torch.func's are."""
 
     __slots__ = ("f", "out", "inputs")
 
@@ -122,7 +123,7 @@ class Pullback(FunctionValue):
         # u J is the gradient of sum(out * u): built so, it stays on u's graph, as JAX's does
         weighted = REGISTRY["sum"](REGISTRY["mul"](self.out, u))
         cotangents = grad(weighted, self.inputs, create_graph=True)
-        return _result(cotangents[0] if len(self.inputs) == 1 else tuple(cotangents), self.inputs)
+        return _result(tuple(cotangents), self.inputs)
 
 
 def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -186,7 +187,7 @@ def _argnums(value: Any, usage: str, f: FunctionValue) -> int | tuple[int, ...]:
     param = _option(value, f"{usage}: argnums")
     items = param if isinstance(param, tuple) else (param,)
     if not items or not all(isinstance(k, int) and not isinstance(k, bool) for k in items):
-        raise LanguageError("argument", f"{usage}: argnums must be a whole number or a tuple of them, got {describe_value(value)}")
+        raise LanguageError("argument", f"{usage}: argnums must be a whole number or a tuple of them, got {_shown_option(value)}")
     n = f.arity()
     for k in items:
         if n is not None and not -n <= k < n:
@@ -203,7 +204,7 @@ def _in_axes(value: Any, usage: str) -> int | None | tuple[int | None, ...]:
     param = _option(value, f"{usage}: in_axes")
     items = param if isinstance(param, tuple) else (param,)
     if not all(isinstance(k, int) and not isinstance(k, bool) for k in items):
-        raise LanguageError("argument", f"{usage}: in_axes must be an axis (a whole number), None, or a tuple of them, got {describe_value(value)}")
+        raise LanguageError("argument", f"{usage}: in_axes must be an axis (a whole number), None, or a tuple of them, got {_shown_option(value)}")
     return param  # type: ignore[no-any-return]  # (an int or a tuple of ints, checked above)
 
 
@@ -213,8 +214,23 @@ def _out_axes(value: Any, usage: str) -> int | tuple[int, ...]:
     items = param if isinstance(param, tuple) else (param,)
     if not items or not all(isinstance(k, int) and not isinstance(k, bool) for k in items):
         raise LanguageError("argument", f"{usage}: out_axes must be an axis (a whole number) or a tuple of them, one per result, "
-                                        f"got {describe_value(value)}")
+                                        f"got {_shown_option(value)}")
     return param  # type: ignore[no-any-return]  # (an int or a tuple of ints, checked above)
+
+
+def _shown_option(value: Any) -> str:
+    """An option's value as the user wrote it: 0.5, (0.5,), (0, 1.5), true; a tuple literal
+    is a tensor by now, and "a tensor of shape (1,)" is not what was written."""
+    if isinstance(value, Tensor) and value.ndim <= 1 and value.size <= 8:
+        data = np.asarray(value.data)
+        if data.dtype == np.bool_:
+            if data.ndim == 0:
+                return describe_value(value)  # the boolean true
+            items = ["true" if v else "false" for v in data.reshape(-1)]
+        else:
+            items = [format(float(v), "g") for v in data.reshape(-1).real]
+        return items[0] if data.ndim == 0 else "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return describe_value(value)
 
 
 def _option(value: Any, what: str) -> Any:
@@ -228,7 +244,7 @@ def _option(value: Any, what: str) -> Any:
 def _axis(value: Any, usage: str) -> int:
     param = _option(value, f"{usage}: in_axes")
     if not isinstance(param, int) or isinstance(param, bool):
-        raise LanguageError("argument", f"{usage}: in_axes must be an axis (a whole number), None, or a tuple of them, got {describe_value(value)}")
+        raise LanguageError("argument", f"{usage}: in_axes must be an axis (a whole number), None, or a tuple of them, got {_shown_option(value)}")
     return param
 
 
@@ -453,7 +469,8 @@ def _spread(value: Any, f: FunctionValue, what: str, which: str) -> list[Any]:
         raise LanguageError("argument", f"{what}: the function takes {_count(n)}, so the {which} are {n} values, as in (x, y); "
                                         f"got {describe_value(value)}")
     if n is not None and len(items) != n:
-        raise LanguageError("argument", f"{what}: the function takes {_count(n)}, got {len(items)} {which}")
+        written = "; a tuple written here lists them, as in JAX: one vector is [1, 2] or ([1, 2],)" if isinstance(value, tuple) else ""
+        raise LanguageError("argument", f"{what}: the function takes {_count(n)}, got {len(items)} {which}{written}")
     return items
 
 

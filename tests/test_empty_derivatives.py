@@ -80,7 +80,7 @@ def _forms(k: int, oracle, scalar: bool, x) -> dict[str, object]:
         f"jacrev(f{k})(x)": jacobian,
         f"jacfwd(f{k})(x)": jacobian,
         f"jvp(f{k}, x, x * 0 + 1)[1]": torch.tensordot(jacobian, ones, dims=x.ndim),
-        f"vjp(f{k}, x)[1](f{k}(x) * 0 + 1)": tf.vjp(oracle, x)[1](torch.ones_like(oracle(x)))[0],
+        f"vjp(f{k}, x)[1](f{k}(x) * 0 + 1)[0]": tf.vjp(oracle, x)[1](torch.ones_like(oracle(x)))[0],
         f"grad(sum(f{k}(x)), x)": tf.grad(lambda t: oracle(t).sum())(x),
         f"grad(lambda t: sum(f{k}(t)))(x)": tf.grad(lambda t: oracle(t).sum())(x),
     }

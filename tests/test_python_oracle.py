@@ -576,15 +576,16 @@ class Writer:
 
     def s_rule_call(self) -> tuple[str, str]:
         """`vjp(fK, x, y)[1](u)`: the cotangents fK's rule gives at x, y for u (a tuple of
-        them for two or more parameters), which a backward pass through fK's node hands
-        back; in Python, a call of the rule."""
+        one per parameter, as JAX's pullback gives), which a backward pass through fK's node hands
+        back; in Python, a call of the rule (its one cotangent made a tuple of one)."""
         if not self.float_ruled:
             return self.s_rule()
         name = self.pick(sorted(self.float_ruled))
         params, shape = self.functions[name]
         args, u = [self.slot(p, 3) for p in params], self.slot(shape, 3)
         text = f"vjp({', '.join([name, *(a.text for a in args)])})[1]({u.text})"
-        return text, f"_out.append(vjp_{name}({', '.join([*(a.python for a in args), u.python])}))"
+        called = f"vjp_{name}({', '.join([*(a.python for a in args), u.python])})"
+        return text, f"_out.append({called if len(params) > 1 else f'({called},)'})"
 
     def s_recursive(self) -> tuple[str, str]:
         """def rK(n, p) = BASE if n < 1 else STEP, STEP calling rK(n - 1, ...): recursion that ends."""

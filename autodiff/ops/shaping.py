@@ -30,6 +30,7 @@ def _inverse_axes(axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
 reshape = defop(
     "reshape", lambda x, shape: np.reshape(x, shape), (lambda m, g, ans, x, shape: m.reshape(g, shape=x.shape),),
     doc="the same elements in a new shape (one dimension may be -1)", category=SHAPE, method=True,
+    aliases=("view",),  # PyTorch's x.view(2, 3): the same values wherever PyTorch's view works
     variadic="shape", out_shape=lambda x, shape: np.reshape(x, shape).shape,  # a view: nothing allocated
     complex_safe=True, check=Check(shapes=(((3, 4),),), params={"shape": (2, 6)}),
     jvp=LINEAR,
