@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from gradcalc.autodiff import Tensor, whole_numbers
-
 from .errors import LanguageError
 
 if TYPE_CHECKING:
@@ -48,10 +46,11 @@ class Spelling(NamedTuple):
     function: bool = True
 
 
-def _tensor(value: Any, usage: str) -> Tensor:
-    if not isinstance(value, Tensor):
-        from .functions import describe_value
+def _tensor(value: Any, usage: str) -> Any:
+    """`value` when it is a tensor (of any engine: the tensor engine's, JAX's or PyTorch's)."""
+    from .functions import FunctionValue, describe_value
 
+    if isinstance(value, (FunctionValue, tuple, str)) or not hasattr(value, "ndim"):
         raise LanguageError("argument", f"{usage} takes a tensor, got {describe_value(value)}")
     return value
 
@@ -74,7 +73,7 @@ def _counts(backend: Any, values: list[Any], what: str) -> tuple[int, ...]:
     """Whole numbers given one by one or as one list: (1, 0) or ((1, 0),), as PyTorch takes them."""
     from .backends import to_param
 
-    if len(values) == 1 and isinstance(values[0], Tensor) and values[0].ndim == 1:
+    if len(values) == 1 and getattr(values[0], "ndim", 0) == 1:
         items = to_param(values[0], what)
         listed = list(items) if isinstance(items, tuple) else [items]
     else:
@@ -92,7 +91,7 @@ def _t(backend: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     if len(args) > 1:
         raise LanguageError("argument", f"{usage} takes no arguments; to permute axes, x.permute(1, 0) or transpose(x, 1, 0)")
     if x.ndim > 2:
-        raise LanguageError("shape", f"{usage} transposes a tensor of at most 2 axes, as PyTorch's does, and this one has shape {x.shape}: "
+        raise LanguageError("shape", f"{usage} transposes a tensor of at most 2 axes, as PyTorch's does, and this one has shape {tuple(x.shape)}: "
                                      "x.mT swaps the last two axes, x.T reverses them all, x.permute(...) orders them")
     return backend.call("transpose", [x], {})
 
@@ -108,8 +107,8 @@ def _size(backend: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         return backend.attribute(x, "shape")
     axis = _whole(backend, given[0], "x.size: dim")
     if not -x.ndim <= axis < x.ndim:
-        raise LanguageError("argument", f"x.size({axis}): a tensor of shape {x.shape} has no axis {axis}")
-    return whole_numbers(x.shape[axis])
+        raise LanguageError("argument", f"x.size({axis}): a tensor of shape {tuple(x.shape)} has no axis {axis}")
+    return backend.index(backend.attribute(x, "shape"), [backend.constant(float(axis))])
 
 
 def _numel(backend: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -147,7 +146,7 @@ def _permute(backend: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     _no_keywords(kwargs, usage)
     order = _counts(backend, dims, "permute: dims")
     if len(order) != x.ndim:
-        raise LanguageError("argument", f"{usage} orders all {x.ndim} axes of a tensor of shape {x.shape}, as PyTorch's does; got {len(order)}")
+        raise LanguageError("argument", f"{usage} orders all {x.ndim} axes of a tensor of shape {tuple(x.shape)}, as PyTorch's does; got {len(order)}")
     return backend.call("transpose", [x, *(backend.constant(float(d)) for d in order)], {})
 
 
@@ -159,7 +158,7 @@ def _repeat(backend: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     _no_keywords(kwargs, usage)
     sizes = _counts(backend, args[1:], "repeat: sizes")
     if len(sizes) < x.ndim:
-        raise LanguageError("argument", f"{usage} takes a count for each of the {x.ndim} axes of a tensor of shape {x.shape} (PyTorch's "
+        raise LanguageError("argument", f"{usage} takes a count for each of the {x.ndim} axes of a tensor of shape {tuple(x.shape)} (PyTorch's "
                                         f"repeat, our tile), got {len(sizes)}; NumPy's repeat, each element repeated, is repeat(x, n, axis)")
     return backend.call("tile", [x, *(backend.constant(float(s)) for s in sizes)], {})
 
@@ -195,8 +194,8 @@ def _float(backend: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     if len(args) != 1:
         raise LanguageError("argument", f"float(x) takes one argument, got {len(args)}")
     x = _tensor(args[0], "float(x)")
-    if x.size != 1:
-        raise LanguageError("shape", f"float(x) takes a tensor of one element, as Python's float of an array does; got shape {x.shape}")
+    if int(np.prod(x.shape)) != 1:
+        raise LanguageError("shape", f"float(x) takes a tensor of one element, as Python's float of an array does; got shape {tuple(x.shape)}")
     return backend.call("item", [x], {})
 
 
@@ -213,13 +212,12 @@ def _data(name: str) -> Call:
         if len(args) != 1:
             raise LanguageError("argument", f"{usage} takes the data alone, got {len(args)} arguments")
         data = _tensor(args[0], usage)
-        if data.requires_grad or data.op is not None:
+        if data.requires_grad or getattr(data, "op", None) is not None or getattr(data, "_prev", ()):
             raise LanguageError("argument", f"{usage} of a value computed with a gradient: write the value itself to keep its gradient "
                                             f"(as jnp.array does), or detach(x) for a constant copy (as torch.tensor does)")
-        made = Tensor(data.data)
-        if wants is not None and not np.asarray(getattr(wants, "data", wants)).any():
-            made.detached = True  # requires_grad=false: a constant, even when named
-        return made
+        if wants is not None and not backend.truth(wants):
+            return backend.call("detach", [data], {})  # requires_grad=false: a constant, even when named
+        return data
 
     return run
 
@@ -348,9 +346,10 @@ def prefixed(name: str, chain: list[str], called: bool) -> Prefixed | None:
 
 
 def _ours(name: str, session: Session) -> bool:
-    from .backends import CONSTANTS
+    from .backends import AUTODIFF_FUNCTIONS, CONSTANTS, public_ops
 
-    return name in session.backend.function_names() or name in CONSTANTS or accepted(name, method=False) is not None
+    # (of every engine: the scalar engine's own message then says it lacks the function)
+    return name in public_ops() or name in AUTODIFF_FUNCTIONS or name in CONSTANTS or accepted(name, method=False) is not None
 
 
 # ---- the transpose warning ------------------------------------------------------------------
@@ -363,7 +362,7 @@ def watched(name: str, args: list[Any], kwargs: dict[str, Any]) -> str | None:
     transpose permutes by the axes listed, and these list the axes in order, so x comes
     back as it was, where PyTorch's transpose(x, 0, 1) swaps them. Two axes given one by
     one is PyTorch's way of writing it; NumPy's identity written on purpose is rare."""
-    if name != "transpose" or kwargs or len(args) != 3 or not isinstance(args[0], Tensor) or args[0].ndim != 2:
+    if name != "transpose" or kwargs or len(args) != 3 or getattr(args[0], "ndim", None) != 2:
         return None
     given = [np.asarray(getattr(a, "data", a)) for a in args[1:]]
     if any(g.shape != () or g.dtype.kind not in "biuf" for g in given) or [float(g) for g in given] not in ([0, 1], [-2, -1], [0, -1], [-2, 1]):

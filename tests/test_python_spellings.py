@@ -91,3 +91,27 @@ def test_what_cannot_be_unpacked_says_so_where_python_refuses(source, words, col
 def test_an_error_in_a_loop_over_rows_names_the_row():
     done = gradcalc("eval", "for r in [[1, 2]]: y = r + [1, 2, 3]")
     assert "shapes do not fit for +: (2,) + (3,) (in the loop at r = [[1, 2]][0])  [line 1, column 24]" in done.stderr, done.stderr
+
+
+def test_the_repl_unpacks_iterates_and_warns_as_the_command_does(tmp_path):
+    """In a real terminal: `a, b = 1, 2`, a loop over rows typed as a block (its body on the
+    lines after the colon, an empty line to run it), and the transpose warning."""
+    from tests.test_repl import exchange, spawn_repl
+
+    pexpect, child = spawn_repl(tmp_path)
+    try:
+        child.expect(">>>")
+        exchange(child, "a, b = 1, 2")
+        exchange(child, "[b, a]", r"value: \[2.0, 1.0\]")
+        exchange(child, "X = [[1, 2], [3, 4]]; L = 0")
+        child.sendline("for row in X:")
+        child.expect(r"\.\.\.")
+        child.sendline("    L += sum(row ** 2)")
+        child.expect(r"\.\.\.")
+        exchange(child, "")
+        exchange(child, "L", "value: 30.0", r"grad X: \[\[2.0, 4.0\], \[6.0, 8.0\]\]")
+        exchange(child, "X.transpose(0, 1)", "warning: line 1, column 1: transpose", r"value: \[\[1.0, 2.0\], \[3.0, 4.0\]\]")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
