@@ -145,8 +145,23 @@ class Repl:
         render.forget_notices()
         if stripped.startswith(":"):
             return self._command(stripped)
+        first = next(line for line in text.splitlines() if line.strip())
+        if first[:1] in (" ", "\t"):
+            self._unexpected_indent(text, first)
+            return True
         self._run(text)
         return True
+
+    def _unexpected_indent(self, text: str, first: str) -> None:
+        """An input that starts indented is refused, as Python's REPL refuses it: typed line by
+        line, a blank line ends a block, so the rest of a pasted body after a blank line
+        would otherwise run once, after the loop (a paste the terminal brackets is one input,
+        blank lines and all)."""
+        line = text.splitlines().index(first) + 1
+        indent = len(first) - len(first.lstrip())
+        err = LanguageError("syntax", "unexpected indent: no block is open here (a blank line ended the last one, as in Python's "
+                                      "REPL); nothing of this input was run", line, 1, line, indent + 1)
+        self._error(err, text, "")
 
     def _run(self, source: str, origin: str = "") -> None:
         """Run statements one by one, showing each result (under its `file:line` when

@@ -82,6 +82,26 @@ def file_error(where: Path | str, message: str, kind: str = "file") -> LanguageE
     return LanguageError(kind, f"{where}: {message}")
 
 
+# A message quotes a file's text (a cell, a column name, a member's value) only so far: an
+# excerpt says which one is meant, and a message must not print a file that was never meant
+# to be read (a token in a JSON file, a password in a CSV header).
+EXCERPT = 12  # characters of one value
+LISTED = 5  # names in a list
+
+
+def excerpt(text: str) -> str:
+    """At most EXCERPT characters of `text`, quoted, with an ellipsis where it is cut."""
+    cut = text if len(text) <= EXCERPT else text[:EXCERPT] + "…"
+    return repr(cut)
+
+
+def listed(names: Any) -> str:
+    """Names from a file, as a message lists them: the first LISTED, each an excerpt."""
+    names = [str(name) for name in names]
+    shown = ", ".join(name if name.isidentifier() and len(name) <= EXCERPT else excerpt(name) for name in names[:LISTED])
+    return shown + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
+
+
 def split_spec(spec: str) -> tuple[str, str | None]:
     """'data.npz:W' -> ('data.npz', 'W'). A colon counts only after a data-file suffix, so
     'C:/data/w.npy' stays a path."""
@@ -191,10 +211,40 @@ def _text(path: Path, data: bytes) -> str:
 def load_call(
     args: list[Any], kwargs: dict[str, Any], base: Path | None, on_header: Callable[[str], Any] | None = None,
 ) -> np.ndarray:
-    """The language's `load(...)`: file names are strings, relative to the script's folder."""
+    """The language's `load(...)`: file names are strings, relative to the script's folder,
+    and the file must be in that folder (or one below it, or a folder allowed: `readable`)."""
     if kwargs or not 1 <= len(args) <= 2 or not all(isinstance(a, str) for a in args):
         raise LanguageError("argument", f"load takes a file name in quotes: {LOAD_HELP}")
-    return load_array(args[0], args[1] if len(args) == 2 else None, base, on_header)
+    spec, key = (args[0], args[1]) if len(args) == 2 else split_spec(args[0])
+    return load_array(readable(spec, base or Path()), key, None, on_header)
+
+
+# A program may read the files of its own folder, and of the folders named here.
+ALLOW_READ = "GRADCALC_ALLOW_READ"
+
+
+def readable(spec: str, base: Path) -> Path:
+    """The file `spec` names, from the program's folder `base`, if the program may read it:
+    when it is in `base` or below it, or in a folder that GRADCALC_ALLOW_READ names (folders
+    separated by os.pathsep), links followed. A program is often someone else's (a check
+    file in a pull request, which the pytest plugin runs in CI; a shared notebook), and
+    what it reads it can print: that is the folder it came in, unless the person running
+    it allows more. Files named on the command line (NAME=@FILE) are not held to this: the
+    person typed them. Raises a LanguageError of kind "safety" otherwise."""
+    path = Path(spec).expanduser()
+    if not path.is_absolute():
+        path = base / path
+    real = os.path.realpath(path)
+    roots = [base, *(Path(folder).expanduser() for folder in os.environ.get(ALLOW_READ, "").split(os.pathsep) if folder.strip())]
+    for root in roots:
+        inside = os.path.realpath(root)
+        if os.path.commonpath([real, inside]) == inside:
+            return path
+    folder = os.path.abspath(base)
+    raise LanguageError(
+        "safety", f"load: {spec} is outside the program's folder {folder}: a program reads the files in its own folder and below "
+        f"it; to let it read {os.path.dirname(real)}, name that folder in {ALLOW_READ} (folders separated by {os.pathsep!r}), "
+        f"or bind the file on the command line (NAME=@{spec})")
 
 
 def file_bindings(
@@ -283,10 +333,11 @@ def _read_npz(path: Path, key: str | None) -> np.ndarray:
             members = {n[: -len(".npy")]: n for n in archive.namelist() if n.endswith(".npy")}
             if key is None:
                 if len(members) != 1:
-                    raise file_error(path, f"holds {len(members)} arrays ({', '.join(members) or 'none'}); name one, as in {path}:{next(iter(members), 'W')}")
+                    first = next(iter(members), "W")[:EXCERPT]
+                    raise file_error(path, f"holds {len(members)} arrays ({listed(members) or 'none'}); name one, as in {path}:{first}")
                 key = next(iter(members))
             if key not in members:
-                raise file_error(path, f"has no array {key!r} (it holds: {', '.join(members) or 'nothing'})")
+                raise file_error(path, f"has no array {key!r} (it holds: {listed(members) or 'nothing'})")
             info = archive.getinfo(members[key])
             with archive.open(info) as stream:
                 return _read_npy(stream, info.file_size, f"{path}:{key}")
@@ -343,7 +394,7 @@ def _read_csv(path: Path, column: str | None, on_header: Callable[[str], Any] | 
                 values.extend(map(float, row))
             except ValueError:
                 at, cell = next((k, cell) for k, cell in enumerate(row, start=1) if not _is_number(cell))
-                raise file_error(path, f"line {line}, column {at}: {cell.strip()!r} is not a number") from None
+                raise file_error(path, f"line {line}, column {at}: {excerpt(cell.strip())} is not a number") from None
     except csv.Error as err:
         raise file_error(path, f"line {reader.line_num}: {err}") from None
     del text
@@ -394,7 +445,7 @@ def _csv_result(path: Path, table: np.ndarray, header: list[str] | None, column:
     width = table.shape[1]
     if column is not None:
         if header is None or column not in header:
-            raise file_error(path, f"has no column {column!r}" + (f" (columns: {', '.join(header)})" if header else " (it has no header row)"))
+            raise file_error(path, f"has no column {column!r}" + (f" (columns: {listed(header)})" if header else " (it has no header row)"))
         return table[:, header.index(column)]
     return table[:, 0] if width == 1 else table
 
@@ -406,14 +457,14 @@ def _header(row: list[str], path: Path, line: int) -> list[str]:
     numbers = sum(_is_number(cell) for cell in row)
     if 2 * numbers >= len(row):
         column, cell = next((k, cell) for k, cell in enumerate(row, start=1) if not _is_number(cell))
-        raise file_error(path, f"line {line}, column {column}: {cell.strip()!r} is not a number "
+        raise file_error(path, f"line {line}, column {column}: {excerpt(cell.strip())} is not a number "
                                f"({numbers} of the row's {len(row)} cells are numbers: it is data, not a header)")
     return [cell.strip() for cell in row]
 
 
 def _say_header(on_header: Callable[[str], Any] | None, path: Path, line: int, header: list[str]) -> None:
     if on_header is not None:
-        on_header(f"{path} line {line}: {', '.join(name if name.isprintable() and name else repr(name) for name in header)} (column names, not data)")
+        on_header(f"{path} line {line}: {listed(header)} (column names, not data)")
 
 
 def _is_number(cell: str) -> bool:
@@ -441,9 +492,9 @@ def _read_json(path: Path, key: str | None) -> np.ndarray:
         raise file_error(path, "nested too deeply") from None
     if isinstance(data, dict):
         if key is None:
-            raise file_error(path, f"holds an object; name one of its members, as in {path}:{next(iter(data), 'W')}")
+            raise file_error(path, f"holds an object; name one of its members, as in {path}:{next(iter(data), 'W')[:EXCERPT]}")
         if key not in data:
-            raise file_error(path, f"has no member {key!r} (it has: {', '.join(map(str, data)) or 'nothing'})")
+            raise file_error(path, f"has no member {key!r} (it has: {listed(data) or 'nothing'})")
         data = data[key]
     elif key is not None:
         raise file_error(path, f"holds no object, so there is no member {key!r}")
@@ -479,6 +530,15 @@ def _long_integer(path: Path, text: str, err: ValueError) -> LanguageError:
                             "write such a number with an exponent (1e100000 is inf in float64)")
 
 
+def _kind_of(item: Any) -> str:
+    """A JSON value that is not a number, as a message names it (a string by an excerpt)."""
+    if isinstance(item, str):
+        return f"the string {excerpt(item)}"
+    if isinstance(item, bool):
+        return "true" if item else "false"
+    return "a list" if isinstance(item, list) else "an object" if isinstance(item, dict) else "null" if item is None else "a value"
+
+
 def _nested_shape(data: Any, path: Path) -> tuple[int, ...]:
     """The shape of nested lists, level by level (no recursion), checked against the cap
     before any array is made; ragged lists and non-numbers are errors."""
@@ -501,6 +561,6 @@ def _nested_shape(data: Any, path: Path) -> tuple[int, ...]:
         level = below
     for item in level:
         if item not in NONFINITE and (isinstance(item, (list, bool)) or not isinstance(item, (int, float))):
-            what = "a list" if isinstance(item, list) else repr(item)
+            what = _kind_of(item)
             raise file_error(path, f"ragged nested lists or a non-number: found {what} where a number belongs")
     return tuple(shape)

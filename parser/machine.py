@@ -283,8 +283,8 @@ class Session:
         elif name in self.functions and self.functions[name].rule is not None and self.functions[name].code is not function.code:
             # (not when a loop runs this same def again: the rule is one the loop gave, and gives again)
             self.warn(f"def {name} replaces the {name} that had a vjp rule: the new {name} has none (give it one with vjp {name}(...) = ...)")
-        if isinstance(self.variables.get(name), FunctionValue):  # `f = lambda ...` then `def f`: the def is f now
-            del self.variables[name]
+        # A name means what it was bound to last, as in Python: `f = ...` then `def f`, the def is f now.
+        self.variables.pop(name, None)
         self.functions[name] = function
 
     def assign(self, name: str, value: Any) -> Any:
@@ -293,6 +293,7 @@ class Session:
             raise LanguageError("value", f"{name} = {'None' if value is None else '...'}: None and ... only index, as in x[None] or x[..., 0]")
         bound = self.backend.variable(value, name)
         self.variables[name] = bound
+        self.functions.pop(name, None)  # (`def f` then `f = ...`: f is the value now, as in Python)
         return bound
 
     def update(self, name: str, value: Any) -> Any:
@@ -473,11 +474,11 @@ class Session:
             return local[name]
         if name in self.variables:
             return self.variables[name]
+        if name in self.functions:  # (before the constants: `def e(x) = ...` makes e yours, as a variable e does)
+            return Defined(self.functions[name])
         if name in CONSTANTS:
             return self.backend.constant(CONSTANTS[name])
         refuse_reserved(name)  # `wrt += 1`: a keyword read as a name
-        if name in self.functions:
-            return Defined(self.functions[name])
         if name in self.backend.function_names():
             op = lookup(name)
             return Builtin(name, op.n_in if op is not None else None)
@@ -490,12 +491,20 @@ class Session:
         """What `name(...)` calls: a function value bound to the name (a parameter first,
         as in Python), else a def, else None for a built-in. A name bound to a tensor
         calls the function of that name, if there is one."""
-        value = local[name] if local is not None and name in local else self.variables.get(name)
+        if local is not None and name in local:  # a parameter holds the name here, whatever else is called so (as in Python)
+            value = local[name]
+            if isinstance(value, FunctionValue):
+                return value
+            raise LanguageError("argument", f"{name} is not a function: the parameter {name} holds {describe_value(value)}, "
+                                            "which cannot be called")
+        value = self.variables.get(name)
         if isinstance(value, FunctionValue):
             return value
         function = self.functions.get(name)
         if function is None and value is not None and name not in self.backend.function_names():
             raise LanguageError("argument", f"{name} is not a function: it holds {describe_value(value)}, which cannot be called")
+        if function is None and value is None and name in CONSTANTS:
+            raise LanguageError("argument", f"{name} is not a function: it is the constant {name}, which cannot be called")
         return function
 
     def call_function(self, callee: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:

@@ -196,7 +196,7 @@ def test_other_dtypes_and_kinds_of_file_are_refused(tmp_path):
     ("header_only.csv", "a,b\n", None, "holds no rows of numbers"),
     ("columns.csv", "a,b\n1,2\n", "c", "has no column 'c' (columns: a, b)"),
     ("ragged.json", "[[1, 2], [3]]", None, "ragged nested lists: at depth 2 found a list of 1 where the first has 2"),
-    ("word.json", '[1, "two"]', None, "found 'two' where a number belongs"),
+    ("word.json", '[1, "two"]', None, "found the string 'two' where a number belongs"),
     ("broken.json", "[1,\n 2,,]", None, "line 2, column 4: not valid JSON"),
 ])
 def test_bad_csv_and_json_name_the_place(tmp_path, name, text, key, expected):
