@@ -161,6 +161,17 @@ COMMANDS = {command.name: command for command in (
          _flag("draw", "--draw", "Draw on stdout even when it is not a terminal (sized by COLUMNS and LINES)."),
          MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY, ENGINE, DEVICE),
     ),
+    Command(
+        "export",
+        "Write the program as a Python module of JAX or PyTorch: one function per def, one per result\n"
+        "(a check or an expression statement) of the variables it depends on, with its gradient by that library.\n\n"
+        "Example: gradcalc export examples/mlp.gc --to jax -o mlp_jax.py",
+        "export:export_action",
+        (Argument("file", "path", "FILE", "The program ('-' reads stdin)."),),
+        (Option("to", ("--to",), "str", "jax", "jax or torch: the library the module uses (docs/engines.md).", metavar="jax|torch"),
+         Option("output", ("--output", "-o"), "path", None, "Write the module to this file (default: stdout).", metavar="FILE"),
+         MAX_INPUT),
+    ),
 )}
 
 

@@ -1,0 +1,93 @@
+"""`gradcalc export FILE --to jax|torch`: for every file in examples/, the module written
+passes ruff, imports only that library and NumPy, and gives gradcalc's values and
+gradients to 1e-12: each result's function at the values the program gives its variables,
+and the library's gradient of its sum beside gradcalc's.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gradcalc.autodiff import Tensor, grad
+from gradcalc.parser import ExpressionResult, Session, compile_program
+from gradcalc.parser.analysis import variables_in
+from tests.test_cli import gradcalc
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.gc"))
+RUFF = Path(sys.executable).with_name("ruff")
+
+
+def gradcalcs_results(path: Path) -> list[tuple[object, dict[str, object]]]:
+    """Each result's value, and the nodes of the names the check or expression depends on."""
+    found = []
+
+    def record(session, statement, value):
+        named = {leaf.name: leaf for leaf in variables_in(value)}
+        named.update({n: session.variables[n] for n in statement.wrt if n not in named})
+        found.append((value, named))
+
+    session = Session(on_check=record, base_dir=path.parent)
+    for statement in compile_program(path.read_text()).statements:
+        result = session.run_statement(statement)
+        if isinstance(result, ExpressionResult):
+            record(session, statement, result.value)
+    return found
+
+
+def imported(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def close(theirs, ours, what):
+    np.testing.assert_allclose(np.asarray(theirs, dtype=float), np.asarray(ours, dtype=float), rtol=1e-12, atol=1e-12, equal_nan=True, err_msg=what)
+
+
+@pytest.mark.parametrize("library", ["jax", "torch"])
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_the_exported_module_gives_gradcalcs_values_and_gradients(tmp_path, library, example):
+    pytest.importorskip(library)
+    out = tmp_path / f"{example.stem}_{library}.py"
+    done = gradcalc("export", str(example), "--to", library, "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    imports = {n.names[0].name.split(".")[0] if isinstance(n, ast.Import) else n.module.split(".")[0]
+               for n in ast.walk(ast.parse(out.read_text())) if isinstance(n, ast.Import | ast.ImportFrom)}
+    assert imports == {library, "numpy"}
+    # this project's rules (pyproject.toml's), on the module alone, but the line length: an expression is written on one line
+    rules = ["--select", "E,F,W,I,B,UP", "--ignore", "B905,E501"]
+    linted = subprocess.run([str(RUFF), "check", "--isolated", *rules, str(out)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout
+    module = imported(out)
+    results = gradcalcs_results(example)
+    assert len(module.RESULTS) == len(results)
+    for name, (value, named) in zip(module.RESULTS, results):
+        given = module.inputs(name)
+        theirs = getattr(module, name)(**given)
+        to_numpy = (lambda a: a.detach().numpy()) if library == "torch" else np.asarray
+        close(to_numpy(theirs), value.data, f"{example.name} {name}")
+        if not hasattr(module, f"{name}_grad"):
+            continue
+        their_grads = getattr(module, f"{name}_grad")(*given.values())
+        leaves = [named[n] for n in given]
+        total = value.sum() if isinstance(value, Tensor) else value
+        ours = grad(total, leaves) if total.requires_grad else [np.zeros(np.shape(leaf.data)) for leaf in leaves]
+        for param, a, b in zip(given, their_grads, ours):
+            close(to_numpy(a), getattr(b, "data", b), f"{example.name} {name}: d/d {param}")
+
+
+def test_what_a_module_cannot_hold_is_refused_by_name(tmp_path):
+    rule = tmp_path / "rule.gc"
+    rule.write_text("def f(x) = x * x\nvjp f(x, g) = g * 2 * x\ncheck f(3)\n")
+    done = gradcalc("export", str(rule), "--to", "jax")
+    assert done.returncode == 2 and "a vjp rule of yours is not exported" in done.stderr and f"{rule}:2:1" in done.stderr
+    wrong = gradcalc("export", str(rule), "--to", "numpy")
+    assert wrong.returncode == 2 and "--to must be jax or torch" in wrong.stderr
