@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def evaluate_expression(
-    expr: str, bindings: list[str], engine: str, wrt: list[str] | None, mode: str = "reverse",
+    expr: str, bindings: list[str], engine: str, wrt: list[str] | None, mode: str = "reverse", jit: bool = True,
 ) -> tuple[Analysis | HelpResult | None, list[CheckOutcome]]:
     """Bind the NAME=VALUE pairs as variables, run EXPR and analyse its last expression
     (or give its help text, for help(NAME)); with the outcome of each `check` statement in
@@ -42,6 +42,12 @@ def evaluate_expression(
     program = compile_program(expr)
     if not program.statements:
         raise LanguageError("argument", "nothing to evaluate: the expression is empty")
+    if engine == "jax" and mode == "reverse" and jit:  # the program whole under jax.jit, where it can be
+        from gradcalc.parser.engines.jit import jitted_analysis
+
+        jitted = jitted_analysis(program, session, wrt, names)
+        if jitted is not None:
+            return jitted, []
     ran = session.run(program)
     checks = [r.outcome for r in ran if isinstance(r, CheckStatementResult)]
     results = [r for r in ran if isinstance(r, ExpressionResult | HelpResult)]
@@ -105,7 +111,8 @@ def eval_action(
         except ValueError as err:
             usage_error(str(err), as_json)
         try:
-            analysis, checks = evaluate_expression(expr, bindings or [], engine, wrt_names, "forward" if mode == "forward" and not steps else "reverse")
+            analysis, checks = evaluate_expression(expr, bindings or [], engine, wrt_names, "forward" if mode == "forward" and not steps else "reverse",
+                                                   jit=not jaxpr)  # (the jaxpr shown is of the graph run op by op)
         except BindingError as err:
             fail(err.error, err.source, as_json)
         except LanguageError as err:
@@ -250,6 +257,19 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
         apply_bindings(session, bound)
         try:
             program = compile_program(source)
+            if engine == "jax":  # the script whole under jax.jit, where it can be (else each report says why not)
+                from gradcalc.parser.engines.jit import jitted_reports
+
+                reports = jitted_reports(program, session, None, [])
+                for report in reports or []:
+                    last = f"{origin}:{report.line}", report.analysis
+                    if as_json:
+                        print(dumps({"file": origin, "line": report.line, "expression": report.text, **analysis_object(report.analysis)}))
+                    else:
+                        out.heading(f"{origin}:{report.line}  {shorten(report.text)}")
+                        out.analysis(report.analysis, tree=tree)
+                if reports is not None:
+                    continue
             for statement in program.statements:
                 result = session.run_statement(statement)
                 if isinstance(result, ExpressionResult):

@@ -154,3 +154,27 @@ def test_the_notebook_magic_takes_the_engine(engine, monkeypatch):
     assert "kept by" in result._repr_html_()
     cell = nb.cell(f"--engine {engine}", "y = 3\ngrad(y ** 3, y)")
     assert float(cell.value) == 27.0 and float(cell.grads["y"]) == 18.0
+
+
+def test_on_jax_a_program_runs_under_jit_and_the_report_says_so():
+    pytest.importorskip("jax")
+    done = gradcalc("eval", "h = tanh(x * w); sum(h * h)", "x=[0.5, -1]", "w=2", "--engine", "jax")
+    assert done.returncode == 0, done.stderr
+    assert "note: under jax.jit: compiled and ran in" in done.stdout
+    t = [math.tanh(1.0), math.tanh(-2.0)]
+    assert number(done.stdout, "value") == pytest.approx(t[0] ** 2 + t[1] ** 2, rel=1e-15)
+    # d/dw sum(tanh(x w)^2) = sum(2 tanh(x w) (1 - tanh^2) x)
+    assert number(done.stdout, "grad w") == pytest.approx(2 * t[0] * (1 - t[0] ** 2) * 0.5 - 2 * t[1] * (1 - t[1] ** 2), rel=1e-14)
+
+
+@pytest.mark.parametrize("program, reason", [
+    ("x if x > 0 else -x", "a value decides a branch, an index or a parameter at line 1, column 6"),
+    ("sum(x[x > 0])", "at line 1, column 5"),
+    ("y = 0; for i in range(3): y += x\ny", "a for loop would be unrolled"),
+])
+def test_and_why_not_when_not(program, reason):
+    pytest.importorskip("jax")
+    done = gradcalc("eval", program, "x=[2]", "--engine", "jax")
+    assert done.returncode == 0, done.stderr
+    note = next(line for line in done.stdout.splitlines() if line.startswith("note: not under jax.jit"))
+    assert reason in note and note.endswith("ran op by op")

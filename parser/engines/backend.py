@@ -23,7 +23,7 @@ from gradcalc.autodiff.wiring import _refuse_broadcast, _refuse_outgrown
 
 from ..backends import AUTODIFF_FUNCTIONS, TensorBackend, TensorList, _check_differentiable, _index_part, _written_list
 from ..errors import LanguageError
-from .library import Library
+from .library import Library, ValueDependent
 from .table import Gap, refusal
 from .values import SUBSTITUTED, EngineValue, OpStep
 
@@ -161,6 +161,8 @@ class EngineBackend(TensorBackend):
             raise
         except EngineError:
             raise
+        except self.library.dependent():  # (a mask under jit: a shape that depends on the values)
+            raise ValueDependent(self.name, op.name) from None
         except self.library.errors() as err:
             raise _arguments.reworded(op, nodes, bound, err) from None
         step = OpStep(op.name) if record else None

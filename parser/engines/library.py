@@ -25,8 +25,8 @@ class ValueDependent(LanguageError):
     """A value that JAX or PyTorch is tracing (under jit, vmap or a transformation) was
     asked for as a number: for a condition, an index, a parameter, a loop's bound."""
 
-    def __init__(self, library: str) -> None:
-        super().__init__("value", f"this needs a number that {LIBRARIES[library]} is tracing (inside jit, vmap or grad(f) it is not known "
+    def __init__(self, library: str, what: str = "this") -> None:
+        super().__init__("value", f"{what} needs a number that {LIBRARIES[library]} is tracing (inside jit, vmap or grad(f) it is not known "
                                   "until the whole function runs): a condition, an index or a parameter cannot depend on it there; "
                                   "use where(cond, a, b) for a condition")
         self.library = library
@@ -106,6 +106,10 @@ class Library:
 
     def relieve(self) -> None:
         """Let go of what the library keeps that a statement does not need (JAX's compiled code)."""
+
+    def dependent(self) -> tuple[type[Exception], ...]:
+        """What the library raises when an op needs a value it is tracing (a boolean mask under jit)."""
+        return ()
 
     def errors(self) -> tuple[type[Exception], ...]:
         """What the library raises for a call that does not fit (shapes, arguments)."""
@@ -210,6 +214,11 @@ class JaxLibrary(Library):
 
     def errors(self) -> tuple[type[Exception], ...]:
         return (TypeError, ValueError, IndexError, self.jax.errors.JAXTypeError, self.jax.errors.JAXIndexError)
+
+    def dependent(self) -> tuple[type[Exception], ...]:
+        errors = self.jax.errors
+        return (errors.ConcretizationTypeError, errors.NonConcreteBooleanIndexError, errors.TracerArrayConversionError,
+                errors.TracerIntegerConversionError)
 
 
 def _jax_device(jax: Any, asked: str | None) -> Any:

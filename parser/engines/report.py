@@ -52,29 +52,36 @@ def analyze_engine(output: EngineValue, wrt: list[str] | None, known: dict[str, 
         from .library import library_of
 
         backend = EngineBackend(library_of(output.value))
-    order = topological_order(output)
-    named = named_values(order, known)
-    earlier = earlier_values(output, order, known)
-    if wrt is not None:
-        for name in wrt:
-            if name not in named and name not in known:
-                raise LanguageError("name", f"--wrt names {name!r}, which is not a variable")
-        names = list(wrt)
-    else:
-        reported = [n for n in (always or []) if _on_a_graph(known.get(n))]
-        rebound = [n for n in earlier if n not in named and _on_a_graph(known.get(n))]
-        names = reported + [n for n in [*named, *rebound] if n not in reported]
+    selected = Selection(output, wrt, known, always)
     value = np.asarray(output.data)
-    if without_gradient(value) is not None:
-        names = []
-    nodes = {name: named.get(name, known.get(name)) for name in names}
-    in_graph = {id(n) for n in order}
-    wanted = [n for n in {id(n): n for n in nodes.values() if isinstance(n, EngineValue) and n.requires_grad and id(n) in in_graph}.values()]
-    found = dict(zip(map(id, wanted), adjoints(backend, output, wanted, order)))
-    grads = {name: found[id(n)] if id(n) in found else np.zeros(np.shape(n.data) if n is not None else ()) for name, n in nodes.items()}
+    found = dict(zip(map(id, selected.wanted), adjoints(backend, output, selected.wanted, selected.order)))
+    grads = {name: found[id(n)] if id(n) in found else np.zeros(n.shape if n is not None else ()) for name, n in selected.nodes.items()}
     notes = list(getattr(session, "engine_notes", []))
-    return EngineAnalysis(output, value, grads, names, [leaf.name for leaf in variables_in(output, order)], earlier,
-                          backend.name, backend.library.device(), notes)
+    return EngineAnalysis(output, value, grads, selected.names, selected.leaf_names, selected.earlier, backend.name, backend.library.device(), notes)
+
+
+class Selection:
+    """Which names a report gives the gradients of, and the nodes they stand for (found
+    from the graph alone: no value is read, so it runs under jax.jit too)."""
+
+    def __init__(self, output: EngineValue, wrt: list[str] | None, known: dict[str, Any], always: list[str] | None) -> None:
+        self.order = order = topological_order(output)
+        named = named_values(order, known)
+        self.earlier = earlier_values(output, order, known)
+        if wrt is not None:
+            for name in wrt:
+                if name not in named and name not in known:
+                    raise LanguageError("name", f"--wrt names {name!r}, which is not a variable")
+            names = list(wrt)
+        else:
+            reported = [n for n in (always or []) if _on_a_graph(known.get(n))]
+            rebound = [n for n in self.earlier if n not in named and _on_a_graph(known.get(n))]
+            names = reported + [n for n in [*named, *rebound] if n not in reported]
+        self.names = [] if output.dtype.kind in "biu" else names  # (whole numbers and booleans have no gradient)
+        self.nodes = {name: named.get(name, known.get(name)) for name in self.names}
+        in_graph = {id(n) for n in order}
+        self.wanted = list({id(n): n for n in self.nodes.values() if isinstance(n, EngineValue) and n.requires_grad and id(n) in in_graph}.values())
+        self.leaf_names = [leaf.name for leaf in variables_in(output, order)]
 
 
 def _on_a_graph(value: Any) -> bool:
