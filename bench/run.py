@@ -370,11 +370,26 @@ def groups(smoke: bool, files: dict[str, str]) -> list[Group]:
               "gradcalc check statement", rounds=3, repeat=2),
     ]
     plan += transform_groups(smoke, gradcalc)
+    plan += engine_groups(smoke)
     if smoke:
         for g in plan:
             g.rounds, g.repeat = 1, 1
             for c in g.contenders:
                 c.repeat = min(c.repeat, 1)
+    return plan
+
+
+def engine_groups(smoke: bool) -> list[Group]:
+    """The language on --engine jax under jax.jit beside the same computation by hand in JAX
+    (bench/engines_scale.py; its own run prints the table of docs/performance.md)."""
+    plan = []
+    for kind, size in (("chain", 40 if smoke else 2000), ("vmap", 1_000 if smoke else 1_000_000)):
+        made = "__import__('engines_scale')"
+        title = f"--engine jax: a {size}x{size} 15-op chain" if kind == "chain" else f"--engine jax: vmap(grad(...)) over {size:,} rows"
+        plan.append(Group(f"engines scale {kind}", f"{title}, value and gradients, under jax.jit",
+                          [Contender("gradcalc --engine jax", f"{made}.summed({made}.gradcalc({kind!r}, {size}))"),
+                           Contender("JAX by hand (jit)", f"{made}.summed({made}.by_hand({kind!r}, {size}))")],
+                          "JAX by hand (jit)", rounds=3, repeat=5, agree=1e-9))
     return plan
 
 
