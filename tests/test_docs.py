@@ -1,6 +1,7 @@
 """The docs stay true: the function table matches the registry, and examples run."""
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import re
@@ -146,6 +147,7 @@ GRADCALC_COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*gradcalc\b")
 # `$ python -c "import numpy as np; np.save('data.npy', ...)"`: how an example makes its data
 # file (a `.npy` for `X=@data.npy`), shown so that a reader can make the same one.
 DATA_COMMAND = re.compile(r"^python -c ")
+LIBRARY_ENGINE = re.compile(r"--(?:engine|against|to)[ =](jax|torch)\b|against=(jax|torch)")
 
 
 @pytest.mark.parametrize("place, steps", SHELL_EXAMPLES, ids=[p for p, _ in SHELL_EXAMPLES])
@@ -168,6 +170,10 @@ def test_shell_examples_in_the_docs_print_what_they_show(place, steps, tmp_path)
             continue
         if not GRADCALC_COMMAND.match(command) or not any(line.strip() for line in shown):
             continue
+        needs = LIBRARY_ENGINE.search(command)  # --engine jax and the like: skipped without that extra
+        library = needs and (needs.group(1) or needs.group(2))
+        if library and importlib.util.find_spec(library) is None:
+            pytest.skip(f"{place}: needs {library} (pip install 'gradcalc[{library}]')")
         done = subprocess.run(["bash", "-c", command + " 2>&1"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
         actual = done.stdout.rstrip("\n").splitlines()
         excerpt = " # " in command

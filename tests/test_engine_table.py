@@ -160,3 +160,16 @@ def test_an_op_without_a_counterpart_is_refused_by_name(library):
     backend = EngineBackend(lib)
     with pytest.raises(LanguageError, match=f"sech has no {'JAX' if library == 'jax' else 'PyTorch'} counterpart here .*; use --engine tensor"):
         backend._run(REGISTRY["sech"], [backend.constant(1.0)], [], {})
+
+
+def test_the_docs_list_every_edge_where_a_library_differs():
+    """docs/engines.md's table of the edges where a counterpart gives other numbers than
+    gradcalc's convention (each op's Edge records), as the libraries give them now."""
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    from gradcalc.parser.engines.conventions import END, START, table
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "engines.md").read_text()
+    assert text.split(START)[1].split(END)[0] == table(), "regenerate it: python -m gradcalc.parser.engines.conventions docs/engines.md"

@@ -173,8 +173,7 @@ def op_where(cond: Any, a: Any, b: Any) -> Any:
 
 def op_clip(x: Any, *bounds: Any, low: Any = None, high: Any = None) -> Any:
     low, high = (bounds + (low, high)[len(bounds):])[:2] if bounds else (low, high)
-    x = x if low is None else torch.maximum(x, _as(x, low))
-    return x if high is None else torch.minimum(x, _as(x, high))
+    return torch.clamp(x, None if low is None else _as(x, low), None if high is None else _as(x, high))
 
 
 def op_detach(x: Any) -> Any:
