@@ -19,6 +19,7 @@ otherwise run for minutes between two looks at the clock.
 from __future__ import annotations
 
 import math
+import os as _os
 import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -260,7 +261,7 @@ class StepBudget:
     three limits. `finished` is what the last statement spent, (steps, CPU seconds), for
     the passes of its report, which continue its budget (`continued_budget`)."""
 
-    __slots__ = ("left", "limit", "granted", "used", "seconds", "deadline", "memory", "started", "finished", "over", "peak")
+    __slots__ = ("left", "limit", "granted", "used", "seconds", "deadline", "memory", "started", "finished", "over", "peak", "base")
 
     def __init__(self) -> None:
         self.left: float = math.inf
@@ -271,14 +272,21 @@ class StepBudget:
         self.deadline = math.inf  # process CPU time at which the statement is over its time
         self.memory = DEFAULT_MAX_MEMORY
         self.started = 0.0  # process CPU time at which the budget started (less what it continues)
-        self.finished: tuple[int, float] = (0, 0.0)
+        self.finished: tuple[int, float, int] = (0, 0.0, -1)
+        # The memory the process held when the statement was first looked at (-1: not yet),
+        # what the statement is measured from: read at the first look rather than at every
+        # statement's start (a microsecond; most statements are never looked at), it leaves
+        # out what came before that look, at most an op result or 20 ms of work.
+        self.base = -1
         self.over: StepLimitError | None = None  # the error of a budget that is over, raised again at every step
         self.peak = 0  # memory over the budget that the alarm saw (a peak may be gone by the next step)
 
-    def start(self, used: int = 0, seconds_used: float = 0.0) -> None:
-        """A fresh budget, or (`used` steps, `seconds_used` CPU seconds) one that goes on."""
+    def start(self, used: int = 0, seconds_used: float = 0.0, base: int = -1) -> None:
+        """A fresh budget, or (`used` steps, `seconds_used` CPU seconds, from `base` bytes
+        of memory) one that goes on."""
         now = time.process_time()
         self.over, self.peak = None, 0
+        self.base = base
         self.used, self.granted = used, max(min(CHUNK, self.limit - used), 0)
         self.left = self.granted
         self.started = now - seconds_used
@@ -289,7 +297,7 @@ class StepBudget:
     def stop(self) -> None:
         """The budget ends: remember what it spent (`finished`) and stop counting."""
         left = self.left if self.left >= 0 else 0
-        self.finished = (self.used + self.granted - int(left), time.process_time() - self.started)
+        self.finished = (self.used + self.granted - int(left), time.process_time() - self.started, self.base)
         self.left, self.over = math.inf, None
 
     def taken(self) -> int:
@@ -367,17 +375,31 @@ def max_memory() -> int:
 
 
 def resident_bytes() -> int:
-    """The memory the process holds now (its resident set), 0 where it cannot be read."""
+    """The memory the process holds now (its resident set), 0 where it cannot be read.
+    Read from a file kept open (under a microsecond), opened again in a child process,
+    whose /proc/self is another."""
+    global _STATM
     try:
-        with open("/proc/self/statm", "rb") as stream:
-            return int(stream.read().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
+        if _STATM is None:
+            _STATM = _os.open("/proc/self/statm", _os.O_RDONLY)
+        return int(_os.pread(_STATM, 128, 0).split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError, AttributeError):
         return 0
 
 
-try:
-    import os as _os
+_STATM: int | None = None
 
+
+def _statm_forgotten() -> None:
+    global _STATM
+    _STATM = None
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_statm_forgotten)
+
+
+try:
     _PAGE = _os.sysconf("SC_PAGE_SIZE")
 except (AttributeError, ValueError, OSError):
     _PAGE = 4096
@@ -385,15 +407,21 @@ except (AttributeError, ValueError, OSError):
 
 def check_memory(where: str = "") -> None:
     """Raise MemoryLimitError when, inside a statement, the process holds more than the
-    memory budget (registry.apply asks after every result of BIG_RESULT elements or
-    more, the step budget every CHUNK steps)."""
+    memory budget beyond what it held when the statement started (registry.apply asks
+    after every result of BIG_RESULT elements or more, the step budget every CHUNK steps,
+    the alarm every WAKE seconds). Counted from the statement's start, so that what the
+    process held before (the libraries, a notebook's own arrays, earlier statements'
+    values) is not charged to it."""
     if STEPS.left == math.inf:
         return  # not inside a statement: the engine used as a library
     held = max(resident_bytes(), STEPS.peak)
-    if held > STEPS.memory:
+    if STEPS.base < 0:
+        STEPS.base = held
+    if held - STEPS.base > STEPS.memory:
         STEPS.exceeded(MemoryLimitError(
-            f"{where + ': ' if where else ''}the statement took gradcalc's memory to {held:,} bytes, over the budget of "
-            f"{STEPS.memory:,} (--max-memory raises it); a graph holds every intermediate tensor until the statement ends"
+            f"{where + ': ' if where else ''}the statement took {held - STEPS.base:,} bytes of memory (the process's from "
+            f"{STEPS.base:,} to {held:,}), over the budget of {STEPS.memory:,} (--max-memory raises it); "
+            "a graph holds every intermediate tensor until the statement ends"
         ))
 
 
@@ -519,7 +547,9 @@ def _ring(signum: int, frame: object) -> None:
     if steps.left < 0:
         return  # (the step just taken is looking already)
     held = resident_bytes()
-    if held > steps.memory:
+    if steps.base < 0:
+        steps.base = held
+    if held - steps.base > steps.memory:
         steps.peak = max(steps.peak, held)  # (what a batch held at its peak may be freed before the next step looks)
     if steps.peak or time.process_time() > steps.deadline:
         steps.granted -= int(steps.left)  # (the steps of the chunk not taken are not counted as spent)
