@@ -144,6 +144,22 @@ def earlier_values(output: Any, order: list[Any], known: dict[str, Any]) -> dict
     return found
 
 
+def reported_names(wrt: list[str] | None, named: dict[str, Any], known: dict[str, Any], always: list[str] | None,
+                   earlier: dict[str, bool]) -> list[str]:
+    """The names a report gives the gradients of: those of --wrt (each a variable), else the
+    names always reported (eval's bindings), the named values of the graph, and the names
+    rebound since the output used them (their derivative by what they hold now, 0 off the
+    graph). The same on every engine: it reads the graph, never a value."""
+    if wrt is not None:
+        for name in wrt:
+            if name not in named and name not in known:
+                raise LanguageError("name", f"--wrt names {name!r}, which is not a variable")
+        return list(wrt)
+    reported = [n for n in (always or []) if n in known and _has_gradient(known[n])]
+    rebound = [n for n in earlier if n not in named and _has_gradient(known[n])]
+    return reported + [n for n in [*named, *rebound] if n not in reported]
+
+
 def rebound_leaves(leaves: list[Any], known: dict[str, Any]) -> list[Any]:
     """The named leaves whose name is bound to another value now."""
     return [leaf for leaf in leaves if leaf.name in known and known[leaf.name] is not leaf and leaf.name not in LAST_RESULT]
@@ -201,16 +217,7 @@ def _analyze(
     leaves = variables_in(output, order)
     named = named_values(order, known)
     earlier = earlier_values(output, order, known)
-    if wrt is not None:
-        for name in wrt:
-            if name not in named and name not in known:
-                raise LanguageError("name", f"--wrt names {name!r}, which is not a variable")
-        names = list(wrt)
-    else:
-        reported = [n for n in (always or []) if n in known and _has_gradient(known[n])]
-        # (a name rebound since the output used it: its derivative by what it holds now, 0 off the graph)
-        rebound = [n for n in earlier if n not in named and _has_gradient(known[n])]
-        names = reported + [n for n in [*named, *rebound] if n not in reported]
+    names = reported_names(wrt, named, known, always, earlier)
     value = np.asarray(output.data)
     differentiable = without_gradient(value) is None
     if not differentiable:
@@ -389,7 +396,8 @@ def _retrace(session: Session, code: list[Any]) -> Any:
 
 
 def _has_gradient(value: Any) -> bool:
-    return isinstance(value, (Tensor, Value)) and value.requires_grad
+    """A value on a graph: a Tensor, a Value or a JAX or PyTorch engine's value (not a function, a number)."""
+    return getattr(value, "requires_grad", False) is True
 
 
 def _forward(output: Tensor, order: list[Any], nodes: dict[str, Any]) -> tuple[dict[str, np.ndarray], int]:

@@ -16,8 +16,7 @@ import numpy as np
 
 from gradcalc.autodiff import topological_order
 
-from ..analysis import Analysis, earlier_values, named_values, variables_in, without_gradient
-from ..errors import LanguageError
+from ..analysis import Analysis, earlier_values, named_values, reported_names, variables_in, without_gradient
 from .compiled import EAGER_CALLS, jitted
 from .library import load
 from .table import LIBRARIES
@@ -68,24 +67,12 @@ class Selection:
         self.order = order = topological_order(output)
         named = named_values(order, known)
         self.earlier = earlier_values(output, order, known)
-        if wrt is not None:
-            for name in wrt:
-                if name not in named and name not in known:
-                    raise LanguageError("name", f"--wrt names {name!r}, which is not a variable")
-            names = list(wrt)
-        else:
-            reported = [n for n in (always or []) if _on_a_graph(known.get(n))]
-            rebound = [n for n in self.earlier if n not in named and _on_a_graph(known.get(n))]
-            names = reported + [n for n in [*named, *rebound] if n not in reported]
+        names = reported_names(wrt, named, known, always, self.earlier)
         self.names = [] if output.dtype.kind in "biu" else names  # (whole numbers and booleans have no gradient)
         self.nodes = {name: named.get(name, known.get(name)) for name in self.names}
         in_graph = {id(n) for n in order}
         self.wanted = list({id(n): n for n in self.nodes.values() if isinstance(n, EngineValue) and n.requires_grad and id(n) in in_graph}.values())
         self.leaf_names = [leaf.name for leaf in variables_in(output, order)]
-
-
-def _on_a_graph(value: Any) -> bool:
-    return isinstance(value, EngineValue) and value.requires_grad
 
 
 def adjoints(backend: EngineBackend, output: EngineValue, nodes: list[EngineValue], order: list[Any]) -> list[np.ndarray]:
