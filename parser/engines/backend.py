@@ -150,6 +150,10 @@ class EngineBackend(TensorBackend):
             raise LanguageError("argument", refusal(op.name, self.name, function, self.switch or "--engine tensor"))
         self._refuse_too_big(op, nodes, bound)
         arrays = [self.read(n) for n in nodes]
+        if op.name == "pow" and self.name == "torch" and isinstance(nodes[1].value, np.ndarray) and nodes[1].size == 1:
+            # A number written as the exponent is PyTorch's scalar exponent: as a tensor, torch.func's
+            # forward mode multiplies its zero tangent by log(base), nan for a negative base.
+            arrays[1] = float(nodes[1].value.reshape(()))
         record = op.has_gradient and is_grad_enabled() and any(n.requires_grad for n in nodes)
         try:
             if record or self.name != "torch":

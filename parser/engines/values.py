@@ -119,7 +119,10 @@ class OpStep(Step):
         output = params.pop("output", None)
         function = library.function(self.op)
         assert callable(function)
-        out = function(*[library.floating(library.array(v) if isinstance(v, np.ndarray) else v) for v in inputs], **params)
+        arrays = [library.floating(library.array(v) if isinstance(v, np.ndarray) else v) for v in inputs]
+        if self.op == "pow" and library.name == "torch" and isinstance(inputs[1], np.ndarray) and inputs[1].size == 1:
+            arrays[1] = float(inputs[1].reshape(()))  # (a number written as the exponent: see EngineBackend._run)
+        out = function(*arrays, **params)
         return out if output is None else out[output]
 
 
