@@ -160,9 +160,11 @@ def test_shell_examples_in_the_docs_print_what_they_show(place, steps, tmp_path)
     succeed; other programs (pip, pytest) are not run."""
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "NO_COLOR": "1", "COLUMNS": "80"}
+    made = ""  # the files the block made: an engine they ask for (against=jax) is needed too
     for command, shown in steps:
         if command.startswith("cat ") and " " not in command[4:]:  # the docs show a file: make it
             (tmp_path / command[4:]).write_text("\n".join(shown) + "\n")
+            made += "\n".join(shown)
             continue
         if DATA_COMMAND.match(command):
             done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
@@ -170,10 +172,10 @@ def test_shell_examples_in_the_docs_print_what_they_show(place, steps, tmp_path)
             continue
         if not GRADCALC_COMMAND.match(command) or not any(line.strip() for line in shown):
             continue
-        needs = LIBRARY_ENGINE.search(command)  # --engine jax and the like: skipped without that extra
-        library = needs and (needs.group(1) or needs.group(2))
-        if library and importlib.util.find_spec(library) is None:
-            pytest.skip(f"{place}: needs {library} (pip install 'gradcalc[{library}]')")
+        # --engine jax and the like (in the command, or a file it reads): skipped without that extra
+        for library in {a or b for a, b in LIBRARY_ENGINE.findall(command + "\n" + made)}:
+            if importlib.util.find_spec(library) is None:
+                pytest.skip(f"{place}: needs {library} (pip install 'gradcalc[{library}]')")
         done = subprocess.run(["bash", "-c", command + " 2>&1"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
         actual = done.stdout.rstrip("\n").splitlines()
         excerpt = " # " in command

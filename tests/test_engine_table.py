@@ -136,7 +136,7 @@ def test_each_counterpart_gives_the_tensor_engines_values_and_gradients(library,
     lib = loaded(library)
     op = REGISTRY[name]
     checked = 0
-    for seed in (0, 1, 2):
+    for seed in (0, 1):
         for inputs, params in cases(op, seed):
             diff = differentiated(op, inputs)
             weights = [np.random.default_rng(seed).uniform(0.5, 1.5, np.shape(v)) for v in ours(op, inputs, params, [], None)[0]]
