@@ -198,6 +198,27 @@ def _written_list(x: Any) -> list[Any] | None:
     return list(x) if isinstance(x, tuple) else None
 
 
+def derivative_call(name: str, args: list[Any], kwargs: dict[str, Any], kind: Any) -> tuple[str, Any, Any, bool]:
+    """grad(y, x), jacobian(y, x), hessian(y, x) checked (y a value of the engine's `kind`):
+    its usage text, y, x, and whether the derivative is recorded. Inside `with no_grad:` a
+    plain backward pass, recording nothing (torch.autograd.grad without create_graph);
+    elsewhere the result is differentiable again."""
+    usage = AUTODIFF_FUNCTIONS[name].split(":")[0]
+    if kwargs:
+        raise LanguageError("argument", f"{usage} takes no keyword arguments, got {', '.join(kwargs)}=")
+    if len(args) != 2:
+        raise LanguageError("argument", f"{usage} takes two arguments, the output y and the variable x; got {len(args)}")
+    y, x = args
+    if not isinstance(y, kind):
+        raise LanguageError("argument", f"{usage}: y must be a tensor")
+    recorded = is_grad_enabled()
+    if not recorded and not y.requires_grad and (y.detached or y.op is not None):
+        raise LanguageError("argument", f"{usage}: y has no graph to differentiate (it was computed inside with no_grad:, "
+                                        "where nothing is recorded, or from values without gradients); compute y from the variables "
+                                        "before the block, and take its gradient inside")
+    return usage, y, x, recorded
+
+
 def _check_differentiable(usage: str, y: Any, x: Any, kind: Any = Tensor) -> None:
     """What grad(y, x) may differentiate by: a variable (zeros when y does not use it), or
     a named intermediate (its adjoint, as retain_grad() gives). A constant has no
@@ -369,21 +390,7 @@ class TensorBackend:
         return call_with_rule(session, function, args)
 
     def _autodiff(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        usage = AUTODIFF_FUNCTIONS[name].split(":")[0]
-        if kwargs:
-            raise LanguageError("argument", f"{usage} takes no keyword arguments, got {', '.join(kwargs)}=")
-        if len(args) != 2:
-            raise LanguageError("argument", f"{usage} takes two arguments, the output y and the variable x; got {len(args)}")
-        y, x = args
-        if not isinstance(y, Tensor):
-            raise LanguageError("argument", f"{usage}: y must be a tensor")
-        # Inside `with no_grad:` a plain backward pass, recording nothing (torch.autograd.grad
-        # without create_graph); elsewhere the result is differentiable again.
-        recorded = is_grad_enabled()
-        if not recorded and not y.requires_grad and (y.detached or y.op is not None):
-            raise LanguageError("argument", f"{usage}: y has no graph to differentiate (it was computed inside with no_grad:, "
-                                            "where nothing is recorded, or from values without gradients); compute y from the variables "
-                                            "before the block, and take its gradient inside")
+        usage, y, x, recorded = derivative_call(name, args, kwargs, Tensor)
         targets = _written_list(x)
         if targets is not None:  # grad(L, (W1, b1, W2)): every gradient from one pass, as a tuple
             return self._autodiff_many(name, usage, y, targets, args)

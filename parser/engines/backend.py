@@ -21,7 +21,7 @@ from gradcalc.autodiff.registry import OpDef
 from gradcalc.autodiff.tensor import to_array
 from gradcalc.autodiff.wiring import _refuse_broadcast, _refuse_outgrown
 
-from ..backends import AUTODIFF_FUNCTIONS, TensorBackend, TensorList, _check_differentiable, _index_part, _written_list
+from ..backends import TensorBackend, TensorList, _check_differentiable, _index_part, _written_list, derivative_call
 from ..errors import LanguageError
 from .library import Library, ValueDependent
 from .table import Gap, refusal
@@ -248,19 +248,7 @@ class EngineBackend(TensorBackend):
     def _autodiff(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         from .derivatives import expression_derivative
 
-        usage = AUTODIFF_FUNCTIONS[name].split(":")[0]
-        if kwargs:
-            raise LanguageError("argument", f"{usage} takes no keyword arguments, got {', '.join(kwargs)}=")
-        if len(args) != 2:
-            raise LanguageError("argument", f"{usage} takes two arguments, the output y and the variable x; got {len(args)}")
-        y, x = args
-        if not isinstance(y, EngineValue):
-            raise LanguageError("argument", f"{usage}: y must be a tensor")
-        recorded = is_grad_enabled()
-        if not recorded and not y.requires_grad and (y.detached or y._prev):
-            raise LanguageError("argument", f"{usage}: y has no graph to differentiate (it was computed inside with no_grad:, "
-                                            "where nothing is recorded, or from values without gradients); compute y from the variables "
-                                            "before the block, and take its gradient inside")
+        usage, y, x, recorded = derivative_call(name, args, kwargs, EngineValue)
         targets = _written_list(x)
         if targets is not None and name == "hessian":
             raise LanguageError("argument", f"{usage} takes one variable; for the blocks of several, hessian(f, argnums=(0, 1))")
