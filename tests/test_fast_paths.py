@@ -29,12 +29,12 @@ from hypothesis import strategies as st
 
 import gradcalc.autodiff.gradcheck as gradcheck_module
 from gradcalc.autodiff import Tensor, grad, no_grad, ops, topological_order
-from gradcalc.autodiff.replay import Tape
 from gradcalc.autodiff.gradcheck import gradcheck_graph
 from gradcalc.autodiff.limits import STEPS, matmul_shape, step_budget
 from gradcalc.autodiff.ops.arithmetic import masked
 from gradcalc.autodiff.ops.elementwise import _relu
 from gradcalc.autodiff.registry import ARRAY_MATH, REGISTRY, TENSOR_MATH
+from gradcalc.autodiff.replay import Tape
 from gradcalc.parser import LanguageError, datafiles
 from tests.test_replay import METHODS, graph, per_column
 
@@ -389,8 +389,8 @@ def test_few_entries_are_compared_as_numpy_compares_them(pairs, leaves, toleranc
 
 
 def _jacobians_both_ways(f, x):
-    from gradcalc.autodiff import jacfwd, jacrev
     from gradcalc.autodiff import batching as b
+    from gradcalc.autodiff import jacfwd, jacrev
 
     fast = [jacrev(f)(Tensor(x)).data, jacfwd(f)(Tensor(x)).data]
     b.DIAGONAL_BATCHES[0] = False

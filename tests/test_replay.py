@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import gradcalc.autodiff.replay as batching
 import gradcalc.autodiff.gradcheck as gradcheck_module
+import gradcalc.autodiff.replay as batching
 from gradcalc.autodiff import REGISTRY, Tensor, topological_order
-from gradcalc.autodiff.replay import Tape
 from gradcalc.autodiff.gradcheck import CENTRAL_STEP, COMPLEX_STEP, gradcheck_graph, numerical_jacobian, replay
+from gradcalc.autodiff.replay import Tape
 from gradcalc.parser import Session, compile_program
 from gradcalc.parser.checks import make_check_handler
 from gradcalc.parser.errors import LanguageError
