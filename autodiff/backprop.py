@@ -80,14 +80,21 @@ PASSES = _Passes()
 
 
 def backprop(
-    root: Tensor, seed: Any, create_graph: bool = False, keep: set[Any] | None = None, order: list[Any] | None = None
+    root: Tensor,
+    seed: Any,
+    create_graph: bool = False,
+    keep: set[Any] | None = None,
+    order: list[Any] | None = None,
+    only: bool = False,
 ) -> dict[Any, Any]:
     """Propagate `seed` (d out / d root) back through the graph of `root`.
 
     Returns the gradient of every leaf that requires grad, and of every node in `keep`,
     keyed by node. Gradients are arrays, or Tensors with a graph of their own when
     `create_graph` is set (so they can be differentiated again). `order` may pass in
-    `topological_order(root)` when the caller already has it.
+    `topological_order(root)` when the caller already has it. With `only`, the nodes of
+    `keep` are all that is wanted (grad(y, x)): the pass skips every branch that reaches
+    none of them, so a per-row gradient by x does not compute and drop one by the weights.
 
     Gradients reaching a node from several children are summed. The first to arrive may
     be shared with another input (`a + b` hands both the same array), so it is never
@@ -106,6 +113,7 @@ def backprop(
     owned: set[Any] = set()
     result: dict[Any, Any] = {}
     keep = keep or set()
+    wanted = _on_paths_to(order, keep) if only else None
     pop, get = grads.pop, grads.get
     steps = STEPS
     counted = steps.left != inf  # inside a statement's budget (the engine as a library counts nothing)
@@ -140,7 +148,7 @@ def backprop(
                 inputs, ans = [p.data for p in parents], node.data
             variadic = op.n_in is None
             for k, parent in enumerate(parents):
-                if not parent.requires_grad:
+                if not parent.requires_grad or (wanted is not None and parent not in wanted):
                     continue
                 if variadic:
                     gk = vjps(m, g, ans, *inputs, k=k, **params)
@@ -177,6 +185,19 @@ def backprop(
             if batch:
                 m = ARRAY_MATH
     return result
+
+
+def _on_paths_to(order: list[Any], targets: set[Any]) -> set[Any]:
+    """The nodes of `order` (parents first) from which a node of `targets` can be reached."""
+    found = set(targets)
+    add = found.add
+    for node in order:
+        if node not in found:
+            for parent in node._prev:
+                if parent in found:
+                    add(node)
+                    break
+    return found
 
 
 def _label(made: Tensor, node: Any, root: Any, differentiated: set[Any]) -> None:

@@ -48,13 +48,13 @@ def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, crea
 
 
 def _plain_grad(y: Tensor, targets: list[Tensor], seed: Any) -> list[Tensor]:
-    grads = backprop(y, seed, False, keep=set(targets))
+    grads = backprop(y, seed, False, keep=set(targets), only=True)
     return [_zeros_of(x, y, False) if grads.get(x) is None else Tensor(grads[x]) for x in targets]
 
 
 def recorded_grad(y: Tensor, targets: list[Tensor], seed: Any) -> list[Tensor]:
     """grad with create_graph, built now: each result carries the graph that computed it."""
-    grads = backprop(y, seed if isinstance(seed, Tensor) else Tensor(seed), True, keep=set(targets))
+    grads = backprop(y, seed if isinstance(seed, Tensor) else Tensor(seed), True, keep=set(targets), only=True)
     out: list[Tensor] = []
     for x in targets:
         g = grads.get(x)
@@ -148,6 +148,28 @@ class _Pending:
         self.made = []
 
 
+def graph_leaves(root: Tensor) -> list[Tensor]:
+    """The leaves `root`'s graph reads, without recording any Deferred derivative's graph:
+    one not yet built stands for the output it differentiates, whose graph holds every leaf
+    its own could read (a superset: building it may find fewer, even none)."""
+    found: list[Tensor] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node) is Deferred and node.pending is not None:
+            stack.append(node.pending.source)
+            continue
+        if node.op is None:
+            found.append(node)
+        else:
+            stack.extend(node._prev)
+    return found
+
+
 RESHAPE: list[Any] = []  # the registry's reshape (an identity here), found at first use
 
 
@@ -157,7 +179,7 @@ def deferred(y: Tensor, targets: list[Tensor], seed: Any, recipe: Callable[[], l
         from .registry import REGISTRY
 
         RESHAPE.append(REGISTRY["reshape"])
-    grads = backprop(y, seed, False, keep=set(targets))
+    grads = backprop(y, seed, False, keep=set(targets), only=True)
     pending = _Pending(recipe, y)
     out: list[Tensor] = []
     for x in targets:
@@ -203,7 +225,7 @@ def _grad_of_batch(y: Tensor, targets: list[Tensor], grad_output: Any, create_gr
         elif create_graph:
             grads = recorded_grad(yv, xvs, seed if isinstance(seed, Tensor) else Tensor(seed))
         else:
-            found = backprop(yv, seed, False, keep=set(xvs))
+            found = backprop(yv, seed, False, keep=set(xvs), only=True)
             grads = [None if found.get(xv) is None else found[xv] if isinstance(found[xv], Tensor) else Tensor(found[xv]) for xv in xvs]
         for k, g in zip(by_backward, grads):
             if g is not None:
@@ -241,7 +263,7 @@ def jacobian(f_out: Tensor, x: Tensor | Sequence[Tensor], create_graph: bool = F
             seed: Tensor = identity_rows(tuple(f_out.shape), level, (1,) * len(ylev))
             if ylev:  # (every row of the vmap's batch: its own copy of the seed)
                 seed = batched(Tensor(np.broadcast_to(seed.data, (n, *yv.shape))), (level,))
-            grads = backprop(yv, seed, create_graph, keep={physical[k][0] for k in wanted})
+            grads = backprop(yv, seed, create_graph, keep={physical[k][0] for k in wanted}, only=True)
             for k in wanted:
                 xv, xlev = physical[k]
                 g = grads.get(xv)

@@ -26,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from gradcalc.autodiff import REGISTRY, Tensor, grad, is_grad_enabled, jacobian, jacobian_forward, set_grad_enabled, tangent_of, topological_order
+from gradcalc.autodiff import REGISTRY, Tensor, grad, is_grad_enabled, jacobian, jacobian_forward, set_grad_enabled, tangent_of
 from gradcalc.autodiff import transforms as engine
 from gradcalc.autodiff.batching import BatchError, batched, unbatched
+from gradcalc.autodiff.derivatives import graph_leaves
 from gradcalc.autodiff.errors import ArgumentError, ShapeError
 from gradcalc.autodiff.limits import check_size
 
@@ -337,8 +338,8 @@ def _result(value: Any, fresh: list[Tensor]) -> Any:
         if isinstance(item, tuple):
             return any(outside(part) for part in item)
         return isinstance(item, Tensor) and item.requires_grad and any(
-            node.op is None and node.requires_grad and (node.name is not None if outermost else id(node) not in own)
-            for node in topological_order(unbatched(item)[0]))
+            node.requires_grad and (node.name is not None if outermost else id(node) not in own)
+            for node in graph_leaves(unbatched(item)[0]))
 
     return value if outside(value) else _constant(value)
 
