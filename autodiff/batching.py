@@ -39,6 +39,7 @@ import numpy as np
 
 from .binding import _NO_DEFAULT, _parameters
 from .errors import ArgumentError, ShapeError
+from .limits import check_size
 from .namespaces import TENSOR_MATH
 from .tensor import Tensor, set_grad_enabled
 
@@ -150,6 +151,7 @@ def identity_rows(shape: tuple[int, ...], level: int, lead: tuple[int, ...] = ()
     `level` (with size-1 axes `lead` for levels the item's tensor carries): the seed of a
     Jacobian's batched pass."""
     n = int(np.prod(shape, dtype=np.int64))
+    check_size((n, *shape), "a Jacobian's rows of the identity")  # (every caller's own check is the last line of defence)
     rows = batched(Tensor(np.eye(n).reshape((n,) + lead + tuple(shape))), (level,))
     if not lead and DIAGONAL_BATCHES[0]:
         rows.diag = Tensor(np.ones(n))  # type: ignore[attr-defined]

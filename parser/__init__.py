@@ -5,10 +5,10 @@
     session.run_source("x = 3; y = x ** 2")
 """
 from .compiler import Program, Statement, UserFunction, compile_program
-from .errors import LanguageError
+from .errors import ErrorKind, LanguageError
 from .machine import CheckStatementResult, ExpressionResult, HelpResult, Session
 
 __all__ = [
-    "CheckStatementResult", "ExpressionResult", "HelpResult", "LanguageError", "Program", "Session", "Statement", "UserFunction",
+    "CheckStatementResult", "ErrorKind", "ExpressionResult", "HelpResult", "LanguageError", "Program", "Session", "Statement", "UserFunction",
     "compile_program",
 ]

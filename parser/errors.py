@@ -1,6 +1,7 @@
 """The language's one error type: a kind, a message and the place in the source."""
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -9,17 +10,37 @@ if TYPE_CHECKING:
 Span = tuple[int, int, int, int]  # line, column, end line, end column (1-based; end exclusive)
 
 
+class ErrorKind(StrEnum):
+    """The kinds of error the JSON contract documents (docs/cli.md): a closed set, so a
+    misspelt kind at a raise site fails where it is made, not in a consumer's `if`.
+    A StrEnum, so a kind compares equal to its word and is written as it."""
+
+    SYNTAX = "syntax"
+    INCOMPLETE = "incomplete"  # the input stopped early: the REPL asks for another line
+    NAME = "name"
+    SHAPE = "shape"
+    ARGUMENT = "argument"
+    SIZE = "size"
+    VALUE = "value"
+    RECURSION = "recursion"
+    SAFETY = "safety"
+    FILE = "file"
+    STEPS = "steps"  # the budgets (--max-steps, --max-seconds, --max-memory)
+    TIME = "time"
+    MEMORY = "memory"
+    USAGE = "usage"  # a wrong option on the command line
+    INTERNAL = "internal"  # a bug of gradcalc's, said as one
+
+
 class LanguageError(Exception):
-    """Anything wrong with user input. `kind` is one of: syntax, incomplete, name,
-    shape, argument, size, value, recursion, safety, file, and the budgets steps, time
-    and memory."""
+    """Anything wrong with user input: its ErrorKind, a message and its place."""
 
     def __init__(
-        self, kind: str, message: str, line: int | None = None, column: int | None = None, end_line: int | None = None,
+        self, kind: ErrorKind | str, message: str, line: int | None = None, column: int | None = None, end_line: int | None = None,
         end_column: int | None = None,
     ) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind = ErrorKind(kind)  # (an unknown word raises ValueError here, at the raise site)
         self.message = message
         self.line = line
         self.column = column
