@@ -29,6 +29,7 @@ from .tensor import Tensor
 from .wiring import apply, checked_forward
 
 VJP = Callable[..., Any]
+Make = Callable[[np.random.Generator], tuple[list[np.ndarray], dict[str, Any]]]
 
 
 class Check:
@@ -48,7 +49,7 @@ class Check:
     def __init__(
         self, shapes: tuple[tuple[tuple[int, ...], ...], ...] = (((),), ((3,),), ((2, 3),)), low: float = -2.0,
         high: float = 2.0, params: dict[str, Any] | None = None,
-        make: Callable[[np.random.Generator], tuple[list[np.ndarray], dict[str, Any]]] | None = None,
+        make: Make | None = None,
         diff: tuple[int, ...] | None = None, kink_gap: float = 0.0, second_order: bool = True,
     ) -> None:
         self.shapes, self.low, self.high, self.params = shapes, low, high, {} if params is None else params
@@ -97,6 +98,89 @@ class Edge:
         return f"Edge({self.case!r}, {self.inputs!r})"
 
 
+class Torch:
+    """How PyTorch (float64) computes an op: the oracle tests/test_torch_differential.py
+    compares values, first and second derivatives with (tests/test_edges.py too).
+
+    `fn` is PyTorch's own function by name ("torch.exp", "torch.nn.functional.silu"),
+    called with the op's inputs and its parameters as gradcalc names them; or, where
+    PyTorch spells the call otherwise (`dim=` for `axis=`), a function
+    `fn(t, *inputs, **params)` of the torch module `t` that translates. A name is also
+    the PyTorch engine's counterpart of the op (parser/engines/table.py reads it here).
+    `variants` are keyword sets tried beside the Check's own params; `make(rng)` gives
+    (inputs, params) where the Check does not fit or there is none, `extra_makes` more of
+    them; `args` are a constructor's positional arguments. Nothing here imports torch: the
+    tests pass it in.
+    """
+
+    __slots__ = ("name", "fn", "variants", "make", "extra_makes", "args")
+
+    def __init__(
+        self, fn: str | Callable[..., Any], *, variants: tuple[dict[str, Any], ...] = (), make: Make | None = None,
+        extra_makes: tuple[Make, ...] = (), args: tuple[Any, ...] | None = None,
+    ) -> None:
+        self.name = fn if isinstance(fn, str) else None
+        self.fn = _by_name(fn) if isinstance(fn, str) else fn
+        self.variants, self.make, self.extra_makes, self.args = variants, make, extra_makes, args
+
+    def __repr__(self) -> str:
+        return f"Torch({self.name or self.fn!r})"
+
+
+def _by_name(name: str) -> Callable[..., Any]:
+    def call(t: Any, *inputs: Any, **params: Any) -> Any:
+        found = t
+        for part in name.split(".")[1:]:  # (the first part is the torch module itself)
+            found = getattr(found, part)
+        return found(*inputs, **params)
+
+    return call
+
+
+class NotInTorch:
+    """An op with no PyTorch float64 counterpart, and why (where else it is checked)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"NotInTorch({self.reason!r})"
+
+
+class Reference:
+    """A one-input elementwise op's exact values, for tests/test_accuracy.py's 50-digit
+    comparison: its value, first and second derivatives as mpmath expressions in `x`, and
+    the grid of its domain.
+
+    The expressions are text (mpmath is a test dependency, never the engine's): Python
+    over mpmath's functions (`exp`, `log1p`, `sech`, `npdf`, `mpf`, `pi`, ...), Python's
+    `abs` and `max`, and REFERENCE_HELPERS. Write a derivative in a closed form that does
+    not cancel where the function is flat (sigmoid'' as -logistic(x) logistic(-x)
+    tanh(x / 2), not s' (1 - 2 s)); `slope=None` has mpmath differentiate numerically.
+    `grid` is NumPy text over spread(low, high, n=121) (denser near 0), magnitudes(lo_exp,
+    hi_exp, n=121) and both_signs(lo_exp, hi_exp, n=61); every op is also tried on the
+    whole float range.
+    """
+
+    __slots__ = ("value", "slope", "grid", "second")
+
+    def __init__(self, value: str, slope: str | None, grid: str, *, second: str | None = None) -> None:
+        self.value, self.slope, self.grid, self.second = value, slope, grid, second
+
+    def __repr__(self) -> str:
+        return f"Reference({self.value!r})"
+
+
+# Functions a Reference's expressions may use beside mpmath's, as expressions in x too.
+REFERENCE_HELPERS = {
+    "logistic": "1 / (1 + exp(-x))",
+    # mpmath's erfc overflows from about 1e154 on; there erfc is 0 or 2 to far more than 50 digits.
+    "erfc_wide": "erfc(x) if abs(x) < 1e10 else mpf(0 if x > 0 else 2)",
+}
+
+
 BINARY_SHAPES = (((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((), (2, 3)), ((2, 3), ()))
 
 
@@ -109,7 +193,7 @@ class OpDef:
     __slots__ = (
         "name", "forward", "vjps", "n_in", "n_ret", "doc", "category", "complex_safe", "method", "public", "kink", "check",
         "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "jvp", "jvp_rule", "blame", "edges",
-        "batch",
+        "batch", "no_gradient", "torch", "reference",
     )
 
     def __init__(
@@ -125,12 +209,16 @@ class OpDef:
         blame: Callable[[list[int]], str] | None = None,
         edges: tuple[Edge, ...] = (),  # its conventions at kinks, ties, zeros, infinities (help and docs show them)
         batch: BatchRule | None = None,  # how it runs on a batch (batching.py); None: it cannot
+        no_gradient: str = "",  # why an op without VJPs has none (a step function, a constant, ...)
+        torch: Torch | NotInTorch | None = None,  # its PyTorch oracle, for the tests
+        reference: Reference | None = None,  # its mpmath values, for the tests
     ) -> None:
         self.name, self.forward, self.vjps, self.n_in, self.n_ret = name, forward, vjps, n_in, n_ret
         self.doc, self.category, self.complex_safe, self.method, self.public = doc, category, complex_safe, method, public
         self.kink, self.check, self.variadic_param = kink, check, variadic_param
         self.param_names, self.signature, self.leading, self.out_shape, self.rule = param_names, signature, leading, out_shape, rule
         self.jvp, self.jvp_rule, self.blame, self.edges, self.batch = jvp, jvp_rule, blame, edges, batch
+        self.no_gradient, self.torch, self.reference = no_gradient, torch, reference
 
     @property
     def has_gradient(self) -> bool:
@@ -181,6 +269,9 @@ def defop(
     jvp_rule: str | None = None,
     edges: Sequence[Edge] = (),
     batch: BatchRule | None = None,
+    no_gradient: str = "",
+    torch: Torch | NotInTorch | None = None,
+    reference: Reference | None = None,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -197,7 +288,13 @@ def defop(
     as numbers that tests/test_edges.py evaluates; help and docs/language.md show them.
     `batch` is its batching rule (batching.py: how vmap and the batched Jacobians run it
     on inputs that carry a batch); an op whose JVP is DIAGONAL acts element by element and
-    broadcasts, so its rule is BROADCAST unless it says otherwise.
+    broadcasts, so its rule is BROADCAST unless it says otherwise. An op without VJPs
+    (`vjps=None`) says why in `no_gradient`.
+
+    The rest is for the tests, as PyTorch's OpInfo is: `torch`, how PyTorch computes the op
+    (a Torch, or NotInTorch with the reason), and for a one-input elementwise op
+    `reference`, its exact values in mpmath (a Reference). `missing_steps(op)` names what
+    of CONTRIBUTING.md's recipe an op still lacks.
     """
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
@@ -212,6 +309,7 @@ def defop(
         variadic_param=variadic, param_names=param_names, signature=signature, leading=tuple(leading),
         out_shape=out_shape, rule=rule, jvp_rule=jvp_rule, edges=tuple(edges),
         batch=BROADCAST if batch is None and getattr(jvp, "kind", None) == "diagonal" else batch,
+        no_gradient=no_gradient, torch=torch, reference=reference,
     )
     op.jvp = jvp.bind(op) if hasattr(jvp, "bind") else jvp
     REGISTRY[name] = op
@@ -270,3 +368,31 @@ def lookup(name: str) -> OpDef | None:
     """The op called `name`, following aliases."""
     return REGISTRY.get(ALIASES.get(name, name))
 
+
+
+def missing_steps(op: OpDef) -> list[str]:
+    """What `op` still lacks of CONTRIBUTING.md's recipe ("Adding an op"), each step named
+    in the recipe's words, then what to give; [] for a complete op. The tests demand each
+    of these. The engine table row and the docs live outside the engine: the tests'
+    check (tests/test_op_recipe.py) adds those two.
+    """
+    steps = []
+    differentiable = op.vjps is not None
+    if not differentiable and not op.no_gradient:
+        steps.append("VJP: one per input (vjps=), or no_gradient='why' for an op without a gradient")
+    if differentiable and op.jvp is None:
+        steps.append("JVP: jvp= beside the VJPs (DIAGONAL for an elementwise op)")
+    if op.n_in != 0 and op.batch is None:
+        steps.append("batching rule: batch= (BROADCAST, along_axis(...), LEADING or own(...))")
+    if differentiable and op.check is None:
+        steps.append("Check: check=Check(...), the inputs the every-op gradcheck draws")
+    if op.kink is not None and not op.edges:
+        steps.append("edges: edges=(Edge(...), ...), its value and gradients at its kinks")
+    if op.public and op.torch is None:
+        steps.append("PyTorch oracle: torch=Torch(...), or NotInTorch('why') for an op PyTorch lacks")
+    if differentiable and op.category == "elementwise" and op.n_in == 1:
+        if op.reference is None:
+            steps.append("mpmath reference: reference=Reference(value, slope, grid)")
+        elif op.reference.second is None:
+            steps.append("second derivative: Reference(..., second=...)")
+    return steps

@@ -3,11 +3,11 @@ mpmath over the whole float range: relative error at most 1e-14 (a few units in 
 place) wherever the true value is a normal float (a subnormal one within the smallest
 normal number, an overflowing one the right infinity).
 
-Driven by the registry: an elementwise op added later fails here until it has an entry
-in REFERENCE (its mpmath function, its derivative, the grid of its domain) and in
-SECOND (its second derivative in closed form). The derivative may be None: mpmath then
-differentiates the function numerically (fine unless the derivative is tiny next to the
-value, as 1 - tanh(x)**2 is, so give a closed form). Every op is also tried on WHOLE_RANGE,
+Driven by the registry: each op's defop gives its exact values as mpmath text
+(`reference=Reference(value, slope, grid, second=...)`, autodiff/registry.py), and an
+elementwise op added without them fails here, naming the recipe's step. The slope may be
+None: mpmath then differentiates the function numerically (fine unless the derivative is
+tiny next to the value, as 1 - tanh(x)**2 is, so give a closed form). Every op is also tried on WHOLE_RANGE,
 the grid of every sign and magnitude, not only on its documented domain; points outside
 the domain (where the true value is not real) are tests/test_op_numerics.py's.
 """
@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad
+from gradcalc.autodiff.registry import REFERENCE_HELPERS, Reference, missing_steps
 
 mpmath = pytest.importorskip("mpmath")
 mp = mpmath.mp
@@ -41,123 +42,40 @@ def magnitudes(low_exp: int, high_exp: int, n: int = 121) -> np.ndarray:
     return np.geomspace(10.0**low_exp, 10.0**high_exp, n)
 
 
-@dataclass(frozen=True)
-class Reference:
-    f: Callable[[Any], Any]
-    df: Callable[[Any], Any] | None
-    grid: np.ndarray
-
-
-def _sigmoid(x: Any) -> Any:
-    return 1 / (1 + mp.exp(-x))
-
-
-def _step(x: Any) -> Any:
-    return mp.mpf(1) if x > 0 else mp.mpf(0)
-
-
-# One entry per one-input elementwise op: the true function, its derivative, the domain.
-REFERENCE: dict[str, Reference] = {
-    "exp": Reference(mp.exp, mp.exp, spread(-700, 700)),
-    "log": Reference(mp.log, lambda x: 1 / x, np.concatenate([magnitudes(-300, 300), 1 + spread(-1e-3, 1e-3, 21)])),
-    "log1p": Reference(
-        mp.log1p, lambda x: 1 / (1 + x),
-        np.concatenate([-1 + magnitudes(-15, -1, 29), spread(-0.99, 10), magnitudes(-20, 300)]),
-    ),
-    "sqrt": Reference(mp.sqrt, lambda x: 1 / (2 * mp.sqrt(x)), magnitudes(-300, 300)),
-    "sin": Reference(mp.sin, mp.cos, spread(-1e4, 1e4)),
-    "cos": Reference(mp.cos, lambda x: -mp.sin(x), spread(-1e4, 1e4)),
-    "tan": Reference(mp.tan, lambda x: 1 / mp.cos(x) ** 2, spread(-1.57, 1.57)),
-    "tanh": Reference(mp.tanh, lambda x: 1 / mp.cosh(x) ** 2, spread(-300, 300)),
-    "sigmoid": Reference(_sigmoid, lambda x: _sigmoid(x) * _sigmoid(-x), spread(-700, 700)),
-    "softplus": Reference(lambda x: mp.log1p(mp.exp(x)), _sigmoid, spread(-700, 700)),
-    "relu": Reference(lambda x: max(x, 0), _step, spread(-1e300, 1e300)),
-    "abs": Reference(abs, lambda x: mp.sign(x), spread(-1e300, 1e300)),
-}
-
-def _logistic(x: Any) -> Any:
-    return 1 / (1 + mp.exp(-x))
-
-
-def _erfc(x: Any) -> Any:
-    # mpmath's erfc raises OverflowError from about 1e154 on; there erfc is 0 or 2 to far
-    # more digits than 50 (erfc(1e10) is below 1e-(4e19)).
-    return mp.erfc(x) if abs(x) < 1e10 else mp.mpf(0 if x > 0 else 2)
-
-
-def _ncdf(x: Any) -> Any:
-    return _erfc(-x / mp.sqrt(2)) / 2
-
-
 def both_signs(low_exp: int, high_exp: int, n: int = 61) -> np.ndarray:
     m = magnitudes(low_exp, high_exp, n)
     return np.concatenate([-m[::-1], m])
 
 
-_UNIT_INTERVAL = np.concatenate([spread(-0.999, 0.999), 1 - magnitudes(-15, -1, 15), -1 + magnitudes(-15, -1, 15)])
-
-# The logarithms and exponentials in other bases, the hyperbolic, inverse and error functions.
-REFERENCE.update({
-    "log2": Reference(lambda x: mp.log(x, 2), lambda x: 1 / (x * mp.log(2)), magnitudes(-300, 300)),
-    "log10": Reference(mp.log10, lambda x: 1 / (x * mp.log(10)), magnitudes(-300, 300)),
-    # (past 1024 the value overflows while its slope 2**x ln 2 is a float up to 1024.47)
-    "exp2": Reference(lambda x: mp.power(2, x), lambda x: mp.power(2, x) * mp.log(2),
-                      np.concatenate([spread(-1000, 1000), [1023.0, 1023.7, 1024.0, 1024.2, 1024.46, 1024.5, 1025.0]])),
-    "expm1": Reference(mp.expm1, mp.exp, spread(-700, 700)),
-    "sinh": Reference(mp.sinh, mp.cosh, spread(-700, 700)),
-    "cosh": Reference(mp.cosh, mp.sinh, spread(-700, 700)),
-    "asinh": Reference(mp.asinh, lambda x: 1 / mp.sqrt(x * x + 1), spread(-1e300, 1e300)),
-    "acosh": Reference(
-        mp.acosh, lambda x: 1 / mp.sqrt(x * x - 1), np.concatenate([1 + magnitudes(-15, 0, 31), magnitudes(0.5, 300)]),
-    ),
-    "atanh": Reference(mp.atanh, lambda x: 1 / (1 - x * x), _UNIT_INTERVAL),
-    "asin": Reference(mp.asin, lambda x: 1 / mp.sqrt(1 - x * x), _UNIT_INTERVAL),
-    "acos": Reference(mp.acos, lambda x: -1 / mp.sqrt(1 - x * x), _UNIT_INTERVAL),
-    "atan": Reference(mp.atan, lambda x: 1 / (1 + x * x), spread(-1e300, 1e300)),
-    "erf": Reference(mp.erf, lambda x: 2 / mp.sqrt(mp.pi) * mp.exp(-x * x), spread(-30, 30)),
-    "erfc": Reference(_erfc, lambda x: -2 / mp.sqrt(mp.pi) * mp.exp(-x * x), spread(-30, 30)),
-    "square": Reference(lambda x: x * x, lambda x: 2 * x, spread(-1e150, 1e150)),
-    "cbrt": Reference(lambda x: mp.sign(x) * mp.cbrt(abs(x)), lambda x: 1 / (3 * mp.cbrt(x * x)), both_signs(-300, 300)),
-    "reciprocal": Reference(lambda x: 1 / x, lambda x: -1 / (x * x), both_signs(-300, 300)),
-    "gelu": Reference(lambda x: x * _ncdf(x), lambda x: _ncdf(x) + x * mp.npdf(x), spread(-40, 1e300)),
-    "silu": Reference(lambda x: x * _logistic(x), lambda x: _logistic(x) * (1 + x * _logistic(-x)), spread(-700, 1e300)),
-    "softsign": Reference(lambda x: x / (1 + abs(x)), lambda x: 1 / (1 + abs(x)) ** 2, spread(-1e300, 1e300)),
-    "logsigmoid": Reference(lambda x: -mp.log1p(mp.exp(-x)), lambda x: _logistic(-x), spread(-1e300, 700)),
-    "leaky_relu": Reference(
-        lambda x: x if x > 0 else mp.mpf(0.01) * x, lambda x: mp.mpf(1) if x > 0 else mp.mpf(0.01), spread(-1e300, 1e300),
-    ),
-    "elu": Reference(lambda x: x if x > 0 else mp.expm1(x), lambda x: mp.mpf(1) if x > 0 else mp.exp(x), spread(-700, 1e300)),
-})
-
-# The helpers other ops' derivatives are written with (not in the language).
-REFERENCE.update({
-    "sech": Reference(mp.sech, lambda x: -mp.sech(x) * mp.tanh(x), spread(-750, 750)),
-    "one_minus_square": Reference(lambda x: 1 - x * x, lambda x: -2 * x, spread(-1e150, 1e150)),
-})
-
-_PI = mp.pi
+# What a Reference's text may name: mpmath's functions and its helpers; NumPy and the grid
+# makers above for its grid.
+MPMATH_NAMES: dict[str, Any] = {name: getattr(mpmath, name) for name in dir(mpmath) if not name.startswith("_")}
+for _name, _text in REFERENCE_HELPERS.items():
+    MPMATH_NAMES[_name] = eval(f"lambda x: {_text}", MPMATH_NAMES)  # (test data from the registry, not user input)
+GRID_NAMES = {"np": np, "spread": spread, "magnitudes": magnitudes, "both_signs": both_signs}
 
 
-# Second derivatives, in closed forms that do not cancel where the function is flat
-# (sigmoid'' as -sigmoid(x) sigmoid(-x) tanh(x / 2), not sigmoid' (1 - 2 sigmoid)).
-SECOND: dict[str, Callable[[Any], Any]] = {
-    "exp": mp.exp, "log": lambda x: -1 / x**2, "log1p": lambda x: -1 / (1 + x) ** 2,
-    "sqrt": lambda x: -1 / (4 * x * mp.sqrt(x)), "sin": lambda x: -mp.sin(x), "cos": lambda x: -mp.cos(x),
-    "tan": lambda x: 2 * mp.tan(x) / mp.cos(x) ** 2, "tanh": lambda x: -2 * mp.tanh(x) * mp.sech(x) ** 2,
-    "sigmoid": lambda x: -_logistic(x) * _logistic(-x) * mp.tanh(x / 2), "softplus": lambda x: _logistic(x) * _logistic(-x),
-    "relu": lambda x: mp.mpf(0), "abs": lambda x: mp.mpf(0), "log2": lambda x: -1 / (x * x * mp.log(2)),
-    "log10": lambda x: -1 / (x * x * mp.log(10)), "exp2": lambda x: mp.power(2, x) * mp.log(2) ** 2, "expm1": mp.exp,
-    "sinh": mp.sinh, "cosh": mp.cosh, "asinh": lambda x: -x / mp.power(x * x + 1, 1.5),
-    "acosh": lambda x: -x / mp.power(x * x - 1, 1.5), "atanh": lambda x: 2 * x / (1 - x * x) ** 2,
-    "asin": lambda x: x / mp.power(1 - x * x, 1.5), "acos": lambda x: -x / mp.power(1 - x * x, 1.5),
-    "atan": lambda x: -2 * x / (1 + x * x) ** 2, "erf": lambda x: -4 * x / mp.sqrt(_PI) * mp.exp(-x * x),
-    "erfc": lambda x: 4 * x / mp.sqrt(_PI) * mp.exp(-x * x), "square": lambda x: mp.mpf(2),
-    "cbrt": lambda x: -2 / (9 * mp.sign(x) * mp.cbrt(abs(x)) ** 5), "reciprocal": lambda x: 2 / x**3,
-    "gelu": lambda x: mp.npdf(x) * (2 - x * x), "silu": lambda x: _logistic(x) * _logistic(-x) * (2 - x * mp.tanh(x / 2)),
-    "softsign": lambda x: -2 * mp.sign(x) / (1 + abs(x)) ** 3, "logsigmoid": lambda x: -_logistic(x) * _logistic(-x),
-    "leaky_relu": lambda x: mp.mpf(0), "elu": lambda x: mp.mpf(0) if x > 0 else mp.exp(x),
-    "sech": lambda x: mp.sech(x) * (2 * mp.tanh(x) ** 2 - 1), "one_minus_square": lambda x: mp.mpf(-2),
-}
+@dataclass(frozen=True)
+class Exact:
+    """An op's Reference, its text made functions of an mpf: value, slope (None: mpmath
+    differentiates), second derivative, and its grid."""
+
+    f: Callable[[Any], Any]
+    df: Callable[[Any], Any] | None
+    second: Callable[[Any], Any] | None
+    grid: np.ndarray
+
+
+def exact_of(ref: Reference) -> Exact:
+    def function(text: str | None) -> Callable[[Any], Any] | None:
+        return None if text is None else eval(f"lambda x: {text}", MPMATH_NAMES)
+
+    f = function(ref.value)
+    assert f is not None
+    return Exact(f, function(ref.slope), function(ref.second), np.asarray(eval(ref.grid, GRID_NAMES), dtype=float))
+
+
+REFERENCE: dict[str, Exact] = {op.name: exact_of(op.reference) for op in REGISTRY.values() if op.reference is not None}
 
 # Every sign and magnitude: powers of ten across the range, the exponential functions'
 # working range, the region near 0 and +-1, and irregular points (a regular grid's
@@ -172,8 +90,9 @@ ELEMENTWISE = [op for op in REGISTRY.values() if op.category == "elementwise" an
 
 
 def test_every_one_input_elementwise_op_has_a_reference():
-    missing = [op.name for op in ELEMENTWISE if op.name not in REFERENCE or op.name not in SECOND]
-    assert not missing, f"add these ops to REFERENCE and SECOND in tests/test_accuracy.py: {missing}"
+    """The steps "mpmath reference" and "second derivative" of CONTRIBUTING.md's recipe."""
+    missing = {op.name: step for op in ELEMENTWISE for step in missing_steps(op) if step.startswith(("mpmath reference", "second derivative"))}
+    assert not missing, f"ops without their mpmath values (give them in the op's defop): {missing}"
 
 
 def relative_errors(ours: np.ndarray, exact: list[Any]) -> np.ndarray:
@@ -200,7 +119,7 @@ def _real(value: Any) -> Any:
     return value
 
 
-def exact_values(ref: Reference, grid: np.ndarray, second: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, list[list[Any]]]:
+def exact_values(ref: Exact, grid: np.ndarray, second: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, list[list[Any]]]:
     """The points of grid inside the function's domain, and there the exact values, first
     derivatives (and second, if given)."""
     kept: list[float] = []
@@ -238,7 +157,7 @@ def worst(op: Any, what: str, grid: np.ndarray, ours: np.ndarray, exact: list[An
 @pytest.mark.parametrize("op", ELEMENTWISE, ids=lambda op: op.name)
 def test_value_and_two_derivatives_are_within_1e_14_of_mpmath_over_the_whole_range(op):
     ref = REFERENCE[op.name]
-    grid, (values, firsts, seconds) = exact_values(ref, np.union1d(ref.grid, WHOLE_RANGE), SECOND[op.name])
+    grid, (values, firsts, seconds) = exact_values(ref, np.union1d(ref.grid, WHOLE_RANGE), ref.second)
     x = Tensor(grid, requires_grad=True)
     y = op(x)
     first = grad(y.sum(), x, create_graph=True)

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..registry import ARRAY_MATH, Check, Edge
+from ..registry import ARRAY_MATH, Check, Edge, Reference, Torch
+from . import torch_calls
 from .arithmetic import elementwise, masked, near_zero
 from .special import TWO_OVER_SQRT_PI, erfc, exp_of_minus_square, product_rounding_error, square_rounding_error
 
@@ -129,6 +130,9 @@ gelu = elementwise(
     "x * Phi(x) (Phi the normal CDF); approximate='tanh' for the tanh formula", complex_safe=False,
     method=False, check=Check(make=_gelu_case),
     rule="g * (Phi(x) + x * phi(x)) (Phi, phi the normal CDF and density; for 'tanh' the derivative of its formula)",
+    torch=Torch(lambda t, x, approximate="none": t.nn.functional.gelu(x, approximate=approximate)),
+    reference=Reference("x * (erfc_wide(-x / sqrt(2)) / 2)", "(erfc_wide(-x / sqrt(2)) / 2) + x * npdf(x)", "spread(-40, 1e300)",
+        second="npdf(x) * (2 - x * x)"),
 )
 
 # ---- silu, softsign, logsigmoid ------------------------------------------------------------
@@ -158,6 +162,9 @@ def _silu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
 silu = elementwise(
     "silu", _silu, _silu_vjp, "x * sigmoid(x)", aliases=("swish",), method=False, low=-4.0, high=4.0,
     rule="g * (s + x * s * (1 - s)), s = sigmoid(x)",
+    torch=Torch("torch.nn.functional.silu"),
+    reference=Reference("x * logistic(x)", "logistic(x) * (1 + x * logistic(-x))", "spread(-700, 1e300)",
+        second="logistic(x) * logistic(-x) * (2 - x * tanh(x / 2))"),
 )
 
 
@@ -183,6 +190,8 @@ softsign = elementwise(
     edges=(Edge("at 0", [0.0], 0.0, (1.0,), second=(0.0,), note="the second derivative jumps from 2 to -2 there"),
            Edge("at +-inf", [[math.inf, -math.inf]], [1.0, -1.0], ([0.0, 0.0],), order=1, torch="nan; gradient nan",
                 note="the limits")),
+    torch=Torch("torch.nn.functional.softsign"),
+    reference=Reference("x / (1 + abs(x))", "1 / (1 + abs(x)) ** 2", "spread(-1e300, 1e300)", second="-2 * sign(x) / (1 + abs(x)) ** 3"),
 )
 
 
@@ -191,6 +200,8 @@ logsigmoid = elementwise(
     "log(sigmoid(x)) = -softplus(-x), finite for any x (-1000 at x = -1000)", complex_safe=False, method=False,
     rule="g * sigmoid(-x)",
     edges=(Edge("far in the left tail", [-1000.0], -1000.0, (1.0,), note="exact: -softplus(-x)"),),
+    torch=Torch("torch.nn.functional.logsigmoid"),
+    reference=Reference("-log1p(exp(-x))", "logistic(-x)", "spread(-1e300, 700)", second="-logistic(x) * logistic(-x)"),
 )
 
 # ---- leaky_relu, elu ------------------------------------------------------------------------
@@ -202,6 +213,8 @@ leaky_relu = elementwise(
     "x where x > 0, else slope * x; gradient slope at 0",
     method=False, kink=near_zero, kink_gap=1e-3,
     edges=(Edge("at 0", [0.0], 0.0, (0.01,), note="slope, from the left branch"),),
+    torch=Torch(lambda t, x, slope=0.01: t.nn.functional.leaky_relu(x, slope), variants=({"slope": 0.2},), make=torch_calls.squashed),
+    reference=Reference("x if x > 0 else mpf(0.01) * x", "mpf(1) if x > 0 else mpf(0.01)", "spread(-1e300, 1e300)", second="mpf(0)"),
 )
 
 
@@ -218,4 +231,6 @@ elu = elementwise(
     rule="g * (1 where x > 0, else alpha * exp(x))",
     edges=(Edge("at 0", [0.0], 0.0, (1.0,), second=(1.0,), torch="second derivative 0",
                 note="alpha, and second derivative alpha: both from the left branch"),),
+    torch=Torch(lambda t, x, alpha=1.0: t.nn.functional.elu(x, alpha), variants=({"alpha": 1.5},), make=torch_calls.squashed),
+    reference=Reference("x if x > 0 else expm1(x)", "mpf(1) if x > 0 else exp(x)", "spread(-700, 1e300)", second="mpf(0) if x > 0 else exp(x)"),
 )

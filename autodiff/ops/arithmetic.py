@@ -10,7 +10,7 @@ from ..batching import MATMUL, SCALING, Batched
 from ..forward import DIAGONAL, LINEAR, MULTILINEAR
 from ..guards import guarded, masked  # noqa: F401  (the ops' VJPs take them from here too)
 from ..limits import check_size, matmul_shape
-from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, defop
+from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, Reference, Torch, defop
 
 ARITH = "arithmetic"
 
@@ -37,14 +37,15 @@ ELEM = "elementwise"
 def elementwise(
     name: str, forward: Any, vjp: Any, doc: str, *, aliases: tuple[str, ...] = (), complex_safe: bool = True,
     method: bool = True, low: float = -2.0, high: float = 2.0, kink: Any = None, kink_gap: float = 0.0,
-    check: Check | None = None, rule: str | None = None, edges: tuple[Edge, ...] = (),
+    check: Check | None = None, rule: str | None = None, edges: tuple[Edge, ...] = (), torch: Torch | None = None,
+    reference: Reference | None = None,
 ) -> Any:
     """Register a one-input elementwise op (a method too, as in PyTorch, unless method=False).
     `rule` is the derivative as text for `eval --steps` where the VJP's own text is not it."""
     return defop(
         name, forward, (vjp,), doc=doc, category=ELEM, complex_safe=complex_safe, method=method,
         aliases=aliases, kink=kink, check=check or Check(low=low, high=high, kink_gap=kink_gap), rule=rule, jvp=DIAGONAL,
-        edges=edges,
+        edges=edges, torch=torch, reference=reference,
     )
 
 
@@ -92,17 +93,20 @@ add = defop(
     "add", lambda a, b: a + b, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: g),
     doc="a + b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__add__", "__radd__"), check=Check(shapes=BINARY_SHAPES), jvp=DIAGONAL,
+    torch=Torch("torch.add"),
 )
 sub = defop(
     "sub", lambda a, b: a - b, (lambda m, g, ans, a, b: g, lambda m, g, ans, a, b: -g),
     doc="a - b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__sub__", "__rsub__"), check=Check(shapes=BINARY_SHAPES), jvp=DIAGONAL,
+    torch=Torch("torch.sub"),
 )
 mul = defop(
     "mul", _mul, (lambda m, g, ans, a, b: masked(m, g, g * b), lambda m, g, ans, a, b: masked(m, g, g * a)),
     doc="a * b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__mul__", "__rmul__"), check=Check(shapes=BINARY_SHAPES), jvp=DIAGONAL,
     batch=SCALING,
+    torch=Torch("torch.mul"),
 )
 div = defop(
     "div", _div, (lambda m, g, ans, a, b: masked(m, g, g / b), lambda m, g, ans, a, b: masked(m, g, -g * ans / b)),
@@ -111,12 +115,17 @@ div = defop(
     edges=(Edge("by 0", [1.0, 0.0], math.inf, (math.inf, -math.inf), order=1, note="as IEEE division: no error"),
            Edge("0 / 0", [0.0, 0.0], math.nan, (math.inf, math.nan), order=1)),
     batch=SCALING,
+    torch=Torch("torch.div"),
 )
 neg = defop(
     "neg", lambda x: -x, (lambda m, g, ans, x: -g,),
     doc="-x", category=ARITH, complex_safe=True, method=True, operators=("__neg__",), check=Check(), jvp=LINEAR,
     batch=SCALING,
+    torch=Torch("torch.neg"),
 )
+
+
+FAST_OFF = False
 
 
 def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
@@ -124,6 +133,10 @@ def _pow_dbase(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     # derivative of a**0 is 0 (PyTorch's convention too); writing it b * a**1 there gives 0
     # and keeps every higher derivative of a polynomial finite at 0:
     # x**2 -> 2 x**1 -> 2 x**0 -> 0 * x**1 -> 0.
+    if FAST_OFF and m is ARRAY_MATH and type(b) is np.ndarray and b.ndim == 0 and b.dtype == np.float64 and type(a) is np.ndarray and a.dtype == np.float64:
+        k = float(b)
+        if k >= 1.0 and k.is_integer():  # a whole power of a real base (the squares of an L2 term): none of the cases below can arise
+            return masked(m, g, g * b * (a if k == 2.0 else a ** (k - 1.0)))
     raw_a, raw_b = m.raw(a), m.raw(b)
     zero_zero = (raw_a == 0) & (raw_b == 0)
     exponent = b - 1 if not zero_zero.any() else m.where(zero_zero, 1.0, b - 1)
@@ -182,6 +195,7 @@ pow_ = defop(
         Edge("mixed second derivative at b = 0", [2.0, 0.0], 1.0, (0.0, math.log(2.0)), second=(0.5, 0.5 + math.log(2.0) ** 2),
              torch="d2/da db = 0 (d/da is a constant 0 at b = 0)", note="d2/da db = 1/a"),
     ),
+    torch=Torch("torch.pow"),
 )
 
 
@@ -246,4 +260,5 @@ matmul = defop(
     rule='a: g @ b.T;  b: a.T @ g (.T swaps the last two axes; a vector acts as a row or column)',
     check=Check(shapes=(((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (3,)), ((2, 2, 3), (3, 2)))),
     batch=MATMUL,
+    torch=Torch("torch.matmul"),
 )

@@ -8,8 +8,9 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..forward import DIAGONAL
-from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, defop
+from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, Reference, Torch, defop
 from ..tensor import Tensor, to_array
+from . import torch_calls
 from .arithmetic import ELEM, ONE, ZERO_NUMBER, elementwise, is_real, masked, near_zero
 
 
@@ -121,6 +122,7 @@ sech = defop(
     "sech", _sech, (lambda m, g, ans, x: masked(m, g, -g * ans * m.tanh(x)),),
     doc="1 / cosh(x), the derivatives of tanh and sigmoid", category=ELEM, complex_safe=True, public=False,
     check=Check(), jvp=DIAGONAL,
+    reference=Reference("sech(x)", "-sech(x) * tanh(x)", "spread(-750, 750)", second="sech(x) * (2 * tanh(x) ** 2 - 1)"),
 )
 
 
@@ -135,26 +137,40 @@ def _sigmoid_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
 exp = elementwise(
     "exp", lambda x: np.exp(x), lambda m, g, ans, x: masked(m, g, g * ans), "e ** x",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [math.inf, 0.0], ([math.inf, 0.0],), order=1),),
+    torch=Torch("torch.exp"),
+    reference=Reference("exp(x)", "exp(x)", "spread(-700, 700)", second="exp(x)"),
 )
 log = elementwise("log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0,
-            aliases=("ln",), edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),))
+            aliases=("ln",), edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),), torch=Torch("torch.log"),
+                reference=Reference("log(x)", "1 / x", "np.concatenate([magnitudes(-300, 300), 1 + spread(-1e-3, 1e-3, 21)])", second="-1 / x**2"))
 log1p = elementwise(
     "log1p", lambda x: np.log1p(x), lambda m, g, ans, x: masked(m, g, g / (1 + x)), "log(1 + x), accurate for small x",
     low=-0.5, edges=(Edge("at -1", [-1.0], -math.inf, (math.inf,), order=1),),
+    torch=Torch("torch.log1p"),
+    reference=Reference("log1p(x)", "1 / (1 + x)", "np.concatenate([-1 + magnitudes(-15, -1, 29), spread(-0.99, 10), magnitudes(-20, 300)])",
+        second="-1 / (1 + x) ** 2"),
 )
 sqrt = elementwise(
     "sqrt", lambda x: np.sqrt(x), lambda m, g, ans, x: masked(m, g, g / (2 * ans)), "square root", low=0.2, high=3.0,
     edges=(Edge("at 0", [0.0], 0.0, (math.inf,), order=1, note="the limit of the slope"),),
+    torch=Torch("torch.sqrt"),
+    reference=Reference("sqrt(x)", "1 / (2 * sqrt(x))", "magnitudes(-300, 300)", second="-1 / (4 * x * sqrt(x))"),
 )
-sin = elementwise("sin", lambda x: np.sin(x), lambda m, g, ans, x: masked(m, g, g * m.cos(x)), "sine")
-cos = elementwise("cos", lambda x: np.cos(x), lambda m, g, ans, x: masked(m, g, -g * m.sin(x)), "cosine")
+sin = elementwise("sin", lambda x: np.sin(x), lambda m, g, ans, x: masked(m, g, g * m.cos(x)), "sine", torch=Torch("torch.sin"),
+    reference=Reference("sin(x)", "cos(x)", "spread(-1e4, 1e4)", second="-sin(x)"))
+cos = elementwise("cos", lambda x: np.cos(x), lambda m, g, ans, x: masked(m, g, -g * m.sin(x)), "cosine", torch=Torch("torch.cos"),
+    reference=Reference("cos(x)", "-sin(x)", "spread(-1e4, 1e4)", second="-cos(x)"))
 tan = elementwise(
     "tan", lambda x: np.tan(x), lambda m, g, ans, x: masked(m, g, g * (1 + ans * ans)), "tangent", low=-1.2, high=1.2,
+    torch=Torch("torch.tan"),
+    reference=Reference("tan(x)", "1 / cos(x) ** 2", "spread(-1.57, 1.57)", second="2 * tan(x) / cos(x) ** 2"),
 )
 tanh = elementwise(
     "tanh", lambda x: np.tanh(x), _tanh_vjp, "hyperbolic tangent", rule="g / cosh(x) ** 2",
     edges=(Edge("far in a tail", [20.0], 1.0, (4.0 / (math.exp(20.0) + math.exp(-20.0)) ** 2,), order=1,
                 torch="gradient 0 past |x| = 19 (1 - tanh(x) ** 2)", note="the slope keeps its digits"),),
+    torch=Torch("torch.tanh"),
+    reference=Reference("tanh(x)", "1 / cosh(x) ** 2", "spread(-300, 300)", second="-2 * tanh(x) * sech(x) ** 2"),
 )
 sigmoid = elementwise(
     "sigmoid", _sigmoid, _sigmoid_vjp, "logistic 1 / (1 + e ** -x); accurate in both tails",
@@ -163,18 +179,24 @@ sigmoid = elementwise(
                 (math.exp(-40.0) / (1.0 + math.exp(-40.0)) ** 2,), order=1),
            Edge("far in the right tail", [40.0], 1.0, (math.exp(-40.0) / (1.0 + math.exp(-40.0)) ** 2,), order=1,
                 torch="gradient 0 (s (1 - s) with s rounded to 1; 1e-3 off at 30)", note="the slope keeps its digits")),
+    torch=Torch("torch.sigmoid"),
+    reference=Reference("logistic(x)", "logistic(x) * logistic(-x)", "spread(-700, 700)", second="-logistic(x) * logistic(-x) * tanh(x / 2)"),
 )
 softplus = elementwise(
     "softplus", _softplus, lambda m, g, ans, x: masked(m, g, g * m.sigmoid(x)), "log(1 + e ** x), without overflow",
     edges=(Edge("far in the right tail", [25.0], 25.0 + math.log1p(math.exp(-25.0)), (1.0 / (1.0 + math.exp(-25.0)),),
                 second=(math.exp(-25.0) / (1.0 + math.exp(-25.0)) ** 2,),
                 torch="second derivative 0 past 20 (softplus is x there)", note="the second derivative keeps its digits"),),
+    torch=Torch(lambda t, x: t.nn.functional.softplus(x, threshold=30.0)),
+    reference=Reference("log1p(exp(x))", "logistic(x)", "spread(-700, 700)", second="logistic(x) * logistic(-x)"),
 )
 relu = elementwise(
     "relu", _relu, _relu_vjp, "max(x, 0); gradient 0 at 0; nan stays nan",
     kink=near_zero, kink_gap=1e-3, rule="g * (x > 0)",
     edges=(Edge("at 0", [0.0], 0.0, (0.0,)),
            Edge("at nan", [math.nan], math.nan, (math.nan,), order=1, torch="gradient 1", note="nan in, nan out")),
+    torch=Torch("torch.relu"),
+    reference=Reference("max(x, 0)", "(mpf(1) if x > 0 else mpf(0))", "spread(-1e300, 1e300)", second="mpf(0)"),
 )
 def _abs(x: Any) -> Any:
     if not np.iscomplexobj(x):
@@ -189,6 +211,8 @@ abs_ = elementwise(
     "absolute value; gradient 0 at 0", kink=near_zero, kink_gap=1e-3,
     edges=(Edge("at 0", [0.0], 0.0, (0.0,)),
            Edge("at nan", [math.nan], math.nan, (math.nan,), order=1, torch="gradient 0", note="nan in, nan out")),
+    torch=Torch("torch.abs"),
+    reference=Reference("abs(x)", "sign(x)", "spread(-1e300, 1e300)", second="mpf(0)"),
 )
 
 
@@ -215,6 +239,7 @@ maximum = defop(
     doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied, complex_safe=True,
     rule="a: g * (a > b);  b: g * (b > a);  half each at a tie", jvp=DIAGONAL,
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3), edges=_pair_edges(),
+    torch=Torch("torch.maximum"),
 )
 minimum = defop(
     "minimum", lambda a, b: np.minimum(a, b),
@@ -223,6 +248,7 @@ minimum = defop(
     doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied, complex_safe=True,
     rule="a: g * (a < b);  b: g * (b < a);  half each at a tie", jvp=DIAGONAL,
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3), edges=_pair_edges(),
+    torch=Torch("torch.minimum"),
 )
 
 
@@ -285,6 +311,7 @@ clip = defop(
            Edge("low > high", [0.0, 1.0, -1.0], -1.0, (0.0, 0.0, 1.0), names=_CLIP_NAMES, note="the output is high, and so is the gradient"),
            Edge("at nan", [math.nan, -1.0, 1.0], math.nan, (1.0, 0.0, 0.0), order=1, names=_CLIP_NAMES,
                 torch="0 to x and to the bounds", note="the nan stays visible")),
+    torch=Torch(torch_calls.clip, extra_makes=(torch_calls.clip_keyword_bounds, torch_calls.clip_one_bound)),
 )
 
 
@@ -303,4 +330,5 @@ where = defop(
     edges=(Edge("the branch not taken", [False, math.inf, 1.0], 1.0, (0.0, 1.0), wrt=(1, 2),
                 note="exactly 0 to the branch not taken, even where its own derivative is inf or nan: "
                 "where(x > 0, sqrt(x), 0) at -1 has gradient 0 (PyTorch's: nan)"),),
+    torch=Torch(torch_calls.where, make=torch_calls.where_make),
 )

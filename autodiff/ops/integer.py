@@ -15,8 +15,10 @@ import numpy as np
 
 from ..batching import BROADCAST
 from ..forward import DIAGONAL
-from ..registry import Check, Edge, defop
+from ..registry import Check, Edge, Torch, defop
+from . import torch_calls
 from .arithmetic import masked
+from .comparisons import STEP
 
 INT = "integer arithmetic"
 
@@ -32,7 +34,8 @@ floor_divide = defop(
     doc="Python's a // b: the largest whole number <= a / b", category=INT,
     operators=("__floordiv__", "__rfloordiv__"),
     edges=(Edge("by 0", [[1.0, -1.0, 0.0], 0.0], [math.inf, -math.inf, math.nan], note="as NumPy"),),
-    batch=BROADCAST,
+    batch=BROADCAST, no_gradient=STEP,
+    torch=Torch("torch.floor_divide", make=torch_calls.unary_pair),
 )
 remainder = defop(
     "remainder", lambda a, b: np.remainder(a, b),
@@ -43,4 +46,5 @@ remainder = defop(
     check=Check(shapes=(((3, 4), (3, 4)), ((3, 4), (4,)), ((), (2, 3))), low=0.5, high=3.0, kink_gap=1e-3), jvp=DIAGONAL,
     edges=(Edge("at a whole quotient", [2.0, 1.0], 0.0, (1.0, -2.0), note="where a % b jumps: the right-hand side's"),
            Edge("by 0", [1.0, 0.0], math.nan, (1.0, -math.inf), order=1)),
+    torch=Torch("torch.remainder"),
 )

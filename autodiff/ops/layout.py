@@ -9,7 +9,8 @@ import numpy as np
 
 from ..batching import TILE, along_axis, own
 from ..forward import LINEAR
-from ..registry import Check, Edge, defop
+from ..registry import Check, Edge, Torch, defop
+from . import torch_calls
 
 SHAPE = "shape"
 Axis = int | tuple[int, ...] | None
@@ -25,6 +26,7 @@ squeeze = defop(
     complex_safe=True, check=Check(shapes=(((3, 1, 2),), ((1, 4),))),
     jvp=LINEAR,
     batch=along_axis(none="squeeze", sparse="view"),
+    torch=Torch(lambda t, x, axis=None: t.squeeze(x) if axis is None else t.squeeze(x, axis)),
 )
 unsqueeze = defop(
     "unsqueeze", lambda x, axis: np.expand_dims(x, axis), (_back_to_input_shape,),
@@ -32,6 +34,7 @@ unsqueeze = defop(
     complex_safe=True, check=Check(shapes=(((3,),), ((2, 3),)), params={"axis": 1}),
     jvp=LINEAR,
     batch=along_axis(new_axis=True, sparse="view"),
+    torch=Torch(lambda t, x, axis: t.unsqueeze(x, axis), variants=({"axis": 0}, {"axis": -1})),
 )
 
 
@@ -45,6 +48,7 @@ flip = defop(
     method=True, complex_safe=True, check=Check(shapes=(((5,),), ((3, 4),)), params={"axis": -1}),
     jvp=LINEAR,
     batch=along_axis(),
+    torch=Torch(lambda t, x, axis=None: t.flip(x, tuple(range(x.ndim)) if axis is None else (axis,)), variants=({"axis": None},)),
 )
 roll = defop(
     "roll", lambda x, shift, axis=None: np.roll(x, shift, axis=axis), (lambda m, g, ans, x, shift, axis=None: m.roll(g, shift=_negated(shift), axis=axis),),
@@ -53,6 +57,7 @@ roll = defop(
     jvp=LINEAR,
     rule='roll(g, -shift, axis)',
     batch=along_axis(none="flatten-restore"),
+    torch=Torch(lambda t, x, shift, axis=None: t.roll(x, shift, axis), variants=({"shift": -1, "axis": 0},)),
 )
 
 # ---- tile and repeat ------------------------------------------------------------------------
@@ -85,6 +90,7 @@ tile = defop(
     rule="g summed over the copies",
     jvp=LINEAR,
     batch=TILE,
+    torch=Torch(lambda t, x, reps: t.tile(x, reps), variants=({"reps": (3,)},)),
 )
 
 
@@ -123,6 +129,7 @@ repeat = defop(
     rule="g summed over each element's repeats",
     jvp=LINEAR,
     batch=along_axis(none="flatten"),
+    torch=Torch(lambda t, x, repeats, axis=None: t.repeat_interleave(x, repeats, axis), variants=({"repeats": 3},)),
 )
 
 # ---- sort ------------------------------------------------------------------------------------
@@ -175,6 +182,8 @@ sort = defop(
            Edge("with ties, descending", [[2.0, 1.0, 2.0]], [2.0, 2.0, 1.0], ([1.0, 3.0, 2.0],), weights=[1.0, 2.0, 3.0],
                 params={"descending": True}, note="stable too"),),
     batch=along_axis(none="flatten"),
+    torch=Torch(lambda t, x, axis=-1, descending=False: t.sort(x, dim=axis, descending=descending, stable=True).values,
+        variants=({"axis": 0, "descending": True},)),
 )
 
 # ---- pad ---------------------------------------------------------------------------------------
@@ -227,4 +236,5 @@ pad = defop(
     rule="g without the padding",
     jvp=_pad_jvp, jvp_rule="pad(dx, widths) with zeros (the padding is a constant)",
     batch=own(_pad_batch, "no padding on the batch axes"),
+    torch=Torch(torch_calls.pad, variants=({"widths": 2}, {"widths": (0, 3), "value": -1.0})),
 )

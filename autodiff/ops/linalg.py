@@ -13,7 +13,8 @@ import numpy as np
 
 from ..batching import LEADING, BatchRule, along_axis, batch_shape, call, logical_ndim, own, prefixed, spread
 from ..forward import LINEAR, MULTILINEAR, OVER_AXIS, OVER_MATRIX
-from ..registry import ARRAY_MATH, Check, Edge, defop
+from ..registry import ARRAY_MATH, Check, Edge, Torch, defop
+from . import torch_calls
 from .arithmetic import _swap_last as matrix_transpose
 from .arithmetic import masked
 from .reductions import Axis, expand_reduced, kept_shape, normalize_axes
@@ -195,6 +196,7 @@ einsum = defop(
     rule="operand k: einsum of g with the other operands, into operand k's subscripts",
     jvp=MULTILINEAR,
     batch=own(_einsum_batch, "einsum of the items, the batch's axes named first"),
+    torch=Torch(lambda t, *xs, subscripts: t.einsum(subscripts, *xs)),
 )
 
 # ---- dot, inner, outer, kron: contractions with einsum's gradient ------------------------------
@@ -258,6 +260,7 @@ dot = defop(
     rule="a: g * b;  b: g * a",
     jvp=MULTILINEAR,
     batch=_contraction_batch(_dot_subscripts),
+    torch=Torch("torch.dot"),
 )
 inner = defop(
     "inner", **_contraction(_inner_subscripts), n_in=2, method=True,
@@ -266,6 +269,7 @@ inner = defop(
     rule="a: g contracted with b;  b: g contracted with a (einsum's rule)",
     jvp=MULTILINEAR,
     batch=_contraction_batch(_inner_subscripts),
+    torch=Torch("torch.inner"),
 )
 outer = defop(
     # NumPy's einsum adds each product to a 0, so 0 * -0 would come out +0; the product
@@ -276,6 +280,7 @@ outer = defop(
     rule="a: g @ b;  b: g.T @ a",
     jvp=MULTILINEAR,
     batch=own(_outer_batch, "a column of each a times a row of each b"),
+    torch=Torch("torch.outer"),
 )
 
 
@@ -313,6 +318,7 @@ kron = defop(
     rule="a: each block of g contracted with b;  b: the blocks of g weighted by a and summed",
     jvp=MULTILINEAR,
     batch=own(_kron_batch, "einsum of the items' blocks, the batch's axes named first"),
+    torch=Torch("torch.kron"),
 )
 
 # ---- trace, diag, triu, tril ---------------------------------------------------------------------
@@ -362,6 +368,7 @@ trace = defop(
     rule="g * eye",
     jvp=LINEAR,
     batch=own(_trace_batch, "the sum of each item's diagonal"),
+    torch=Torch("torch.trace"),
 )
 diag = defop(
     "diag", _diag, (_diag_vjp,),
@@ -370,6 +377,7 @@ diag = defop(
     rule="g read from (or put back on) the k-th diagonal",
     jvp=LINEAR,
     batch=own(_diag_batch, "the diagonal of each item, read or written"),
+    torch=Torch(lambda t, x, k=0: t.diag(x, k), variants=({"k": -1}, {"k": 0})),
 )
 triu = defop(
     "triu", lambda x, k=0: np.triu(x, int(k)), (lambda m, g, ans, x, k=0: m.triu(g, k=k),),
@@ -377,6 +385,7 @@ triu = defop(
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 3),))),
     jvp=LINEAR,
     batch=own(_triangle_batch, "NumPy's stacked triangles"),
+    torch=Torch(lambda t, x, k=0: t.triu(x, k), variants=({"k": 1},)),
 )
 tril = defop(
     "tril", lambda x, k=0: np.tril(x, int(k)), (lambda m, g, ans, x, k=0: m.tril(g, k=k),),
@@ -384,6 +393,7 @@ tril = defop(
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 3),)), params={"k": -1}),
     jvp=LINEAR,
     batch=own(_triangle_batch, "NumPy's stacked triangles"),
+    torch=Torch(lambda t, x, k=0: t.tril(x, k), variants=({"k": 0},)),
 )
 
 # ---- det, slogdet, inv, solve ------------------------------------------------------------------
@@ -509,6 +519,7 @@ det = defop(
              note="LAPACK's pivoting skips a nan: NumPy's det of this is 0"),
     ),
     batch=LEADING,
+    torch=Torch("torch.linalg.det"),
 )
 slogdet = defop(
     "slogdet", _slogdet, (_slogdet_vjp,), n_ret=2,
@@ -519,6 +530,7 @@ slogdet = defop(
     edges=(Edge("singular", [_SINGULAR], (0.0, -math.inf), ([[math.nan, math.nan], [math.nan, math.nan]],), order=1,
                 torch="-0, -inf; gradient [[-inf, inf], [inf, -inf]]"),),
     batch=LEADING,
+    torch=Torch(lambda t, a: tuple(t.linalg.slogdet(a))),
 )
 inv = defop(
     "inv", lambda a: np.linalg.inv(a),
@@ -529,6 +541,7 @@ inv = defop(
     rule='-(ans.T @ g @ ans.T), ans = inv(a) (.T swaps the last two axes)',
     edges=(Edge("singular", [_SINGULAR], error="the matrix is singular"),),
     batch=LEADING,
+    torch=Torch("torch.linalg.inv"),
 )
 
 
@@ -563,6 +576,7 @@ solve = defop(
     jvp=_solve_jvp, jvp_rule="solve(a, db - da @ ans)",
     edges=(Edge("singular", [_SINGULAR, [1.0, 2.0]], error="the matrix is singular"),),
     batch=own(_solve_batch, "NumPy's stacked solve, a vector b as a one-column matrix"),
+    torch=Torch("torch.linalg.solve"),
 )
 
 # ---- vector norms -------------------------------------------------------------------------------
@@ -650,4 +664,5 @@ norm = defop(
              torch="0; gradient 0", note="scaled by the largest |x|, as hypot"),
     ),
     batch=along_axis(),
+    torch=Torch(torch_calls.norm, variants=({"ord": 1, "axis": 0}, {"ord": float("inf"), "axis": -1}, {"ord": "fro", "keepdims": True})),
 )

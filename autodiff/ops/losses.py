@@ -14,7 +14,8 @@ import numpy as np
 from ..batching import BROADCAST, Batched, along_axis, batch_shape, call, own, spread
 from ..errors import ShapeError
 from ..forward import OVER_AXIS, TO_ITEMS
-from ..registry import Check, Edge, defop
+from ..registry import Check, Edge, Torch, defop
+from . import torch_calls
 from .arithmetic import guarded, masked
 from .reductions import Axis, checked_axis, expand_reduced, kept_shape
 
@@ -153,6 +154,7 @@ logsumexp = defop(
         Edge("all -inf", [[-math.inf, -math.inf]], -math.inf, ([math.nan, math.nan],)),
     ),
     batch=along_axis(),
+    torch=Torch(torch_calls.logsumexp, variants=({}, {"axis": 0, "keepdims": True})),
 )
 softmax = defop(
     "softmax", _softmax, (_softmax_vjp,),
@@ -166,6 +168,7 @@ softmax = defop(
              note="a -inf entry has weight 0"),
     ),
     batch=along_axis(),
+    torch=Torch(lambda t, x, axis=-1: t.softmax(x, dim=axis), variants=({"axis": 0},)),
 )
 log_softmax = defop(
     "log_softmax", _log_softmax, (_log_softmax_vjp,),
@@ -178,6 +181,7 @@ log_softmax = defop(
              ([1.0, 1.0 - 3.0 * _S1, 1.0 - 3.0 * _S2],), note="finite where the true value is"),
     ),
     batch=along_axis(),
+    torch=Torch(lambda t, x, axis=-1: t.log_softmax(x, dim=axis), variants=({"axis": 0},)),
 )
 
 # ---- losses ------------------------------------------------------------------------------
@@ -249,6 +253,9 @@ cross_entropy = defop(
         Edge("logits of +-1e308", [[[1e308, -1e308]], [0.0]], 0.0, ([[0.0, 0.0]],), wrt=(0,), note="no overflow"),
     ),
     batch=own(_class_loss_batch, "each row's items as one list of items, then each row's reduction"),
+    torch=Torch(torch_calls.cross_entropy, make=torch_calls.cross_entropy_make,
+        extra_makes=(torch_calls.cross_entropy_probs, torch_calls.cross_entropy_probs_smoothed),
+        variants=({"label_smoothing": 0.1}, {"reduction": "sum"}, {"reduction": "none", "label_smoothing": 0.3})),
 )
 
 
@@ -276,6 +283,7 @@ mse = defop(
     jvp=TO_ITEMS,
     rule="a: g * 2 * (a - b), / n for 'mean' (n elements);  b: g * 2 * (b - a), / n for 'mean'",
     batch=own(_per_item_loss_batch, "elementwise, then each row's reduction"),
+    torch=Torch(torch_calls.mse, variants=({"reduction": "sum"}, {"reduction": "none"})),
 )
 
 # ---- reductions of a loss, and the losses after cross_entropy and mse ------------------------
@@ -325,7 +333,7 @@ def _pairs(low: float, high: float, target: Any) -> Any:
 
 def _elementwise_loss(
     name: str, per_item: Any, d_pred: Any, d_target: Any, doc: str, check: Check, aliases: tuple[str, ...] = (),
-    kink: Any = None, rule: str = "", edges: tuple[Edge, ...] = (),
+    kink: Any = None, rule: str = "", edges: tuple[Edge, ...] = (), torch: Torch | None = None,
 ) -> Any:
     """A loss computed item by item from (pred, target) and then reduced. `per_item(p, t,
     **params)` is the forward, d_pred / d_target(m, p, t, **params) the derivatives of one
@@ -346,7 +354,7 @@ def _elementwise_loss(
     return defop(
         name, forward, (vjp(d_pred), vjp(d_target)), doc=doc, category=NN, n_in=2, aliases=aliases,
         kink=kink, check=check, rule=rule, jvp=TO_ITEMS, edges=edges,
-        batch=own(_per_item_loss_batch, "elementwise, then each row's reduction"),
+        batch=own(_per_item_loss_batch, "elementwise, then each row's reduction"), torch=torch,
     )
 
 
@@ -386,6 +394,7 @@ binary_cross_entropy = _elementwise_loss(
     edges=(Edge("p = 0 or 1, the wrong target", [[0.0, 1.0], [1.0, 0.0]], [100.0, 100.0], ([-1e12, 1e12], [100.0, -100.0]),
                 params={"reduction": "none"}, order=1, torch="the same for p; +-inf to the target",
                 note="each log clamped at -100 and p (1 - p) at 1e-12, as PyTorch; the target's gradient from the same clamped logs"),),
+    torch=Torch(torch_calls.loss("binary_cross_entropy")),
 )
 
 
@@ -404,6 +413,7 @@ binary_cross_entropy_with_logits = _elementwise_loss(
     rule="pred: g * (sigmoid(pred) - target);  target: -g * pred",
     edges=(Edge("logits of +-1000", [[1000.0, -1000.0], [0.0, 0.0]], [1000.0, 0.0], ([1.0, 0.0], [-1000.0, 1000.0]),
                 params={"reduction": "none"}, note="exact for any logit"),),
+    torch=Torch(torch_calls.loss("binary_cross_entropy_with_logits")),
 )
 
 
@@ -439,6 +449,7 @@ nll_loss = defop(
     edges=(Edge("-inf at the target", [[[-math.inf, 0.0]], [0.0]], math.inf, ([[-1.0, 0.0]],), wrt=(0,)),
            Edge("-inf elsewhere", [[[-math.inf, 0.0]], [1.0]], 0.0, ([[0.0, -1.0]],), wrt=(0,), note="a class that is not the target may have probability 0")),
     batch=own(_class_loss_batch, "each row's items as one list of items, then each row's reduction"),
+    torch=Torch(torch_calls.loss("nll_loss", classes=True)),
 )
 
 
@@ -458,6 +469,7 @@ l1_loss = _elementwise_loss(
     kink=lambda p, t, tol=0.0, **params: _within(p - t, tol, 0.0),
     rule="pred: g * sign(pred - target);  target: -g * sign(pred - target)",
     edges=(Edge("pred = target", [1.0, 1.0], 0.0, (0.0, 0.0)),),
+    torch=Torch(torch_calls.loss("l1_loss")),
 )
 
 
@@ -479,4 +491,5 @@ huber = _elementwise_loss(
     rule="pred: g * clip(pred - target, -delta, delta);  target: -g * clip(pred - target, -delta, delta)",
     edges=(Edge("|pred - target| = delta", [1.0, 0.0], 0.5, (1.0,), wrt=(0,), second=(1.0,),
                 torch="second derivative 0 (the absolute side's)", note="the second derivative of the squared side"),),
+    torch=Torch(torch_calls.loss("huber_loss")),
 )

@@ -9,7 +9,8 @@ import numpy as np
 from ..batching import along_axis
 from ..errors import ArgumentError, ShapeError
 from ..forward import LINEAR, OVER_AXIS
-from ..registry import Check, Edge, defop
+from ..registry import Check, Edge, Torch, defop
+from . import torch_calls
 from .arithmetic import masked
 
 RED = "reduction"
@@ -134,6 +135,7 @@ sum_ = defop(
     rule='g repeated along the summed axes (every element gets g)',
     edges=(Edge("of an empty tensor", [np.zeros(0)], 0.0, (np.zeros(0),)),),
     batch=along_axis(sparse="total"),
+    torch=Torch(torch_calls.reduction("sum"), variants=({}, {"axis": -1, "keepdims": True}, {"axis": (0, 1)})),
 )
 mean = defop(
     "mean", _mean,
@@ -144,6 +146,7 @@ mean = defop(
     rule='g / n repeated along the averaged axes (n elements averaged)',
     edges=(Edge("of an empty tensor", [np.zeros(0)], math.nan, (np.zeros(0),), note="silently: no NumPy warning"),),
     batch=along_axis(sparse="average"),
+    torch=Torch(torch_calls.reduction("mean"), variants=({}, {"axis": 0}, {"axis": (0, 1), "keepdims": True})),
 )
 def _prod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     # d prod / d x_k is the product of the other elements: ans / x_k when no element is 0,
@@ -202,6 +205,7 @@ prod = defop(
              torch="nan (inf * 0, as NumPy's product in order)", note="an exact 0 wins; a nan or inf factor still gives nan"),
     ),
     batch=along_axis(),
+    torch=Torch(torch_calls.reduction("prod"), variants=({}, {"axis": 0}, {"axis": (0, 1), "keepdims": True})),
 )
 max_ = defop(
     "max", lambda x, axis=None, keepdims=False: _extreme(np.max, "max", x, axis, keepdims), (_extreme_vjp,),
@@ -215,6 +219,7 @@ max_ = defop(
                 note="nan at every higher order too"),
            Edge("of an empty tensor", [np.zeros(0)], error="max of an empty tensor has no value")),
     batch=along_axis(),
+    torch=Torch(torch_calls.reduction("amax"), variants=({}, {"axis": 0, "keepdims": True}, {"axis": (0, 1)})),
 )
 min_ = defop(
     "min", lambda x, axis=None, keepdims=False: _extreme(np.min, "min", x, axis, keepdims), (_extreme_vjp,),
@@ -225,4 +230,5 @@ min_ = defop(
     edges=(Edge("with ties", [[0.0, 1.0, 0.0]], 0.0, ([0.5, 0.0, 0.5],), note="shared equally among the tied elements"),
            Edge("of an empty tensor", [np.zeros(0)], error="min of an empty tensor has no value")),
     batch=along_axis(),
+    torch=Torch(torch_calls.reduction("amin"), variants=({}, {"axis": 1}, {"axis": (0, 1), "keepdims": True})),
 )

@@ -12,7 +12,8 @@ import numpy as np
 
 from ..batching import Batched, along_axis
 from ..forward import LINEAR
-from ..registry import Check, Edge, defop
+from ..registry import Check, Edge, Torch, defop
+from . import torch_calls
 from .arithmetic import guarded, masked
 
 SCAN = "reduction"
@@ -149,6 +150,7 @@ cumsum = defop(
     rule="g summed from each position to the end along axis (a reversed cumsum)",
     jvp=LINEAR,
     batch=along_axis(none="flatten"),
+    torch=Torch(torch_calls.scan("cumsum"), variants=({"axis": 0}, {"axis": None})),
 )
 cumprod = defop(
     "cumprod", lambda x, axis=None: np.cumprod(*_flat(x, axis)), (_cumprod_vjp,),
@@ -161,6 +163,7 @@ cumprod = defop(
     edges=(Edge("with a zero", [[0.0, 2.0, 3.0]], [0.0, 0.0, 0.0], ([9.0, 0.0, 0.0],), second=([6.0, 4.0, 2.0],),
                 note="exact, formed without dividing"),),
     batch=along_axis(none="flatten"),
+    torch=Torch(torch_calls.scan("cumprod"), variants=({"axis": -1}, {"axis": None})),
 )
 logcumsumexp = defop(
     "logcumsumexp", _logcumsumexp, (_logcumsumexp_vjp,),
@@ -169,4 +172,5 @@ logcumsumexp = defop(
     rule="dx_j = sum over i >= j of g_i * exp(x_j - ans_i)",
     jvp=_logcumsumexp_jvp, jvp_rule="the sum over j <= i of exp(x_j - ans_i) * dx_j",
     batch=along_axis(none="flatten"),
+    torch=Torch(torch_calls.scan("logcumsumexp"), variants=({"axis": 0}, {"axis": -1})),
 )

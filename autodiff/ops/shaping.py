@@ -9,9 +9,10 @@ from ..batching import BROADCAST_TO, FLATTEN, GETITEM, RESHAPE, TRANSPOSE, UNIND
 from ..errors import ArgumentError, ShapeError
 from ..forward import LINEAR
 from ..limits import check_size, indexed_shape, joined_shape
-from ..registry import Check, defop
+from ..registry import Check, Torch, defop
 from ..tensor import Tensor
 from ..wiring import unbroadcast
+from . import torch_calls
 
 SHAPE = "shape"
 
@@ -35,6 +36,7 @@ reshape = defop(
     complex_safe=True, check=Check(shapes=(((3, 4),),), params={"shape": (2, 6)}),
     jvp=LINEAR,
     batch=RESHAPE,
+    torch=Torch(lambda t, x, shape: x.reshape(shape)),
 )
 flatten = defop(
     "flatten", lambda x: np.reshape(x, -1), (lambda m, g, ans, x: m.reshape(g, shape=x.shape),),
@@ -42,6 +44,7 @@ flatten = defop(
     check=Check(shapes=(((3, 4),), ((2, 3, 2),))),
     jvp=LINEAR,
     batch=FLATTEN,
+    torch=Torch(lambda t, x: x.reshape(-1)),
 )
 transpose = defop(
     "transpose", lambda x, axes=(): np.transpose(x, axes or None),
@@ -51,6 +54,7 @@ transpose = defop(
     jvp=LINEAR,
     rule='transpose(g) by the inverse permutation of axes',
     batch=TRANSPOSE,
+    torch=Torch(torch_calls.transpose, variants=({"axes": (1, 0)},)),
 )
 Tensor.T = property(lambda self: transpose(self), doc="the tensor with its axes reversed")  # type: ignore[assignment]  # declared in Tensor
 
@@ -61,6 +65,7 @@ swapaxes = defop(
     method=True, complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),)), params={"axis1": 0, "axis2": -1}),
     jvp=LINEAR,
     batch=along_axis("axis1", "axis2"),
+    torch=Torch(lambda t, x, axis1, axis2: t.swapaxes(x, axis1, axis2)),
 )
 Tensor.mT = property(  # type: ignore[assignment]  # declared in Tensor
     lambda self: swapaxes(self, axis1=-1, axis2=-2), doc="the last two axes exchanged (a stack of matrices transposed)",
@@ -73,6 +78,7 @@ broadcast_to = defop(
     jvp=LINEAR,
     rule="g summed over the broadcast axes, back to x's shape",
     batch=BROADCAST_TO,
+    torch=Torch(lambda t, x, shape: x.broadcast_to(shape)),
 )
 
 # ---- indexing ---------------------------------------------------------------------------
@@ -105,6 +111,7 @@ getitem = defop(
     jvp=LINEAR,
     rule="g put at x[index] in zeros of x's shape (a repeated index adds up)",
     batch=GETITEM,
+    torch=Torch(torch_calls.getitem, variants=({"index": (np.array([0, 2, 0]),)}, {"index": (Ellipsis, 1)})),
 )
 unindex = defop(
     "unindex", _unindex, (lambda m, g, ans, gx, index, shape: m.getitem(g, index=index),),
@@ -137,6 +144,7 @@ concatenate = defop(
     jvp=LINEAR,
     rule='each input gets the slice of g along axis where it was placed',
     batch=along_axis(none="flatten"),
+    torch=Torch(lambda t, *xs, axis=0: t.cat(xs, dim=axis)),
 )
 stack = defop(
     "stack", lambda *xs, axis=0: np.stack(xs, axis=axis),
@@ -148,6 +156,7 @@ stack = defop(
     jvp=LINEAR,
     rule='each input gets g at its own index along axis',
     batch=along_axis(new_axis=True),
+    torch=Torch(lambda t, *xs, axis=0: t.stack(xs, dim=axis)),
 )
 
 
@@ -203,4 +212,5 @@ split = defop(
     jvp=LINEAR,
     rule="g of each section put at its place in zeros of x's shape",
     batch=along_axis(),
+    torch=Torch(torch_calls.split),
 )

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..forward import DIAGONAL
-from ..registry import BINARY_SHAPES, Check, Edge, defop
+from ..registry import BINARY_SHAPES, Check, Edge, Reference, Torch, defop
 from .arithmetic import ELEM, elementwise, masked, near_zero
 
 LN2 = math.log(2.0)
@@ -86,22 +86,30 @@ erf = elementwise(
     rule="g * 2 / sqrt(pi) * exp(-x**2)",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [1.0, -1.0], ([0.0, 0.0],), second=([0.0, 0.0],),
                 torch="second derivative nan", note="the limits"),),
+    torch=Torch("torch.erf"),
+    reference=Reference("erf(x)", "2 / sqrt(pi) * exp(-x * x)", "spread(-30, 30)", second="-4 * x / sqrt(pi) * exp(-x * x)"),
 )
 erfc = elementwise(
     "erfc", lambda x: _real_only(_erfc, x), lambda m, g, ans, x: masked(m, g, -g * _gaussian(m, x)),
     "complementary error function 1 - erf(x), accurate where erf(x) is near 1", complex_safe=False,
     rule="-g * 2 / sqrt(pi) * exp(-x**2)",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [0.0, 2.0], ([0.0, 0.0],), order=1, note="the limits"),),
+    torch=Torch("torch.erfc"),
+    reference=Reference("erfc_wide(x)", "-2 / sqrt(pi) * exp(-x * x)", "spread(-30, 30)", second="4 * x / sqrt(pi) * exp(-x * x)"),
 )
 
 # ---- logarithms and powers ------------------------------------------------------------
 log2 = elementwise(
     "log2", lambda x: np.log2(x), lambda m, g, ans, x: masked(m, g, g / (x * LN2)), "base-2 logarithm", low=0.2, high=3.0,
     edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),),
+    torch=Torch("torch.log2"),
+    reference=Reference("log(x, 2)", "1 / (x * log(2))", "magnitudes(-300, 300)", second="-1 / (x * x * log(2))"),
 )
 log10 = elementwise(
     "log10", lambda x: np.log10(x), lambda m, g, ans, x: masked(m, g, g / (x * LN10)), "base-10 logarithm", low=0.2, high=3.0,
     edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),),
+    torch=Torch("torch.log10"),
+    reference=Reference("log10(x)", "1 / (x * log(10))", "magnitudes(-300, 300)", second="-1 / (x * x * log(10))"),
 )
 # 2 ** x ln 2 as 2 ** (x - 1) (2 ln 2): finite up to x = 1024.47, where 2 ** x itself overflows
 # from 1024 on (the gradient was inf there; it is 1.246e308). x - 1 is exact for |x| >= 1,
@@ -111,11 +119,18 @@ exp2 = elementwise(
     rule="g * 2 ** x * ln(2)",
     edges=(Edge("past the largest float", [1024.0], math.inf, (2.0**1023 * (2.0 * LN2),), order=1,
                 torch="gradient inf", note="the value overflows; its slope 2 ** x ln 2 is a float"),),
+    torch=Torch("torch.exp2"),
+    reference=Reference(
+        "power(2, x)", "power(2, x) * log(2)", "np.concatenate([spread(-1000, 1000), [1023.0, 1023.7, 1024.0, 1024.2, 1024.46, 1024.5, 1025.0]])",
+        second="power(2, x) * log(2) ** 2"),
 )
 expm1 = elementwise(
     "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: masked(m, g, g * m.exp(x)), "e ** x - 1, accurate for small x",
+    torch=Torch("torch.expm1"),
+    reference=Reference("expm1(x)", "exp(x)", "spread(-700, 700)", second="exp(x)"),
 )
-square = elementwise("square", lambda x: x * x, lambda m, g, ans, x: masked(m, g, g * (2.0 * x)), "x * x")
+square = elementwise("square", lambda x: x * x, lambda m, g, ans, x: masked(m, g, g * (2.0 * x)), "x * x", torch=Torch("torch.square"),
+    reference=Reference("x * x", "2 * x", "spread(-1e150, 1e150)", second="mpf(2)"))
 def away_from_zero(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Check inputs of either sign with 0.2 <= |x| <= 2. (low and high, which tests that
     compose ops squash their inputs into, stay positive.)"""
@@ -129,16 +144,22 @@ cbrt = elementwise(
     kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
     edges=(Edge("at 0", [0.0], 0.0, (math.inf,), order=1, torch="no cbrt; sign(x) * |x| ** (1/3) has gradient nan",
                 note="the limit of the slope"),),
+    torch=Torch(lambda t, x: t.sign(x) * t.abs(x) ** (1.0 / 3.0)),
+    reference=Reference("sign(x) * cbrt(abs(x))", "1 / (3 * cbrt(x * x))", "both_signs(-300, 300)", second="-2 / (9 * sign(x) * cbrt(abs(x)) ** 5)"),
 )
 reciprocal = elementwise(
     "reciprocal", lambda x: 1.0 / x, lambda m, g, ans, x: masked(m, g, -g * ans * ans), "1 / x",
     kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
     edges=(Edge("at 0 and -0", [[0.0, -0.0]], [math.inf, -math.inf], ([-math.inf, -math.inf],)),),
+    torch=Torch("torch.reciprocal"),
+    reference=Reference("1 / x", "-1 / (x * x)", "both_signs(-300, 300)", second="2 / x**3"),
 )
 
 # ---- hyperbolic functions and their inverses --------------------------------------------
-sinh = elementwise("sinh", lambda x: np.sinh(x), lambda m, g, ans, x: masked(m, g, g * m.cosh(x)), "hyperbolic sine")
-cosh = elementwise("cosh", lambda x: np.cosh(x), lambda m, g, ans, x: masked(m, g, g * m.sinh(x)), "hyperbolic cosine")
+sinh = elementwise("sinh", lambda x: np.sinh(x), lambda m, g, ans, x: masked(m, g, g * m.cosh(x)), "hyperbolic sine", torch=Torch("torch.sinh"),
+    reference=Reference("sinh(x)", "cosh(x)", "spread(-700, 700)", second="sinh(x)"))
+cosh = elementwise("cosh", lambda x: np.cosh(x), lambda m, g, ans, x: masked(m, g, g * m.sinh(x)), "hyperbolic cosine", torch=Torch("torch.cosh"),
+    reference=Reference("cosh(x)", "sinh(x)", "spread(-700, 700)", second="cosh(x)"))
 def _one_minus_square(x: Any) -> Any:
     if np.iscomplexobj(x):  # complex step: the imaginary part -2xh, which (1 - x)(1 + x) cancels near 0
         return 1.0 - x * x
@@ -151,11 +172,14 @@ def _one_minus_square(x: Any) -> Any:
 one_minus_square = defop(
     "one_minus_square", _one_minus_square, (lambda m, g, ans, x: masked(m, g, g * (-2.0 * x)),), doc="(1 - x)(1 + x)",
     category=ELEM, complex_safe=True, public=False, check=Check(), jvp=DIAGONAL,
+    reference=Reference("1 - x * x", "-2 * x", "spread(-1e150, 1e150)", second="mpf(-2)"),
 )
 
 asinh = elementwise(
     "asinh", lambda x: np.arcsinh(x), lambda m, g, ans, x: masked(m, g, g / m.hypot(x, 1.0)),
     "inverse hyperbolic sine", aliases=("arcsinh",),
+    torch=Torch("torch.asinh"),
+    reference=Reference("asinh(x)", "1 / sqrt(x * x + 1)", "spread(-1e300, 1e300)", second="-x / power(x * x + 1, 1.5)"),
 )
 _SQUARE_FAR = 1e100  # past this, differentiating x**2 - 1 again passes through 1 / x**3, near underflow
 
@@ -174,15 +198,23 @@ def _root_of_square_less_one(m: Any, x: Any) -> Any:
     return m.where(far, m.sqrt(x - 1.0) * m.sqrt(x + 1.0), m.sqrt(0.0 - m.one_minus_square(near)))
 
 
+# The grid of the functions defined on [-1, 1], closest to its ends (tests/test_accuracy.py).
+_UNIT_INTERVAL = "np.concatenate([spread(-0.999, 0.999), 1 - magnitudes(-15, -1, 15), -1 + magnitudes(-15, -1, 15)])"
+
 acosh = elementwise(
     "acosh", lambda x: np.arccosh(x), lambda m, g, ans, x: masked(m, g, g / _root_of_square_less_one(m, x)),
     "inverse hyperbolic cosine (x >= 1)", aliases=("arccosh",), low=1.2, high=3.0, rule="g / sqrt(x**2 - 1)",
     edges=(Edge("at 1", [1.0], 0.0, (math.inf,), order=1),),
+    torch=Torch("torch.acosh"),
+    reference=Reference("acosh(x)", "1 / sqrt(x * x - 1)", "np.concatenate([1 + magnitudes(-15, 0, 31), magnitudes(0.5, 300)])",
+        second="-x / power(x * x - 1, 1.5)"),
 )
 atanh = elementwise(
     "atanh", lambda x: np.arctanh(x), lambda m, g, ans, x: masked(m, g, g / m.one_minus_square(x)),
     "inverse hyperbolic tangent (-1 < x < 1)", aliases=("arctanh",), low=-0.9, high=0.9, rule="g / (1 - x**2)",
     edges=(Edge("at +-1", [[1.0, -1.0]], [math.inf, -math.inf], ([math.inf, math.inf],), order=1),),
+    torch=Torch("torch.atanh"),
+    reference=Reference("atanh(x)", "1 / (1 - x * x)", _UNIT_INTERVAL, second="2 * x / (1 - x * x) ** 2"),
 )
 
 # ---- inverse trigonometric functions -----------------------------------------------------
@@ -190,11 +222,15 @@ asin = elementwise(
     "asin", lambda x: np.arcsin(x), lambda m, g, ans, x: masked(m, g, g / m.sqrt(m.one_minus_square(x))),
     "inverse sine (-1 <= x <= 1)", aliases=("arcsin",), low=-0.9, high=0.9, rule="g / sqrt(1 - x**2)",
     edges=(Edge("at +-1", [[1.0, -1.0]], [math.pi / 2, -math.pi / 2], ([math.inf, math.inf],), order=1),),
+    torch=Torch("torch.asin"),
+    reference=Reference("asin(x)", "1 / sqrt(1 - x * x)", _UNIT_INTERVAL, second="x / power(1 - x * x, 1.5)"),
 )
 acos = elementwise(
     "acos", lambda x: np.arccos(x), lambda m, g, ans, x: masked(m, g, -g / m.sqrt(m.one_minus_square(x))),
     "inverse cosine (-1 <= x <= 1)", aliases=("arccos",), low=-0.9, high=0.9, rule="-g / sqrt(1 - x**2)",
     edges=(Edge("at +-1", [[1.0, -1.0]], [0.0, math.pi], ([-math.inf, -math.inf],), order=1),),
+    torch=Torch("torch.acos"),
+    reference=Reference("acos(x)", "-1 / sqrt(1 - x * x)", _UNIT_INTERVAL, second="-x / power(1 - x * x, 1.5)"),
 )
 _ATAN_FAR = 1e50
 
@@ -213,6 +249,8 @@ def _atan_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
 
 atan = elementwise(
     "atan", lambda x: np.arctan(x), _atan_vjp, "inverse tangent", aliases=("arctan",), rule="g / (1 + x**2)",
+    torch=Torch("torch.atan"),
+    reference=Reference("atan(x)", "1 / (1 + x * x)", "spread(-1e300, 1e300)", second="-2 * x / (1 + x * x) ** 2"),
 )
 
 
@@ -242,6 +280,7 @@ atan2 = defop(
                 note="the sign of the zero y picks the side"),
            Edge("at the origin", [[0.0, 0.0], [0.0, -0.0]], [0.0, math.pi], ([math.nan, math.nan], [math.nan, math.nan]), order=1,
                 torch="gradient 0", note="no direction: 0 / 0")),
+    torch=Torch("torch.atan2"),
 )
 hypot = defop(
     "hypot", lambda a, b: np.hypot(a, b),
@@ -250,4 +289,5 @@ hypot = defop(
     kink=lambda a, b, tol=0.0: bool(np.any((np.abs(a) <= tol) & (np.abs(b) <= tol))),
     check=Check(shapes=BINARY_SHAPES, kink_gap=0.2), jvp=DIAGONAL,
     edges=(Edge("at the origin", [0.0, 0.0], 0.0, (math.nan, math.nan), order=1, note="no direction: 0 / 0"),),
+    torch=Torch("torch.hypot"),
 )

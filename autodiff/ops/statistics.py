@@ -11,7 +11,8 @@ import numpy as np
 
 from ..batching import along_axis
 from ..forward import OVER_AXIS
-from ..registry import Check, Edge, defop
+from ..registry import Check, Edge, Torch, defop
+from . import torch_calls
 from .arithmetic import masked
 from .reductions import Axis, expand_reduced, normalize_axes
 
@@ -65,6 +66,7 @@ var = defop(
     jvp=OVER_AXIS,
     edges=(Edge("one element, ddof=1", [[1.0]], float("nan"), ([float("nan")],), params={"ddof": 1}, order=1, note="0 / 0"),),
     batch=along_axis(),
+    torch=Torch(torch_calls.moment("var"), variants=({}, {"axis": 0, "keepdims": True}, {"axis": (0, 1), "ddof": 0})),
 )
 std = defop(
     "std", _std, (_std_vjp,),
@@ -74,4 +76,5 @@ std = defop(
     jvp=OVER_AXIS,
     edges=(Edge("no spread", [[2.0, 2.0]], 0.0, ([0.0, 0.0],), order=1, note="a subgradient: no derivative exists there"),),
     batch=along_axis(),
+    torch=Torch(torch_calls.moment("std"), variants=({"ddof": 1}, {"axis": 1, "keepdims": True})),
 )
