@@ -55,7 +55,7 @@ round_ = defop(
     doc="x rounded to decimals places (halves to even)", category=CMP, method=True,
     edges=(Edge("halves", [[0.5, 1.5, 2.5, -0.5]], [0.0, 2.0, 2.0, -0.0], note="to even, as NumPy"),),
     batch=BROADCAST, no_gradient=STEP,
-    torch=Torch(torch_calls.round, make=torch_calls.rounding_input, variants=({"decimals": 1},)),
+    torch=Torch("torch.round", make=torch_calls.rounding_input, variants=({"decimals": 1},)),
 )
 
 

@@ -81,10 +81,6 @@ def split(t: Any, x: Any, sections: int = 2, axis: int = 0) -> Any:
     return t.chunk(x, int(sections), dim=axis)
 
 
-def round(t: Any, x: Any, decimals: int = 0) -> Any:
-    return t.round(x, decimals=int(decimals))
-
-
 def arg(name: str) -> Callable[..., Any]:
     def fn(t: Any, x: Any, axis: Any = None) -> Any:
         return getattr(t, name)(x, dim=axis).double()

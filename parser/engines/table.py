@@ -3,11 +3,15 @@
 The language runs on those libraries' own arrays and autodiff; gradcalc's engine is not
 ported. Each entry names the counterpart:
 
-- `"jnp.exp"`, `"jax.nn.silu"`, `"torch.linalg.det"`: the library's own function, called
-  with the op's inputs and its parameters under gradcalc's names (most are NumPy's, which
-  jax.numpy shares);
+- `"jnp.exp"`, `"jax.nn.silu"`: the library's own function, called with the op's inputs
+  and its parameters under gradcalc's names (most are NumPy's, which jax.numpy shares);
+- `OWN`, in the PyTorch column: PyTorch's own function, the one the op's defop names as
+  its oracle (`torch=Torch("torch.exp")`), read from there: the op's PyTorch name is
+  stated once, and the differential tests hold the tensor engine to that same function;
 - `"op_sum"`: a one-line adapter of that name in jax_ops.py or torch_ops.py, where the
-  library spells the op otherwise (`dim=` for `axis=`, a list of arrays for *xs);
+  library spells the op otherwise (`dim=` for `axis=`, a list of arrays for *xs) or where
+  the engine keeps gradcalc's conventions (its messages, NumPy's constructors and seeds):
+  there the oracle stays PyTorch's own function, apart from the engine's adapter;
 - `Gap(reason)`: no counterpart here; the op is refused by name on that engine ("sech has
   no JAX counterpart here: ...; use --engine tensor"), never computed another way.
 
@@ -16,6 +20,8 @@ docs without them. tests/test_engine_table.py walks the registry: every op has a
 and each entry gives the tensor engine's values and gradients on the op's Check inputs.
 """
 from __future__ import annotations
+
+from gradcalc.autodiff.registry import Torch, lookup
 
 
 class Gap:
@@ -32,6 +38,9 @@ class Gap:
 
 Spec = str | Gap
 
+# The PyTorch column's "as the op's record names it" (see above).
+OWN = "<the op's own PyTorch function>"
+
 # gradcalc's own derivative rules use these; the engines differentiate with their own.
 _INTERNAL = Gap("an internal op of gradcalc's own derivative rules, which the library replaces with its autodiff")
 
@@ -47,8 +56,8 @@ class Counterparts:
 
 
 def _same(name: str) -> Counterparts:
-    """The same name in jax.numpy and torch."""
-    return Counterparts(f"jnp.{name}", f"torch.{name}")
+    """jax.numpy's function of that name, and PyTorch's own as the op's record names it."""
+    return Counterparts(f"jnp.{name}", OWN)
 
 
 def _adapted(name: str) -> Counterparts:
@@ -58,9 +67,9 @@ def _adapted(name: str) -> Counterparts:
 
 TABLE: dict[str, Counterparts] = {
     # arithmetic
-    "add": _same("add"), "sub": Counterparts("jnp.subtract", "torch.sub"), "mul": Counterparts("jnp.multiply", "torch.mul"),
-    "div": Counterparts("jnp.divide", "torch.div"), "neg": Counterparts("jnp.negative", "torch.neg"),
-    "pow": Counterparts("jnp.power", "torch.pow"), "matmul": _same("matmul"),
+    "add": _same("add"), "sub": Counterparts("jnp.subtract", OWN), "mul": Counterparts("jnp.multiply", OWN),
+    "div": Counterparts("jnp.divide", OWN), "neg": Counterparts("jnp.negative", OWN),
+    "pow": Counterparts("jnp.power", OWN), "matmul": _same("matmul"),
     "floor_divide": _same("floor_divide"), "remainder": _same("remainder"),
     # elementwise
     **{name: _same(name) for name in (
@@ -68,18 +77,18 @@ TABLE: dict[str, Counterparts] = {
         "square", "reciprocal", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2", "hypot", "sign",
         "floor", "ceil", "round",
     )},
-    "erf": Counterparts("jax.scipy.special.erf", "torch.erf"), "erfc": Counterparts("jax.scipy.special.erfc", "torch.erfc"),
+    "erf": Counterparts("jax.scipy.special.erf", OWN), "erfc": Counterparts("jax.scipy.special.erfc", OWN),
     "cbrt": Counterparts("jnp.cbrt", "op_cbrt"),
-    "sigmoid": Counterparts("jax.nn.sigmoid", "torch.sigmoid"), "relu": Counterparts("jax.nn.relu", "torch.relu"),
-    "softplus": _adapted("softplus"), "gelu": _adapted("gelu"), "silu": Counterparts("jax.nn.silu", "torch.nn.functional.silu"),
-    "softsign": Counterparts("jax.nn.soft_sign", "torch.nn.functional.softsign"),
-    "logsigmoid": Counterparts("jax.nn.log_sigmoid", "torch.nn.functional.logsigmoid"),
+    "sigmoid": Counterparts("jax.nn.sigmoid", OWN), "relu": Counterparts("jax.nn.relu", OWN),
+    "softplus": _adapted("softplus"), "gelu": _adapted("gelu"), "silu": Counterparts("jax.nn.silu", OWN),
+    "softsign": Counterparts("jax.nn.soft_sign", OWN),
+    "logsigmoid": Counterparts("jax.nn.log_sigmoid", OWN),
     "leaky_relu": _adapted("leaky_relu"), "elu": Counterparts("jax.nn.elu", "op_elu"),
     "clip": _adapted("clip"), "where": _adapted("where"),
     # without gradient
-    "lt": Counterparts("jnp.less", "torch.lt"), "le": Counterparts("jnp.less_equal", "torch.le"),
-    "gt": Counterparts("jnp.greater", "torch.gt"), "ge": Counterparts("jnp.greater_equal", "torch.ge"),
-    "eq": Counterparts("jnp.equal", "torch.eq"), "ne": Counterparts("jnp.not_equal", "torch.ne"),
+    "lt": Counterparts("jnp.less", OWN), "le": Counterparts("jnp.less_equal", OWN),
+    "gt": Counterparts("jnp.greater", OWN), "ge": Counterparts("jnp.greater_equal", OWN),
+    "eq": Counterparts("jnp.equal", OWN), "ne": Counterparts("jnp.not_equal", OWN),
     "argmax": _adapted("argmax"), "argmin": _adapted("argmin"), "detach": Counterparts("jax.lax.stop_gradient", "op_detach"),
     "item": _adapted("item"), "len": _adapted("len"),
     # reductions and scans
@@ -98,8 +107,8 @@ TABLE: dict[str, Counterparts] = {
     # linear algebra
     "einsum": _adapted("einsum"), "dot": _adapted("dot"), "inner": _same("inner"), "outer": _adapted("outer"), "kron": _same("kron"),
     "trace": _adapted("trace"), "diag": _adapted("diag"), "triu": Counterparts("jnp.triu", "op_triu"), "tril": Counterparts("jnp.tril", "op_tril"),
-    "det": Counterparts("jnp.linalg.det", "torch.linalg.det"), "slogdet": _adapted("slogdet"),
-    "inv": Counterparts("jnp.linalg.inv", "torch.linalg.inv"), "solve": _adapted("solve"),
+    "det": Counterparts("jnp.linalg.det", OWN), "slogdet": _adapted("slogdet"),
+    "inv": Counterparts("jnp.linalg.inv", OWN), "solve": _adapted("solve"),
     # softmax and losses
     "logsumexp": Counterparts("jax.scipy.special.logsumexp", "op_logsumexp"),
     "softmax": Counterparts("jax.nn.softmax", "op_softmax"), "log_softmax": Counterparts("jax.nn.log_softmax", "op_log_softmax"),
@@ -121,7 +130,19 @@ def counterpart(name: str, library: str) -> Spec:
     entry = TABLE.get(name)
     if entry is None:
         return Gap("not in gradcalc's table of counterparts yet")
-    return entry.of(library)
+    spec = entry.of(library)
+    if spec == OWN:
+        return own_torch_function(name)
+    return spec
+
+
+def own_torch_function(name: str) -> str:
+    """The PyTorch function the op's record names as its oracle ("torch.exp")."""
+    op = lookup(name)
+    oracle = op.torch if op is not None else None
+    if not isinstance(oracle, Torch) or oracle.name is None:
+        raise LookupError(f"the op table reads {name}'s PyTorch function from its defop, which names none (torch=Torch(\"torch.<name>\"))")
+    return oracle.name
 
 
 def refusal(name: str, library: str, gap: Gap, switch: str = "--engine tensor") -> str:
