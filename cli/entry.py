@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .options import COMMANDS, ENGINES, GLOBAL_OPTIONS, Command, Option
+from .options import COMMANDS, GLOBAL_OPTIONS, Command, Option, OptionError
 from .streams import Interrupted, StdoutError, guard_stdout, interrupt_handler, output_failed, reader_gone
 
 COMPLETION_VARIABLE = "_GRADCALC_COMPLETE"  # typer's shell completion asks through it
@@ -105,21 +105,13 @@ def _read_option(options: dict[str, Option], argv: list[str], i: int, values: di
 
 
 def _value(option: Option, text: str) -> Any:
-    """`text` as the option's kind, or None when it is not a valid one."""
-    kind = option.kind
-    if kind in ("str", "expr"):
-        return text
-    if kind == "path":
-        return _path(text)
-    if kind == "engine":
-        return text if text in ENGINES else None
+    """`text` as the option's kind, or None when it is not a valid one (typer then says why,
+    in the declaration's words)."""
     try:
-        number: float = int(text) if kind == "int" else float(text)
-    except ValueError:
+        value = option.read(text)
+    except OptionError:
         return None
-    if (option.low is not None and number < option.low) or (option.high is not None and number > option.high) or number != number:
-        return None
-    return number
+    return _path(value) if option.kind == "path" else value
 
 
 def _path(text: str) -> Any:

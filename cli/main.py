@@ -9,19 +9,74 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from enum import Enum
+from importlib import import_module
 from pathlib import Path
 from types import GenericAlias
 from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from gradcalc import __version__
 
 from .common import usage_error
-from .options import COMMANDS, ENGINES, GLOBAL_OPTIONS, Argument, Command, Option, as_typed
+from .options import COMMANDS, GLOBAL_OPTIONS, Argument, Command, Option, OptionError, as_typed, unknown
+
+# click, as typer brings it (its own copy since typer 0.28, the click package before)
+_click_exceptions = import_module(typer.BadParameter.__module__)
+_click_types = import_module(typer.BadParameter.__module__.rpartition(".")[0] + ".types")
+
+
+class _Declared(_click_types.ParamType):  # type: ignore[misc, name-defined]
+    """An option's value read as the declaration reads it (Option.read), so that a bad one
+    is refused in the words the REPL and the notebook use."""
+
+    def __init__(self, option: Option) -> None:
+        self.option = option
+        self.name = {"int": "integer", "float": "float", "path": "path"}.get(option.kind, "text")
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if not isinstance(value, str):  # a default
+            return value
+        try:
+            read = self.option.read(value)
+        except OptionError as err:
+            raise _click_exceptions.UsageError(str(err), ctx) from None
+        return Path(read) if self.option.kind == "path" else read
+
+    def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> list[Any]:
+        return [typer.core.CompletionItem(c) for c in self.option.choices if c.startswith(incomplete)]
+
+
+def _declared_words(parse_args: Callable[..., Any]) -> Callable[..., Any]:
+    """click's parse_args, with an unknown option and an option without its value worded
+    as the declarations word them."""
+
+    def parse(self: Any, ctx: Any, args: list[str]) -> Any:
+        try:
+            return parse_args(self, ctx, args)
+        except _click_exceptions.NoSuchOption as err:
+            known = sorted(name for param in self.params for name in getattr(param, "opts", ()) if name.startswith("-"))
+            raise _click_exceptions.UsageError(str(unknown(err.option_name, known)), ctx) from None
+        except _click_exceptions.BadOptionUsage as err:
+            declared = next((p.type.option for p in self.params if err.option_name in getattr(p, "opts", ()) and isinstance(p.type, _Declared)), None)
+            if declared is None or "requires" not in err.message:  # (click's words for a missing value)
+                raise
+            raise _click_exceptions.UsageError(str(declared.missing()), ctx) from None
+
+    return parse
+
+
+class _Command(typer.core.TyperCommand):
+    parse_args = _declared_words(typer.core.TyperCommand.parse_args)
+
+
+class _Group(typer.core.TyperGroup):
+    parse_args = _declared_words(typer.core.TyperGroup.parse_args)
+
 
 app = typer.Typer(
+    cls=_Group,
     name="gradcalc",
     help="A command-line autodiff calculator: values, gradients, graphs and gradient checks.\n\n"
     "With no command: the REPL on a terminal, or a script read from piped stdin.",
@@ -32,8 +87,7 @@ app = typer.Typer(
     no_args_is_help=False,
 )
 
-Engine = Enum("Engine", {name: name for name in ENGINES}, type=str)  # type: ignore[misc]  # typer offers its values as choices
-_TYPES: dict[str, Any] = {"flag": bool, "int": int, "float": float, "str": str, "expr": str, "path": Path, "engine": Engine}
+_TYPES: dict[str, Any] = {"flag": bool, "int": int, "float": float, "str": str, "expr": str, "path": Path}
 
 
 def _parameter(declared: Option | Argument) -> inspect.Parameter:
@@ -46,25 +100,30 @@ def _parameter(declared: Option | Argument) -> inspect.Parameter:
         if not declared.required:
             annotation = annotation | None
     else:
-        info = typer.Option(*declared.names, help=declared.help, metavar=declared.metavar, min=declared.low, max=declared.high,
-                            callback=_a_number if declared.kind == "float" else None)
+        info = typer.Option(*declared.names, help=declared.help + _range(declared), metavar=declared.metavar or _metavar(declared),
+                            click_type=None if declared.kind == "flag" else _Declared(declared))
         annotation = kind if declared.default is not None or declared.kind == "flag" else kind | None
-        default = Engine(declared.default) if declared.kind == "engine" else declared.default
+        default = declared.default
     return inspect.Parameter(declared.key, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, info])
 
 
-def _a_number(value: float | None) -> float | None:
-    # click's FloatRange lets nan through (no comparison with nan is false); the plain path refuses it too
-    if value is not None and value != value:
-        raise typer.BadParameter("nan is not a number it can take")
-    return value
+def _metavar(option: Option) -> str | None:
+    """What --help shows for the value, as typer shows its own types: the choices, or the kind."""
+    if option.choices:
+        return f"[{'|'.join(option.choices)}]"
+    bounded = " RANGE" if option.low is not None or option.high is not None else ""
+    return {"int": "INTEGER", "float": "FLOAT", "path": "PATH", "str": "TEXT"}.get(option.kind, "") + bounded or None
+
+
+def _range(option: Option) -> str:
+    if option.low is None and option.high is None:
+        return ""
+    low, high = ("" if bound is None else f"{bound:g}" for bound in (option.low, option.high))
+    return f"  [{low}<=x<={high}]" if low and high else f"  [x>={low}]" if low else f"  [x<={high}]"
 
 
 def _plain(values: dict[str, Any], command: Command) -> dict[str, Any]:
     """typer's values as the action takes them (what cli/entry.py passes)."""
-    for key, value in values.items():
-        if isinstance(value, Engine):
-            values[key] = value.value
     for argument in command.arguments:
         if argument.kind == "expr":
             values[argument.key] = as_typed(values[argument.key])
@@ -84,7 +143,7 @@ def _typer_command(command: Command) -> Callable[..., None]:
 
 
 for _command in COMMANDS.values():
-    app.command(_command.name)(_typer_command(_command))
+    app.command(_command.name, cls=_Command)(_typer_command(_command))
 
 
 def _version(value: bool) -> None:
@@ -104,8 +163,7 @@ def main(ctx: typer.Context, **values: Any) -> None:
     from .actions import default_action
 
     values.pop("version", None)
-    given: dict[str, Any] = {key: value.value if isinstance(value, Engine) else value for key, value in values.items()}
-    raise typer.Exit(default_action(**given))
+    raise typer.Exit(default_action(**values))
 
 
 _VERSION = inspect.Parameter(
@@ -130,8 +188,7 @@ def _pass_options_down(ctx: typer.Context, name: str) -> None:
             continue
         if option.key not in accepted:
             usage_error(f"{option.names[0]} does not apply to `gradcalc {name}`")
-        value = ctx.params[option.key]
-        defaults[option.key] = value.value if isinstance(value, Engine) else value
+        defaults[option.key] = ctx.params[option.key]
     if defaults:
         ctx.default_map = {**(ctx.default_map or {}), name: {**((ctx.default_map or {}).get(name) or {}), **defaults}}
 
