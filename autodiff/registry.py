@@ -373,26 +373,29 @@ def lookup(name: str) -> OpDef | None:
 def missing_steps(op: OpDef) -> list[str]:
     """What `op` still lacks of CONTRIBUTING.md's recipe ("Adding an op"), each step named
     in the recipe's words, then what to give; [] for a complete op. The tests demand each
-    of these. The engine table row and the docs live outside the engine: the tests'
-    check (tests/test_op_recipe.py) adds those two.
+    of these. An op has a gradient unless it says why not (`no_gradient=`). The engine
+    table row and the docs live outside the engine: the tests' check
+    (tests/test_op_recipe.py) adds those two.
     """
     steps = []
-    differentiable = op.vjps is not None
-    if not differentiable and not op.no_gradient:
+    gradient = not op.no_gradient
+    if gradient and op.vjps is None:
         steps.append("VJP: one per input (vjps=), or no_gradient='why' for an op without a gradient")
-    if differentiable and op.jvp is None:
+    if not gradient and op.vjps is not None:
+        steps.append("VJP: the op has VJPs and says it has no gradient (no_gradient=); keep one of the two")
+    if gradient and op.jvp is None:
         steps.append("JVP: jvp= beside the VJPs (DIAGONAL for an elementwise op)")
     if op.n_in != 0 and op.batch is None:
         steps.append("batching rule: batch= (BROADCAST, along_axis(...), LEADING or own(...))")
-    if differentiable and op.check is None:
+    if gradient and op.check is None:
         steps.append("Check: check=Check(...), the inputs the every-op gradcheck draws")
     if op.kink is not None and not op.edges:
         steps.append("edges: edges=(Edge(...), ...), its value and gradients at its kinks")
     if op.public and op.torch is None:
         steps.append("PyTorch oracle: torch=Torch(...), or NotInTorch('why') for an op PyTorch lacks")
-    if differentiable and op.category == "elementwise" and op.n_in == 1:
+    if gradient and op.category == "elementwise" and op.n_in == 1:
         if op.reference is None:
-            steps.append("mpmath reference: reference=Reference(value, slope, grid)")
-        elif op.reference.second is None:
-            steps.append("second derivative: Reference(..., second=...)")
+            steps.append("mpmath reference: reference=Reference(value, slope, grid), its exact values as mpmath text")
+        if op.reference is None or op.reference.second is None:
+            steps.append("second derivative: Reference(..., second=...), in a closed form")
     return steps

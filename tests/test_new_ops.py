@@ -1,8 +1,10 @@
 """The functions added beside the first set (log2 to huber): what the shared oracle tables do not cover.
 
-The shared tables hold the rest: tests/oracles.py (PyTorch float64: values, first and
-second derivatives of every op, its edge points, and where we differ on purpose) and
-tests/test_accuracy.py (mpmath, every one-input elementwise function over its domain).
+Each op's defop holds the rest, read by the shared tests: its PyTorch oracle
+(tests/test_torch_differential.py: values, first and second derivatives of every op; its
+edge points in tests/oracles.py, and where we differ on purpose in its Edge records) and
+its mpmath values (tests/test_accuracy.py: every one-input elementwise function over its
+domain).
 Here: the two-input functions and gelu's tanh form against mpmath, tails that a naive
 formula would cancel to 0, the edge cases reported for them, and that every new name is
 reachable from the language, `gradcalc ops`, completion, and the size cap.

@@ -1,6 +1,7 @@
 """Differential test against PyTorch float64: every public op, first and second order.
 
-Driven by the registry and tests/oracles.py: each public op is run on its Check inputs
+Driven by the registry: each public op, with the oracle its defop names
+(`torch=Torch(...)`; tests/oracles.py holds the views), is run on its Check inputs
 (broadcasting pairs included), its keyword variants and extra input makers, and the
 value, the gradient and a directional second derivative are compared with torch's; so
 are forward mode's tangents (torch.func.jvp), at second order both forward over forward
