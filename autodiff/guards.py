@@ -28,7 +28,7 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     """
     raw = out if m is ARRAY_MATH else m.raw(out)
     if type(raw) is np.ndarray and raw.ndim:
-        flat = raw.ravel()
+        flat = raw.ravel("K")  # (in memory order: a view of a transposed product too, not a copy)
         total = flat.dot(flat)
     else:
         total = raw
