@@ -53,12 +53,26 @@ def prepare_engine(max_elements: int | None, max_steps: int | None = None, max_i
     np.seterr(all="ignore")
     # NumPy's own RuntimeWarnings (a mean of nothing) would print its source paths.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="numpy")
+    set_limits({"max_elements": max_elements, "max_steps": max_steps, "max_seconds": max_seconds, "max_memory": max_memory,
+                "max_input": max_input})
+
+
+# Each limit option's key (cli/options.py's LIMITS) and its name in autodiff/limits.py.
+_LIMITS = {"max_elements": "elements", "max_steps": "steps", "max_seconds": "seconds", "max_memory": "memory", "max_input": "input_bytes"}
+
+
+def set_limits(values: dict[str, Any]) -> dict[str, Any]:
+    """Set the limits given (by option key; None leaves one as it is, "default" restores
+    its default) and return what they were, to set back."""
     from gradcalc.autodiff import limits
 
-    limited = {"elements": max_elements, "steps": max_steps, "seconds": max_seconds, "memory": max_memory, "input_bytes": max_input}
-    for name, value in limited.items():
+    before = {}
+    for key, value in values.items():
         if value is not None:
-            getattr(limits, f"set_max_{name}")(value)
+            name = _LIMITS[key]
+            value = getattr(limits, f"DEFAULT_MAX_{name.upper()}") if value == "default" else value
+            before[key] = getattr(limits, f"set_max_{name}")(value)
+    return before
 
 
 def fail(err: LanguageError, source: str | None, as_json: bool, origin: str = "") -> NoReturn:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import builtins
 import contextlib
-import difflib
 import html
 import keyword
 import os
@@ -46,9 +45,10 @@ from gradcalc.parser.errors import too_large
 
 from .bindings import BindingError, bind
 from .checking import check_line
+from .common import set_limits
 from .figures import write_figure
 from .formatting import format_array, graph_dot
-from .options import COMMANDS, ENGINES, Option
+from .options import LIMITS, NOTEBOOK, Option, OptionError, options_of, refusal, unknown
 from .plot import _title, read_words, sample_words
 from .render import error_lines, graph_line, notes, tree_lines
 from .steps import forward_lines, forward_passes, step_lines
@@ -128,7 +128,8 @@ class Result:
     """One expression's result as Python sees it: `value` and `grads` as NumPy arrays,
     `graph` the statistics as a dict. Displays as HTML in a notebook."""
 
-    def __init__(self, text: str, analysis: Analysis, digits: int | None, graph: bool, steps: bool, mode: str = "reverse") -> None:
+    def __init__(self, text: str, analysis: Analysis, digits: int | None, graph: bool, steps: bool, mode: str = "reverse",
+                 full: bool = False) -> None:
         self.text = text
         # (the passes `--steps` shows run now, under the statement's budget: not later, when the cell shows the result)
         s = analysis.stats  # (None on the JAX and PyTorch engines: the library keeps the graph)
@@ -138,14 +139,14 @@ class Result:
         self.grads = {name: np.asarray(g) for name, g in analysis.grads.items()}
         self.graph = None if s is None else {"nodes": s.nodes, "edges": s.edges, "leaves": s.leaves, "ops": s.op_nodes, "depth": s.depth,
                                              "fan_out": [node_title(n) for n in s.fan_out]}
-        self._digits, self._show_graph = digits, graph
+        self._digits, self._show_graph, self._full = digits, graph, full
 
     def __repr__(self) -> str:
-        grads = ", ".join(f"{name}={format_array(g, self._digits)}" for name, g in self.grads.items())
-        return f"Result(value={format_array(self.value, self._digits)}, grads={{{grads}}})"
+        grads = ", ".join(f"{name}={format_array(g, self._digits, self._full)}" for name, g in self.grads.items())
+        return f"Result(value={format_array(self.value, self._digits, self._full)}, grads={{{grads}}})"
 
     def _repr_html_(self) -> str:
-        return result_html(self.text, self.analysis, self._digits, self._show_graph, self._steps_html)
+        return result_html(self.text, self.analysis, self._digits, self._show_graph, self._steps_html, self._full)
 
 
 class CheckResult:
@@ -167,18 +168,19 @@ class CheckResult:
 # ---- HTML -------------------------------------------------------------------------------------
 
 
-def _number(value: Any, digits: int | None) -> str:
-    return html.escape(format_array(value, digits, rows=np.ndim(value) == 2))
+def _number(value: Any, digits: int | None, full: bool = False) -> str:
+    return html.escape(format_array(value, digits, full, rows=np.ndim(value) == 2))
 
 
-def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, steps: str | None = None) -> str:
-    """A result as HTML; `steps`, the passes' table (steps_html), when they are shown."""
+def result_html(text: str, a: Analysis, digits: int | None, graph: bool = True, steps: str | None = None, full: bool = False) -> str:
+    """A result as HTML; `steps`, the passes' table (steps_html), when they are shown;
+    `full`, every element of a large tensor."""
     shape = "" if a.shape == () else f' <span class="gradcalc-shape">(shape {"x".join(map(str, a.shape))})</span>'
     parts = [f'<div class="gradcalc-result"><div><code>{html.escape(text)}</code></div>',
-             f'<div class="gradcalc-value"><b>value</b> <pre style="display:inline">{_number(a.value, digits)}</pre>{shape}</div>']
+             f'<div class="gradcalc-value"><b>value</b> <pre style="display:inline">{_number(a.value, digits, full)}</pre>{shape}</div>']
     if a.grads:
         title = "gradient of sum(output)" if a.grad_of else "gradient"
-        rows = "".join(f"<tr><td><code>{html.escape(name)}</code></td><td><pre>{_number(g, digits)}</pre></td></tr>"
+        rows = "".join(f"<tr><td><code>{html.escape(name)}</code></td><td><pre>{_number(g, digits, full)}</pre></td></tr>"
                        for name, g in a.grads.items())
         parts.append(f'<table class="gradcalc-grads"><caption style="text-align:left">{title}</caption>'
                      f"<tr><th>variable</th><th>d output / d variable</th></tr>{rows}</table>")
@@ -285,41 +287,26 @@ class _Parser(argparse.ArgumentParser):
         raise MagicUsage(message)
 
 
-# A magic's options: gradcalc eval's own, as cli/options.py declares them (kinds, ranges,
-# help), and the notebook's.
-_EVAL = {option.key: option for option in COMMANDS["eval"].options}
-MAGIC_OPTIONS = (
-    *(_EVAL[key] for key in ("digits", "steps", "mode", "wrt", "engine")),
-    Option("out", ("--out",), "str", None, "Also bind the last result to NAME in Python.", metavar="NAME"),
-    Option("no_graph", ("--no-graph",), "flag", False, "Do not draw the graph."),
-    Option("reset", ("--reset",), "flag", False, "Forget every variable and function first (with --engine: switch to it)."),
-)
-_CHOICES = {"engine": ENGINES, "mode": ("reverse", "forward")}
-_OPTION_NAMES = sorted(name for option in MAGIC_OPTIONS for name in option.names)
-_VALUED = frozenset(name for option in MAGIC_OPTIONS if option.kind != "flag" for name in option.names)
+# A magic's options, as cli/options.py declares them (gradcalc eval's and the notebook's
+# own): those that mean something in a notebook; the others are refused with the reason
+# their declaration gives.
+MAGIC_OPTIONS = options_of(NOTEBOOK)
+_BY_NAME = {name: option for option in MAGIC_OPTIONS for name in option.names}
+_OPTION_NAMES = sorted(_BY_NAME)
+_VALUED = frozenset(name for name, option in _BY_NAME.items() if option.kind != "flag")
 _OPTION_WORD = re.compile(r"--[A-Za-z][\w-]*")
+# Options whose absence means the kernel session's own setting, not the declared default.
+_SESSION_KEEPS = frozenset({"engine", *(option.key for option in LIMITS)})
 
 
 def _reader(option: Option) -> Callable[[str], Any]:
     """`option`'s value read from its text, or MagicUsage saying what it takes."""
-    name = option.names[0]
 
     def read(text: str) -> Any:
-        choices = _CHOICES.get(option.key)
-        if choices is not None:
-            if text not in choices:
-                raise MagicUsage(f"{name} takes {' or '.join(choices)}, not {text!r}")
-            return text
-        if option.kind != "int":
-            return text
-        bounds = f"from {option.low:g} to {option.high:g}" if option.high is not None else f"of at least {option.low:g}"
         try:
-            number = int(text)
-        except ValueError:
-            number = None
-        if number is None or (option.low is not None and number < option.low) or (option.high is not None and number > option.high):
-            raise MagicUsage(f"{name} takes a whole number {bounds}, not {text!r}")
-        return number
+            return option.read(text)
+        except OptionError as err:
+            raise MagicUsage(str(err)) from None
 
     return read
 
@@ -330,8 +317,8 @@ def _options(prog: str = "%%gradcalc") -> argparse.ArgumentParser:
     for option in MAGIC_OPTIONS:
         if option.kind == "flag":
             parser.add_argument(*option.names, dest=option.key, action="store_true", help=option.help)
-        else:  # (no default engine: the session's)
-            default = None if option.key == "engine" else option.default
+        else:
+            default = None if option.key in _SESSION_KEEPS else option.default
             parser.add_argument(*option.names, dest=option.key, type=_reader(option), default=default, metavar=option.metavar, help=option.help)
     return parser
 
@@ -340,19 +327,17 @@ _LINE, _CELL = _options("%gradcalc"), _options("%%gradcalc")
 
 
 def _parse(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
-    """The options (and bindings) in `words`; an option the magics do not have is named,
-    with the ones they have."""
+    """The options (and bindings) in `words`; an option the magics do not have is named
+    (with the closest one they have, or why a notebook has no use for it)."""
     for word in words:
         name = word.partition("=")[0]
-        if _OPTION_WORD.fullmatch(name) and name not in _OPTION_NAMES:
-            close = difflib.get_close_matches(name, _OPTION_NAMES, n=1, cutoff=0.75)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise MagicUsage(f"unknown option {name} ({hint}the options: {', '.join(_OPTION_NAMES)})")
+        if _OPTION_WORD.fullmatch(name) and name not in _BY_NAME:
+            raise MagicUsage(str(refusal(NOTEBOOK, name) or unknown(name, _OPTION_NAMES)))
     try:
         options = parser.parse_intermixed_args(words)
     except argparse.ArgumentError as err:  # (what exit_on_error=False raises instead of calling error())
-        missing = err.argument_name is not None and err.message == "expected one argument"
-        raise MagicUsage(f"{err.argument_name} needs a value" if missing else str(err)) from None
+        missing = err.argument_name in _BY_NAME and err.message == "expected one argument"
+        raise MagicUsage(str(_BY_NAME[str(err.argument_name)].missing()) if missing else str(err)) from None
     if options.out is not None:
         problem = _python_needs(options.out)
         if problem:
@@ -413,8 +398,8 @@ def _expression_first(line: str) -> tuple[str, list[str]]:
 def _bindings_and_options(words: list[str]) -> bool:
     after_option = False
     for word in words:
-        if word.startswith("--"):
-            after_option = word in _VALUED
+        if word.startswith("--"):  # (one the magics do not have may have a value after it: _parse names it)
+            after_option = word in _VALUED or word not in _BY_NAME
         elif after_option or (_BINDING.match(word) and _balanced(word)):
             after_option = False
         else:
@@ -454,12 +439,14 @@ def _error(err: LanguageError, source: str) -> Shown:
     return Shown(error_html(err, source), "\n".join(error_lines(err, source)))
 
 
-USAGE = """%gradcalc [options] EXPR [NAME=VALUE ...] [options]   one expression (a line magic)
-%gradcalc plot EXPR x=A:B [--order 0,1,2]                 a plot of EXPR and its derivatives
-%%gradcalc [options]                                       the cell is a gradcalc program
-%gradcalc --reset [--engine NAME]                          forget every variable and function
-options, for that line or cell only: --out NAME  --digits N  --steps [--mode forward]  --no-graph
-  --wrt a,b  --engine tensor|scalar|jax|torch (the session keeps its own engine)"""
+USAGE = "\n".join([
+    "%gradcalc [options] EXPR [NAME=VALUE ...] [options]   one expression (a line magic)",
+    "%gradcalc plot EXPR x=A:B [--order 0,1,2]                 a plot of EXPR and its derivatives",
+    "%%gradcalc [options]                                       the cell is a gradcalc program",
+    "%gradcalc --reset [--engine NAME]                          forget every variable and function",
+    "options, for that line or cell only (the kernel's session keeps its engine and limits):",
+    *(f"  {option.usage()}\n      {option.help}" for option in MAGIC_OPTIONS),
+])
 
 
 class Notebook:
@@ -533,7 +520,6 @@ class Notebook:
         an error shows with its caret, and the statements before it keep their effect.
         `--engine` other than the session's runs this alone on that engine (`--reset
         --engine` switches the session)."""
-        from IPython.display import display
 
         try:
             if options.reset:
@@ -545,6 +531,15 @@ class Notebook:
             return _usage_error(MagicUsage(err.message))
         self.variables.refresh()
         variables.refresh()
+        before = set_limits({option.key: getattr(options, option.key) for option in LIMITS})  # (this line's or cell's)
+        try:
+            return self._run(session, source, options, bindings)
+        finally:
+            set_limits(before)
+
+    def _run(self, session: Session, source: str, options: argparse.Namespace, bindings: Sequence[str]) -> Any:
+        from IPython.display import display
+
         try:
             bind(session, list(bindings))
         except BindingError as err:
@@ -582,10 +577,12 @@ class Notebook:
 
     @staticmethod
     def _result(session: Session, result: ExpressionResult, statement: Any, wrt: list[str] | None, options: Any) -> Result:
-        analysis = analyze(result.value, wrt, session.variables, session=session, code=statement.code, span=result.span)
+        # (as gradcalc eval: --mode forward finds the gradients by forward mode; with --steps it chooses the pass shown)
+        mode = "forward" if options.mode == "forward" and not options.steps else "reverse"
+        analysis = analyze(result.value, wrt, session.variables, session=session, code=statement.code, span=result.span, mode=mode)
         try:
             with report_budget(result.span):
-                return Result(result.text, analysis, options.digits, not options.no_graph, options.steps, options.mode)
+                return Result(result.text, analysis, options.digits, not options.no_graph, options.steps, options.mode, options.full)
         except NoJVPError as err:  # (--steps --mode forward through a function with a vjp rule of the user's)
             raise LanguageError("argument", f"--steps --mode forward: {err}").at(result.span) from None
 

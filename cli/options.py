@@ -53,6 +53,14 @@ class Option:
         """The name without its dashes: the REPL's `:word`."""
         return self.names[0].lstrip("-")
 
+    def usage(self, spelled: str | None = None) -> str:
+        """The option with what its value is: `--digits N`, `--engine tensor|scalar|jax|torch`,
+        `--steps` (the REPL's switch: `:full [on|off]`)."""
+        name = spelled or self.names[0]
+        if self.kind == "flag":
+            return f"{name} [on|off]" if name.startswith(":") else name
+        return f"{name} {'|'.join(self.choices) or self.metavar or ('N' if self.kind in ('int', 'float') else 'VALUE')}"
+
     def takes(self) -> str:
         """What a value of it is, in words: `a whole number from 1 to 17`."""
         if self.kind == "flag":
@@ -95,7 +103,7 @@ def _either(words: tuple[str, ...]) -> str:
 def unknown(name: str, known: list[str], what: str = "option") -> OptionError:
     """The error of an option (or REPL command) that `known` does not have, naming the
     closest one."""
-    close = get_close_matches(name, known, n=1, cutoff=0.6)
+    close = get_close_matches(name, known, n=1, cutoff=0.75)
     return OptionError(f"unknown {what} {name}" + (f" (did you mean {close[0]}?)" if close else ""))
 
 

@@ -11,6 +11,7 @@ import re
 import shutil
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.lexers import Lexer
 from prompt_toolkit.styles import Style
 
+from gradcalc.autodiff.limits import max_input_bytes
 from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, Statement, compile_program
 from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import ATTRIBUTES, AUTODIFF_FUNCTIONS, public_ops
@@ -33,27 +35,29 @@ from gradcalc.parser.syntax import PendingInput
 
 from . import render
 from .checking import check_line
-from .common import OutputFileError, SourceError, load_source, shorten, write_dot, wrt_names
+from .common import OutputFileError, SourceError, load_source, set_limits, shorten, write_dot, wrt_names
 from .formatting import SUMMARY_THRESHOLD
-from .options import ENGINES
+from .options import ENGINES, REPL, Option, OptionError, options_of, refusal, unknown
 from .plot import plot_in_repl
 from .steps import steps_in_repl
 from .streams import Interrupted
 
+# The REPL's own commands, which act (on the last result, the session, a file). Its
+# settings are gradcalc eval's options, as cli/options.py declares them: SETTINGS.
 COMMANDS = {
     ":help [NAME]": "this help; with a name, that function's signature, rule, edges and example",
     ":vars": "variables with their values (and shapes) and user functions",
     ":tree": "the graph of the last result as a tree",
     ":dot FILE": "write the last result's graph as DOT (.svg/.png/.pdf draws it; - prints it)",
-    ":wrt a,b": "report gradients for these variables only (:wrt alone: all again)",
-    ":engine NAME": "switch engine: tensor, scalar, jax or torch (variables are reset; jax and torch: docs/engines.md)",
-    ":digits N": "round numbers to N significant digits for display (:digits alone: full precision)",
     ":reset": "forget every variable and function",
     ":load FILE": "run a script into this session",
     ":plot F x=A:B": "plot F and its derivatives over a range (see gradcalc plot --help)",
     ":steps": "the backward pass of the last result, step by step (:steps forward [NAME]: forward mode's pass, value + tangent ε)",
     ":quit": "leave (Ctrl-D does too)",
 }
+SETTINGS = {f":{option.word}": option for option in options_of(REPL)}
+SETTINGS_HELP = ("Settings, as gradcalc eval's options (each from now on; alone, back to its default; "
+                 ":engine resets the variables):")
 HELP = """Type an expression to see its value, its gradient per variable and its graph;
 assign with x = 3 (a variable is a leaf you can differentiate by); define functions with
 def f(x, y) = x*y; check a gradient with check EXPR [wrt x] (mode=forward checks forward
@@ -62,6 +66,7 @@ An unfinished line (an open bracket, a trailing operator or `\\`) continues on t
 Ctrl-C stops a long computation and leaves every variable as it was.
 Functions: help(tanh) or :help tanh tells about one; `gradcalc ops` lists them all."""
 FILE_COMMANDS = frozenset(c.split()[0] for c in COMMANDS if c.endswith(" FILE"))  # their argument completes as a path
+COMMAND_NAMES = sorted({*(c.split()[0] for c in COMMANDS), *SETTINGS})  # what completes after `:`
 LAST_RESULT = ("_", "ans")  # names that hold the last result
 
 
@@ -88,6 +93,7 @@ class Repl:
         self.session = self._new_session(engine)
         self.last: Analysis | None = None
         self.wrt: list[str] | None = None
+        self.mode = "reverse"
 
     @staticmethod
     def _new_session(engine: str) -> Session:
@@ -97,7 +103,7 @@ class Repl:
 
     def words(self) -> list[str]:
         """What completion offers: names, functions, methods and :commands."""
-        return sorted({*self.session.names(), *self.session.backend.method_names(), *(c.split()[0] for c in COMMANDS)})
+        return sorted({*self.session.names(), *self.session.backend.method_names(), *COMMAND_NAMES})
 
     def completions(self, before_cursor: str) -> tuple[str, list[str]]:
         """(the word being completed, candidates) for the text before the cursor: a
@@ -105,7 +111,7 @@ class Repl:
         attribute after `name.`, otherwise a name or function."""
         command = re.fullmatch(r"\s*(:\w*)", before_cursor)
         if command:
-            return command.group(1), [c.split()[0] for c in COMMANDS]
+            return command.group(1), COMMAND_NAMES
         given_file = re.fullmatch(r"\s*(:\w+)\s+(.*)", before_cursor, re.S)
         if given_file and given_file.group(1) in FILE_COMMANDS:
             return given_file.group(2), file_names(given_file.group(2))
@@ -198,7 +204,7 @@ class Repl:
     def _show(self, result: Any, statement: Statement, origin: str = "") -> None:
         if isinstance(result, ExpressionResult):
             analysis = analyze(result.value, self._wrt_in_use(), self.session.variables, session=self.session, code=statement.code,
-                               span=result.span)
+                               span=result.span, mode=self.mode)
             if origin:
                 self.out.heading(f"{origin}:{result.span[0]}  {shorten(result.text)}")
             self.out.analysis(analysis)
@@ -220,34 +226,68 @@ class Repl:
         for line in lines:
             self.out.lines(hanging(line, width, indent) if width else [line])
 
-    def _digits(self, arg: str) -> None:
-        """`:digits N` rounds what is shown, as `--digits N` does; the values keep every bit."""
-        if arg and not (arg.isdigit() and 1 <= int(arg) <= 17):
-            render.warn(f":digits takes a whole number from 1 to 17 (or nothing, for full precision), not {arg!r}")
-            return
-        digits = int(arg) if arg else None
-        self.out.style = self.out.style._replace(digits=digits)
-        self.out.write(f"digits: {digits if digits is not None else 'full precision'}")
-
     def _wrt_in_use(self) -> list[str] | None:
         if self.wrt is None:
             return None
         return [name for name in self.wrt if name in self.session.variables]
 
-    def _set_wrt(self, arg: str) -> None:
+    def _setting(self, name: str, arg: str) -> None:
+        """`:NAME VALUE` sets gradcalc eval's option NAME for the rest of the session (a
+        switch: `:full`, `:full off`); `:NAME` alone sets it back to its default. A value
+        the option does not take is refused, in the words the command line uses, and the
+        setting stays as it was."""
+        option = SETTINGS[name]
+        try:
+            value = option.read(arg, name) if arg else (True if option.kind == "flag" else option.default)
+        except OptionError as err:
+            render.error(str(err))
+            return
+        setter: Callable[[Any, Option], str | None] = getattr(self, f"_set_{option.key}", self._set_limit)  # (the limits share one)
+        shown = setter(value, option)
+        if shown is not None:
+            self.out.write(f"{option.word}: {shown}")
+
+    def _set_engine(self, engine: str, option: Option) -> str | None:
+        try:
+            session = self._new_session(engine)
+        except LanguageError as err:  # jax or torch not installed: the extra to install
+            render.error(err.message.replace(f"--engine {engine}", f":engine {engine}"))
+            return None
+        self.engine, self.session, self.last = engine, session, None
+        return f"{engine} (variables reset)"
+
+    def _set_digits(self, digits: int | None, option: Option) -> str:
+        """Rounds what is shown, as `--digits N` does; the values keep every bit."""
+        self.out.style = self.out.style._replace(digits=digits)
+        return "full precision" if digits is None else str(digits)
+
+    def _set_full(self, full: bool, option: Option) -> str:
+        self.out.style = self.out.style._replace(full=full)
+        return "every element" if full else "a summary of large tensors"
+
+    def _set_mode(self, mode: str, option: Option) -> str:
+        self.mode = mode
+        return mode
+
+    def _set_limit(self, value: float | None, option: Option) -> str:
+        set_limits({option.key: "default" if value is None else value})
+        return "its default" if value is None else f"{value:g}"
+
+    def _set_wrt(self, arg: str | None, option: Option) -> str | None:
         """`:wrt a,b` for variables that exist, `:wrt` alone for all; anything else is
         refused and the choice stays as it was."""
         try:
             names = wrt_names(arg, ":wrt") if arg else None
         except ValueError as err:
             render.error(str(err))
-            return
-        unknown = [n for n in names or () if n not in self.session.variables or n in LAST_RESULT]
-        if unknown:
-            render.error(f":wrt names {', '.join(map(repr, unknown))}, which {'is' if len(unknown) == 1 else 'are'} not a variable (:vars lists them)")
-            return
+            return None
+        unknown_names = [n for n in names or () if n not in self.session.variables or n in LAST_RESULT]
+        if unknown_names:
+            render.error(f":wrt names {', '.join(map(repr, unknown_names))}, which {'is' if len(unknown_names) == 1 else 'are'} "
+                         "not a variable (:vars lists them)")
+            return None
         self.wrt = names
-        self.out.write(f"gradients for: {', '.join(self.wrt) if self.wrt else 'every variable'}")
+        return ", ".join(self.wrt) if self.wrt else "every variable"
 
     def _command(self, line: str) -> bool:
         name, _, arg = line.partition(" ")
@@ -261,8 +301,8 @@ class Repl:
                 render.print_error(err, None)
         elif name == ":help":
             self.out.write(HELP)
-            for command, text in COMMANDS.items():  # (a long description goes on under itself)
-                self._help_lines([f"  {command:<14} {text}"], indent=COMMAND_INDENT)
+            for line, indent in help_lines():  # (a long description goes on under itself)
+                self._help_lines([line], indent)
         elif name == ":vars":
             self._vars()
         elif name in (":tree", ":dot", ":steps") and self.session.engine in ("jax", "torch"):
@@ -274,21 +314,8 @@ class Repl:
                 self.out.analysis(self.last, tree=True)
         elif name == ":dot":
             self._dot(arg)
-        elif name == ":wrt":
-            self._set_wrt(arg)
-        elif name == ":digits":
-            self._digits(arg)
-        elif name == ":engine":
-            if arg not in ENGINES:
-                render.warn("usage: :engine tensor, :engine scalar, :engine jax or :engine torch")
-            else:
-                try:
-                    session = self._new_session(arg)
-                except LanguageError as err:  # jax or torch not installed: the extra to install
-                    render.warn(err.message.replace(f"--engine {arg}", f":engine {arg}"))
-                else:
-                    self.engine, self.session, self.last = arg, session, None
-                    self.out.write(f"engine: {arg} (variables reset)")
+        elif name in SETTINGS:
+            self._setting(name, arg)
         elif name == ":reset":
             self.session, self.last = self._new_session(self.engine), None
             self.out.write("variables and functions forgotten")
@@ -298,8 +325,8 @@ class Repl:
             plot_in_repl(self, arg)
         elif name == ":steps":
             self._steps(arg)
-        else:
-            render.warn(f"unknown command {name}; :help lists them")
+        else:  # (an option of gradcalc eval's that means nothing here: why, as its declaration says)
+            render.error(str(refusal(REPL, name) or f"{unknown(name, COMMAND_NAMES, 'command')}; :help lists them"))
         return True
 
     def _steps(self, arg: str) -> None:
@@ -338,7 +365,7 @@ class Repl:
             render.warn("usage: :load FILE")
             return
         try:
-            origin, source = load_source(os.path.expanduser(path))
+            origin, source = load_source(os.path.expanduser(path), max_input_bytes())
         except SourceError as err:
             render.error(str(err))
             return
@@ -382,6 +409,20 @@ def _describe(value: Any, style: render.Style) -> str:
 COMMAND_INDENT = 15  # where :help's descriptions start, past the two blanks before each command
 
 
+def help_lines() -> list[tuple[str, int]]:
+    """:help's lines for the commands, then the settings (from their declarations), each
+    with the indent its continuation takes when it wraps."""
+    return [*(line for command, text in COMMANDS.items() for line in _entry(command, text)), (SETTINGS_HELP, 4),
+            *(line for name, option in SETTINGS.items() for line in _entry(option.usage(name), option.help))]
+
+
+def _entry(usage: str, text: str) -> list[tuple[str, int]]:
+    """`  usage  text`, the text at COMMAND_INDENT + 2; after a longer usage, on a line of its own."""
+    if len(usage) < COMMAND_INDENT - 1:
+        return [(f"  {usage:<{COMMAND_INDENT - 1}} {text}", COMMAND_INDENT)]
+    return [(f"  {usage}", COMMAND_INDENT), (f"{' ' * (COMMAND_INDENT + 2)}{text}", 0)]
+
+
 def terminal_width() -> int | None:
     """The terminal's columns, or None when stdout is not a terminal (a pipe gets no hard wraps)."""
     return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
@@ -394,7 +435,7 @@ def hanging(line: str, width: int, indent: int) -> list[str]:
     if len(line) <= width:
         return [line]
     room = max(width - 1, lead + indent + 10)  # (the last column: a terminal may wrap a full line itself)
-    return textwrap.wrap(line, room, initial_indent=" " * lead, subsequent_indent=" " * (lead + indent), break_on_hyphens=False) or [line]
+    return textwrap.wrap(line[lead:], room, initial_indent=" " * lead, subsequent_indent=" " * (lead + indent), break_on_hyphens=False) or [line]
 
 
 _WORDS = NAMES | frozenset(keyword for renames in RENAMES.values() for keyword in renames.values())
