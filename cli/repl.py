@@ -37,7 +37,7 @@ from . import render
 from .checking import check_line
 from .common import OutputFileError, SourceError, load_source, set_limits, shorten, write_dot, wrt_names
 from .formatting import SUMMARY_THRESHOLD
-from .options import ENGINES, REPL, Option, OptionError, options_of, refusal, unknown
+from .options import ENGINES, LIMITS, REPL, Option, OptionError, options_of, refusal, unknown
 from .plot import plot_in_repl
 from .steps import steps_in_repl
 from .streams import Interrupted
@@ -94,6 +94,7 @@ class Repl:
         self.last: Analysis | None = None
         self.wrt: list[str] | None = None
         self.mode = "reverse"
+        self.settings: dict[str, Any] = {}
 
     @staticmethod
     def _new_session(engine: str) -> Session:
@@ -242,8 +243,8 @@ class Repl:
         except OptionError as err:
             render.error(str(err))
             return
-        setter: Callable[[Any, Option], str | None] = getattr(self, f"_set_{option.key}", self._set_limit)  # (the limits share one)
-        shown = setter(value, option)
+        setter: Callable[[Any, Option], str | None] = getattr(self, f"_set_{option.key}", self._keep)
+        shown = self._set_limit(value, option) if option in LIMITS else setter(value, option)
         if shown is not None:
             self.out.write(f"{option.word}: {shown}")
 
@@ -269,7 +270,12 @@ class Repl:
         self.mode = mode
         return mode
 
-    def _set_limit(self, value: float | None, option: Option) -> str:
+    def _keep(self, value: Any, option: Option) -> str:
+        """An option the REPL has no code of its own for: kept in `settings` for what reads it."""
+        self.settings[option.key] = value
+        return str(value)
+
+    def _set_limit(self, value: Any, option: Option) -> str:
         set_limits({option.key: "default" if value is None else value})
         return "its default" if value is None else f"{value:g}"
 
