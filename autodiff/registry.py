@@ -18,7 +18,7 @@ where `g` is the gradient of the output and `ans` the output itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,7 +29,8 @@ from .tensor import Tensor
 from .wiring import apply, checked_forward
 
 VJP = Callable[..., Any]
-Make = Callable[[np.random.Generator], tuple[list[np.ndarray], dict[str, Any]]]
+if TYPE_CHECKING:  # (evaluated, np.random would import NumPy's random module on every start-up)
+    Make = Callable[[np.random.Generator], tuple[list[np.ndarray], dict[str, Any]]]
 
 
 class Check:
