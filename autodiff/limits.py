@@ -530,8 +530,19 @@ def _install() -> bool:
     import atexit
 
     _os.register_at_fork(after_in_child=_forked)
-    atexit.register(_ALARM.disarm)  # (Python's finalisation restores the signal's default action: to end the process)
+    atexit.register(_at_exit)
     return True
+
+
+def _at_exit() -> None:
+    """Stop the timer, and ignore a signal it sent just before: Python's finalisation would
+    restore SIGPROF's default action, which ends the process (under valgrind, whose signals
+    arrive late, a session's last tick killed the process at exit)."""
+    import signal
+
+    _ALARM.disarm()
+    if signal.getsignal(signal.SIGPROF) is _ring:
+        signal.signal(signal.SIGPROF, signal.SIG_IGN)
 
 
 def _forked() -> None:

@@ -400,3 +400,22 @@ def test_a_full_sum_gradient_over_the_cap_is_refused():
             y.backward()
     finally:
         set_max_elements(previous)
+
+
+def test_the_cpu_timer_cannot_end_the_process_at_exit():
+    """A session arms an interval timer of CPU time (SIGPROF); at exit it is stopped and
+    a tick already sent is ignored, never the signal's default action (ending the process)."""
+    code = (
+        "import signal\n"
+        "from gradcalc.parser import Session\n"
+        "from gradcalc.autodiff import limits\n"
+        "Session().run_source('x = 2\\nx ** 2')\n"
+        "assert signal.getsignal(signal.SIGPROF) is limits._ring, 'the budget installed no timer'\n"
+        "limits._at_exit()\n"
+        "assert signal.getitimer(signal.ITIMER_PROF)[0] == 0\n"
+        "assert signal.getsignal(signal.SIGPROF) is signal.SIG_IGN\n"
+        "signal.raise_signal(signal.SIGPROF)\n"  # a late tick: ignored
+        "print('alive')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "alive", done.stderr
