@@ -179,6 +179,7 @@ REFERENCE_HELPERS = {
     "logistic": "1 / (1 + exp(-x))",
     # mpmath's erfc overflows from about 1e154 on; there erfc is 0 or 2 to far more than 50 digits.
     "erfc_wide": "erfc(x) if abs(x) < 1e10 else mpf(0 if x > 0 else 2)",
+    "ncdf_wide": "erfc_wide(-x / sqrt(2)) / 2",  # the normal distribution function, as far out
 }
 
 

@@ -131,8 +131,7 @@ gelu = elementwise(
     method=False, check=Check(make=_gelu_case),
     rule="g * (Phi(x) + x * phi(x)) (Phi, phi the normal CDF and density; for 'tanh' the derivative of its formula)",
     torch=Torch(lambda t, x, approximate="none": t.nn.functional.gelu(x, approximate=approximate)),
-    reference=Reference("x * (erfc_wide(-x / sqrt(2)) / 2)", "(erfc_wide(-x / sqrt(2)) / 2) + x * npdf(x)", "spread(-40, 1e300)",
-        second="npdf(x) * (2 - x * x)"),
+    reference=Reference("x * ncdf_wide(x)", "ncdf_wide(x) + x * npdf(x)", "spread(-40, 1e300)", second="npdf(x) * (2 - x * x)"),
 )
 
 # ---- silu, softsign, logsigmoid ------------------------------------------------------------
@@ -163,8 +162,9 @@ silu = elementwise(
     "silu", _silu, _silu_vjp, "x * sigmoid(x)", aliases=("swish",), method=False, low=-4.0, high=4.0,
     rule="g * (s + x * s * (1 - s)), s = sigmoid(x)",
     torch=Torch("torch.nn.functional.silu"),
-    reference=Reference("x * logistic(x)", "logistic(x) * (1 + x * logistic(-x))", "spread(-700, 1e300)",
-        second="logistic(x) * logistic(-x) * (2 - x * tanh(x / 2))"),
+    reference=Reference(
+        "x * logistic(x)", "logistic(x) * (1 + x * logistic(-x))", "spread(-700, 1e300)", second="logistic(x) * logistic(-x) * (2 - x * tanh(x / 2))",
+    ),
 )
 
 

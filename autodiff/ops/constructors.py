@@ -86,15 +86,17 @@ def _new(name: str, fn: Any, doc: str, variadic: str | None = None, *, torch: To
     return defop(name, fn, None, n_in=0, doc=doc, category=NEW, variadic=variadic, torch=torch, no_gradient="a constant: it has no inputs")
 
 
-zeros = _new("zeros", _zeros, "a tensor of zeros: zeros(2, 3)", "shape", torch=Torch(lambda t, *shape: t.zeros(*shape, dtype=t.float64), args=(2, 3)))
+zeros = _new("zeros", _zeros, "a tensor of zeros: zeros(2, 3)", "shape",
+             torch=Torch(lambda t, *shape: t.zeros(*shape, dtype=t.float64), args=(2, 3)))
 ones = _new("ones", _ones, "a tensor of ones: ones(2, 3)", "shape", torch=Torch(lambda t, *shape: t.ones(*shape, dtype=t.float64), args=(3,)))
-full = _new("full", _full, "a tensor of one value: full([2, 3], 7)", torch=Torch(lambda t, shape, v: t.full(shape, v, dtype=t.float64), args=((2, 3), 7.0)))
-eye = _new("eye", _eye, "identity matrix n x n (or n x m)", torch=Torch(lambda t, n, m=None: t.eye(n, m if m is not None else n, dtype=t.float64), args=(3, 4)))
+full = _new("full", _full, "a tensor of one value: full([2, 3], 7)",
+            torch=Torch(lambda t, shape, v: t.full(shape, v, dtype=t.float64), args=((2, 3), 7.0)))
+eye = _new("eye", _eye, "identity matrix n x n (or n x m)",
+           torch=Torch(lambda t, n, m=None: t.eye(n, m if m is not None else n, dtype=t.float64), args=(3, 4)))
 arange = _new("arange", _arange, "evenly spaced values in [start, stop): arange(5), arange(1, 2, 0.25)",
-    torch=Torch(lambda t, *a: t.arange(*a, dtype=t.float64), args=(1, 2, 0.25)))
+              torch=Torch(lambda t, *a: t.arange(*a, dtype=t.float64), args=(1, 2, 0.25)))
 linspace = _new("linspace", _linspace, "num evenly spaced values from start to stop inclusive",
-    torch=Torch(lambda t, a, b, n: t.linspace(a, b, n, dtype=t.float64), args=(0, 1, 7)))
-rand = _new("rand", _rand, "uniform samples in [0, 1): rand(2, 3, seed=0)", "shape",
-    torch=NotInTorch("random: NumPy's generator, not torch's (tests/test_language.py checks seeds)"))
-randn = _new("randn", _randn, "standard normal samples: randn(3, 3, seed=0)", "shape",
-    torch=NotInTorch("random: NumPy's generator, not torch's (tests/test_language.py checks seeds)"))
+                torch=Torch(lambda t, a, b, n: t.linspace(a, b, n, dtype=t.float64), args=(0, 1, 7)))
+_RANDOM = NotInTorch("random: NumPy's generator, not torch's (tests/test_language.py checks seeds)")
+rand = _new("rand", _rand, "uniform samples in [0, 1): rand(2, 3, seed=0)", "shape", torch=_RANDOM)
+randn = _new("randn", _randn, "standard normal samples: randn(3, 3, seed=0)", "shape", torch=_RANDOM)

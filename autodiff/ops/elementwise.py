@@ -140,15 +140,18 @@ exp = elementwise(
     torch=Torch("torch.exp"),
     reference=Reference("exp(x)", "exp(x)", "spread(-700, 700)", second="exp(x)"),
 )
-log = elementwise("log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0,
-            aliases=("ln",), edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),), torch=Torch("torch.log"),
-                reference=Reference("log(x)", "1 / x", "np.concatenate([magnitudes(-300, 300), 1 + spread(-1e-3, 1e-3, 21)])", second="-1 / x**2"))
+log = elementwise(
+    "log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0,
+    aliases=("ln",), edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),), torch=Torch("torch.log"),
+    reference=Reference("log(x)", "1 / x", "np.concatenate([magnitudes(-300, 300), 1 + spread(-1e-3, 1e-3, 21)])", second="-1 / x**2"),
+)
 log1p = elementwise(
     "log1p", lambda x: np.log1p(x), lambda m, g, ans, x: masked(m, g, g / (1 + x)), "log(1 + x), accurate for small x",
     low=-0.5, edges=(Edge("at -1", [-1.0], -math.inf, (math.inf,), order=1),),
     torch=Torch("torch.log1p"),
-    reference=Reference("log1p(x)", "1 / (1 + x)", "np.concatenate([-1 + magnitudes(-15, -1, 29), spread(-0.99, 10), magnitudes(-20, 300)])",
-        second="-1 / (1 + x) ** 2"),
+    reference=Reference(
+        "log1p(x)", "1 / (1 + x)", "np.concatenate([-1 + magnitudes(-15, -1, 29), spread(-0.99, 10), magnitudes(-20, 300)])", second="-1 / (1 + x) ** 2",
+    ),
 )
 sqrt = elementwise(
     "sqrt", lambda x: np.sqrt(x), lambda m, g, ans, x: masked(m, g, g / (2 * ans)), "square root", low=0.2, high=3.0,
@@ -156,10 +159,14 @@ sqrt = elementwise(
     torch=Torch("torch.sqrt"),
     reference=Reference("sqrt(x)", "1 / (2 * sqrt(x))", "magnitudes(-300, 300)", second="-1 / (4 * x * sqrt(x))"),
 )
-sin = elementwise("sin", lambda x: np.sin(x), lambda m, g, ans, x: masked(m, g, g * m.cos(x)), "sine", torch=Torch("torch.sin"),
-    reference=Reference("sin(x)", "cos(x)", "spread(-1e4, 1e4)", second="-sin(x)"))
-cos = elementwise("cos", lambda x: np.cos(x), lambda m, g, ans, x: masked(m, g, -g * m.sin(x)), "cosine", torch=Torch("torch.cos"),
-    reference=Reference("cos(x)", "-sin(x)", "spread(-1e4, 1e4)", second="-cos(x)"))
+sin = elementwise(
+    "sin", lambda x: np.sin(x), lambda m, g, ans, x: masked(m, g, g * m.cos(x)), "sine", torch=Torch("torch.sin"),
+    reference=Reference("sin(x)", "cos(x)", "spread(-1e4, 1e4)", second="-sin(x)"),
+)
+cos = elementwise(
+    "cos", lambda x: np.cos(x), lambda m, g, ans, x: masked(m, g, -g * m.sin(x)), "cosine", torch=Torch("torch.cos"),
+    reference=Reference("cos(x)", "-sin(x)", "spread(-1e4, 1e4)", second="-cos(x)"),
+)
 tan = elementwise(
     "tan", lambda x: np.tan(x), lambda m, g, ans, x: masked(m, g, g * (1 + ans * ans)), "tangent", low=-1.2, high=1.2,
     torch=Torch("torch.tan"),

@@ -253,9 +253,11 @@ cross_entropy = defop(
         Edge("logits of +-1e308", [[[1e308, -1e308]], [0.0]], 0.0, ([[0.0, 0.0]],), wrt=(0,), note="no overflow"),
     ),
     batch=own(_class_loss_batch, "each row's items as one list of items, then each row's reduction"),
-    torch=Torch(torch_calls.cross_entropy, make=torch_calls.cross_entropy_make,
+    torch=Torch(
+        torch_calls.cross_entropy, make=torch_calls.cross_entropy_make,
         extra_makes=(torch_calls.cross_entropy_probs, torch_calls.cross_entropy_probs_smoothed),
-        variants=({"label_smoothing": 0.1}, {"reduction": "sum"}, {"reduction": "none", "label_smoothing": 0.3})),
+        variants=({"label_smoothing": 0.1}, {"reduction": "sum"}, {"reduction": "none", "label_smoothing": 0.3}),
+    ),
 )
 
 

@@ -122,15 +122,18 @@ exp2 = elementwise(
     torch=Torch("torch.exp2"),
     reference=Reference(
         "power(2, x)", "power(2, x) * log(2)", "np.concatenate([spread(-1000, 1000), [1023.0, 1023.7, 1024.0, 1024.2, 1024.46, 1024.5, 1025.0]])",
-        second="power(2, x) * log(2) ** 2"),
+        second="power(2, x) * log(2) ** 2",
+    ),
 )
 expm1 = elementwise(
     "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: masked(m, g, g * m.exp(x)), "e ** x - 1, accurate for small x",
     torch=Torch("torch.expm1"),
     reference=Reference("expm1(x)", "exp(x)", "spread(-700, 700)", second="exp(x)"),
 )
-square = elementwise("square", lambda x: x * x, lambda m, g, ans, x: masked(m, g, g * (2.0 * x)), "x * x", torch=Torch("torch.square"),
-    reference=Reference("x * x", "2 * x", "spread(-1e150, 1e150)", second="mpf(2)"))
+square = elementwise(
+    "square", lambda x: x * x, lambda m, g, ans, x: masked(m, g, g * (2.0 * x)), "x * x", torch=Torch("torch.square"),
+    reference=Reference("x * x", "2 * x", "spread(-1e150, 1e150)", second="mpf(2)"),
+)
 def away_from_zero(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Check inputs of either sign with 0.2 <= |x| <= 2. (low and high, which tests that
     compose ops squash their inputs into, stay positive.)"""
@@ -156,10 +159,14 @@ reciprocal = elementwise(
 )
 
 # ---- hyperbolic functions and their inverses --------------------------------------------
-sinh = elementwise("sinh", lambda x: np.sinh(x), lambda m, g, ans, x: masked(m, g, g * m.cosh(x)), "hyperbolic sine", torch=Torch("torch.sinh"),
-    reference=Reference("sinh(x)", "cosh(x)", "spread(-700, 700)", second="sinh(x)"))
-cosh = elementwise("cosh", lambda x: np.cosh(x), lambda m, g, ans, x: masked(m, g, g * m.sinh(x)), "hyperbolic cosine", torch=Torch("torch.cosh"),
-    reference=Reference("cosh(x)", "sinh(x)", "spread(-700, 700)", second="cosh(x)"))
+sinh = elementwise(
+    "sinh", lambda x: np.sinh(x), lambda m, g, ans, x: masked(m, g, g * m.cosh(x)), "hyperbolic sine", torch=Torch("torch.sinh"),
+    reference=Reference("sinh(x)", "cosh(x)", "spread(-700, 700)", second="sinh(x)"),
+)
+cosh = elementwise(
+    "cosh", lambda x: np.cosh(x), lambda m, g, ans, x: masked(m, g, g * m.sinh(x)), "hyperbolic cosine", torch=Torch("torch.cosh"),
+    reference=Reference("cosh(x)", "sinh(x)", "spread(-700, 700)", second="cosh(x)"),
+)
 def _one_minus_square(x: Any) -> Any:
     if np.iscomplexobj(x):  # complex step: the imaginary part -2xh, which (1 - x)(1 + x) cancels near 0
         return 1.0 - x * x
@@ -206,8 +213,9 @@ acosh = elementwise(
     "inverse hyperbolic cosine (x >= 1)", aliases=("arccosh",), low=1.2, high=3.0, rule="g / sqrt(x**2 - 1)",
     edges=(Edge("at 1", [1.0], 0.0, (math.inf,), order=1),),
     torch=Torch("torch.acosh"),
-    reference=Reference("acosh(x)", "1 / sqrt(x * x - 1)", "np.concatenate([1 + magnitudes(-15, 0, 31), magnitudes(0.5, 300)])",
-        second="-x / power(x * x - 1, 1.5)"),
+    reference=Reference(
+        "acosh(x)", "1 / sqrt(x * x - 1)", "np.concatenate([1 + magnitudes(-15, 0, 31), magnitudes(0.5, 300)])", second="-x / power(x * x - 1, 1.5)",
+    ),
 )
 atanh = elementwise(
     "atanh", lambda x: np.arctanh(x), lambda m, g, ans, x: masked(m, g, g / m.one_minus_square(x)),
