@@ -7,12 +7,11 @@ words of a syntax error, and the REPL's "is the input finished?".
 """
 from __future__ import annotations
 
-import re
-
 from . import driver, tables
-from .driver import Node, Range, Stuck, indentation
+from .driver import Node, Range, Stuck
 from .errors import LanguageError, place_of
-from .lexer import BAD, BLOCKS, CLOSERS, COMMENTS, CONTINUES, END, KEYWORDS, NEWLINE, OPENERS, SEPARATORS, Token, tokens
+from .layout import DEDENT, INDENT, Layout
+from .lexer import BAD, COMMENTS, CONTINUES, END, KEYWORDS, NEWLINE, SEPARATORS, Token, tokens
 from .records import Record
 
 __all__ = [
@@ -125,53 +124,30 @@ def _before_statement_line(source: str, start: int, end: int) -> int:
 
 
 def statement_end(source: str, start: int) -> int:
-    """The end of the statement that starts at `start`: the first newline or ';' outside
-    brackets (strings and comments are tokens of their own), for text that does not parse.
-    A loop or a `with` ends with its body: the rest of its line, or the lines indented under it."""
-    depth, loop, previous = 0, False, ""
-    for t in tokens(source, start):
-        if t.kind in OPENERS:
-            depth += 1
-        elif t.kind in CLOSERS:
-            depth = max(depth - 1, 0)
-        elif t.kind in BLOCKS and not previous:
-            loop = True
-        elif t.kind in SEPARATORS and depth == 0 and not (loop and t.kind == "SEMICOLON"):
-            if loop and previous == "COLON":
-                return _block_end(source, start, t.end)
-            return t.start
-        if t.kind not in COMMENTS:
-            previous = t.kind
+    """The end of the statement that starts at `start`, by the layout rules alone (for
+    text that does not parse): where the newline or ';' that ends it starts, or, for a
+    loop or a `with`, where its body's last token ends."""
+    layout = Layout(source, start=start, strict=False)
+    for _, _, at, _ in layout:
+        if layout.statements:  # (the token that ended the first statement)
+            return at
     return len(source)
 
 
-def _block_end(source: str, start: int, body: int) -> int:
-    """Where the lines from offset `body` on that are indented deeper than the line of
-    `start` end (blank and comment lines among them count as theirs)."""
-    indent = indentation(source, start)
-    end = body
-    for line in re.finditer(r"[^\n]*\n?", source[body:]):
-        text = line.group()
-        stripped = text.strip()
-        if not stripped and not text:
-            break
-        if stripped and not stripped.startswith("#") and len(text) - len(text.lstrip(" \t\f")) <= indent:
-            break
-        if stripped:
-            end = body + line.start() + len(text.rstrip())
-    return end
+# What a statement follows: a separator, or the edge of a block
+_STATEMENT_BOUNDS = SEPARATORS | {INDENT, DEDENT}
 
 
 def count_checks(source: str) -> int:
     """How many statements of `source` are checks (`check ...`, not `check = ...`), as the
-    lexer reads it: for a count before running, so text that does not parse counts too."""
-    count, starts, found = 0, True, list(tokens(source))
-    for i, t in enumerate(found):
-        if t.kind in COMMENTS or t.kind == "CONTINUATION":
-            continue
-        if starts and t.kind == "CHECK" and not (i + 1 < len(found) and found[i + 1].kind == "EQUAL"):
+    layout pass reads it without the parser: for a count before running, so text that
+    does not parse counts too."""
+    count, check, starts = 0, False, True
+    for kind, _, _, _ in Layout(source, strict=False):
+        if check and kind != "EQUAL":
             count += 1
-        starts = t.kind in SEPARATORS
+        check = starts and kind == "CHECK"
+        starts = kind in _STATEMENT_BOUNDS
     return count
 
 
@@ -211,25 +187,21 @@ class PendingInput:
         self.lines, self.depth, self.block = [], 0, False
 
     def _continues(self, line: str) -> bool:
-        """Track bracket depth over one line; True when the input cannot end after it: a
-        bracket is open, or its last token is an operator or a `\\` (not in a comment)."""
-        found = list(tokens(line))
-        backslash = bool(found) and found[-1].kind == BAD and found[-1] == "\\"
+        """Track bracket depth over one line (the layout pass, from the depth the lines
+        before left); True when the input cannot end after it: a bracket is open, or its
+        last token is an operator or a `\\` (not in a comment)."""
+        layout = Layout(line, depth=self.depth, strict=False)
+        bad = [at for kind, _, at, _ in layout if kind == BAD]
+        # A `\\` ends the line only when nothing but blanks follows it (not even a comment).
+        backslash = bool(bad) and line[bad[-1]] == "\\" and not line[bad[-1] + 1 :].strip(" \t\f")
         if backslash:
-            found.pop()
-        if any(t.kind == BAD for t in found):
+            bad.pop()
+        if bad:
             return False  # a bad character: the parse reports it
-        last = ""
-        for t in found:
-            if t.kind in OPENERS:
-                self.depth += 1
-            elif t.kind in CLOSERS:
-                self.depth = max(self.depth - 1, 0)
-            if t.kind not in COMMENTS:
-                last = t.kind
-        # A line that ends with a colon outside brackets opens a block of indented lines.
-        self.block = self.block or (last == "COLON" and self.depth == 0)
-        return self.depth > 0 or last in CONTINUES or backslash
+        self.depth = layout.depth
+        # A line that ends with a block's colon opens a block of indented lines.
+        self.block = self.block or layout.opened
+        return self.depth > 0 or layout.previous in CONTINUES or backslash
 
 
 def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
@@ -312,11 +284,7 @@ def _number_before(source: str, stuck: Stuck) -> int:
     """How long the number is that the stuck token makes a complex literal of (`1j`,
     `2.5e3J`): a `j` right after a number; 0 when it is not one."""
     token = stuck.token
-    if token is None or token.kind != "NAME" or token not in ("j", "J") or stuck.statement < 0:
+    if token is None or token.kind != "NAME" or token not in ("j", "J"):
         return 0
-    before = None
-    for t in tokens(source, stuck.statement):
-        if t.start >= token.start:
-            break
-        before = t
+    before = _token_before(source, stuck)
     return before.end - before.start if before is not None and before.kind == "NUMBER" and before.end == token.start else 0

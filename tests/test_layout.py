@@ -1,0 +1,285 @@
+"""The layout pass (parser/layout.py) as a class: lines, brackets, indentation, blocks,
+comments and blank lines, read as Python reads them.
+
+Random programs in the part of the language that is also Python (assignments,
+expressions, `for` and `with` blocks nested, one-line bodies, continuation inside
+brackets and after a `\\`, comments, blank lines, tabs and spaces, CRLF, trailing
+blanks, with and without a final newline) are read by our parser and by Python's `ast`
+and `tokenize` on the same text: the statements, the blocks that hold them and where
+each starts and ends must agree, and so must the tokens left after comments, blank
+lines and continuations are dropped. The same programs, spoiled (a line's indentation
+changed, a bracket left open, a body taken away), must give a LanguageError with its
+place, never a traceback; where ours is an indentation error, Python's is one too, on
+the same line. And the REPL's "is the input complete" (PendingInput) answers as
+`codeop.compile_command` does for every prefix, line by line, where that is Python.
+"""
+from __future__ import annotations
+
+import ast
+import codeop
+import io
+import tokenize
+import warnings
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from gradcalc.parser import LanguageError
+from gradcalc.parser.layout import DEDENT, INDENT, NO_SUCH_BLOCK, TOO_DEEP, Layout
+from gradcalc.parser.lexer import END, NEWLINE
+from gradcalc.parser.syntax import Node, PendingInput, count_checks, parse_statements, parse_tree, statement_end
+
+# ---- programs that are also Python --------------------------------------------------------------
+
+NAMES = ["a", "b", "x", "y", "z1", "f", "g"]  # names in both languages (none a keyword of either)
+INDENT_UNITS = [" ", "  ", "    ", "\t", "\t  "]
+
+
+@st.composite
+def expressions(draw: Any, depth: int = 0) -> str:
+    """An expression; inside brackets it may run over lines (with blanks and comments)."""
+    if depth > 2 or draw(st.booleans()):
+        return draw(st.sampled_from([*NAMES, "1", "2.5", "1e3"]))
+    left, right = draw(expressions(depth + 1)), draw(expressions(depth + 1))
+    operator = draw(st.sampled_from([" + ", " - ", " * ", " / ", " ** ", " @ "]))
+    form = draw(st.sampled_from(["plain", "paren", "list", "call"]))
+    if form == "plain":
+        return left + operator + right
+    # Inside brackets a newline is a blank: after the operator or a comma, before the closer.
+    gap = draw(st.sampled_from(["", "\n", "\n    ", "  # note\n  ", "\n\n        ", " \t\n"]))
+    if form == "paren":
+        return f"({left}{operator.rstrip()}{gap or ' '}{right})"
+    if form == "list":
+        return f"[{left},{gap or ' '}{right}]"
+    return f"f({left},{gap or ' '}{right})"
+
+
+@st.composite
+def simple_statements(draw: Any) -> str:
+    form = draw(st.sampled_from(["assign", "expr", "augmented", "continued"]))
+    name, value = draw(st.sampled_from(NAMES)), draw(expressions())
+    if form == "assign":
+        return f"{name} = {value}"
+    if form == "augmented":
+        return f"{name} {draw(st.sampled_from(['+=', '-=', '*=']))} {value}"
+    if form == "continued":  # a `\` joins the next line
+        return f"{name} = {value} + \\\n    {draw(expressions())}"
+    return value
+
+
+@st.composite
+def lines_of(draw: Any, indent: str, depth: int) -> list[str]:
+    """The lines of a block of statements at `indent` (blank and comment lines among them)."""
+    lines: list[str] = []
+    for _ in range(draw(st.integers(1, 3))):
+        for _ in range(draw(st.integers(0, 1))):  # a blank or comment line, at any indentation
+            lines.append(draw(st.sampled_from(["", "   ", "# a comment", "  # indented comment", "\t"])))
+        kind = draw(st.sampled_from(["simple", "simple", "two", "block", "one-line"] if depth < 3 else ["simple", "two"]))
+        comment = draw(st.sampled_from(["", "", "  # why"]))
+        if kind == "simple":
+            lines.append(indent + draw(simple_statements()) + comment)
+        elif kind == "two":  # two statements on a line
+            lines.append(f"{indent}{draw(simple_statements())}; {draw(simple_statements())}{comment}")
+        else:
+            head = draw(st.sampled_from(["for i in range(3):", "for row in [x, y]:", "with no_grad:"]))
+            if kind == "one-line":
+                body = "; ".join(draw(st.lists(simple_statements(), min_size=1, max_size=2)))
+                lines.append(f"{indent}{head} {body}{comment}")
+            else:
+                lines.append(indent + head + comment)
+                lines += draw(lines_of(indent + draw(st.sampled_from(INDENT_UNITS)), depth + 1))
+    return lines
+
+
+@st.composite
+def programs(draw: Any) -> str:
+    """A program as a text: its lines, each with trailing blanks or not, joined by LF or
+    CRLF, with or without a final newline."""
+    lines = draw(lines_of("", 0))
+    lines = [line + draw(st.sampled_from(["", "", " ", "\t "])) for line in lines]
+    newline = draw(st.sampled_from(["\n", "\r\n"]))
+    text = newline.join("\n".join(lines).split("\n"))
+    return text + draw(st.sampled_from(["", newline, newline + newline]))
+
+
+def python_reads(text: str) -> ast.Module | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ast.parse(text)
+        except SyntaxError:
+            return None
+
+
+# ---- both readings, as the same shape -----------------------------------------------------------
+
+KINDS = {"assign": "assign", "aug_assign": "augmented", "expr_stmt": "expr", "for_loop": "for", "with_block": "with"}
+PYTHON_KINDS = {ast.Assign: "assign", ast.AugAssign: "augmented", ast.Expr: "expr", ast.For: "for", ast.With: "with"}
+
+
+def place(text: str, offset: int) -> tuple[int, int]:
+    """Line (from 1) and column (from 0), as ast counts them."""
+    return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset) - 1
+
+
+def ours(text: str, node: Node) -> tuple[Any, ...]:
+    kind = KINDS[node.kind]
+    body = node.children[2:] if kind == "for" else node.children[1:] if kind == "with" else []
+    return (kind, place(text, node.start), place(text, node.end), [ours(text, child) for child in body])
+
+
+def pythons(node: ast.stmt) -> tuple[Any, ...]:
+    kind = PYTHON_KINDS[type(node)]
+    body = node.body if isinstance(node, ast.For | ast.With) else []
+    return (kind, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), [pythons(child) for child in body])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_statements_and_blocks_are_read_as_python_reads_them(text):
+    module = python_reads(text)
+    assume(module is not None)
+    tree, ranges = parse_statements(text)
+    assert [ours(text, node) for node in tree.children] == [pythons(node) for node in module.body], text
+    # The layout pass's own record of the statements (what error messages and check files use)
+    assert [(place(text, start), place(text, end)) for start, end in ranges] == [
+        ((node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)) for node in module.body]
+
+
+def python_tokens(text: str) -> list[tuple[str, tuple[int, int]]]:
+    dropped = {tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+    found = tokenize.generate_tokens(io.StringIO(text).readline)
+    return [(t.string, t.start) for t in found if t.type not in dropped]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_the_tokens_the_parser_gets_are_pythons_less_its_newlines(text):
+    assume(python_reads(text) is not None)
+    made = {INDENT, DEDENT, NEWLINE, END}
+    given_tokens = [(text[start:end], place(text, start)) for kind, _, start, end in Layout(text) if kind not in made]
+    assert given_tokens == python_tokens(text), text
+
+
+def test_made_tokens_stand_where_the_token_before_them_ends():
+    text = "for i in x:\n    a = 1  # c\n\nb = 2\n"
+    lexemes = [(kind, start, end) for kind, _, start, end in Layout(text)]
+    assert (INDENT, 11, 11) in lexemes  # after the colon: the body starts
+    one = text.index("1") + 1
+    assert lexemes[lexemes.index((DEDENT, one, one)) + 1] == (NEWLINE, one, one)  # the loop ends after its last token
+
+
+# ---- bad layout: a message with its place --------------------------------------------------------
+
+
+@st.composite
+def spoiled(draw: Any) -> tuple[str, str]:
+    """A program with one thing wrong with its layout, and what."""
+    lines = draw(lines_of("", 0))
+    how = draw(st.sampled_from(["indent", "dedent", "open bracket", "no body", "tab"]))
+    # (mostly a line of a block: outside blocks indentation means nothing)
+    inside = [j for j, text in enumerate(lines) if text[:1].isspace() and text.strip() and not text.strip().startswith("#")]
+    i = draw(st.sampled_from(inside)) if inside and how != "open bracket" and draw(st.booleans()) else draw(st.integers(0, len(lines) - 1))
+    line = lines[i]
+    if how == "indent":
+        lines[i] = draw(st.sampled_from([" ", "  ", "\t"])) + line
+    elif how == "dedent":
+        lines[i] = line[draw(st.integers(1, 3)):] if line[:1].isspace() else line
+    elif how == "open bracket":
+        lines[i] = line + " + (x"
+    elif how == "no body":
+        lines.insert(i, "for i in range(2):")
+    else:
+        lines[i] = line.replace("    ", "\t", 1)
+    newline = draw(st.sampled_from(["\n", "\r\n"]))
+    return newline.join(lines) + draw(st.sampled_from(["", newline])), how
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spoiled())
+def test_bad_layout_is_a_message_at_its_place(case):
+    text, _ = case
+    try:
+        parse_tree(text)
+    except LanguageError as err:
+        lines = text.split("\n")
+        assert err.message and "Traceback" not in err.message
+        assert 1 <= err.line <= len(lines) and 1 <= err.column <= len(lines[err.line - 1]) + 1, (text, err)
+        if err.message in (TOO_DEEP, NO_SUCH_BLOCK):  # Python's indentation rules are ours: the same line
+            with pytest.raises(IndentationError) as python:
+                compile(text, "<text>", "exec")
+            assert python.value.lineno == err.line, (text, err, python.value)
+        return
+    module = python_reads(text)
+    if module is not None:  # (a change Python still reads, as a program: ours reads it the same)
+        tree, _ = parse_statements(text)
+        assert [ours(text, node) for node in tree.children] == [pythons(node) for node in module.body], text
+
+
+@pytest.mark.parametrize(("text", "message", "place"), [
+    ("for i in x:\n    a\n      b\n", TOO_DEEP, (3, 7)),
+    ("for i in x:\n    a\n  b\n", NO_SUCH_BLOCK, (3, 3)),
+    ("for i in x: for j in y:\n    a\n", "a block on one line", (1, 24)),
+    ("for i in x:\nb\n", "expected an indented block", (2, 1)),
+    ("y = (1 +\n", "unfinished input", (1, 9)),  # (just after the last character)
+])
+def test_each_kind_of_bad_layout_has_its_words_and_place(text, message, place):
+    with pytest.raises(LanguageError) as err:
+        parse_tree(text)
+    assert message in err.value.message
+    assert (err.value.line, err.value.column) == place
+
+
+# ---- the readings without the parser: statement_end, count_checks ------------------------------
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_statement_end_is_where_the_parser_ends_each_statement(text):
+    assume(python_reads(text) is not None)
+    _, ranges = parse_statements(text)
+    for (start, end), after in zip(ranges, [*(s for s, _ in ranges[1:]), len(text)]):
+        found = statement_end(text, start)
+        assert end <= found <= after and not text[end:found].strip(" \t\f\r\n;#abcdefghijklmnopqrstuvwxyz"), (text, start)
+
+
+def test_count_checks_counts_statements_that_are_checks():
+    text = "check x\ncheck = 3\nfor i in r:\n    check i == i\ny = (1 +\n  check)\na; check b; x\n"
+    assert count_checks(text) == 3  # not `check = 3`, not the name in brackets
+    assert count_checks("x = $ + 1\ncheck y\n") == 1  # a bad character is counted past
+
+
+# ---- the REPL: is the input complete? ------------------------------------------------------------
+
+
+def python_says(text: str) -> bool | None:
+    """codeop's answer (complete or not), None where Python finds an error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return codeop.compile_command(text) is not None
+        except (SyntaxError, ValueError, OverflowError):
+            return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_the_repl_knows_the_input_is_complete_when_python_does(text):
+    assume(python_reads(text) is not None)
+    pending = PendingInput()
+    for line in text.replace("\r\n", "\n").split("\n"):
+        complete = pending.add(line)
+        python = python_says(pending.text)
+        # Two choices of the REPL's own: a loop with its body on its line is complete at once
+        # (Python waits for a blank line after any compound statement, the REPL only after
+        # a block of lines), and a line of blanks ends a block as an empty one does (an
+        # editor's indentation left on it).
+        first = pending.lines[0]
+        one_line_loop = first.lstrip().startswith(("for ", "with ")) and not first.rstrip().endswith(":")
+        blanks = line != "" and not line.strip()
+        if python is not None and not ((one_line_loop or blanks) and complete):
+            assert complete == python, pending.lines
+        if complete:
+            pending.clear()
