@@ -1,12 +1,13 @@
 """The language's one lexer: grammar.lark's terminals (tables.py) as one regular expression.
 
-The parser (driver.py), the REPL's colouring and its "does this line continue", statement
-splitting for text that does not parse, and completion all read tokens from here, with
-the same terminals, keywords and token sets.
+The layout pass (layout.py, and through it the parser, the REPL's "does this line
+continue" and statement splitting for text that does not parse), the REPL's colouring
+and completion all read tokens from here, with the same terminals, keywords and token
+sets.
 
 Each match of `PATTERN` is the blanks before a token, then the token (a named group per
-terminal). Comments and line continuations are tokens too (the parser drops them: they
-may hold a newline, which is counted). A keyword is lexed as a NAME and then renamed, as
+terminal). Comments and line continuations are tokens too (the layout pass drops them:
+they may hold a newline, which is counted). A keyword is lexed as a NAME and then renamed, as
 Lark's lexer does; the parser reads one as a name where it can take only a name (`x.if`).
 """
 from __future__ import annotations
@@ -55,7 +56,7 @@ NEWLINE = "_NL"
 END = "$END"
 BAD = "BAD"  # what `tokens` calls a character no terminal matches
 
-# What the parser's newline rule looks at: a newline inside brackets is a blank...
+# What the layout pass's newline rule looks at: a newline inside brackets is a blank...
 OPENERS = frozenset({"LPAR", "LSQB"})
 CLOSERS = frozenset({"RPAR", "RSQB"})
 # ...and so is a newline right after one of these: the statement cannot end there.
