@@ -41,6 +41,8 @@ class Check:
     whose inputs need structure (class targets, say) and returns (inputs, params).
     `diff` names the inputs that are differentiated (default: all).
     `kink_gap` keeps inputs at least that far from the op's kinks (see OpDef.kink).
+    What the tests compare the op with sits beside the Check in its defop (`torch=`,
+    `reference=`): together they are the op's test record, as PyTorch's OpInfo is.
 
     A plain class, not a dataclass: every op makes one at import, on every start-up.
     """

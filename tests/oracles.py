@@ -18,8 +18,6 @@ import numpy as np
 from gradcalc.autodiff import REGISTRY
 from gradcalc.autodiff.registry import NotInTorch, Torch
 
-TorchOracle = Torch
-
 TORCH: dict[str, Torch] = {op.name: op.torch for op in REGISTRY.values() if isinstance(op.torch, Torch)}
 NOT_IN_TORCH: dict[str, str] = {op.name: op.torch.reason for op in REGISTRY.values() if isinstance(op.torch, NotInTorch)}
 

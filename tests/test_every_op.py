@@ -1,6 +1,7 @@
 """Every op in the registry passes a gradient check, first and second order.
 
-The test walks the registry: an op added without a check spec fails here. Forward
+The test walks the registry: an op added without a Check fails here (the recipe's
+step Check, CONTRIBUTING.md; tests/test_op_recipe.py names every missing step). Forward
 mode's rules (each op's JVP, first and second order) are checked in
 tests/test_forward_mode.py on the same draws.
 """
@@ -28,7 +29,7 @@ def ids(op):
 
 @pytest.mark.parametrize("op", DIFFERENTIABLE, ids=ids)
 def test_every_differentiable_op_has_a_check_spec(op):
-    assert op.check is not None, f"op {op.name} has a VJP but no Check: add one beside its definition"
+    assert op.check is not None, f"op {op.name} has a VJP but no Check: the step Check of CONTRIBUTING.md's recipe (check=Check(...) in its defop)"
 
 
 def draw_case(op, data):

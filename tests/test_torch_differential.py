@@ -21,8 +21,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gradcalc.autodiff import REGISTRY, Tensor, grad
+from gradcalc.autodiff.registry import Torch
 
-from .oracles import EDGE_POINTS, TORCH, TorchOracle
+from .oracles import EDGE_POINTS, TORCH
 
 torch = pytest.importorskip("torch")
 
@@ -69,7 +70,7 @@ def torch_of(x: np.ndarray, requires_grad: bool = False) -> Any:
 
 
 def compare_op(
-    op: Any, oracle: TorchOracle, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int], order: int = 2,
+    op: Any, oracle: Torch, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int], order: int = 2,
     exact: bool | float = False,
 ) -> None:
     """Value, gradient and (order 2) a directional second derivative, ours against torch's."""
@@ -107,7 +108,7 @@ def compare_op(
         assert_close(o.data, expected, f"{op.name} second derivative of input {i} {params}", exact)
 
 
-def cases(op: Any, oracle: TorchOracle, seed: int) -> list[tuple[list[np.ndarray], dict[str, Any], list[int]]]:
+def cases(op: Any, oracle: Torch, seed: int) -> list[tuple[list[np.ndarray], dict[str, Any], list[int]]]:
     """(inputs, params, differentiated positions) for every shape, variant and maker."""
     rng = np.random.default_rng(seed)
     spec = op.check
@@ -161,7 +162,7 @@ def test_op_matches_torch_to_second_order(op, seed):
     assert checked, f"{op.name}: every drawn case sat on a kink"
 
 
-def compare_jvp(op: Any, oracle: TorchOracle, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int], order: int) -> None:
+def compare_jvp(op: Any, oracle: Torch, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int], order: int) -> None:
     """J v by our forward mode against torch.func.jvp (torch's forward mode). At order 2,
     the derivative of J v along w (our forward over forward), weighted by u, against
     torch's reverse over reverse: u . H[v, w]. (torch's forward over forward disagrees
@@ -219,7 +220,7 @@ def differentiable_cases(op: Any, seed: int) -> list[tuple[list[np.ndarray], dic
     return kept
 
 
-def compare_hvp(op: Any, oracle: TorchOracle, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int]) -> str:
+def compare_hvp(op: Any, oracle: Torch, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int]) -> str:
     """Forward over reverse: the tangent along w of the gradient of u . f (a Hessian-vector
     product, JAX's hvp), ours (forward mode over the graph the VJPs recorded) against
     torch.func.jvp over torch.func.grad; where torch has no forward rule for an op's
