@@ -79,8 +79,6 @@ def eval_action(
 ) -> int:
     """`gradcalc eval`: the value, the gradient per variable and the graph's statistics."""
     prepare_engine(max_elements, max_steps, max_input, max_seconds, max_memory)
-    if mode not in ("reverse", "forward"):
-        usage_error(f"--mode must be reverse or forward, not {mode!r}", as_json)
     if mode == "forward" and engine == "scalar" and not steps:
         usage_error("--mode forward needs the tensor engine for gradients (the scalar engine's forward mode is only what --steps shows)", as_json)
     from .engines import choose_engine, refuse_graph_options

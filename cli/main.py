@@ -27,6 +27,10 @@ _click_exceptions = import_module(typer.BadParameter.__module__)
 _click_types = import_module(typer.BadParameter.__module__.rpartition(".")[0] + ".types")
 
 
+class _Refused(_click_exceptions.UsageError):  # type: ignore[misc, name-defined]
+    """A value the declaration does not take, in its words."""
+
+
 class _Declared(_click_types.ParamType):  # type: ignore[misc, name-defined]
     """An option's value read as the declaration reads it (Option.read), so that a bad one
     is refused in the words the REPL and the notebook use."""
@@ -41,7 +45,7 @@ class _Declared(_click_types.ParamType):  # type: ignore[misc, name-defined]
         try:
             read = self.option.read(value)
         except OptionError as err:
-            raise _click_exceptions.UsageError(str(err), ctx) from None
+            raise _Refused(str(err), ctx) from None
         return Path(read) if self.option.kind == "path" else read
 
     def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> list[Any]:
@@ -49,22 +53,33 @@ class _Declared(_click_types.ParamType):  # type: ignore[misc, name-defined]
 
 
 def _declared_words(parse_args: Callable[..., Any]) -> Callable[..., Any]:
-    """click's parse_args, with an unknown option and an option without its value worded
-    as the declarations word them."""
+    """click's parse_args, with an unknown option, an option without its value and a value
+    an option does not take said as the REPL and the notebook say them (`error: ...`, and
+    under --json the error document, as every other usage error of a command)."""
 
     def parse(self: Any, ctx: Any, args: list[str]) -> Any:
+        given = list(args)  # (click's parser takes the words off the list it is given)
         try:
             return parse_args(self, ctx, args)
-        except _click_exceptions.NoSuchOption as err:
-            known = sorted(name for param in self.params for name in getattr(param, "opts", ()) if name.startswith("-"))
-            raise _click_exceptions.UsageError(str(unknown(err.option_name, known)), ctx) from None
-        except _click_exceptions.BadOptionUsage as err:
-            declared = next((p.type.option for p in self.params if err.option_name in getattr(p, "opts", ()) and isinstance(p.type, _Declared)), None)
-            if declared is None or "requires" not in err.message:  # (click's words for a missing value)
+        except _click_exceptions.UsageError as err:
+            message = _in_declared_words(self, err)
+            if message is None or ctx.resilient_parsing:  # (shell completion reads on past errors)
                 raise
-            raise _click_exceptions.UsageError(str(declared.missing()), ctx) from None
+            usage_error(message, "--json" in given and any(getattr(p, "name", None) == "as_json" for p in self.params))
 
     return parse
+
+
+def _in_declared_words(command: Any, err: Any) -> str | None:
+    if isinstance(err, _Refused):
+        return str(err.message)
+    if isinstance(err, _click_exceptions.NoSuchOption):
+        known = sorted(name for param in command.params for name in getattr(param, "opts", ()) if name.startswith("-"))
+        return str(unknown(err.option_name, known))
+    if isinstance(err, _click_exceptions.BadOptionUsage) and "requires" in err.message:  # (click's words for a missing value)
+        declared = [p.type.option for p in command.params if err.option_name in getattr(p, "opts", ()) and isinstance(p.type, _Declared)]
+        return str(declared[0].missing()) if declared else None
+    return None
 
 
 class _Command(typer.core.TyperCommand):

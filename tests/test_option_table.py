@@ -204,8 +204,8 @@ def test_a_repl_setting_completes():
 
 def cli_error(*args: str) -> str:
     done = gradcalc("eval", "x*y", "x=2", "y=3", *args)
-    assert done.returncode == 2
-    return done.stderr.rpartition("Error: ")[2].strip()
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    return done.stderr.removeprefix("error: ").strip()
 
 
 def notebook_error(line: str) -> str:
@@ -249,6 +249,12 @@ def test_the_messages_in_words():
     assert cli_error("--digits", "0") == "--digits must be a whole number from 1 to 17, not '0'"
     assert notebook_error("--engine nosuch") == "--engine must be tensor, scalar, jax or torch, not 'nosuch'"
     assert cli_error("--max-seconds") == "--max-seconds needs a value: a number of at least 0.001"
+
+
+def test_under_json_a_bad_option_is_one_error_document():
+    done = gradcalc("eval", "x", "x=1", "--json", "--engine", "nosuch")
+    message = "--engine must be tensor, scalar, jax or torch, not 'nosuch'"
+    assert done.returncode == 2 and json.loads(done.stdout) == {"error": {"kind": "usage", "message": message, "line": None, "column": None}}
 
 
 def test_an_unknown_option_is_named_with_the_closest_by_each_reader(capsys):
@@ -379,7 +385,7 @@ def test_a_new_declaration_reaches_every_reader_with_no_other_edit(tmp_path):
         assert "value: 1.0" in report[path]["out"]
     page = " ".join(report["help"]["out"].split())
     assert "--greeting [hello|hi] A word to greet with. [default: hello]" in page and "--shout Shout it." in page
-    assert report["bad"]["status"] == 2 and "Error: --greeting must be hello or hi, not 'bye'" in report["bad"]["err"]
+    assert report["bad"]["status"] == 2 and report["bad"]["err"] == "error: --greeting must be hello or hi, not 'bye'\n"
     notebook = report["notebook"]
     assert notebook["greeting"] == "hi" and notebook["result"].startswith("Result(value=1.0")
     assert notebook["bad"].startswith("error: --greeting must be hello or hi, not 'bye'")
@@ -390,3 +396,13 @@ def test_a_new_declaration_reaches_every_reader_with_no_other_edit(tmp_path):
     assert repl_report["err"] == "error: :greeting must be hello or hi, not 'bye'\nerror: :shout: the REPL whispers\n"
     assert "  :greeting hello|hi" in repl_report["help"] and "A word to greet with." in "\n".join(repl_report["help"])
     assert repl_report["completes"] == [":greeting"] or ":greeting" in repl_report["completes"]
+
+
+def test_check_s_choices_are_the_language_s():
+    """`gradcalc check --method/--mode/--against` choose what a check statement's `method=`,
+    `mode=` and `against=` do: the command line's choices are the language's."""
+    from gradcalc.cli.options import COMMANDS
+    from gradcalc.parser.checks import WORDS
+
+    declared = {option.key: option.choices for option in COMMANDS["check"].options}
+    assert {key: declared[key] for key in WORDS} == {key: tuple(words) for key, words in WORDS.items()}
