@@ -112,19 +112,22 @@ class Torch:
     the PyTorch engine's counterpart of the op (parser/engines/table.py reads it here).
     `variants` are keyword sets tried beside the Check's own params; `make(rng)` gives
     (inputs, params) where the Check does not fit or there is none, `extra_makes` more of
-    them; `args` are a constructor's positional arguments. Nothing here imports torch: the
-    tests pass it in.
+    them; `args` are a constructor's positional arguments. `agrees_at` are points where
+    the two agree though the calculus is delicate (zeros, ties, infinities, nan, empty),
+    each (inputs, params) or (inputs, params, 1) where only first derivatives agree; where
+    gradcalc differs on purpose, an Edge says so. Nothing here imports torch: the tests
+    pass it in.
     """
 
-    __slots__ = ("name", "fn", "variants", "make", "extra_makes", "args")
+    __slots__ = ("name", "fn", "variants", "make", "extra_makes", "args", "agrees_at")
 
     def __init__(
         self, fn: str | Callable[..., Any], *, variants: tuple[dict[str, Any], ...] = (), make: Make | None = None,
-        extra_makes: tuple[Make, ...] = (), args: tuple[Any, ...] | None = None,
+        extra_makes: tuple[Make, ...] = (), args: tuple[Any, ...] | None = None, agrees_at: tuple[tuple[Any, ...], ...] = (),
     ) -> None:
         self.name = fn if isinstance(fn, str) else None
         self.fn = _by_name(fn) if isinstance(fn, str) else fn
-        self.variants, self.make, self.extra_makes, self.args = variants, make, extra_makes, args
+        self.variants, self.make, self.extra_makes, self.args, self.agrees_at = variants, make, extra_makes, args, agrees_at
 
     def __repr__(self) -> str:
         return f"Torch({self.name or self.fn!r})"

@@ -20,9 +20,13 @@ def test_every_public_op_has_a_torch_oracle_or_a_reason():
     assert not missing, f"ops without their PyTorch oracle (give it in the op's defop): {missing}"
 
 
-def test_the_edge_points_name_ops_with_an_oracle():
-    named = sorted({case[0] for case in EDGE_POINTS})
-    assert [name for name in named if name not in TORCH] == []
+def test_each_point_of_agreement_is_inputs_params_and_an_order():
+    """A Torch record's `agrees_at`: (inputs, params) or (inputs, params, 1), one input per
+    input of the op."""
+    for name, inputs, params, *order in EDGE_POINTS:
+        op = REGISTRY[name]
+        assert isinstance(params, dict) and order in ([], [1]), (name, inputs)
+        assert op.n_in is None or len(inputs) == op.n_in, (name, inputs)
     assert sorted(set(TORCH) & set(NOT_IN_TORCH)) == []
 
 

@@ -130,7 +130,13 @@ gelu = elementwise(
     "x * Phi(x) (Phi the normal CDF); approximate='tanh' for the tanh formula", complex_safe=False,
     method=False, check=Check(make=_gelu_case),
     rule="g * (Phi(x) + x * phi(x)) (Phi, phi the normal CDF and density; for 'tanh' the derivative of its formula)",
-    torch=Torch(lambda t, x, approximate="none": t.nn.functional.gelu(x, approximate=approximate)),
+    torch=Torch(
+        lambda t, x, approximate="none": t.nn.functional.gelu(x, approximate=approximate),
+        agrees_at=(
+            ([[-40.0, -10.0, 0.0, 10.0]], {}),
+            ([[math.nan, math.inf, -math.inf]], {}),
+        ),
+    ),
     reference=Reference("x * ncdf_wide(x)", "ncdf_wide(x) + x * npdf(x)", "spread(-40, 1e300)", second="npdf(x) * (2 - x * x)"),
 )
 
@@ -161,7 +167,7 @@ def _silu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
 silu = elementwise(
     "silu", _silu, _silu_vjp, "x * sigmoid(x)", aliases=("swish",), method=False, low=-4.0, high=4.0,
     rule="g * (s + x * s * (1 - s)), s = sigmoid(x)",
-    torch=Torch("torch.nn.functional.silu"),
+    torch=Torch("torch.nn.functional.silu", agrees_at=(([[-1000.0, -40.0, 0.0, 40.0]], {}), ([[math.inf, -math.inf]], {}))),
     reference=Reference(
         "x * logistic(x)", "logistic(x) * (1 + x * logistic(-x))", "spread(-700, 1e300)", second="logistic(x) * logistic(-x) * (2 - x * tanh(x / 2))",
     ),
@@ -190,7 +196,7 @@ softsign = elementwise(
     edges=(Edge("at 0", [0.0], 0.0, (1.0,), second=(0.0,), note="the second derivative jumps from 2 to -2 there"),
            Edge("at +-inf", [[math.inf, -math.inf]], [1.0, -1.0], ([0.0, 0.0],), order=1, torch="nan; gradient nan",
                 note="the limits")),
-    torch=Torch("torch.nn.functional.softsign"),
+    torch=Torch("torch.nn.functional.softsign", agrees_at=(([[-1.0, 0.0, 1.0]], {}),)),
     reference=Reference("x / (1 + abs(x))", "1 / (1 + abs(x)) ** 2", "spread(-1e300, 1e300)", second="-2 * sign(x) / (1 + abs(x)) ** 3"),
 )
 
@@ -200,7 +206,7 @@ logsigmoid = elementwise(
     "log(sigmoid(x)) = -softplus(-x), finite for any x (-1000 at x = -1000)", complex_safe=False, method=False,
     rule="g * sigmoid(-x)",
     edges=(Edge("far in the left tail", [-1000.0], -1000.0, (1.0,), note="exact: -softplus(-x)"),),
-    torch=Torch("torch.nn.functional.logsigmoid"),
+    torch=Torch("torch.nn.functional.logsigmoid", agrees_at=(([[-1000.0, -40.0, 0.0, 40.0, 1000.0]], {}), ([[math.inf, -math.inf]], {}))),
     reference=Reference("-log1p(exp(-x))", "logistic(-x)", "spread(-1e300, 700)", second="-logistic(x) * logistic(-x)"),
 )
 
@@ -213,7 +219,14 @@ leaky_relu = elementwise(
     "x where x > 0, else slope * x; gradient slope at 0",
     method=False, kink=near_zero, kink_gap=1e-3,
     edges=(Edge("at 0", [0.0], 0.0, (0.01,), note="slope, from the left branch"),),
-    torch=Torch(lambda t, x, slope=0.01: t.nn.functional.leaky_relu(x, slope), variants=({"slope": 0.2},), make=torch_calls.squashed),
+    torch=Torch(
+        lambda t, x, slope=0.01: t.nn.functional.leaky_relu(x, slope),
+        variants=({"slope": 0.2},),
+        make=torch_calls.squashed,
+        agrees_at=(
+            ([[-1.0, 0.0, 1.0]], {}),
+        ),
+    ),
     reference=Reference("x if x > 0 else mpf(0.01) * x", "mpf(1) if x > 0 else mpf(0.01)", "spread(-1e300, 1e300)", second="mpf(0)"),
 )
 
@@ -231,6 +244,13 @@ elu = elementwise(
     rule="g * (1 where x > 0, else alpha * exp(x))",
     edges=(Edge("at 0", [0.0], 0.0, (1.0,), second=(1.0,), torch="second derivative 0",
                 note="alpha, and second derivative alpha: both from the left branch"),),
-    torch=Torch(lambda t, x, alpha=1.0: t.nn.functional.elu(x, alpha), variants=({"alpha": 1.5},), make=torch_calls.squashed),
+    torch=Torch(
+        lambda t, x, alpha=1.0: t.nn.functional.elu(x, alpha),
+        variants=({"alpha": 1.5},),
+        make=torch_calls.squashed,
+        agrees_at=(
+            ([[-1.0, 0.0, 1.0, 1000.0]], {}, 1),
+        ),
+    ),
     reference=Reference("x if x > 0 else expm1(x)", "mpf(1) if x > 0 else exp(x)", "spread(-700, 1e300)", second="mpf(0) if x > 0 else exp(x)"),
 )

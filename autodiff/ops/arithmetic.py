@@ -115,7 +115,7 @@ div = defop(
     edges=(Edge("by 0", [1.0, 0.0], math.inf, (math.inf, -math.inf), order=1, note="as IEEE division: no error"),
            Edge("0 / 0", [0.0, 0.0], math.nan, (math.inf, math.nan), order=1)),
     batch=SCALING,
-    torch=Torch("torch.div"),
+    torch=Torch("torch.div", agrees_at=(([[1e-300, 0.0, 1e308], [1e-300, 0.0, 1e308]], {}),)),
 )
 neg = defop(
     "neg", lambda x: -x, (lambda m, g, ans, x: -g,),
@@ -192,7 +192,14 @@ pow_ = defop(
         Edge("mixed second derivative at b = 0", [2.0, 0.0], 1.0, (0.0, math.log(2.0)), second=(0.5, 0.5 + math.log(2.0) ** 2),
              torch="d2/da db = 0 (d/da is a constant 0 at b = 0)", note="d2/da db = 1/a"),
     ),
-    torch=Torch("torch.pow"),
+    torch=Torch(
+        "torch.pow",
+        agrees_at=(
+            ([[0.0, 0.0, -0.0, 0.0, 0.0, 0.0, 0.0, 2.0, -1.0], [0.0, -1.0, -1.0, 1.0, 2.0, 0.5, -0.5, 0.0, 2.0]], {}, 1),
+            ([[0.0, 2.0], [-1.0, 1.0]], {}),
+            ([[math.nan, 0.0, -2.0], [0.0, 0.0, 0.0]], {}, 1),  # a**0 passes exactly 0 back, also at nan
+        ),
+    ),
 )
 
 

@@ -40,7 +40,7 @@ sign = defop(
     "sign", lambda x: np.sign(x), None, doc="-1, 0 or 1 by the sign of x", category=CMP, method=True,
     edges=(Edge("at 0", [0.0], 0.0), Edge("at nan", [math.nan], math.nan, torch="0")),
     batch=BROADCAST, no_gradient=STEP,
-    torch=Torch("torch.sign", make=torch_calls.rounding_input),
+    torch=Torch("torch.sign", make=torch_calls.rounding_input, agrees_at=(([[-2.0, 0.0, 3.0]], {}),)),
 )
 floor = defop(
     "floor", lambda x: np.floor(x), None, doc="largest integer <= x", category=CMP, method=True, batch=BROADCAST, no_gradient=STEP,

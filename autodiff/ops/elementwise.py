@@ -137,12 +137,13 @@ def _sigmoid_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
 exp = elementwise(
     "exp", lambda x: np.exp(x), lambda m, g, ans, x: masked(m, g, g * ans), "e ** x",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [math.inf, 0.0], ([math.inf, 0.0],), order=1),),
-    torch=Torch("torch.exp"),
+    torch=Torch("torch.exp", agrees_at=(([[1000.0, -1000.0, 700.0]], {}),)),
     reference=Reference("exp(x)", "exp(x)", "spread(-700, 700)", second="exp(x)"),
 )
 log = elementwise(
     "log", lambda x: np.log(x), lambda m, g, ans, x: masked(m, g, g / x), "natural logarithm", low=0.2, high=3.0,
-    aliases=("ln",), edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),), torch=Torch("torch.log"),
+    aliases=("ln",), edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),),
+    torch=Torch("torch.log", agrees_at=(([[0.0, 1e-300, -1.0]], {}),)),
     reference=Reference("log(x)", "1 / x", "np.concatenate([magnitudes(-300, 300), 1 + spread(-1e-3, 1e-3, 21)])", second="-1 / x**2"),
 )
 log1p = elementwise(
@@ -156,7 +157,7 @@ log1p = elementwise(
 sqrt = elementwise(
     "sqrt", lambda x: np.sqrt(x), lambda m, g, ans, x: masked(m, g, g / (2 * ans)), "square root", low=0.2, high=3.0,
     edges=(Edge("at 0", [0.0], 0.0, (math.inf,), order=1, note="the limit of the slope"),),
-    torch=Torch("torch.sqrt"),
+    torch=Torch("torch.sqrt", agrees_at=(([[0.0, 1e-300, 1e300]], {}), ([[-0.0, -math.inf]], {}, 1))),
     reference=Reference("sqrt(x)", "1 / (2 * sqrt(x))", "magnitudes(-300, 300)", second="-1 / (4 * x * sqrt(x))"),
 )
 sin = elementwise(
@@ -186,7 +187,7 @@ sigmoid = elementwise(
                 (math.exp(-40.0) / (1.0 + math.exp(-40.0)) ** 2,), order=1),
            Edge("far in the right tail", [40.0], 1.0, (math.exp(-40.0) / (1.0 + math.exp(-40.0)) ** 2,), order=1,
                 torch="gradient 0 (s (1 - s) with s rounded to 1; 1e-3 off at 30)", note="the slope keeps its digits")),
-    torch=Torch("torch.sigmoid"),
+    torch=Torch("torch.sigmoid", agrees_at=(([[-1000.0, -40.0, 1000.0, math.nan]], {}),)),
     reference=Reference("logistic(x)", "logistic(x) * logistic(-x)", "spread(-700, 700)", second="-logistic(x) * logistic(-x) * tanh(x / 2)"),
 )
 softplus = elementwise(
@@ -194,7 +195,7 @@ softplus = elementwise(
     edges=(Edge("far in the right tail", [25.0], 25.0 + math.log1p(math.exp(-25.0)), (1.0 / (1.0 + math.exp(-25.0)),),
                 second=(math.exp(-25.0) / (1.0 + math.exp(-25.0)) ** 2,),
                 torch="second derivative 0 past 20 (softplus is x there)", note="the second derivative keeps its digits"),),
-    torch=Torch(lambda t, x: t.nn.functional.softplus(x, threshold=30.0)),
+    torch=Torch(lambda t, x: t.nn.functional.softplus(x, threshold=30.0), agrees_at=(([[-1000.0, -40.0, 1000.0]], {}),)),
     reference=Reference("log1p(exp(x))", "logistic(x)", "spread(-700, 700)", second="logistic(x) * logistic(-x)"),
 )
 relu = elementwise(
@@ -202,7 +203,7 @@ relu = elementwise(
     kink=near_zero, kink_gap=1e-3, rule="g * (x > 0)",
     edges=(Edge("at 0", [0.0], 0.0, (0.0,)),
            Edge("at nan", [math.nan], math.nan, (math.nan,), order=1, torch="gradient 1", note="nan in, nan out")),
-    torch=Torch("torch.relu"),
+    torch=Torch("torch.relu", agrees_at=(([[-1.0, 0.0, 2.0, -math.inf, math.inf]], {}),)),
     reference=Reference("max(x, 0)", "(mpf(1) if x > 0 else mpf(0))", "spread(-1e300, 1e300)", second="mpf(0)"),
 )
 def _abs(x: Any) -> Any:
@@ -218,7 +219,7 @@ abs_ = elementwise(
     "absolute value; gradient 0 at 0", kink=near_zero, kink_gap=1e-3,
     edges=(Edge("at 0", [0.0], 0.0, (0.0,)),
            Edge("at nan", [math.nan], math.nan, (math.nan,), order=1, torch="gradient 0", note="nan in, nan out")),
-    torch=Torch("torch.abs"),
+    torch=Torch("torch.abs", agrees_at=(([[0.0, -0.0, -math.inf, math.inf, -2.0]], {}),)),
     reference=Reference("abs(x)", "sign(x)", "spread(-1e300, 1e300)", second="mpf(0)"),
 )
 
@@ -246,7 +247,7 @@ maximum = defop(
     doc="elementwise larger of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied, complex_safe=True,
     rule="a: g * (a > b);  b: g * (b > a);  half each at a tie", jvp=DIAGONAL,
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3), edges=_pair_edges(),
-    torch=Torch("torch.maximum"),
+    torch=Torch("torch.maximum", agrees_at=(([[1.0, 2.0, math.nan, 1.0, math.nan], [1.0, 3.0, 1.0, math.nan, math.nan]], {}),)),
 )
 minimum = defop(
     "minimum", lambda a, b: np.minimum(a, b),
@@ -255,7 +256,7 @@ minimum = defop(
     doc="elementwise smaller of a and b (nan if either is)", category=ELEM, n_in=2, method=True, kink=_tied, complex_safe=True,
     rule="a: g * (a < b);  b: g * (b < a);  half each at a tie", jvp=DIAGONAL,
     check=Check(shapes=BINARY_SHAPES, kink_gap=1e-3), edges=_pair_edges(),
-    torch=Torch("torch.minimum"),
+    torch=Torch("torch.minimum", agrees_at=(([[1.0, 2.0, math.nan, 1.0, math.nan], [1.0, 3.0, 1.0, math.nan, math.nan]], {}),)),
 )
 
 
@@ -318,7 +319,15 @@ clip = defop(
            Edge("low > high", [0.0, 1.0, -1.0], -1.0, (0.0, 0.0, 1.0), names=_CLIP_NAMES, note="the output is high, and so is the gradient"),
            Edge("at nan", [math.nan, -1.0, 1.0], math.nan, (1.0, 0.0, 0.0), order=1, names=_CLIP_NAMES,
                 torch="0 to x and to the bounds", note="the nan stays visible")),
-    torch=Torch(torch_calls.clip, extra_makes=(torch_calls.clip_keyword_bounds, torch_calls.clip_one_bound)),
+    torch=Torch(
+        torch_calls.clip,
+        extra_makes=(torch_calls.clip_keyword_bounds, torch_calls.clip_one_bound),
+        agrees_at=(
+            ([[-1.0, 0.5, 2.0], [-0.5, 0.0, 0.0], [1.0, 1.0, 1.0]], {}),
+            ([[-1.0, 0.0, 1.0], [-1.0, 0.0, 0.5], [1.0, 1.0, 1.0]], {}),  # x on a bound keeps the gradient
+            ([[0.0], [1.0], [-1.0]], {}),  # low > high: the output is high, and so is the gradient
+        ),
+    ),
 )
 
 
@@ -337,5 +346,5 @@ where = defop(
     edges=(Edge("the branch not taken", [False, math.inf, 1.0], 1.0, (0.0, 1.0), wrt=(1, 2),
                 note="exactly 0 to the branch not taken, even where its own derivative is inf or nan: "
                 "where(x > 0, sqrt(x), 0) at -1 has gradient 0 (PyTorch's: nan)"),),
-    torch=Torch(torch_calls.where, make=torch_calls.where_make),
+    torch=Torch(torch_calls.where, make=torch_calls.where_make, agrees_at=(([[1.0, 0.0], [1.0, 2.0], [3.0, 4.0]], {}),)),
 )

@@ -182,8 +182,14 @@ sort = defop(
            Edge("with ties, descending", [[2.0, 1.0, 2.0]], [2.0, 2.0, 1.0], ([1.0, 3.0, 2.0],), weights=[1.0, 2.0, 3.0],
                 params={"descending": True}, note="stable too"),),
     batch=along_axis(none="flatten"),
-    torch=Torch(lambda t, x, axis=-1, descending=False: t.sort(x, dim=axis, descending=descending, stable=True).values,
-        variants=({"axis": 0, "descending": True},)),
+    torch=Torch(
+        lambda t, x, axis=-1, descending=False: t.sort(x, dim=axis, descending=descending, stable=True).values,
+        variants=({"axis": 0, "descending": True},),
+        agrees_at=(
+            ([[1.0, 1.0, 0.0]], {}),
+            ([[2.0, 1.0, 2.0]], {"descending": True}),
+        ),
+    ),
 )
 
 # ---- pad ---------------------------------------------------------------------------------------

@@ -519,7 +519,7 @@ det = defop(
              note="LAPACK's pivoting skips a nan: NumPy's det of this is 0"),
     ),
     batch=LEADING,
-    torch=Torch("torch.linalg.det"),
+    torch=Torch("torch.linalg.det", agrees_at=(([[[0.0, 0.0], [0.0, 0.0]]], {}, 1),)),
 )
 slogdet = defop(
     "slogdet", _slogdet, (_slogdet_vjp,), n_ret=2,
@@ -664,5 +664,13 @@ norm = defop(
              torch="0; gradient 0", note="scaled by the largest |x|, as hypot"),
     ),
     batch=along_axis(),
-    torch=Torch(torch_calls.norm, variants=({"ord": 1, "axis": 0}, {"ord": float("inf"), "axis": -1}, {"ord": "fro", "keepdims": True})),
+    torch=Torch(
+        torch_calls.norm,
+        variants=({"ord": 1, "axis": 0}, {"ord": float("inf"), "axis": -1}, {"ord": "fro", "keepdims": True}),
+        agrees_at=(
+            ([[0.0, 0.0, 0.0]], {"ord": 2}, 1),
+            ([[0.0, 0.0, 0.0]], {"ord": 1}),
+            ([[1.0, -1.0, 0.5]], {"ord": math.inf}),
+        ),
+    ),
 )

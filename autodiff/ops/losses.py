@@ -154,7 +154,15 @@ logsumexp = defop(
         Edge("all -inf", [[-math.inf, -math.inf]], -math.inf, ([math.nan, math.nan],)),
     ),
     batch=along_axis(),
-    torch=Torch(torch_calls.logsumexp, variants=({}, {"axis": 0, "keepdims": True})),
+    torch=Torch(
+        torch_calls.logsumexp,
+        variants=({}, {"axis": 0, "keepdims": True}),
+        agrees_at=(
+            ([[-math.inf, 1.0, 2.0]], {}),
+            ([[-math.inf, -math.inf]], {}),
+            ([[1000.0, 1000.0]], {}),
+        ),
+    ),
 )
 softmax = defop(
     "softmax", _softmax, (_softmax_vjp,),
@@ -168,7 +176,7 @@ softmax = defop(
              note="a -inf entry has weight 0"),
     ),
     batch=along_axis(),
-    torch=Torch(lambda t, x, axis=-1: t.softmax(x, dim=axis), variants=({"axis": 0},)),
+    torch=Torch(lambda t, x, axis=-1: t.softmax(x, dim=axis), variants=({"axis": 0},), agrees_at=(([[-math.inf, 1.0, 2.0]], {}),)),
 )
 log_softmax = defop(
     "log_softmax", _log_softmax, (_log_softmax_vjp,),
@@ -181,7 +189,7 @@ log_softmax = defop(
              ([1.0, 1.0 - 3.0 * _S1, 1.0 - 3.0 * _S2],), note="finite where the true value is"),
     ),
     batch=along_axis(),
-    torch=Torch(lambda t, x, axis=-1: t.log_softmax(x, dim=axis), variants=({"axis": 0},)),
+    torch=Torch(lambda t, x, axis=-1: t.log_softmax(x, dim=axis), variants=({"axis": 0},), agrees_at=(([[-math.inf, 1.0, 2.0]], {}),)),
 )
 
 # ---- losses ------------------------------------------------------------------------------
@@ -254,9 +262,15 @@ cross_entropy = defop(
     ),
     batch=own(_class_loss_batch, "each row's items as one list of items, then each row's reduction"),
     torch=Torch(
-        torch_calls.cross_entropy, make=torch_calls.cross_entropy_make,
+        torch_calls.cross_entropy,
+        make=torch_calls.cross_entropy_make,
         extra_makes=(torch_calls.cross_entropy_probs, torch_calls.cross_entropy_probs_smoothed),
         variants=({"label_smoothing": 0.1}, {"reduction": "sum"}, {"reduction": "none", "label_smoothing": 0.3}),
+        agrees_at=(
+            ([[[-math.inf, 1.0, 2.0]], [1.0]], {}),
+            ([[[1e308, -1e308]], [0.0]], {}),
+            ([[[math.nan, 1.0]], [0.0]], {}),
+        ),
     ),
 )
 
@@ -415,7 +429,13 @@ binary_cross_entropy_with_logits = _elementwise_loss(
     rule="pred: g * (sigmoid(pred) - target);  target: -g * pred",
     edges=(Edge("logits of +-1000", [[1000.0, -1000.0], [0.0, 0.0]], [1000.0, 0.0], ([1.0, 0.0], [-1000.0, 1000.0]),
                 params={"reduction": "none"}, note="exact for any logit"),),
-    torch=Torch(torch_calls.loss("binary_cross_entropy_with_logits")),
+    torch=Torch(
+        torch_calls.loss("binary_cross_entropy_with_logits"),
+        agrees_at=(
+            ([[1000.0, -1000.0, 1000.0, -1000.0], [1.0, 0.0, 0.0, 1.0]], {"reduction": "none"}),
+            ([[math.inf, -math.inf], [1.0, 0.0]], {"reduction": "none"}),
+        ),
+    ),
 )
 
 

@@ -135,7 +135,7 @@ sum_ = defop(
     rule='g repeated along the summed axes (every element gets g)',
     edges=(Edge("of an empty tensor", [np.zeros(0)], 0.0, (np.zeros(0),)),),
     batch=along_axis(sparse="total"),
-    torch=Torch(torch_calls.reduction("sum"), variants=({}, {"axis": -1, "keepdims": True}, {"axis": (0, 1)})),
+    torch=Torch(torch_calls.reduction("sum"), variants=({}, {"axis": -1, "keepdims": True}, {"axis": (0, 1)}), agrees_at=(([np.zeros(0)], {}),)),
 )
 mean = defop(
     "mean", _mean,
@@ -146,7 +146,7 @@ mean = defop(
     rule='g / n repeated along the averaged axes (n elements averaged)',
     edges=(Edge("of an empty tensor", [np.zeros(0)], math.nan, (np.zeros(0),), note="silently: no NumPy warning"),),
     batch=along_axis(sparse="average"),
-    torch=Torch(torch_calls.reduction("mean"), variants=({}, {"axis": 0}, {"axis": (0, 1), "keepdims": True})),
+    torch=Torch(torch_calls.reduction("mean"), variants=({}, {"axis": 0}, {"axis": (0, 1), "keepdims": True}), agrees_at=(([np.zeros(0)], {}),)),
 )
 def _prod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     # d prod / d x_k is the product of the other elements: ans / x_k when no element is 0,
@@ -205,7 +205,16 @@ prod = defop(
              torch="nan (inf * 0, as NumPy's product in order)", note="an exact 0 wins; a nan or inf factor still gives nan"),
     ),
     batch=along_axis(),
-    torch=Torch(torch_calls.reduction("prod"), variants=({}, {"axis": 0}, {"axis": (0, 1), "keepdims": True})),
+    torch=Torch(
+        torch_calls.reduction("prod"),
+        variants=({}, {"axis": 0}, {"axis": (0, 1), "keepdims": True}),
+        agrees_at=(
+            ([[0.0, 2.0, 3.0]], {}),
+            ([[0.0, 0.0, 3.0]], {}),
+            ([[[0.0, 2.0], [3.0, 0.0], [4.0, 5.0]]], {"axis": 0}),
+            ([[1e200, 1e200, 1e-300]], {}),
+        ),
+    ),
 )
 max_ = defop(
     "max", lambda x, axis=None, keepdims=False: _extreme(np.max, "max", x, axis, keepdims), (_extreme_vjp,),
@@ -219,7 +228,14 @@ max_ = defop(
                 note="nan at every higher order too"),
            Edge("of an empty tensor", [np.zeros(0)], error="max of an empty tensor has no value")),
     batch=along_axis(),
-    torch=Torch(torch_calls.reduction("amax"), variants=({}, {"axis": 0, "keepdims": True}, {"axis": (0, 1)})),
+    torch=Torch(
+        torch_calls.reduction("amax"),
+        variants=({}, {"axis": 0, "keepdims": True}, {"axis": (0, 1)}),
+        agrees_at=(
+            ([[1.0, 1.0, 0.0]], {}),
+            ([[math.nan, 1.0]], {}, 1),  # (its second derivative is nan, torch's 0: max's Edge "with a nan")
+        ),
+    ),
 )
 min_ = defop(
     "min", lambda x, axis=None, keepdims=False: _extreme(np.min, "min", x, axis, keepdims), (_extreme_vjp,),
@@ -230,5 +246,5 @@ min_ = defop(
     edges=(Edge("with ties", [[0.0, 1.0, 0.0]], 0.0, ([0.5, 0.0, 0.5],), note="shared equally among the tied elements"),
            Edge("of an empty tensor", [np.zeros(0)], error="min of an empty tensor has no value")),
     batch=along_axis(),
-    torch=Torch(torch_calls.reduction("amin"), variants=({}, {"axis": 1}, {"axis": (0, 1), "keepdims": True})),
+    torch=Torch(torch_calls.reduction("amin"), variants=({}, {"axis": 1}, {"axis": (0, 1), "keepdims": True}), agrees_at=(([[0.0, 1.0, 0.0]], {}),)),
 )

@@ -5,6 +5,7 @@ of the gradient: y_i = sum_{j<=i} x_j gives dx_j = sum_{i>=j} g_i.
 """
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -163,7 +164,14 @@ cumprod = defop(
     edges=(Edge("with a zero", [[0.0, 2.0, 3.0]], [0.0, 0.0, 0.0], ([9.0, 0.0, 0.0],), second=([6.0, 4.0, 2.0],),
                 note="exact, formed without dividing"),),
     batch=along_axis(none="flatten"),
-    torch=Torch(torch_calls.scan("cumprod"), variants=({"axis": -1}, {"axis": None})),
+    torch=Torch(
+        torch_calls.scan("cumprod"),
+        variants=({"axis": -1}, {"axis": None}),
+        agrees_at=(
+            ([[0.0, 2.0, 3.0, 0.0, 5.0]], {}),
+            ([[[1.0, 0.0, 2.0], [3.0, 4.0, 0.0]]], {"axis": 1}),
+        ),
+    ),
 )
 logcumsumexp = defop(
     "logcumsumexp", _logcumsumexp, (_logcumsumexp_vjp,),
@@ -172,5 +180,12 @@ logcumsumexp = defop(
     rule="dx_j = sum over i >= j of g_i * exp(x_j - ans_i)",
     jvp=_logcumsumexp_jvp, jvp_rule="the sum over j <= i of exp(x_j - ans_i) * dx_j",
     batch=along_axis(none="flatten"),
-    torch=Torch(torch_calls.scan("logcumsumexp"), variants=({"axis": 0}, {"axis": -1})),
+    torch=Torch(
+        torch_calls.scan("logcumsumexp"),
+        variants=({"axis": 0}, {"axis": -1}),
+        agrees_at=(
+            ([[-math.inf, 0.0, 1000.0]], {}),
+            ([[1000.0, -1000.0, 1000.0]], {}),
+        ),
+    ),
 )

@@ -86,7 +86,7 @@ erf = elementwise(
     rule="g * 2 / sqrt(pi) * exp(-x**2)",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [1.0, -1.0], ([0.0, 0.0],), second=([0.0, 0.0],),
                 torch="second derivative nan", note="the limits"),),
-    torch=Torch("torch.erf"),
+    torch=Torch("torch.erf", agrees_at=(([[math.inf, -math.inf, 0.0, 30.0]], {}, 1),)),
     reference=Reference("erf(x)", "2 / sqrt(pi) * exp(-x * x)", "spread(-30, 30)", second="-4 * x / sqrt(pi) * exp(-x * x)"),
 )
 erfc = elementwise(
@@ -94,7 +94,7 @@ erfc = elementwise(
     "complementary error function 1 - erf(x), accurate where erf(x) is near 1", complex_safe=False,
     rule="-g * 2 / sqrt(pi) * exp(-x**2)",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [0.0, 2.0], ([0.0, 0.0],), order=1, note="the limits"),),
-    torch=Torch("torch.erfc"),
+    torch=Torch("torch.erfc", agrees_at=(([[math.inf, -math.inf, 30.0, -30.0]], {}, 1),)),
     reference=Reference("erfc_wide(x)", "-2 / sqrt(pi) * exp(-x * x)", "spread(-30, 30)", second="4 * x / sqrt(pi) * exp(-x * x)"),
 )
 
@@ -102,7 +102,7 @@ erfc = elementwise(
 log2 = elementwise(
     "log2", lambda x: np.log2(x), lambda m, g, ans, x: masked(m, g, g / (x * LN2)), "base-2 logarithm", low=0.2, high=3.0,
     edges=(Edge("at 0", [0.0], -math.inf, (math.inf,), order=1),),
-    torch=Torch("torch.log2"),
+    torch=Torch("torch.log2", agrees_at=(([[0.0, -1.0, math.inf]], {}),)),
     reference=Reference("log(x, 2)", "1 / (x * log(2))", "magnitudes(-300, 300)", second="-1 / (x * x * log(2))"),
 )
 log10 = elementwise(
@@ -127,7 +127,7 @@ exp2 = elementwise(
 )
 expm1 = elementwise(
     "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: masked(m, g, g * m.exp(x)), "e ** x - 1, accurate for small x",
-    torch=Torch("torch.expm1"),
+    torch=Torch("torch.expm1", agrees_at=(([[-1000.0, 1000.0, 1e-20]], {}),)),
     reference=Reference("expm1(x)", "exp(x)", "spread(-700, 700)", second="exp(x)"),
 )
 square = elementwise(
@@ -154,7 +154,7 @@ reciprocal = elementwise(
     "reciprocal", lambda x: 1.0 / x, lambda m, g, ans, x: masked(m, g, -g * ans * ans), "1 / x",
     kink=near_zero, check=Check(make=away_from_zero, low=0.2, high=2.0),
     edges=(Edge("at 0 and -0", [[0.0, -0.0]], [math.inf, -math.inf], ([-math.inf, -math.inf],)),),
-    torch=Torch("torch.reciprocal"),
+    torch=Torch("torch.reciprocal", agrees_at=(([[0.0, -0.0]], {}),)),
     reference=Reference("1 / x", "-1 / (x * x)", "both_signs(-300, 300)", second="2 / x**3"),
 )
 
@@ -221,7 +221,7 @@ atanh = elementwise(
     "atanh", lambda x: np.arctanh(x), lambda m, g, ans, x: masked(m, g, g / m.one_minus_square(x)),
     "inverse hyperbolic tangent (-1 < x < 1)", aliases=("arctanh",), low=-0.9, high=0.9, rule="g / (1 - x**2)",
     edges=(Edge("at +-1", [[1.0, -1.0]], [math.inf, -math.inf], ([math.inf, math.inf],), order=1),),
-    torch=Torch("torch.atanh"),
+    torch=Torch("torch.atanh", agrees_at=(([[1.0, -1.0]], {}, 1),)),
     reference=Reference("atanh(x)", "1 / (1 - x * x)", _UNIT_INTERVAL, second="2 * x / (1 - x * x) ** 2"),
 )
 
@@ -230,7 +230,7 @@ asin = elementwise(
     "asin", lambda x: np.arcsin(x), lambda m, g, ans, x: masked(m, g, g / m.sqrt(m.one_minus_square(x))),
     "inverse sine (-1 <= x <= 1)", aliases=("arcsin",), low=-0.9, high=0.9, rule="g / sqrt(1 - x**2)",
     edges=(Edge("at +-1", [[1.0, -1.0]], [math.pi / 2, -math.pi / 2], ([math.inf, math.inf],), order=1),),
-    torch=Torch("torch.asin"),
+    torch=Torch("torch.asin", agrees_at=(([[1.0, -1.0]], {}, 1),)),
     reference=Reference("asin(x)", "1 / sqrt(1 - x * x)", _UNIT_INTERVAL, second="x / power(1 - x * x, 1.5)"),
 )
 acos = elementwise(
@@ -288,7 +288,7 @@ atan2 = defop(
                 note="the sign of the zero y picks the side"),
            Edge("at the origin", [[0.0, 0.0], [0.0, -0.0]], [0.0, math.pi], ([math.nan, math.nan], [math.nan, math.nan]), order=1,
                 torch="gradient 0", note="no direction: 0 / 0")),
-    torch=Torch("torch.atan2"),
+    torch=Torch("torch.atan2", agrees_at=(([[0.0, 0.0, 1.0], [1.0, -1.0, 0.0]], {}),)),
 )
 hypot = defop(
     "hypot", lambda a, b: np.hypot(a, b),
@@ -297,5 +297,5 @@ hypot = defop(
     kink=lambda a, b, tol=0.0: bool(np.any((np.abs(a) <= tol) & (np.abs(b) <= tol))),
     check=Check(shapes=BINARY_SHAPES, kink_gap=0.2), jvp=DIAGONAL,
     edges=(Edge("at the origin", [0.0, 0.0], 0.0, (math.nan, math.nan), order=1, note="no direction: 0 / 0"),),
-    torch=Torch("torch.hypot"),
+    torch=Torch("torch.hypot", agrees_at=(([[0.0], [0.0]], {}), ([[3.0, 0.0, 1e300], [4.0, 2.0, 1e300]], {}))),
 )

@@ -66,7 +66,13 @@ var = defop(
     jvp=OVER_AXIS,
     edges=(Edge("one element, ddof=1", [[1.0]], float("nan"), ([float("nan")],), params={"ddof": 1}, order=1, note="0 / 0"),),
     batch=along_axis(),
-    torch=Torch(torch_calls.moment("var"), variants=({}, {"axis": 0, "keepdims": True}, {"axis": (0, 1), "ddof": 0})),
+    torch=Torch(
+        torch_calls.moment("var"),
+        variants=({}, {"axis": 0, "keepdims": True}, {"axis": (0, 1), "ddof": 0}),
+        agrees_at=(
+            ([[1.0]], {"ddof": 1}, 1),
+        ),
+    ),
 )
 std = defop(
     "std", _std, (_std_vjp,),
@@ -76,5 +82,5 @@ std = defop(
     jvp=OVER_AXIS,
     edges=(Edge("no spread", [[2.0, 2.0]], 0.0, ([0.0, 0.0],), order=1, note="a subgradient: no derivative exists there"),),
     batch=along_axis(),
-    torch=Torch(torch_calls.moment("std"), variants=({"ddof": 1}, {"axis": 1, "keepdims": True})),
+    torch=Torch(torch_calls.moment("std"), variants=({"ddof": 1}, {"axis": 1, "keepdims": True}), agrees_at=(([[2.0, 2.0]], {}, 1),)),
 )
