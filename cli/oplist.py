@@ -1,4 +1,4 @@
-"""The language's functions as rows, read from the op registry (and the autodiff builtins).
+"""The language's functions as rows, read from the op registry and the built-in table.
 
 `python -m gradcalc.cli.oplist docs/language.md` rewrites the function table of that page
 (between its `<!-- ops:start -->` and `<!-- ops:end -->` lines) and its edge table (between
@@ -11,14 +11,15 @@ import sys
 
 from gradcalc.autodiff import ALIASES, REGISTRY, TORCH_CHECKED
 from gradcalc.parser import LanguageError
-from gradcalc.parser.backends import AUTODIFF_FUNCTIONS
+from gradcalc.parser.builtins import AUTODIFF, BUILTINS, LANGUAGE
 from gradcalc.parser.help import describe, edge_call, edge_cells
 
 from . import render
 
 
 def op_rows() -> list[tuple[str, str, str, bool, str]]:
-    """(name, signature, category, has gradient, description), one per function."""
+    """(name, signature, category, has gradient, description), one per function: every
+    public op, then every built-in that is not an op (its forms as the signature)."""
     aliases: dict[str, list[str]] = {}
     for alias, name in ALIASES.items():
         aliases.setdefault(name, []).append(alias)
@@ -30,19 +31,21 @@ def op_rows() -> list[tuple[str, str, str, bool, str]]:
         if op.method:
             doc += "; also a method"
         rows.append((op.name, op.signature, op.category, op.has_gradient, doc))
-    for name, doc in AUTODIFF_FUNCTIONS.items():
-        signature, _, text = doc.partition(": ")
-        rows.append((name, signature, "autodiff", True, text))
+    for builtin in BUILTINS.values():
+        rows.append((builtin.name, builtin.usage, builtin.category, builtin.category == AUTODIFF, builtin.doc))
     # Groups from the everyday to the specialised; a category not listed yet comes after
-    # them, and grad/jacobian/hessian, which act on the others, always close the list.
+    # them, and the built-ins (the transformations, which act on the others, then the
+    # language's own forms) always close the list.
     order = [
         "arithmetic", "integer arithmetic", "elementwise", "reduction", "linear algebra", "shape",
         "softmax and losses", "no gradient", "constructor",
     ]
 
+    closing = [AUTODIFF, LANGUAGE]
+
     def group(category: str) -> int:
-        if category == "autodiff":
-            return len(order) + 1
+        if category in closing:
+            return len(order) + 1 + closing.index(category)
         return order.index(category) if category in order else len(order)
 
     return sorted(rows, key=lambda r: (group(r[2]), r[0]))

@@ -22,6 +22,7 @@ from gradcalc.autodiff.registry import OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
 from gradcalc.autodiff.wiring import apply
 
+from .builtins import AUTODIFF, BUILTINS, GENERATION, Lines, is_value, names, on_scalar_engine
 from .errors import LanguageError
 
 # True and False are Python's spellings of true and false, accepted as users type them.
@@ -29,46 +30,23 @@ CONSTANTS: dict[str, float | bool] = {
     "pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "true": True, "false": False, "True": True, "False": False,
 }
 ATTRIBUTES = ("T", "mT", "shape", "ndim", "size")
-AUTODIFF_FUNCTIONS = {
-    "grad": "grad(y, x): dy/dx (of the sum of y if it is not a scalar); differentiable again; "
-            "grad(f, argnums=0) is the function x -> df/dx of a function f with a scalar output",
-    "jacobian": "jacobian(y, x): dy/dx with shape y.shape + x.shape; jacobian(f) is jacrev(f)",
-    "hessian": "hessian(y, x): second derivatives of a scalar y, shape x.shape + x.shape; "
-               "hessian(f, argnums=0) is the function x -> d2f/dx2, forward over reverse",
-    "value_and_grad": "value_and_grad(f, argnums=0): the function x -> (f(x), df/dx), for f with a scalar output",
-    "jacrev": "jacrev(f, argnums=0): the function x -> df/dx of shape f(x).shape + x.shape, a backward pass per output element",
-    "jacfwd": "jacfwd(f, argnums=0): the function x -> df/dx as jacrev gives it, a forward pass per input element",
-    "vmap": "vmap(f, in_axes=0): the function that maps f over an axis of its arguments (in_axes: one axis, "
-            "or one per argument, None for one not mapped) and stacks the results on a new first axis",
-    "jvp": "jvp(f, primals, tangents): f(x) and J v, by forward mode; several arguments as tuples, jvp(f, (x, y), (u, v))",
-    "vjp": "vjp(f, *primals): f(x) and the function u -> u J (the cotangent of each primal), by reverse mode",
-    "hvp": "hvp(f, primals, tangents): the Hessian of a scalar f at x times v, forward over reverse",
-}
-
-LOAD_HELP = 'load("weights.npy"), load("data.npz", "W") or load("data.npz:W")'
-# The language's other built-ins: each a form of call, not a value to pass around.
-LANGUAGE_FUNCTIONS = {
-    "load": "load(file), load(file, name): the array a .npy, .npz, .csv or .json file holds (name: an archive's member, "
-            f"a column), a constant until assigned; the file is relative to the script's folder: {LOAD_HELP}",
-    "range": "range(stop), range(start, stop), range(start, stop, step): the whole numbers a loop runs over, "
-             "as in for i in range(10): x += i (only in a for loop)",
-    "help": "help(NAME): what a function computes, its derivative rule and an example; help() lists the functions",
-}
+# The autodiff built-ins by name, each as help's first line: a view of the built-in table.
+AUTODIFF_FUNCTIONS = Lines(AUTODIFF)
 
 
-_public: tuple[tuple[int, int], dict[str, OpDef], frozenset[str]] = ((-1, -1), {}, frozenset())
+_public: tuple[tuple[int, int, int], dict[str, OpDef], frozenset[str]] = ((-1, -1, -1), {}, frozenset())
 
 
 def public_ops() -> dict[str, OpDef]:
     """The registry's ops that the language offers, by every name (aliases included), and
     beside them every function name the language knows (looked up at every call). Rebuilt
-    only when the registry has grown (tests register throwaway ops)."""
+    only when the registry or the built-in table has grown (tests register throwaway ops)."""
     global _public
-    key = (len(REGISTRY), len(ALIASES))
+    key = (len(REGISTRY), len(ALIASES), GENERATION[0])
     if _public[0] != key:
         ops = {name: op for name, op in REGISTRY.items() if op.public}
         ops.update({alias: REGISTRY[name] for alias, name in ALIASES.items() if REGISTRY[name].public})
-        _public = (key, ops, frozenset([*ops, *AUTODIFF_FUNCTIONS, "load"]))
+        _public = (key, ops, frozenset([*ops, *names(is_value)]))
     return _public[1]
 
 
@@ -203,7 +181,7 @@ def derivative_call(name: str, args: list[Any], kwargs: dict[str, Any], kind: An
     its usage text, y, x, and whether the derivative is recorded. Inside `with no_grad:` a
     plain backward pass, recording nothing (torch.autograd.grad without create_graph);
     elsewhere the result is differentiable again."""
-    usage = AUTODIFF_FUNCTIONS[name].split(":")[0]
+    usage = BUILTINS[name].signature
     if kwargs:
         raise LanguageError("argument", f"{usage} takes no keyword arguments, got {', '.join(kwargs)}=")
     if len(args) != 2:
@@ -327,7 +305,8 @@ class TensorBackend:
         return sorted(name for name, op in public_ops().items() if _is_method(op))
 
     def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if name in AUTODIFF_FUNCTIONS:
+        builtin = BUILTINS.get(name)
+        if builtin is not None and builtin.expression:  # grad(y, x), jacobian(y, x), hessian(y, x)
             return self._autodiff(name, args, kwargs)
         op = public_ops().get(name)
         if op is None:  # another library's spelling (x.t(), float(x)), or an unknown name (habits.py)
@@ -505,7 +484,7 @@ def _carry(result: Value, *operands: Any) -> Value:
 
 
 _DETACH = ("detach", "stop_gradient")
-_SCALAR_NAMES = frozenset([*SCALAR_FUNCTIONS, *_DETACH, "load"])
+_scalar_names: tuple[int, frozenset[str]] = (-1, frozenset())
 
 
 class ScalarBackend:
@@ -553,7 +532,10 @@ class ScalarBackend:
         return value.data != 0
 
     def function_names(self) -> frozenset[str]:
-        return _SCALAR_NAMES
+        global _scalar_names
+        if _scalar_names[0] != GENERATION[0]:  # (made again when a built-in is added)
+            _scalar_names = (GENERATION[0], frozenset([*SCALAR_FUNCTIONS, *_DETACH, *names(on_scalar_engine)]))
+        return _scalar_names[1]
 
     def from_array(self, data: np.ndarray) -> Value:
         if data.size != 1:
@@ -567,7 +549,7 @@ class ScalarBackend:
         if name in _DETACH and len(args) == 1 and not kwargs:
             return DetachedValue(args[0].data, requires_grad=False)
         if name not in SCALAR_FUNCTIONS:
-            known = name in public_ops() or name in AUTODIFF_FUNCTIONS
+            known = name in public_ops() or name in BUILTINS
             hint = f"; use {self.switch}" if known else ""
             raise LanguageError("name", f"{'the scalar engine has no function' if known else 'unknown function'} {name!r}{hint}")
         if len(args) != 1 or kwargs:

@@ -13,6 +13,7 @@ from typing import Any
 
 from gradcalc.autodiff import collector_paused
 
+from .builtins import BUILTINS
 from .errors import LanguageError, Span, too_large
 from .habits import prefixed
 from .records import Record
@@ -250,15 +251,6 @@ def _resolved(code: list[Instruction], jumps: list[int]) -> list[Instruction]:
     return code
 
 
-# grad(y, x), jacobian(y, x), hessian(y, x): a list or tuple written as x lists variables.
-DERIVATIVE_FORMS = frozenset({"grad", "jacobian", "hessian"})
-
-
-# jvp(f, primals, tangents), hvp(f, primals, tangents): a tuple written in place, `(x, y)` or
-# `(x,)`, is JAX's tuple of primals (or tangents), where elsewhere a tuple literal is a tensor.
-PRIMAL_FORMS = frozenset({"jvp", "hvp"})
-
-
 def _primals(node: Any, places: _Places) -> list[Task]:
     """The tasks of one argument of jvp or hvp: a tuple in parentheses as a tuple of its
     items (brackets stay a tensor: [1, 2] is one primal)."""
@@ -350,13 +342,18 @@ def _expand(node: Node | Token, places: _Places) -> list[Task]:
             name = callee.children[-1]
             if str(name).startswith("_"):
                 raise LanguageError("safety", f"names starting with '_' cannot be called: {name!s}").at(places.span(name))
+            builtin = BUILTINS.get(str(name)) if callee.kind == "name" else None
             if callee.kind == "name":
-                if str(name) in DERIVATIVE_FORMS and len(positional) == 2 and _is_literal(positional[1]):
+                # (the built-in table's forms: builtins.py) grad(y, x), jacobian(y, x), hessian(y, x):
+                # a list or tuple written as x lists variables. jvp(f, primals, tangents), hvp(...):
+                # a tuple written in place, `(x, y)` or `(x,)`, is JAX's tuple of primals (or
+                # tangents), where elsewhere a tuple literal is a tensor.
+                if builtin is not None and builtin.expression and len(positional) == 2 and _is_literal(positional[1]):
                     # grad(L, (W1, b1)): the variables themselves, as a tuple, not a tensor stacked of them
                     items = [c for c in positional[1].children if c is not None]
                     values = [*_visit_all(positional[:1]), *items, (TUPLE, len(items), positional[1]),
                               *_visit_all([v for _, v in keywords])]
-                elif str(name) in PRIMAL_FORMS:
+                elif builtin is not None and builtin.primals:
                     # jvp(f, (x,), (v,)): a tuple written there lists the primals and the tangents, as JAX's
                     values = [*(part for p in positional for part in _primals(p, places)), *_visit_all([v for _, v in keywords])]
                 return [*values, (CALL, (str(name), len(positional), named), node)]
@@ -508,10 +505,10 @@ def _compile_unpacking(node: Node, source: str, places: _Places, where: Range) -
 
 
 def _range_call(node: Any) -> Node | None:
-    """`range(...)` as a loop's header writes it, else None."""
+    """`range(...)` as a loop's header writes it (a built-in with `loop`: builtins.py), else None."""
     if node.__class__ is Node and node.kind == "call":
         callee = node.children[0]
-        if callee.__class__ is Node and callee.kind == "name" and callee.children[0] == "range":
+        if callee.__class__ is Node and callee.kind == "name" and callee.children[0] in BUILTINS and BUILTINS[callee.children[0]].loop:
             return node
     return None
 

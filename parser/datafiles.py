@@ -23,7 +23,7 @@ import numpy as np
 from gradcalc.autodiff.errors import SizeLimitError
 from gradcalc.autodiff.limits import check_size, max_elements, max_input_bytes
 
-from .backends import LOAD_HELP
+from .builtins import LOAD_HELP
 from .errors import LanguageError, place_of, too_large
 
 SUFFIXES = (".npy", ".npz", ".csv", ".json")
@@ -206,6 +206,12 @@ def _text(path: Path, data: bytes) -> str:
     except UnicodeDecodeError as err:
         line, column = place_of(data, err.start)
         raise file_error(path, f"line {line}, column {column}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
+
+
+def load_builtin(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """`load(...)` as the built-in table calls it (parser/builtins.py): the array as a
+    value of the session's engine."""
+    return session.backend.from_array(load_call(args, kwargs, session.base_dir, session.header_read))
 
 
 def load_call(

@@ -23,14 +23,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from .builtins import BUILTINS
 from .errors import LanguageError
 
-if TYPE_CHECKING:
-    from .machine import Session
+
+class Session(Protocol):
+    """What a prefix's error asks of the session it is in (machine.Session answers)."""
+
+    def names(self) -> list[str]: ...
 
 Call = Callable[[Any, list[Any], dict[str, Any]], Any]  # (backend, arguments, keywords) -> value
 
@@ -328,10 +332,10 @@ class Prefixed(str):
             shown = f"{self.rest}(...)" if self.called else self.rest
             return LanguageError("name", f"{self.written}: drop the prefix {prefix!r}: gradcalc's functions and constants have no module; "
                                          f"write {shown}")
-        from .machine import _suggest
+        from .suggestions import suggest  # (only on errors: not at start-up)
 
         known = [*session.names(), *ACCEPTED]
-        said = hint(self.rest) or _suggest(self.rest, known)
+        said = hint(self.rest) or suggest(self.rest, known)
         return LanguageError("name", f"{self.written}: {prefix!r} is {library}'s prefix, and gradcalc has no {self.rest}{said}")
 
 
@@ -346,10 +350,10 @@ def prefixed(name: str, chain: list[str], called: bool) -> Prefixed | None:
 
 
 def _ours(name: str, session: Session) -> bool:
-    from .backends import AUTODIFF_FUNCTIONS, CONSTANTS, public_ops
+    from .backends import CONSTANTS, public_ops
 
     # (of every engine: the scalar engine's own message then says it lacks the function)
-    return name in public_ops() or name in AUTODIFF_FUNCTIONS or name in CONSTANTS or accepted(name, method=False) is not None
+    return name in public_ops() or name in BUILTINS or name in CONSTANTS or accepted(name, method=False) is not None
 
 
 # ---- the transpose warning ------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Help for one name of the language: `help(sin)`, `:help sin`, `gradcalc ops sin`.
 
-Everything is read from what the program runs: the op registry gives the signature, the
+Everything is read from what the program runs: the built-in table (builtins.py) gives
+the forms, text and example of the names that are not ops; the op registry gives the signature, the
 description, the derivative rule (the text `--steps` prints) and the conventions at the
 op's edges (each a point and the numbers the op gives there, which tests/test_edges.py
 evaluates; docs/language.md's edge table is made of the same text); the example is
@@ -17,10 +18,14 @@ import numpy as np
 from gradcalc.autodiff import ALIASES, REGISTRY, TORCH_CHECKED, Edge
 from gradcalc.autodiff.rules import jvp_rule, op_rule
 
-from .backends import AUTODIFF_FUNCTIONS, CONSTANTS, LANGUAGE_FUNCTIONS, public_ops
+from .backends import CONSTANTS, public_ops
+from .builtins import BUILTINS, CATEGORIES, BuiltinDef
 from .compiler import LAMBDA
 from .errors import LanguageError
 from .functions import Defined, FunctionValue
+from .literals import literal as _literal
+from .literals import shown
+from .suggestions import suggest
 
 if TYPE_CHECKING:
     from .compiler import UserFunction
@@ -37,11 +42,8 @@ def describe(name: str, session: Session | None = None, digits: int | None = Non
     functions = session.functions if session is not None else {}
     if name in functions:
         return _user_function(functions[name])
-    if name in AUTODIFF_FUNCTIONS:
-        signature, _, text = AUTODIFF_FUNCTIONS[name].partition(": ")
-        return [f"{signature}: {text}", "category: autodiff (acts on the graph of its first argument)"]
-    if name in LANGUAGE_FUNCTIONS:
-        return [LANGUAGE_FUNCTIONS[name], "category: language (a form of the language, not an op)"]
+    if name in BUILTINS:
+        return builtin_help(BUILTINS[name], digits)
     op = public_ops().get(name)
     if op is not None:  # (x.repeat(...) is PyTorch's, where the function repeat is NumPy's: habits.py)
         from .habits import describe as spelling
@@ -61,10 +63,14 @@ def describe(name: str, session: Session | None = None, digits: int | None = Non
     lines = spelling(name)  # x.t(), clamp, diff: another library's word
     if lines is not None:
         return lines
-    from .machine import _suggest
+    known = [*public_ops(), *BUILTINS, *functions, *CONSTANTS]
+    raise LanguageError("name", f"no help for {name!r}: not a function, constant or variable{suggest(name, known)}")
 
-    known = [*public_ops(), *AUTODIFF_FUNCTIONS, *LANGUAGE_FUNCTIONS, *functions, *CONSTANTS]
-    raise LanguageError("name", f"no help for {name!r}: not a function, constant or variable{_suggest(name, known)}")
+
+def answer(session: Session, name: str, args: list[Any], kwargs: dict[str, Any]) -> list[str]:
+    """The statement `help(NAME)` (`help()`: the overview), as the built-in table calls it."""
+    [topic] = args
+    return describe(topic, session) if topic else overview()
 
 
 def overview() -> list[str]:
@@ -73,8 +79,8 @@ def overview() -> list[str]:
     for op in REGISTRY.values():
         if op.public:
             by_category.setdefault(op.category, []).append(op.name)
-    by_category["autodiff"] = list(AUTODIFF_FUNCTIONS)
-    by_category["language"] = list(LANGUAGE_FUNCTIONS)
+    for builtin in BUILTINS.values():
+        by_category.setdefault(builtin.category, []).append(builtin.name)
     lines = ["help(NAME) tells what a function computes, its derivative rule and an example:", "  help(tanh)", ""]
     lines += [f"{category}: {', '.join(sorted(names))}" for category, names in by_category.items()]
     return lines
@@ -176,6 +182,47 @@ def _user_function(f: UserFunction) -> list[str]:
     return lines
 
 
+def builtin_help(builtin: BuiltinDef, digits: int | None = None) -> list[str]:
+    """A built-in that is not an op: its forms and what it computes, its category, and its
+    example evaluated now."""
+    return [builtin.line, f"category: {CATEGORIES.get(builtin.category, builtin.category)}", "example:",
+            *builtin_example(builtin, digits)]
+
+
+def builtin_example(builtin: BuiltinDef, digits: int | None = None) -> list[str]:
+    """A built-in's example program, then what its last statement gives: a value and each
+    variable's gradient, a function or a tuple as one line, or help's first line. The files
+    it reads are written to a fresh folder, where it runs."""
+    from .machine import ExpressionResult, Session
+
+    lines = [f"  {'>>>' if k == 0 or not line.startswith(' ') else '...'} {line}" for k, line in enumerate(builtin.example.split("\n"))]
+    if builtin.files:
+        import tempfile
+        from pathlib import Path
+
+        with tempfile.TemporaryDirectory() as folder:
+            for file, text in builtin.files.items():
+                (Path(folder) / file).write_text(text, encoding="utf-8")
+            session, results = _run_example(builtin, Session(base_dir=Path(folder)))
+    else:
+        session, results = _run_example(builtin, Session())
+    last = results[-1]
+    if not isinstance(last, ExpressionResult):  # a function, a tuple, or help's lines
+        return [*lines, *(f"  {line}" for line in last.lines[:1])]
+    from .analysis import analyze
+
+    analysis = analyze(last.value, None, session.variables)
+    lines.append(f"  value {_shown(np.asarray(analysis.value), digits)}")
+    return lines + [f"  d/d{var} {_shown(np.asarray(g), digits)}" for var, g in analysis.grads.items()]
+
+
+def _run_example(builtin: BuiltinDef, session: Session) -> tuple[Session, list[Any]]:
+    try:
+        return session, session.run_source(builtin.example)
+    except LanguageError as err:  # an example the program refuses is a bug in its record
+        raise LanguageError("argument", f"the example of {builtin.name} fails: {builtin.example}: {err.message}") from None
+
+
 def example_of(op: Any, digits: int | None = None) -> list[str]:
     """The example program, then its value and each input's gradient, evaluated now."""
     from .machine import Session
@@ -258,31 +305,6 @@ def _pattern(shape: tuple[int, ...], low: float, high: float) -> np.ndarray:
     return np.round(np.asarray(values, dtype=float), 3).reshape(shape)
 
 
-def _literal(x: np.ndarray, digits: int | None = 4, whole: bool = False) -> str:
-    """`x` as a literal of the language: rounded to `digits` decimals, or with every digit
-    (an edge's input: 1e-200 stays 1e-200); whole numbers without their ".0" when rounded,
-    or when asked for (`whole`)."""
-    if x.dtype.kind in "iub":
-        return str(x.tolist()).replace("True", "true").replace("False", "false")
-
-    def number(v: float) -> str:
-        r = float(np.round(v, digits)) if digits is not None and np.isfinite(v) else float(v)
-        text = repr(r)
-        return text[:-2] if text.endswith(".0") and (whole or digits == 4) else text
-
-    if x.ndim == 0:
-        return number(float(x))
-    return "[" + ", ".join(_literal(row, digits, whole) if row.ndim else number(float(row)) for row in x) + "]"
-
-
-def shown(value: Any) -> str:
-    """A value as one line: a tuple in parentheses, each part as a literal of the language
-    with every digit, or as a function prints."""
-    if isinstance(value, tuple):
-        return "(" + ", ".join(shown(part) for part in value) + ("," if len(value) == 1 else "") + ")"
-    return _literal(np.asarray(value.data), digits=None) if hasattr(value, "data") else repr(value)
-
-
 def _shown(x: np.ndarray, digits: int | None) -> str:
     """A result: every digit, or `digits` significant ones (as --digits rounds)."""
     if digits is None or x.dtype.kind != "f":
@@ -303,4 +325,5 @@ def _param(v: Any) -> str:
     return repr(v)
 
 
-__all__ = ["describe", "edge_call", "edge_cells", "edge_lines", "edge_program", "example_of", "op_help", "overview"]
+__all__ = ["answer", "builtin_help", "describe", "edge_call", "edge_cells", "edge_lines", "edge_program", "example_of", "op_help", "overview",
+           "shown"]

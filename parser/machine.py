@@ -14,13 +14,13 @@ from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
 from .backends import BACKENDS, CONSTANTS, Backend, TensorList, to_param
 from .budgets import TOO_DEEP
+from .builtins import BUILTINS
 from .compiler import (
     ATTR,
     BINARY,
     CALL,
     CALL_VALUE,
     CONST,
-    DERIVATIVE_FORMS,
     FUNCTION,
     INDEX,
     JUMP,
@@ -46,15 +46,12 @@ from .errors import LanguageError, Span
 from .functions import Builtin, Defined, FunctionValue, describe_value
 from .habits import HINTS, WATCHED, Prefixed, hint, watched
 from .sequences import item, length, unpacked
-from .transforms import EXPRESSION_FORMS, TRANSFORMS, AxisSpec, make
+from .transforms import MAX_NESTED_CALLS, AxisSpec
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 DEFAULT_MAX_CALL_DEPTH = 200
-# Transformations (grad(f)(x)) call their function back from Python, one machine inside
-# another: this many at most, far below Python's own recursion limit.
-MAX_NESTED_CALLS = 40
 # Words that stand for NumPy's index markers: x[None] adds an axis, x[..., 0] skips axes.
 _INDEX_WORDS: dict[str, Any] = {"None": None, "...": Ellipsis}
 
@@ -68,7 +65,8 @@ class ExpressionResult(NamedTuple):
 
 
 class HelpResult(NamedTuple):
-    """`help(name)`: lines of text about a function, a constant or a variable."""
+    """`help(name)` (a built-in statement form: builtins.py): lines of text about a
+    function, a constant or a variable."""
 
     lines: list[str]
     text: str
@@ -214,13 +212,11 @@ class Session:
                 raise LanguageError("argument", f"check needs a value, and this is {describe_value(value)}: check it at a point, "
                                                 "as in check f(x)").at(statement.span)
             return CheckStatementResult(statement.text, statement.span, self.on_check(self, statement, value))
-        topic = _help_topic(statement.code) if statement.kind == "expr" else None
+        topic = _statement_form(statement.code) if statement.kind == "expr" else None
         if topic is not None:
-            from .help import describe, overview
-
-            name, span = topic
+            form, name, span = topic
             try:
-                lines = describe(name, self) if name else overview()
+                lines = BUILTINS[form].run(self, [name], {})
             except LanguageError as err:
                 raise err.at(span) from None
             return HelpResult(lines, statement.text, statement.span)
@@ -234,7 +230,7 @@ class Session:
         if isinstance(value, TensorList):
             raise value.error().at(statement.span)
         if isinstance(value, FunctionValue | tuple):
-            from .help import shown
+            from .literals import shown
 
             return FunctionResult([shown(value)], statement.text, statement.span, value)
         return ExpressionResult(value, statement.text, statement.span)
@@ -318,8 +314,9 @@ class Session:
             self.assign(name, part)
 
     def names(self) -> list[str]:
-        """Everything a name can refer to now: for completion and suggestions."""
-        return sorted({*self.variables, *self.functions, *CONSTANTS, *self.backend.function_names()})
+        """Everything a name can refer to now, and the built-in forms (help, range): for
+        completion and suggestions."""
+        return sorted({*self.variables, *self.functions, *CONSTANTS, *self.backend.function_names(), *BUILTINS})
 
     # ---- the machine ---------------------------------------------------------------------
     def evaluate(self, code: list[Instruction], local: dict[str, Any] | None = None, inside: UserFunction | None = None) -> Any:
@@ -484,8 +481,10 @@ class Session:
             return Builtin(name, op.n_in if op is not None else None)
         if type(name) is Prefixed:  # np.sin(x), math.pi: a module's prefix (habits.py)
             raise name.error(self)
+        from .suggestions import suggest  # (only on errors: not at start-up)
+
         known = [*(local or {}), *self.variables, *CONSTANTS]
-        raise LanguageError("name", f"unknown name {name!r}{hint(name) or _suggest(name, known)}")
+        raise LanguageError("name", f"unknown name {name!r}{hint(name) or suggest(name, known)}")
 
     def _callee(self, name: str, local: dict[str, Any] | None) -> Any:
         """What `name(...)` calls: a function value bound to the name (a parameter first,
@@ -537,12 +536,12 @@ class Session:
         raise LanguageError("argument", f"{describe_value(callee)} is not a function and cannot be called")
 
     def _call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if name in TRANSFORMS and (name not in EXPRESSION_FORMS or (args and isinstance(args[0], FunctionValue))):
-            return make(self, name, args, kwargs)
-        if name == "load":  # file names are strings: not operands
-            from .datafiles import load_call
-
-            return self.backend.from_array(load_call(args, kwargs, self.base_dir, self.header_read))
+        builtin = BUILTINS.get(name)
+        if builtin is not None:  # a built-in that is not an op (builtins.py)
+            if builtin.statement or builtin.loop:
+                raise LanguageError("argument", f"{name}(...) is not a function to call here: {builtin.line}")
+            if not builtin.expression or (args and isinstance(args[0], FunctionValue)):
+                return builtin.run(self, args, kwargs)  # (its arguments as they are: load's are strings)
         op = lookup(name)
         # An op whose signature opens with string parameters takes them positionally too:
         # einsum('ij,jk->ik', a, b). Anywhere else a string is refused by _operand.
@@ -550,7 +549,7 @@ class Session:
         try:
             # A ragged list literal goes to the backend as it is: concatenate([a, b]) takes it.
             operands = [
-                a if isinstance(a, TensorList) or (k < strings and isinstance(a, str)) or (k == 1 and isinstance(a, tuple) and name in DERIVATIVE_FORMS)
+                a if isinstance(a, TensorList) or (k < strings and isinstance(a, str)) or (k == 1 and isinstance(a, tuple) and builtin is not None)
                 else self._operand(a, name, op)
                 for k, a in enumerate(args)
             ]
@@ -558,7 +557,9 @@ class Session:
             return self.backend.call(name, operands, kwargs)
         except LanguageError as err:
             if err.kind == "name" and err.message.startswith("unknown function") and name not in HINTS:
-                err.message += _suggest(name, [*self.functions, *self.backend.function_names()])
+                from .suggestions import suggest
+
+                err.message += suggest(name, [*self.functions, *self.backend.function_names()])
             raise
 
     @staticmethod
@@ -657,23 +658,18 @@ def _whole(value: Any) -> int:
     return int(number)
 
 
-def _help_topic(code: list[Any]) -> tuple[str, Span] | None:
-    """The name asked about by a statement `help(NAME)` ("" for `help()`) and its place,
-    else None: the name is not evaluated (a function is not a value to compute)."""
+def _statement_form(code: list[Any]) -> tuple[str, str, Span] | None:
+    """(the form, the name asked about, its place) for a statement `help(NAME)` (a record
+    of builtins.py with `statement`; "" for `help()`), else None: the name is not
+    evaluated (a function is not a value to compute)."""
     last = code[-1]
-    if last[0] != CALL or last[1][0] != "help" or last[1][2]:
+    if last[0] != CALL:
+        return None
+    form = BUILTINS.get(last[1][0])
+    if form is None or not form.statement or last[1][2]:
         return None
     if len(code) == 1 and last[1][1] == 0:
-        return "", last[2]
+        return form.name, "", last[2]
     if len(code) == 2 and last[1][1] == 1 and code[0][0] == LOAD:
-        return str(code[0][1]), code[0][2]
-    raise LanguageError("argument", "help takes one name, as in help(sin) (or none: help())").at(last[2])
-
-
-def _suggest(name: str, candidates: list[str]) -> str:
-    import difflib  # only on errors: keep it out of start-up
-
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.6)
-    if not close:
-        return ""
-    return "; did you mean " + (close[0] if len(close) == 1 else ", ".join(close[:-1]) + " or " + close[-1]) + "?"
+        return form.name, str(code[0][1]), code[0][2]
+    raise LanguageError("argument", f"{form.name} takes one name, as in {form.example} (or none: {form.name}())").at(last[2])

@@ -34,21 +34,15 @@ from gradcalc.autodiff.errors import ArgumentError, ShapeError
 from gradcalc.autodiff.limits import check_size
 
 from .backends import TensorList, to_param
+from .builtins import BUILTINS
 from .compiler import LAMBDA
 from .errors import LanguageError
 from .functions import Defined, FunctionValue, describe_value
 
-# The expression forms grad(y, x), jacobian(y, x), hessian(y, x) stay what they were: a
-# transformation only when their first argument is a function.
-EXPRESSION_FORMS = frozenset({"grad", "jacobian", "hessian"})
-# name -> its keyword parameters and their defaults
-_OPTIONS: dict[str, dict[str, Any]] = {
-    "grad": {"argnums": 0}, "value_and_grad": {"argnums": 0}, "jacrev": {"argnums": 0}, "jacobian": {"argnums": 0},
-    "jacfwd": {"argnums": 0}, "hessian": {"argnums": 0}, "vmap": {"in_axes": 0, "out_axes": 0},
-}
-POINTWISE = frozenset({"jvp", "vjp", "hvp"})  # the value at a point, not a function
 ENGINES = ("jax", "torch")  # (parser/engines: these run the libraries' own transformations)
-TRANSFORMS = frozenset(_OPTIONS) | POINTWISE
+# Transformations (grad(f)(x)) call their function back from Python, one machine inside
+# another: this many at most, far below Python's own recursion limit.
+MAX_NESTED_CALLS = 40
 
 
 def short(f: FunctionValue) -> str:
@@ -93,7 +87,7 @@ class Transformed(FunctionValue):
             from .engines.transforms import apply_transform
 
             return apply_transform(session, self, args, kwargs)
-        return _running(_APPLY[self.kind], session, self.f, label(self), self.option, args, kwargs)
+        return _running(BUILTINS[self.kind].resolved("rule"), session, self.f, label(self), self.option, args, kwargs)
 
 
 class Pullback(FunctionValue):
@@ -128,24 +122,26 @@ class Pullback(FunctionValue):
 
 
 def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """`name(f, ...)`: the transformed function, or for jvp, vjp and hvp their values."""
+    """`name(f, ...)`: the transformed function, or for jvp, vjp and hvp their values (as
+    the built-in table's record of `name` says: its options, whether it is pointwise)."""
+    record = BUILTINS[name]
     _refuse_too_deep(name, args[0] if args else None)
-    usage = _USAGE[name] if not args or not isinstance(args[0], FunctionValue) else f"{name}({label(args[0])})"
+    usage = str(record.transform) if not args or not isinstance(args[0], FunctionValue) else f"{name}({label(args[0])})"
     if not args or not isinstance(args[0], FunctionValue):
         got = f", got {describe_value(args[0])}" if args else ""
         raise LanguageError("argument", f"{usage} takes a function first, as in {name}(f) or {name}(lambda x: x ** 2){got}")
     if session.backend.name == "scalar":
         raise LanguageError("name", f"the scalar engine has no {name}(f); use {session.backend.switch}")
     f, rest = args[0], args[1:]
-    if name in POINTWISE:
+    if record.pointwise:
         if kwargs:
             raise LanguageError("argument", f"{usage} has no parameter {next(iter(kwargs))!r}")
         if session.backend.name in ENGINES:
             from .engines.transforms import pointwise
 
             return pointwise(session, name, f, rest)
-        return _running(_POINTWISE[name], session, f, rest)
-    options = _OPTIONS[name]
+        return _running(record.resolved("rule"), session, f, rest)
+    options = record.options
     names = list(options)
     for key in kwargs:
         if key not in options:
@@ -155,19 +151,17 @@ def make(session: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> An
         listed = " and ".join(names)
         raise LanguageError("argument", f"{usage} takes the function and {listed}, got {len(args) + len(kwargs)} arguments")
     given = {**options, **dict(zip(names, rest)), **kwargs}
-    if name == "vmap":
+    if "in_axes" in options:  # vmap's axes
         option: Any = (_in_axes(given["in_axes"], usage), _out_axes(given["out_axes"], usage))
     else:
         option = _argnums(given["argnums"], usage, f)
-    return Transformed("jacrev" if name == "jacobian" else name, f, option)
+    return Transformed(record.transform_as or name, f, option)
 
 
 def _refuse_too_deep(name: str, f: Any) -> None:
     """A transformation of a transformation ... nested past the cap of nested calls
-    (machine.MAX_NESTED_CALLS) is refused where it is made: calling it would nest that
-    many calls, and its description alone would nest as deep in Python."""
-    from .machine import MAX_NESTED_CALLS
-
+    (MAX_NESTED_CALLS) is refused where it is made: calling it would nest that many
+    calls, and its description alone would nest as deep in Python."""
     depth = 0
     while isinstance(f, Transformed):
         depth, f = depth + 1, f.f
@@ -176,8 +170,6 @@ def _refuse_too_deep(name: str, f: Any) -> None:
                                          "of a transformation ... calls its function that many calls deep)")
 
 
-_USAGE = {name: "{}(f, {})".format(name, ", ".join(f"{k}={v}" for k, v in options.items())) for name, options in _OPTIONS.items()}
-_USAGE.update({"jvp": "jvp(f, primals, tangents)", "vjp": "vjp(f, *primals)", "hvp": "hvp(f, primals, tangents)"})
 
 
 # ---- options ------------------------------------------------------------------------------
@@ -358,7 +350,7 @@ def _constant(value: Any) -> Any:
 # ---- reverse and forward mode -----------------------------------------------------------------
 
 
-def _grad(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any], with_value: bool = False) -> Any:
+def gradient_of(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any], with_value: bool = False) -> Any:
     y, inputs = _call_at(session, f, what, argnums, args, kwargs)
     y = _scalar_output(y, what, f)
     grads = grad(y, inputs, create_graph=True)
@@ -379,14 +371,14 @@ def _blocks(one: Callable[..., Any], outs: Any, inputs: list[Any], argnums: Any,
     return parts
 
 
-def _jacobian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any], one: Any = jacobian) -> Any:
+def jacobian_of(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any], one: Any = jacobian) -> Any:
     """jacrev (`one` is jacobian: a backward pass per output element) or jacfwd
     (jacobian_forward: a forward pass per input element)."""
     y, inputs = _call_at(session, f, what, argnums, args, kwargs)
     return _result(_shaped(y, _blocks(one, _outputs(y, what, f), inputs, argnums, what)), inputs)
 
 
-def _hessian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def hessian_of(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """Forward over reverse, as JAX's hessian = jacfwd(jacrev(f)): the gradient by a
     backward pass, then its Jacobian by a batched forward pass (a batched backward pass
     where the function's graph has a vjp rule of the user's, which forward mode cannot use)."""
@@ -401,7 +393,7 @@ def _hessian(session: Any, f: FunctionValue, what: str, argnums: Any, args: list
 # ---- vmap ---------------------------------------------------------------------------------
 
 
-def _vmap(session: Any, f: FunctionValue, what: str, axes_given: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def mapped(session: Any, f: FunctionValue, what: str, axes_given: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """f on each slice along the mapped axes, the results stacked on a new axis (out_axes,
     the first by default), as JAX's vmap gives: f is called once, on values that carry the
     batch (the engine's vmap), so gradients flow through it as through any op."""
@@ -445,10 +437,8 @@ def _vmap(session: Any, f: FunctionValue, what: str, axes_given: Any, args: list
         raise LanguageError("argument" if isinstance(err, ArgumentError) else "shape", str(err).replace("vmap:", f"{what}:", 1)) from None
 
 
-_APPLY: dict[str, Callable[..., Any]] = {
-    "grad": _grad, "value_and_grad": partial(_grad, with_value=True), "jacrev": _jacobian, "jacfwd": partial(_jacobian, one=jacobian_forward),
-    "hessian": _hessian, "vmap": _vmap,
-}
+value_and_gradient_of = partial(gradient_of, with_value=True)
+jacobian_forward_of = partial(jacobian_of, one=jacobian_forward)
 
 
 # ---- values at a point: jvp, vjp, hvp ------------------------------------------------------------
@@ -493,7 +483,7 @@ def _at_point(f: FunctionValue, what: str, rest: list[Any]) -> tuple[list[Tensor
     return xs, ts
 
 
-def _jvp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
+def jvp_at(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
     """(f(x), J v): one forward pass, the tangents pushed through f's graph."""
     what = f"jvp({label(f)})"
     xs, ts = _at_point(f, what, rest)
@@ -503,7 +493,7 @@ def _jvp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
     return _result((_shaped(y, outs), _shaped(y, tangents)), xs)
 
 
-def _vjp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
+def vjp_at(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
     """(f(x), the pullback u -> u J): f runs once; each call of the pullback is a backward pass."""
     what = f"vjp({label(f)})"
     if not rest:
@@ -513,7 +503,7 @@ def _vjp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
     return _result(out, xs), Pullback(f, out, xs)
 
 
-def _hvp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
+def hvp_at(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
     """H v of a scalar f: the gradient by a backward pass, then its directional
     derivative along v by a forward pass (forward over reverse)."""
     what = f"hvp({label(f)})"
@@ -523,5 +513,3 @@ def _hvp(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
     parts = [tangent_of(g, xs, ts, create_graph=True) for g in grads]
     return _result(parts[0] if len(parts) == 1 else tuple(parts), xs)
 
-
-_POINTWISE: dict[str, Callable[..., Any]] = {"jvp": _jvp, "vjp": _vjp, "hvp": _hvp}

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradcalc.parser.backends import AUTODIFF_FUNCTIONS, public_ops
+from gradcalc.parser.builtins import BUILTINS as TABLE
 from tests.test_cli import GRADCALC
 
 KINDS = {
@@ -38,7 +39,7 @@ KINDS = {
     "negative": "-1", "whole": "3", "None": "None", "...": "...", "booleans": "[true, false, true]", "huge vector": "[1e308, -1e308]",
 }
 PRELUDE = "def f(t) = t * t\n"
-BUILTINS = sorted(set(public_ops()) | set(AUTODIFF_FUNCTIONS) | {"load", "range", "help"})
+BUILTINS = sorted(set(public_ops()) | set(TABLE))
 # Python's words, which a message of the language never holds.
 PYTHON_WORDS = re.compile(
     r"NoneType|'Builtin'|'Defined'|'Transformed'|object has no attribute|not supported between instances|argument must be|"
@@ -51,11 +52,11 @@ def programs(name: str) -> Iterator[str]:
     """The programs that feed `name` every kind of value."""
     op = public_ops().get(name)
     for value in KINDS.values():
-        if name == "range":
+        if name in TABLE and TABLE[name].loop:  # range
             yield f"for i in range({value}): 1\n1"
             yield f"for i in range(0, {value}, 1): 1\n1"
             continue
-        if name == "help":
+        if name in TABLE and TABLE[name].statement:  # help
             yield f"help({value})"
             continue
         yield from (f"{name}({value})", f"{name}({value}, {value})", f"{name}([1.0, 2.0], {value})", f"{name}({value}, [1.0, 2.0])",

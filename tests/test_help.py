@@ -17,7 +17,8 @@ from gradcalc.autodiff.rules import op_rule
 from gradcalc.cli import render
 from gradcalc.cli.repl import Repl, make_prompt_session
 from gradcalc.parser import HelpResult, LanguageError, Session
-from gradcalc.parser.backends import AUTODIFF_FUNCTIONS, public_ops
+from gradcalc.parser.backends import public_ops
+from gradcalc.parser.builtins import BUILTINS
 from gradcalc.parser.help import _literal, describe
 
 BIN = Path(sys.executable).with_name("gradcalc")
@@ -91,9 +92,9 @@ def test_help_of_what_is_not_a_function_is_a_placed_error():
     assert isinstance(result, HelpResult) and any(line.startswith("elementwise: ") for line in result.lines)
 
 
-def test_help_for_autodiff_functions_constants_and_variables():
-    for name, text in AUTODIFF_FUNCTIONS.items():
-        assert describe(name)[0] == text
+def test_help_for_builtins_constants_and_variables():
+    for name, builtin in BUILTINS.items():
+        assert describe(name)[0] == f"{builtin.usage}: {builtin.doc}"
     assert describe("pi") == [f"pi: the constant {math.pi!r}"]
     session = Session()
     session.run_source("w = [1, 2, 3]")
@@ -101,12 +102,12 @@ def test_help_for_autodiff_functions_constants_and_variables():
 
 
 def test_every_name_the_language_calls_has_help():
-    """Every function name a call may use (the backends', load among them), and help and
-    range, which only a statement and a loop call: help(NAME) tells of it, and help()
-    lists it."""
+    """Every function name a call may use (the backends', load among them), and the
+    built-ins that only a statement or a loop calls (help, range): help(NAME) tells of
+    it, and help() lists it."""
     from gradcalc.parser.backends import ScalarBackend, TensorBackend
 
-    names = {*TensorBackend().function_names(), *ScalarBackend().function_names(), "help", "range"}
+    names = {*TensorBackend().function_names(), *ScalarBackend().function_names(), *BUILTINS}
     [listing] = Session().run_source("help()")
     listed = {name for line in listing.lines if ": " in line for name in line.partition(": ")[2].split(", ")}
     for name in sorted(names):

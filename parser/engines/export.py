@@ -28,7 +28,8 @@ from gradcalc.autodiff import lookup
 from gradcalc.autodiff.arguments import counts
 from gradcalc.autodiff.binding import SPELLINGS
 
-from ..backends import AUTODIFF_FUNCTIONS, CONSTANTS, public_ops
+from ..backends import CONSTANTS, public_ops
+from ..builtins import BUILTINS
 from ..compiler import (
     ATTR,
     BINARY,
@@ -52,7 +53,6 @@ from ..compiler import (
     Statement,
 )
 from ..errors import LanguageError
-from ..transforms import TRANSFORMS
 from .table import LIBRARIES, Gap, counterpart
 
 _PYTHON = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "floor_divide": "//", "remainder": "%",
@@ -189,7 +189,7 @@ class Exporter:
         """For each def, the program's variables it reads (through the defs it calls too):
         the exported function takes them by keyword."""
         direct = {name: _reads(f.code) - set(f.params) - set(self.defs) - set(CONSTANTS) for name, f in self.defs.items()}
-        direct = {name: {n for n in found if n not in public_ops() and n not in AUTODIFF_FUNCTIONS and n not in ("None", "...")}
+        direct = {name: {n for n in found if n not in public_ops() and n not in BUILTINS and n not in ("None", "...")}
                   for name, found in direct.items()}
         calls = {name: _reads(f.code) & set(self.defs) for name, f in self.defs.items()}
         free = {name: set(found) for name, found in direct.items()}
@@ -350,17 +350,17 @@ class Exporter:
             stack.append(Expr(f"{callee.text}({_arguments(args, named)})"))
             return
         assert name is not None
-        if op == CALL and (name in local or name not in self.defs and name not in public_ops() and name not in AUTODIFF_FUNCTIONS
-                           and name not in TRANSFORMS):
+        builtin = BUILTINS.get(name)  # a built-in that is not an op (parser/builtins.py)
+        if op == CALL and (name in local or name not in self.defs and name not in public_ops() and builtin is None):
             stack.append(Expr(f"{self.name(name)}({_arguments(args, named)})"))  # a function value held by a variable
         elif op == CALL and name in self.defs:  # (with the program's variables it reads, by keyword)
             passed = {n: Expr(self.name(n)) for n in self.free[name]}
             stack.append(Expr(f"{self.name(name)}({_arguments(args, {**named, **passed})})"))
-        elif name in TRANSFORMS and args and args[0].kind == "function" or name in ("jvp", "vjp", "hvp", "vmap", "jacrev", "jacfwd", "value_and_grad"):
+        elif builtin is not None and builtin.transform and (not builtin.expression or args and args[0].kind == "function"):
             stack.append(self._transform(name, args, named))
-        elif name in AUTODIFF_FUNCTIONS:
+        elif builtin is not None and builtin.expression:
             stack.append(self.derivative(name, args, named))
-        elif name in ("load", "help", "range"):
+        elif builtin is not None:
             raise LanguageError("argument", f"export: {name}(...) has no place in an exported module")
         else:
             stack.append(self._op(name, args, named))
