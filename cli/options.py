@@ -17,7 +17,6 @@ not classes (`pathlib` is not imported on the plain path).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from difflib import get_close_matches
 from importlib import import_module
 from typing import Any
 
@@ -103,6 +102,8 @@ def _either(words: tuple[str, ...]) -> str:
 def unknown(name: str, known: list[str], what: str = "option") -> OptionError:
     """The error of an option (or REPL command) that `known` does not have, naming the
     closest one."""
+    from difflib import get_close_matches  # (here: a command that runs imports none of it)
+
     close = get_close_matches(name, known, n=1, cutoff=0.75)
     return OptionError(f"unknown {what} {name}" + (f" (did you mean {close[0]}?)" if close else ""))
 
