@@ -6,8 +6,8 @@ usage error that names it), and never for the default engine.
 from __future__ import annotations
 
 from .common import usage_error
+from .options import LIBRARY_ENGINES
 
-LIBRARY_ENGINES = ("jax", "torch")
 # What needs gradcalc's own graph, which the JAX and PyTorch engines do not keep.
 GRAPH_OPTIONS = ("--tree", "--dot", "--steps")
 

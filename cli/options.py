@@ -133,7 +133,8 @@ class Command:
         return getattr(import_module(f"{__package__}.{module}"), name)
 
 
-ENGINES = ("tensor", "scalar", "jax", "torch")
+LIBRARY_ENGINES = ("jax", "torch")  # (engines that are another library's arrays and autodiff)
+ENGINES = ("tensor", "scalar", *LIBRARY_ENGINES)
 
 # Where the REPL and the notebook have no use for an option of gradcalc eval's.
 _DEVICE_FIXED = "the library's device is chosen once, when the process starts (gradcalc --engine jax --device gpu)"
@@ -156,6 +157,10 @@ MAX_MEMORY = Option("max_memory", ("--max-memory",), "int", None, "Bytes gradcal
 SAVE = Option("save", ("--save",), "path", None, "Write the value and each gradient (value, grad_NAME) to FILE: .npz or .json.", metavar="FILE",
               unavailable={REPL: "the REPL keeps each result in _ (gradcalc eval --save writes one to a file)",
                            NOTEBOOK: "--out NAME hands the result to Python, where numpy.savez writes its .value and .grads"})
+MODE = Option("mode", ("--mode",), "str", "reverse",
+              "reverse (one backward pass) or forward (forward mode: a tangent pass per element of each variable); with "
+              "--steps, the pass shown: each variable's tangent pushed to the output in turn, as value + tangent ε.",
+              choices=("reverse", "forward"))
 LIMITS = (MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY)
 
 # Given before the command (`gradcalc --engine scalar eval ...`), one of these becomes that
@@ -195,10 +200,7 @@ COMMANDS = {command.name: command for command in (
                 unavailable={REPL: ":dot FILE writes the last result's graph", NOTEBOOK: "the notebook draws each result's graph in the cell"}),
          Option("steps", ("--steps",), "flag", False, "Show the backward pass step by step (with --dot: gradients on the edges).",
                 unavailable={REPL: ":steps shows the last result's backward pass (:steps forward, forward mode's)"}),
-         Option("mode", ("--mode",), "str", "reverse",
-                "reverse (one backward pass) or forward (forward mode: a tangent pass per element of each variable); with "
-                "--steps, the pass shown: each variable's tangent pushed to the output in turn, as value + tangent ε.",
-                choices=("reverse", "forward")),
+         MODE,
          ENGINE, DEVICE,
          Option("wrt", ("--wrt",), "str", None, "Only these variables' gradients.", metavar="a,b"),
          JSON, DIGITS, FULL, *LIMITS, SAVE),
@@ -226,12 +228,12 @@ COMMANDS = {command.name: command for command in (
          Option("tol", ("--tol",), "float", None, "atol and rtol for every check without its own.", low=0),
          Option("method", ("--method",), "str", "auto", "How the numerical derivative is taken.", choices=("auto", "complex", "central")),
          Option("mode", ("--mode",), "str", "reverse", "reverse (check the VJPs) or forward (the JVPs), for every check without its own mode=.",
-                choices=("reverse", "forward")),
+                choices=MODE.choices),
          *LIMITS,
          ENGINE, DEVICE,
          Option("against", ("--against",), "str", None,
                 "Also take each check's derivative with that engine's autodiff and set the three side by side (docs/engines.md).",
-                choices=("jax", "torch")),
+                choices=LIBRARY_ENGINES),
          Option("jobs", ("--jobs", "-j"), "int", 1, "Worker processes (0: one per core); results as with -j 1.", low=0),
          Option("output_format", ("--format",), "str", "text", "text, or github (GitHub Actions annotations).", choices=("text", "github"))),
     ),
@@ -269,7 +271,7 @@ COMMANDS = {command.name: command for command in (
         "Example: gradcalc export examples/mlp.gc --to jax -o mlp_jax.py",
         "export:export_action",
         (Argument("file", "path", "FILE", "The program ('-' reads stdin)."),),
-        (Option("to", ("--to",), "str", "jax", "The library the module uses (docs/engines.md).", choices=("jax", "torch")),
+        (Option("to", ("--to",), "str", "jax", "The library the module uses (docs/engines.md).", choices=LIBRARY_ENGINES),
          Option("output", ("--output", "-o"), "path", None, "Write the module to this file (default: stdout).", metavar="FILE"),
          MAX_INPUT),
     ),

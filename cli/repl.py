@@ -37,7 +37,7 @@ from . import render
 from .checking import check_line
 from .common import OutputFileError, SourceError, load_source, set_limits, shorten, write_dot, wrt_names
 from .formatting import SUMMARY_THRESHOLD
-from .options import ENGINES, LIMITS, REPL, Option, OptionError, options_of, refusal, unknown
+from .options import ENGINES, LIBRARY_ENGINES, LIMITS, REPL, Option, OptionError, options_of, refusal, unknown
 from .plot import plot_in_repl
 from .steps import steps_in_repl
 from .streams import Interrupted
@@ -311,7 +311,7 @@ class Repl:
                 self._help_lines([line], indent)
         elif name == ":vars":
             self._vars()
-        elif name in (":tree", ":dot", ":steps") and self.session.engine in ("jax", "torch"):
+        elif name in (":tree", ":dot", ":steps") and self.session.engine in LIBRARY_ENGINES:
             render.warn(f"{name} shows gradcalc's own graph, which the {self.session.engine} engine does not keep; :engine tensor has it")
         elif name == ":tree":
             if self.last is None:

@@ -22,6 +22,7 @@ from . import render
 from .common import usage_error
 from .formatting import SUMMARY_THRESHOLD, count, format_array, format_number
 from .jsonout import analysis_object, dumps, json_number, plain
+from .options import MODE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
     from .render import PlainRenderer, Style
 
-MODES = ("reverse", "forward")  # the pass `--steps` shows: the backward pass, or forward mode's
+MODES = MODE.choices  # the pass `--steps` shows: the backward pass, or forward mode's
 SHOWN_ELEMENTS = 6  # a tensor with more elements is summarised in the text
 STEP_LIMIT = 400  # steps shown in the text before it is cut short
 RULE_WIDTH = 120  # characters of a rule shown in the text

@@ -406,3 +406,18 @@ def test_check_s_choices_are_the_language_s():
 
     declared = {option.key: option.choices for option in COMMANDS["check"].options}
     assert {key: declared[key] for key in WORDS} == {key: tuple(words) for key, words in WORDS.items()}
+
+
+def test_no_reader_states_an_option_s_facts_again():
+    """The help text and the choices of each option are in cli/options.py alone: the other
+    readers of the command line, the REPL and the notebook read them from there."""
+    from gradcalc.cli.options import COMMANDS
+
+    sources = {path.name: path.read_text() for path in (ROOT / "cli").glob("*.py") if path.name != "options.py"}
+    readers = ("main.py", "entry.py", "repl.py", "notebook.py", "engines.py", "steps.py")  # (the choices: where options are read)
+    for option in {id(o): o for o in (*SESSION_OPTIONS, *(o for c in COMMANDS.values() for o in c.options))}.values():
+        for name, text in sources.items():
+            assert option.help not in text and " ".join(option.help.split()[:6]) not in text, (option.names[0], name)
+            if len(option.choices) > 1 and name in readers:
+                spelled = ", ".join(f'"{choice}"' for choice in option.choices)
+                assert repr(option.choices)[1:-1] not in text and spelled not in text, (option.names[0], name)
