@@ -47,21 +47,23 @@ class BuiltinDef:
     gives lines of text. `loop`: only a for loop's header, which the compiler reads
     (range). `scalar`: the scalar engine has it too. `files`: the data files (name ->
     text) the example reads, written to a fresh folder where it runs. `transform_as`: the
-    record whose transformation this one makes (jacobian(f) is jacrev(f)).
+    record whose transformation this one makes (jacobian(f) is jacrev(f)). `scalar_output`:
+    the transformed function must give one number (grad(f): JAX's and torch.func's too).
 
     A plain class, as OpDef is: the table is built on every start-up."""
 
     __slots__ = ("name", "forms", "doc", "example", "category", "call", "rule", "options", "expression", "primals", "pointwise",
-                 "statement", "loop", "scalar", "files", "transform_as")
+                 "statement", "loop", "scalar", "files", "transform_as", "scalar_output")
 
     def __init__(
         self, name: str, forms: tuple[str, ...], doc: str, example: str, category: str, call: Implementation, rule: Implementation,
         expression: bool, primals: bool, pointwise: bool, statement: bool, loop: bool, scalar: bool, files: dict[str, str],
-        transform_as: str | None,
+        transform_as: str | None, scalar_output: bool,
     ) -> None:
         self.name, self.forms, self.doc, self.example, self.category = name, forms, doc, example, category
         self.call, self.rule, self.expression, self.primals, self.pointwise = call, rule, expression, primals, pointwise
         self.statement, self.loop, self.scalar, self.files, self.transform_as = statement, loop, scalar, files, transform_as
+        self.scalar_output = scalar_output
         self.options = _options(self.transform or "")
 
     @property
@@ -129,7 +131,7 @@ GENERATION = [0]
 def defbuiltin(
     name: str, *forms: str, doc: str, example: str, category: str = AUTODIFF, call: Implementation = None, rule: Implementation = None,
     expression: bool = False, primals: bool = False, pointwise: bool = False, statement: bool = False, loop: bool = False,
-    scalar: bool = False, files: dict[str, str] | None = None, transform_as: str | None = None,
+    scalar: bool = False, files: dict[str, str] | None = None, transform_as: str | None = None, scalar_output: bool = False,
 ) -> BuiltinDef:
     """Put a built-in in the table (replacing one of the same name) and return it."""
     if not forms or not all(form.startswith(f"{name}(") and form.endswith(")") for form in forms):
@@ -137,7 +139,7 @@ def defbuiltin(
     if call is None and not loop:
         raise ValueError(f"defbuiltin {name}: give the function that implements it (call=)")
     record = BuiltinDef(name, forms, doc, example, category, call, rule, expression, primals, pointwise, statement, loop, scalar,
-                        files or {}, transform_as)
+                        files or {}, transform_as, scalar_output)
     BUILTINS[name] = record
     GENERATION[0] += 1
     return record
@@ -183,17 +185,20 @@ _TRANSFORM = "transforms:make"  # every transformation is made there, from its r
 defbuiltin("grad", "grad(y, x)", "grad(f, argnums=0)",
            doc="dy/dx (of the sum of y if it is not a scalar), differentiable again; of a function f with a scalar output, "
                "the function x -> df/dx",
-           example="x = 2\ngrad(x ** 3, x)", call=_TRANSFORM, rule="transforms:gradient_of", expression=True)
+           example="x = 2\ngrad(x ** 3, x)", call=_TRANSFORM, rule="transforms:gradient_of", expression=True,
+           scalar_output=True)
 defbuiltin("jacobian", "jacobian(y, x)", "jacobian(f, argnums=0)",
            doc="dy/dx with shape y.shape + x.shape; of a function f, jacrev(f)",
            example="x = [1, 2]\njacobian(x ** 2, x)", call=_TRANSFORM, expression=True, transform_as="jacrev")
 defbuiltin("hessian", "hessian(y, x)", "hessian(f, argnums=0)",
            doc="second derivatives of a scalar y, shape x.shape + x.shape; of a function f, "
                "the function x -> d2f/dx2, forward over reverse",
-           example="x = [1, 2]\nhessian(sum(x ** 3), x)", call=_TRANSFORM, rule="transforms:hessian_of", expression=True)
+           example="x = [1, 2]\nhessian(sum(x ** 3), x)", call=_TRANSFORM, rule="transforms:hessian_of", expression=True,
+           scalar_output=True)
 defbuiltin("value_and_grad", "value_and_grad(f, argnums=0)",
            doc="the function x -> (f(x), df/dx), for f with a scalar output",
-           example="value_and_grad(lambda t: sin(t) * t)(0.5)", call=_TRANSFORM, rule="transforms:value_and_gradient_of")
+           example="value_and_grad(lambda t: sin(t) * t)(0.5)", call=_TRANSFORM, rule="transforms:value_and_gradient_of",
+           scalar_output=True)
 defbuiltin("jacrev", "jacrev(f, argnums=0)",
            doc="the function x -> df/dx of shape f(x).shape + x.shape, a backward pass per output element",
            example="jacrev(lambda v: v ** 2)([1, 2, 3])", call=_TRANSFORM, rule="transforms:jacobian_of")

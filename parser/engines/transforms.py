@@ -16,14 +16,13 @@ from typing import Any
 
 from gradcalc.autodiff import is_grad_enabled
 
+from ..builtins import BUILTINS
 from ..errors import LanguageError
 from ..functions import FunctionValue, describe_value
 from ..transforms import Transformed, _spread, label
 from .backend import Capture, EngineBackend
 from .library import Library
 from .values import CallStep, EngineValue
-
-_SCALAR = frozenset({"grad", "value_and_grad", "hessian"})  # transformations of functions with one output number
 
 
 def _flat(tree: Any) -> tuple[list[Any], Any]:
@@ -104,7 +103,7 @@ def apply_transform(session: Any, transformed: Transformed, args: list[Any], kwa
     inputs = _tensors(args, what)
     if kind == "vmap" and isinstance(option[0], tuple) and len(option[0]) != len(inputs):
         raise LanguageError("argument", f"{what}: in_axes has {len(option[0])} entries for {len(inputs)} argument{'s' * (len(inputs) != 1)}")
-    run = as_function(session, f, what, kind in _SCALAR, kwargs)
+    run = as_function(session, f, what, BUILTINS[kind].scalar_output, kwargs)
 
     def compute(library: Library, values: list[Any]) -> Any:
         return library.transform(kind, run, option)(*values)
