@@ -350,10 +350,13 @@ def prefixed(name: str, chain: list[str], called: bool) -> Prefixed | None:
 
 
 def _ours(name: str, session: Session) -> bool:
-    from .backends import CONSTANTS, public_ops
+    """Whether `name` is a function or constant of ours on any engine (the scalar
+    engine's own message then says it lacks the function): an op, a built-in, or a name
+    the session knows (its constants among them)."""
+    from gradcalc.autodiff import lookup
 
-    # (of every engine: the scalar engine's own message then says it lacks the function)
-    return name in public_ops() or name in BUILTINS or name in CONSTANTS or accepted(name, method=False) is not None
+    op = lookup(name)
+    return (op is not None and op.public) or name in BUILTINS or name in session.names() or accepted(name, method=False) is not None
 
 
 # ---- the transpose warning ------------------------------------------------------------------
