@@ -381,7 +381,7 @@ WIDE_FUNCTION = "sum(tanh(x) * sigmoid(x) + exp(-x * x) / 2)"
 def wide_check_gradcalc(n: int) -> Callable[[], Any]:
     """`check` of one scalar function of n inputs, in a session (the statement alone)."""
     from gradcalc.parser import Session, compile_program
-    from gradcalc.parser.checks import make_check_handler
+    from gradcalc.parser.check_statements import make_check_handler
 
     session = Session(on_check=make_check_handler())
     session.run_source(f"x = randn({n}, seed=0)")

@@ -22,7 +22,7 @@ from .common import wrt_names as parse_wrt
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from gradcalc.parser.checks import CheckOutcome
+    from gradcalc.parser.check_statements import CheckOutcome
 
 
 def evaluate_expression(
@@ -65,7 +65,7 @@ def evaluate_expression(
 def _run_check(session: Any, statement: Any, value: Any) -> CheckOutcome:
     """eval's Session.on_check: the checker is imported only by an EXPR with a check in it
     (gradcheck and its batching are a large part of a one-shot command's imports)."""
-    from gradcalc.parser.checks import make_check_handler
+    from gradcalc.parser.check_statements import make_check_handler
 
     outcome: CheckOutcome = make_check_handler()(session, statement, value)
     return outcome
@@ -117,7 +117,7 @@ def eval_action(
             fail(err, expr, as_json)
         status = 0 if all(o.passed for o in checks) else 1
         if analysis is None:  # only checks: their verdicts, as `gradcalc check` gives them
-            from .checking import report_checks
+            from .check_command import report_checks
 
             given = [flag for flag, on in (("--tree", tree), ("--steps", steps), ("--dot", dot), ("--save", save)) if on]
             if given:
@@ -125,7 +125,7 @@ def eval_action(
             report_checks(checks, as_json, rich=style(digits, full).rich)
             return status
         if checks and not as_json:
-            from .checking import check_line
+            from .check_command import check_line
 
             for outcome in checks:
                 print(check_line(outcome))
@@ -157,7 +157,7 @@ def eval_action(
         if steps:  # the report and the backward pass; the DOT file has gradients on its edges
             from gradcalc.parser.budgets import report_budget
 
-            from .steps import eval_with_steps
+            from .step_display import eval_with_steps
 
             try:
                 with report_budget(analysis.span):  # (the pass shown is the statement's too: its budget goes on)
@@ -190,7 +190,7 @@ def _with_checks(document: dict[str, Any], checks: list[CheckOutcome]) -> dict[s
     """eval's JSON document with the outcomes of EXPR's checks, as `check --json` gives them."""
     if not checks:
         return document
-    from .checking import outcome_object
+    from .check_command import outcome_object
 
     return {**document, "checks": [outcome_object(o) for o in checks]}
 
@@ -238,9 +238,9 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
                 bindings: list[str] | None = None, save: Path | None = None) -> int:
     """Run scripts statement by statement, printing each expression statement's result.
     Returns the exit code: 2 after an error, 1 if a check failed, else 0."""
-    from gradcalc.parser.checks import make_check_handler
+    from gradcalc.parser.check_statements import make_check_handler
 
-    from .checking import check_line, outcome_object
+    from .check_command import check_line, outcome_object
     from .dataio import apply_bindings, bound_or_exit, save_or_exit, script_folder
     from .jsonout import analysis_object, dumps
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gradcalc.parser.checks import CheckOutcome
+    from gradcalc.parser.check_statements import CheckOutcome
 
 
 def _message(text: str) -> str:

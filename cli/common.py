@@ -2,7 +2,7 @@
 reporting a fatal error.
 
 Every command module imports from here and nothing imports them back, so cli/ reads
-top-down: entry -> main (typer) -> actions, checking, repl -> common -> render, jsonout.
+top-down: entry -> main (typer) -> actions, check_command, repl -> common -> render, jsonout.
 Nothing here imports typer: the plain one-shot path (cli/entry.py) runs without it.
 """
 from __future__ import annotations

@@ -34,24 +34,24 @@ import numpy as np
 from gradcalc.autodiff.forward import NoJVPError
 from gradcalc.autodiff.graph import node_title
 from gradcalc.autodiff.limits import check_size
-from gradcalc.autodiff.steps import backward_steps
+from gradcalc.autodiff.step_records import backward_steps
 from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, LanguageError, Session, compile_program
 from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import CONSTANTS
 from gradcalc.parser.budgets import report_budget
-from gradcalc.parser.checks import make_check_handler
+from gradcalc.parser.check_statements import make_check_handler
 from gradcalc.parser.compiler import RESERVED
 from gradcalc.parser.errors import too_large
 
 from .bindings import BindingError, bind
-from .checking import check_line
+from .check_command import check_line
 from .common import set_limits
 from .figures import write_figure
 from .formatting import format_array, graph_dot
 from .options import LIMITS, NOTEBOOK, Option, OptionError, options_of, refusal, unknown
 from .plot import _title, read_words, sample_words
 from .render import error_lines, graph_line, notes, tree_lines
-from .steps import forward_lines, forward_passes, step_lines
+from .step_display import forward_lines, forward_passes, step_lines
 
 GRAPH_NODE_LIMIT = 200  # a bigger graph is summarised by its statistics, not drawn
 

@@ -221,7 +221,7 @@ COMMANDS = {command.name: command for command in (
         "Run the `check` statements of gradcheck files and report each one.\n\n"
         "Exit status: 0 when every check passes, 1 when any fails or errors, 2 on bad usage.\n\n"
         "Example: gradcalc check examples/*.gc --junit-xml report.xml",
-        "checking:check_action",
+        "check_command:check_action",
         (Argument("files", "path", "FILE... [NAME=VALUE]...", f"Gradcheck files ('-' reads stdin), {FILES_HELP}", many=True),),
         (_flag("as_json", "--json", "Print all results as one JSON document."),
          Option("junit", ("--junit-xml",), "path", None, "Also write JUnit XML for CI.", metavar="PATH"),

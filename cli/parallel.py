@@ -1,6 +1,6 @@
 """`gradcalc check -j N`: files, and the checks of one large file, over N worker processes.
 
-The batch is cut into parts (see checkrun.Part): a small file is one part, a large one
+The batch is cut into parts (see check_runner.Part): a small file is one part, a large one
 is cut between checks. Results are put back in file and statement order, so the report,
 exit status, JSON and JUnit are those of a serial run (apart from times). Workers are
 started with "spawn" (no fork of a process that may be running a progress-bar thread)
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from gradcalc.autodiff.limits import max_elements, max_input_bytes, max_memory, max_seconds, max_steps
 from gradcalc.parser.datafiles import files_read, note_files_read
 
-from .checkrun import Part, check_indices, compile_file, run_part
+from .check_runner import Part, check_indices, compile_file, run_part
 from .common import prepare_engine, usage_error
 
 if TYPE_CHECKING:
-    from gradcalc.parser.checks import CheckDefaults, CheckOutcome
+    from gradcalc.parser.check_statements import CheckDefaults, CheckOutcome
 
     from .dataio import Bound
 

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from gradcalc.cli.checkrun import FileRun
+    from gradcalc.cli.check_runner import FileRun
     from gradcalc.parser import Program
-    from gradcalc.parser.checks import CheckOutcome
+    from gradcalc.parser.check_statements import CheckOutcome
 
 MODES = ("auto", "all", "off")
 
@@ -109,8 +109,8 @@ class CheckFile(pytest.File):
         lists them, each in its place, and runs the rest); a file with no check at all,
         or one that cannot be read, is one item that fails with what is wrong. Never a
         collection error, which would interrupt the whole session."""
-        from gradcalc.cli.checkrun import compile_file
-        from gradcalc.parser.checks import CheckOutcome, nothing_checked
+        from gradcalc.cli.check_runner import compile_file
+        from gradcalc.parser.check_statements import CheckOutcome, nothing_checked
 
         try:
             source = self.path.read_text()
@@ -149,8 +149,8 @@ class CheckFile(pytest.File):
         new session."""
         import numpy as np
 
-        from gradcalc.cli.checkrun import FileRun
-        from gradcalc.parser.checks import CheckDefaults
+        from gradcalc.cli.check_runner import FileRun
+        from gradcalc.parser.check_statements import CheckDefaults
 
         if self.program is None:
             return None

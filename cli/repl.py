@@ -27,19 +27,19 @@ from gradcalc.parser import CheckStatementResult, ExpressionResult, HelpResult, 
 from gradcalc.parser.analysis import Analysis, analyze
 from gradcalc.parser.backends import ATTRIBUTES, AUTODIFF_FUNCTIONS, public_ops
 from gradcalc.parser.budgets import command_budget
-from gradcalc.parser.checks import make_check_handler
+from gradcalc.parser.check_statements import make_check_handler
 from gradcalc.parser.functions import FunctionValue
 from gradcalc.parser.help import describe
 from gradcalc.parser.lexer import COMMENTS, KEYWORDS, NAMES, NUMBERS, RENAMES, STRINGS, tokens
 from gradcalc.parser.syntax import PendingInput
 
 from . import render
-from .checking import check_line
+from .check_command import check_line
 from .common import OutputFileError, SourceError, load_source, set_limits, shorten, write_dot, wrt_names
 from .formatting import SUMMARY_THRESHOLD
 from .options import ENGINES, LIBRARY_ENGINES, LIMITS, REPL, Option, OptionError, options_of, refusal, unknown
 from .plot import plot_in_repl
-from .steps import steps_in_repl
+from .step_display import steps_in_repl
 from .streams import Interrupted
 
 # The REPL's own commands, which act (on the last result, the session, a file). Its

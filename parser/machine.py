@@ -82,7 +82,7 @@ class FunctionResult(HelpResult):
 
 
 class CheckStatementResult(NamedTuple):
-    """What a `check` statement found (see checks.py)."""
+    """What a `check` statement found (see check_statements.py)."""
 
     text: str
     span: Span

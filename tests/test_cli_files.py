@@ -100,8 +100,8 @@ def test_a_report_on_a_full_disk_is_an_error_and_results_still_print(tmp_path):
 
 
 def test_junit_xml_is_well_formed_for_control_characters(tmp_path):
-    from gradcalc.cli.checking import junit_xml
-    from gradcalc.parser.checks import CheckOutcome
+    from gradcalc.cli.check_command import junit_xml
+    from gradcalc.parser.check_statements import CheckOutcome
 
     outcome = CheckOutcome(text="x\x01 + \x1b[31m", line=1, status="error", message="bad \x00 byte")
     outcome.file = "a\x02.gc"

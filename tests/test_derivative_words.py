@@ -187,7 +187,7 @@ def test_a_wrong_rule_inside_another_rule_is_blamed_in_the_users_words():
     from gradcalc.autodiff import defop
     from gradcalc.autodiff.registry import Check, unregister
     from gradcalc.cli.parallel import run_checks
-    from gradcalc.parser.checks import CheckDefaults
+    from gradcalc.parser.check_statements import CheckDefaults
 
     defop("cubed_wrongly", lambda x: x ** 3, (lambda m, g, ans, x: g * 2.0,), doc="x^3 with a wrong VJP", category="elementwise", check=Check())
     defop("quartic_quarter", lambda x: x ** 4 / 4, (lambda m, g, ans, x: g * m.cubed_wrongly(x),), doc="x^4/4", category="elementwise", check=Check())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gradcalc.parser import Session
-from gradcalc.parser.checks import make_check_handler
+from gradcalc.parser.check_statements import make_check_handler
 
 from .test_cli import gradcalc
 

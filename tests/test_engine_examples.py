@@ -49,7 +49,7 @@ def roomy():
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_each_example_gives_the_tensor_engines_values_and_gradients(library, path, roomy):
     pytest.importorskip(library)
-    from gradcalc.parser.engines.checks import engine_jacobians
+    from gradcalc.parser.engines.engine_checks import engine_jacobians
 
     ours, theirs = Session(base_dir=path.parent), Session(engine=library, base_dir=path.parent)
     compared = 0

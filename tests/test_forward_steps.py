@@ -20,7 +20,7 @@ from gradcalc.autodiff import REGISTRY, Tensor, defop, grad
 from gradcalc.autodiff.registry import unregister
 from gradcalc.autodiff.rules import NO_JVP, jvp_rule
 from gradcalc.autodiff.scalar import Value
-from gradcalc.autodiff.steps import forward_steps
+from gradcalc.autodiff.step_records import forward_steps
 
 from .test_cli import gradcalc
 from .test_repl import data_home  # noqa: F401  (autouse: the REPL's history stays out of $HOME)

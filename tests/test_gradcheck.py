@@ -12,10 +12,10 @@ import pytest
 from gradcalc.autodiff import REGISTRY, Check, Tensor, defop
 from gradcalc.autodiff.gradcheck import gradcheck, gradcheck_graph
 from gradcalc.autodiff.registry import unregister
-from gradcalc.cli.checking import junit_xml
+from gradcalc.cli.check_command import junit_xml
 from gradcalc.cli.parallel import run_checks
 from gradcalc.parser import Session
-from gradcalc.parser.checks import CheckDefaults, make_check_handler
+from gradcalc.parser.check_statements import CheckDefaults, make_check_handler
 
 from .test_cli import gradcalc
 

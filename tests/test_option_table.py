@@ -402,7 +402,7 @@ def test_check_s_choices_are_the_language_s():
     """`gradcalc check --method/--mode/--against` choose what a check statement's `method=`,
     `mode=` and `against=` do: the command line's choices are the language's."""
     from gradcalc.cli.options import COMMANDS
-    from gradcalc.parser.checks import WORDS
+    from gradcalc.parser.check_statements import WORDS
 
     declared = {option.key: option.choices for option in COMMANDS["check"].options}
     assert {key: declared[key] for key in WORDS} == {key: tuple(words) for key, words in WORDS.items()}
@@ -414,7 +414,7 @@ def test_no_reader_states_an_option_s_facts_again():
     from gradcalc.cli.options import COMMANDS
 
     sources = {path.name: path.read_text() for path in (ROOT / "cli").glob("*.py") if path.name != "options.py"}
-    readers = ("main.py", "entry.py", "repl.py", "notebook.py", "engines.py", "steps.py")  # (the choices: where options are read)
+    readers = ("main.py", "entry.py", "repl.py", "notebook.py", "engines.py", "step_display.py")  # (the choices: where options are read)
     for option in {id(o): o for o in (*SESSION_OPTIONS, *(o for c in COMMANDS.values() for o in c.options))}.values():
         for name, text in sources.items():
             assert option.help not in text and " ".join(option.help.split()[:6]) not in text, (option.names[0], name)

@@ -41,9 +41,9 @@ def test_an_empty_tensor_with_a_huge_shape_prints_at_once():
 def test_check_table_at_80_columns_keeps_file_and_line_whole():
     from rich.console import Console
 
-    from gradcalc.cli.checking import _report
+    from gradcalc.cli.check_command import _report
     from gradcalc.cli.parallel import run_checks
-    from gradcalc.parser.checks import CheckDefaults
+    from gradcalc.parser.check_statements import CheckDefaults
 
     path = "examples/elementwise.gc"
     [(_, outcomes)] = run_checks([(path, (ROOT / path).read_text())], CheckDefaults(), [])
@@ -106,9 +106,9 @@ def test_check_table_at_80_columns_never_cuts_where_status_or_numbers(folder):
     5.55e-17 to `5.55e-…`; only the expression may be shortened."""
     from rich.console import Console
 
-    from gradcalc.cli.checking import _report, check_line
+    from gradcalc.cli.check_command import _report, check_line
     from gradcalc.cli.parallel import run_checks
-    from gradcalc.parser.checks import CheckDefaults
+    from gradcalc.parser.check_statements import CheckDefaults
 
     origin = folder + "arithmetic.gc"
     [(_, outcomes)] = run_checks([(origin, (ROOT / "examples/arithmetic.gc").read_text())], CheckDefaults(), [])

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gradcalc.cli.annotations import command
-from gradcalc.cli.checkrun import Part, check_indices, compile_file, run_part
+from gradcalc.cli.check_runner import Part, check_indices, compile_file, run_part
 from gradcalc.cli.parallel import plan, worker_count
-from gradcalc.parser.checks import CheckDefaults, CheckOutcome
+from gradcalc.parser.check_statements import CheckDefaults, CheckOutcome
 
 from .test_cli import gradcalc
 

@@ -22,7 +22,7 @@ from gradcalc.autodiff import REGISTRY, Tensor, topological_order
 from gradcalc.autodiff.gradcheck import CENTRAL_STEP, COMPLEX_STEP, gradcheck_graph, numerical_jacobian, replay
 from gradcalc.autodiff.replay import Tape
 from gradcalc.parser import Session, compile_program
-from gradcalc.parser.checks import make_check_handler
+from gradcalc.parser.check_statements import make_check_handler
 from gradcalc.parser.errors import LanguageError
 from tests.test_every_op import draw_case, outputs_of
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gradcalc.autodiff import REGISTRY, defop
 from gradcalc.autodiff.registry import unregister
 from gradcalc.autodiff.rules import NO_RULE, input_rule, op_rule, rule_text, vjp_rule
-from gradcalc.autodiff.steps import backward_steps
+from gradcalc.autodiff.step_records import backward_steps
 from gradcalc.parser import Session
 
 from .test_cli import gradcalc

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gradcalc.parser import LanguageError, Session
-from gradcalc.parser.checks import make_check_handler
+from gradcalc.parser.check_statements import make_check_handler
 
 from .test_cli import gradcalc
 from .test_repl import drive

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 
 from gradcalc.autodiff import collector_paused
 from gradcalc.parser import LanguageError, Session, compile_program
-from gradcalc.parser.checks import CheckOutcome, make_check_handler, nothing_checked, statement_outcome
+from gradcalc.parser.check_statements import CheckOutcome, make_check_handler, nothing_checked, statement_outcome
 
 from . import render
 from .dataio import apply_bindings, script_folder
 
 if TYPE_CHECKING:
     from gradcalc.parser import Program, Statement
-    from gradcalc.parser.checks import CheckDefaults
+    from gradcalc.parser.check_statements import CheckDefaults
 
     from .dataio import Bound
 

@@ -2,7 +2,7 @@
 `--mode forward` (`:steps forward`) the forward pass of forward mode instead, one pass
 per variable, each node's value and tangent as a dual number.
 
-The engine records the steps (autodiff/steps.py); this module decides how they look:
+The engine records the steps (autodiff/step_records.py); this module decides how they look:
 text lines, a JSON list, and gradient (or tangent) labels on the edges of a DOT picture.
 Nodes are numbered as in `--tree`, so the two views can be read side by side.
 """
@@ -16,7 +16,7 @@ import numpy as np
 from gradcalc.autodiff.backprop import topological_order
 from gradcalc.autodiff.forward import NoJVPError
 from gradcalc.autodiff.graph import graph_tree, node_title, walk_tree
-from gradcalc.autodiff.steps import BackwardSteps, ForwardSteps, backward_steps, forward_steps
+from gradcalc.autodiff.step_records import BackwardSteps, ForwardSteps, backward_steps, forward_steps
 
 from . import render
 from .common import usage_error

@@ -52,7 +52,7 @@ class CheckOutcome:
     message: str = ""
     file: str = ""
     seconds: float = 0.0  # wall time of the check (JUnit's `time`)
-    # A second engine's derivative beside gradcalc's (against=jax|torch: engines/checks.py):
+    # A second engine's derivative beside gradcalc's (against=jax|torch: engines/engine_checks.py):
     # which engine, and its largest differences from gradcalc's ("" when not compared).
     against: str = ""
     against_abs_error: float = 0.0
@@ -179,7 +179,7 @@ def _run_check(session: Any, statement: Statement, value: Any, defaults: CheckDe
     if not leaves:
         raise LanguageError("value", "nothing to check: the expression uses no variables").at(statement.span)
     if session.engine != "tensor":  # the library's derivative against differences of the program on it
-        from .engines.checks import run_engine_check
+        from .engines.engine_checks import run_engine_check
 
         return run_engine_check(session, statement, value, (method, mode, atol, rtol), leaves)
     try:
@@ -212,7 +212,7 @@ def _run_check(session: Any, statement: Statement, value: Any, defaults: CheckDe
         outcome.message = _explain(value, result, infinite, order, mode)
     engine = _against(session, statement, defaults)
     if engine is not None:  # a second engine's derivative beside these two
-        from .engines.checks import against
+        from .engines.engine_checks import against
 
         against(session, statement, value, leaves, result, outcome, engine, mode)
     return outcome

@@ -6,7 +6,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from gradcalc.parser.checks import CheckDefaults
+from gradcalc.parser.check_statements import CheckDefaults
 from gradcalc.parser.syntax import count_checks
 
 from . import render
@@ -27,7 +27,7 @@ from .parallel import run_checks
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from gradcalc.parser.checks import CheckOutcome
+    from gradcalc.parser.check_statements import CheckOutcome
 
 PROGRESS_THRESHOLD = 20  # checks; a progress bar on stderr for longer batches
 

@@ -107,7 +107,7 @@ def check_jacobians(backend: Any, value: EngineValue, leaves: list[EngineValue],
 
 def run_engine_check(session: Any, statement: Any, value: Any, options: tuple[str, str, float | None, float | None], leaves: list[Any]) -> Any:
     """A check on the JAX or PyTorch engine: the library's Jacobian against central differences."""
-    from ..checks import CheckOutcome
+    from ..check_statements import CheckOutcome
 
     method, mode, atol, rtol = options
     session.backend.library.relieve()
