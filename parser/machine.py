@@ -546,10 +546,11 @@ class Session:
         # An op whose signature opens with string parameters takes them positionally too:
         # einsum('ij,jk->ik', a, b). Anywhere else a string is refused by _operand.
         strings = len([p for p in op.leading if p not in kwargs]) if op is not None else 0
+        variables_written = builtin is not None and builtin.expression  # grad(L, (W1, b1)): the compiler's tuple of variables
         try:
             # A ragged list literal goes to the backend as it is: concatenate([a, b]) takes it.
             operands = [
-                a if isinstance(a, TensorList) or (k < strings and isinstance(a, str)) or (k == 1 and isinstance(a, tuple) and builtin is not None)
+                a if isinstance(a, TensorList) or (k < strings and isinstance(a, str)) or (k == 1 and isinstance(a, tuple) and variables_written)
                 else self._operand(a, name, op)
                 for k, a in enumerate(args)
             ]

@@ -22,7 +22,7 @@ import pytest
 
 from gradcalc.cli import render
 from gradcalc.cli.repl import Repl
-from gradcalc.parser import ExpressionResult, HelpResult, Session
+from gradcalc.parser import ExpressionResult, HelpResult, LanguageError, Session
 from gradcalc.parser.builtins import BUILTINS, BuiltinDef
 from gradcalc.parser.help import describe
 from gradcalc.parser.machine import FunctionResult
@@ -90,6 +90,16 @@ def test_every_record_is_listed_by_gradcalc_ops_and_in_the_docs():
         assert row in listed.stdout, name
         assert row in table, f"{name}: regenerate it: python -m gradcalc.cli.oplist docs/language.md"
         assert any(line.startswith(builtin.usage) for line in plain.stdout.splitlines()), name
+
+
+@pytest.mark.parametrize("name", sorted(name for name, builtin in BUILTINS.items() if not builtin.is_value))
+def test_a_form_called_as_a_function_is_a_placed_error(name):
+    """help and range are forms of a statement and of a loop's header: inside an
+    expression they are an error at the call that says what they are."""
+    with pytest.raises(LanguageError) as caught:
+        Session().run_source(f"y = 1 + {name}(3)")
+    assert caught.value.kind == "argument" and caught.value.column == 9
+    assert caught.value.message == f"{name}(...) is not a function to call here: {BUILTINS[name].line}"
 
 
 def test_help_of_a_builtin_through_the_command():
