@@ -133,7 +133,7 @@ def _metavar(option: Option) -> str | None:
 def _range(option: Option) -> str:
     if option.low is None and option.high is None:
         return ""
-    low, high = ("" if bound is None else f"{bound:g}" for bound in (option.low, option.high))
+    low, high = ("" if bound is None else str(int(bound)) if float(bound).is_integer() else f"{bound:g}" for bound in (option.low, option.high))
     return f"  [{low}<=x<={high}]" if low and high else f"  [x>={low}]" if low else f"  [x<={high}]"
 
 

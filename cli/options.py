@@ -69,8 +69,8 @@ class Option:
         if self.kind in ("int", "float"):
             number = "a whole number" if self.kind == "int" else "a number"
             if self.low is not None and self.high is not None:
-                return f"{number} from {self.low:g} to {self.high:g}"
-            return f"{number} of at least {self.low:g}" if self.low is not None else number
+                return f"{number} from {_number(self.low)} to {_number(self.high)}"
+            return f"{number} of at least {_number(self.low)}" if self.low is not None else number
         return self.metavar or "a value"
 
     def read(self, text: str, spelled: str | None = None) -> Any:
@@ -93,6 +93,11 @@ class Option:
     def missing(self, spelled: str | None = None) -> OptionError:
         """The error of the option given without its value."""
         return OptionError(f"{spelled or self.names[0]} needs a value: {self.takes()}")
+
+
+def _number(bound: float) -> str:
+    """A bound as a reader writes it: 1,000,000, 0.001."""
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
 
 def _either(words: tuple[str, ...]) -> str:

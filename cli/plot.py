@@ -26,6 +26,7 @@ from . import render
 from .bindings import BindingError, bind
 from .common import fail, prepare_engine, usage_error
 from .jsonout import dumps, plain
+from .options import COMMANDS, OptionError
 from .sampling import Curve, Sampler, Surface, column_names, sample_curve, sample_surface
 
 FIGURE_SUFFIXES = (".svg", ".png", ".pdf")
@@ -254,6 +255,10 @@ def plot_action(
 USAGE = "EXPR x=A:B [NAME=VALUE ...] [--order 0,1,2] [--points N] [--out FILE]"
 
 
+# What `:plot` and `%gradcalc plot` take of gradcalc plot's options, as cli/options.py declares them.
+_OPTIONS = {name: option for option in COMMANDS["plot"].options if option.key in ("order", "points", "out") for name in option.names}
+
+
 def read_words(words: list[str]) -> tuple[str, list[str], dict[str, str]]:
     """The words of `:plot` and `%gradcalc plot` (USAGE): EXPR (the words before the
     NAME=... words at the end, which are ranges and bindings), those, and the options."""
@@ -261,7 +266,7 @@ def read_words(words: list[str]) -> tuple[str, list[str], dict[str, str]]:
     rest: list[str] = []
     i = 0
     while i < len(words):
-        if words[i] in ("--order", "--points", "--out") and i + 1 < len(words):
+        if words[i] in _OPTIONS and i + 1 < len(words):
             options[words[i]] = words[i + 1]
             i += 2
         else:
@@ -277,9 +282,9 @@ def sample_words(expr: str, arguments: list[str], options: dict[str, str], sessi
     """What read_words read, sampled with the variables and functions of `session`
     (NAME=VALUE binds in a copy of it). Raises LanguageError and BindingError."""
     try:
-        points = int(options["--points"]) if "--points" in options else None
-    except ValueError:
-        raise _error("--points takes a whole number") from None
+        points = _OPTIONS["--points"].read(options["--points"]) if "--points" in options else None
+    except OptionError as err:
+        raise _error(str(err)) from None
     request = make_request(expr, arguments, options.get("--order"), points)
     if request.bindings:
         session = Session(engine=session.engine, variables=dict(session.variables), functions=dict(session.functions))

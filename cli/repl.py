@@ -37,7 +37,7 @@ from . import render
 from .check_command import check_line
 from .common import OutputFileError, SourceError, load_source, set_limits, shorten, write_dot, wrt_names
 from .formatting import SUMMARY_THRESHOLD
-from .options import ENGINES, LIBRARY_ENGINES, LIMITS, REPL, Option, OptionError, options_of, refusal, unknown
+from .options import LIBRARY_ENGINES, LIMITS, REPL, Option, OptionError, options_of, refusal, unknown
 from .plot import plot_in_repl
 from .step_display import steps_in_repl
 from .streams import Interrupted
@@ -197,9 +197,9 @@ class Repl:
             return
 
     def _error(self, err: LanguageError, source: str, origin: str) -> None:
-        # The parser speaks of command-line options; here the REPL's own command applies.
-        for engine in ENGINES:
-            err.message = err.message.replace(f"--engine {engine}", f":engine {engine}")
+        # The parser speaks of command-line options; here the REPL's own settings apply.
+        for name in SETTINGS:
+            err.message = re.sub(f"--{name[1:]}\\b(?!-)", name, err.message)
         render.print_error(err, source, origin)
 
     def _show(self, result: Any, statement: Statement, origin: str = "") -> None:

@@ -385,3 +385,23 @@ def test_the_tour_runs_one_line_on_the_scalar_engine_and_keeps_its_session(execu
     assert grads_of(page)["u"] == pytest.approx(t + 0.5 * (1 - t * t), rel=1e-15)
     assert "<svg" not in page
     assert "&lt;grad of f&gt;" in outputs(cell_with(executed, "%%gradcalc\ngrad(f)"), "text/html")  # f is still defined
+
+
+def test_a_limit_on_a_magic_cell_holds_for_that_cell_only(magic):
+    """`--max-steps 100` stops a loop of 500 additions in its cell; the same cell again,
+    under the session's own limit, runs it (500, as Python's loop counts)."""
+    nb, _, shown = magic
+    loop = "s = 0\nfor i in range(500):\n    s = s + 1\ns"
+    assert nb.cell("--max-steps 100", loop) is None
+    assert "100 steps" in html.unescape(shown[0]) and "--max-steps" in html.unescape(shown[0])
+    total = 0
+    for _ in range(500):
+        total += 1
+    assert float(nb.cell("", loop).value) == total
+
+
+def test_full_shows_every_element_on_its_line(magic):
+    nb, _, _ = magic
+    summary, full = repr(nb.line("ones(2000) * 2")), repr(nb.line("ones(2000) * 2 --full"))
+    assert "..." in summary and "..." not in full
+    assert full.count("2.0") == 2000

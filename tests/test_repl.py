@@ -481,3 +481,23 @@ def test_hanging_keeps_every_word_in_order_within_the_width(width):
         assert len(wrapped) == 1 or all(len(piece) < width for piece in wrapped) or any(len(word) > width // 2 for word in line.split())
         lead = len(line) - len(line.lstrip(" "))
         assert all(piece.startswith(" " * (lead + 4)) for piece in wrapped[1:])
+
+
+def test_a_limit_setting_holds_until_it_is_set_back(capsys):
+    """`:max-steps 100` stops a loop of 500 additions; `:max-steps` alone gives the default
+    back and the loop runs (500, as Python's loop counts)."""
+    total = 0
+    for _ in range(500):
+        total += 1
+    loop = "s = 0\nfor i in range(500):\n    s = s + 1\n\ns\n"
+    drive(f":max-steps 100\n{loop}:max-steps\n{loop}")
+    captured = capsys.readouterr()
+    assert "max-steps: 100" in captured.out and "100 steps" in captured.err and "(:max-steps raises" in captured.err
+    assert f"value: {float(total)}" in captured.out and "max-steps: its default" in captured.out
+
+
+def test_full_shows_every_element_until_it_is_switched_off(capsys):
+    drive("ones(2000) * 2\n:full\nones(2000) * 2\n:full off\nones(2000) * 2\n")
+    values = [line for line in capsys.readouterr().out.splitlines() if line.startswith("value:")]
+    assert ["..." in value for value in values] == [True, False, True]
+    assert values[1].count("2.0") == 2000
