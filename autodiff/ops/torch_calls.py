@@ -146,11 +146,11 @@ def norm(t: Any, x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False)
 
 
 def pad(t: Any, x: Any, widths: Any, value: float = 0.0) -> Any:
-    from .layout import pad_widths
-
-    # torch lists (before, after) pairs from the last axis backwards.
-    pairs = pad_widths(widths, x.ndim)
-    return t.nn.functional.pad(x, [w for pair in reversed(pairs) for w in pair], value=value)
+    """gradcalc's widths (one number for every side, or one (before, after) pair for every
+    axis: what the Check and variants give) as torch's pairs, last axis first."""
+    flat = [int(w) for w in np.ravel(widths)]
+    before, after = flat * 2 if len(flat) == 1 else flat
+    return t.nn.functional.pad(x, [before, after] * x.ndim, value=value)
 
 
 def loss(name: str, classes: bool = False) -> Callable[..., Any]:
