@@ -34,14 +34,14 @@ def op_rows() -> list[tuple[str, str, str, bool, str]]:
     for builtin in BUILTINS.values():
         rows.append((builtin.name, builtin.usage, builtin.category, builtin.category == AUTODIFF, builtin.doc))
     # Groups from the everyday to the specialised; a category not listed yet comes after
-    # them, and the built-ins (the transformations, which act on the others, then the
-    # language's own forms) always close the list.
+    # them, then the language's own forms (help, load, range), and the transformations,
+    # which act on all the others, always close the list.
     order = [
         "arithmetic", "integer arithmetic", "elementwise", "reduction", "linear algebra", "shape",
         "softmax and losses", "no gradient", "constructor",
     ]
 
-    closing = [AUTODIFF, LANGUAGE]
+    closing = [LANGUAGE, AUTODIFF]
 
     def group(category: str) -> int:
         if category in closing:
