@@ -60,8 +60,9 @@ def _walk(start: tuple[str, ...], parts: list[str]) -> tuple[str, ...] | None:
         if part == ".":
             continue
         if part == "..":
-            if at:
-                at.pop()
+            if not at:  # above the tree: somewhere this model does not know (refused, or not found)
+                return None
+            at.pop()
             continue
         at.append(part)
         if tuple(at) in LINKS:
