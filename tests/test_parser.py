@@ -22,7 +22,7 @@ from gradcalc.parser.lexer import PATTERN, Token, tokens
 from gradcalc.parser.syntax import Node, parse_recovering, parse_statements, parse_tree
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNTIME = ["lexer.py", "driver.py", "syntax.py", "tables.py", "compiler.py", "machine.py", "errors.py", "records.py"]
+RUNTIME = ["lexer.py", "layout.py", "driver.py", "syntax.py", "tables.py", "compiler.py", "machine.py", "errors.py", "records.py"]
 
 
 def shape(node: object) -> object:
