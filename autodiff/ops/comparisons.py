@@ -13,7 +13,7 @@ import numpy as np
 
 from ..batching import BROADCAST, Unbatched, along_axis, call, own
 from ..registry import Edge, Torch, defop
-from . import torch_calls
+from . import refusals, torch_calls
 
 CMP = "no gradient"
 # Why each has no gradient (the registry's recipe asks an op without VJPs to say).
@@ -98,8 +98,7 @@ def _len_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], par
 
 
 def _item(x: Any) -> Any:
-    if x.size != 1:
-        raise ValueError(f"item() needs a tensor of size 1, got shape {x.shape}")
+    refusals.one_element(x.shape)
     return np.array(x.reshape(()))
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from ..batching import TILE, along_axis, own
 from ..forward import LINEAR
 from ..registry import Check, Edge, Torch, defop
-from . import torch_calls
+from . import refusals, torch_calls
 
 SHAPE = "shape"
 Axis = int | tuple[int, ...] | None
@@ -195,31 +195,16 @@ sort = defop(
 # ---- pad ---------------------------------------------------------------------------------------
 
 
-def pad_widths(widths: Any, ndim: int) -> tuple[tuple[int, int], ...]:
-    """(before, after) per axis from an int (every side), a pair (every axis) or a flat
-    list of 2 * ndim numbers in axis order: before0, after0, before1, after1, ..."""
-    flat = [int(w) for w in np.ravel(widths)]
-    if len(flat) == 1:
-        flat = flat * 2
-    if len(flat) == 2:
-        flat = flat * ndim
-    if len(flat) != 2 * ndim or any(w < 0 for w in flat):
-        raise ValueError(
-            f"pad widths must be one number, a (before, after) pair or 2 * ndim = {2 * ndim} numbers >= 0, got {widths}"
-        )
-    return tuple((flat[2 * i], flat[2 * i + 1]) for i in range(ndim))
-
-
 def _padded_shape(x: Any, widths: Any, value: float = 0.0) -> tuple[int, ...]:
-    return tuple(n + b + a for n, (b, a) in zip(np.shape(x), pad_widths(widths, np.ndim(x))))
+    return tuple(n + b + a for n, (b, a) in zip(np.shape(x), refusals.pad_pairs(widths, np.ndim(x))))
 
 
 def _pad(x: Any, widths: Any, value: float = 0.0) -> Any:
-    return np.pad(x, pad_widths(widths, np.ndim(x)), constant_values=value)
+    return np.pad(x, refusals.pad_pairs(widths, np.ndim(x)), constant_values=value)
 
 
 def _pad_vjp(m: Any, g: Any, ans: Any, x: Any, widths: Any, value: float = 0.0) -> Any:
-    pairs = pad_widths(widths, x.ndim)
+    pairs = refusals.pad_pairs(widths, x.ndim)
     return m.getitem(g, index=tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, pairs)))
 
 
@@ -229,7 +214,7 @@ def _pad_jvp(m: Any, tangents: Any, ans: Any, x: Any, widths: Any, value: float 
 
 def _pad_batch(m: Any, op: Any, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
     x = args[0]
-    pairs = pad_widths(params["widths"], x.ndim - nb)
+    pairs = refusals.pad_pairs(params["widths"], x.ndim - nb)
     flat = [0] * (2 * nb) + [w for pair in pairs for w in pair]
     return m.pad(x, widths=tuple(flat), **{k: v for k, v in params.items() if k != "widths"})
 

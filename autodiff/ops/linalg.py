@@ -14,7 +14,7 @@ import numpy as np
 from ..batching import LEADING, BatchRule, along_axis, batch_shape, call, logical_ndim, own, prefixed, spread
 from ..forward import LINEAR, MULTILINEAR, OVER_AXIS, OVER_MATRIX
 from ..registry import ARRAY_MATH, Check, Edge, Torch, defop
-from . import torch_calls
+from . import refusals, torch_calls
 from .arithmetic import _swap_last as matrix_transpose
 from .arithmetic import masked
 from .reductions import Axis, expand_reduced, kept_shape, normalize_axes
@@ -237,14 +237,12 @@ def _contraction(subscripts_of: Any) -> dict[str, Any]:
 
 
 def _dot_subscripts(a_ndim: int, b_ndim: int) -> str:
-    if a_ndim != 1 or b_ndim != 1:
-        raise ValueError(f"dot takes two 1-d vectors, got {a_ndim}-d and {b_ndim}-d (use @ or matmul for matrices)")
+    refusals.vectors("dot", a_ndim, b_ndim, " (use @ or matmul for matrices)")
     return "i,i->"
 
 
 def _outer_subscripts(a_ndim: int, b_ndim: int) -> str:
-    if a_ndim != 1 or b_ndim != 1:
-        raise ValueError(f"outer takes two 1-d vectors, got {a_ndim}-d and {b_ndim}-d")
+    refusals.vectors("outer", a_ndim, b_ndim)
     return "i,j->ij"
 
 
@@ -325,8 +323,7 @@ kron = defop(
 
 
 def _trace(x: Any) -> Any:
-    if np.ndim(x) != 2:
-        raise ValueError(f"trace takes a matrix, got a {np.ndim(x)}-d tensor")
+    refusals.matrix("trace", np.ndim(x))
     return np.trace(x)
 
 
@@ -352,7 +349,7 @@ def _diag(x: Any, k: int = 0) -> Any:
         out = np.zeros((n, n), dtype=np.result_type(x, np.float64))
         out[diagonal_index((n, n), int(k))] = x
         return out
-    raise ValueError(f"diag takes a vector (to build a matrix) or a matrix (to read a diagonal), got a {np.ndim(x)}-d tensor")
+    raise refusals.not_vector_or_matrix("diag", np.ndim(x))
 
 
 def _diag_vjp(m: Any, g: Any, ans: Any, x: Any, k: int = 0) -> Any:
@@ -546,8 +543,7 @@ inv = defop(
 
 
 def _solve(a: Any, b: Any) -> Any:
-    if np.ndim(b) == 1 and np.ndim(a) != 2:
-        raise ValueError(f"solve: a vector b needs a single matrix a, got a of shape {np.shape(a)}")
+    refusals.solvable(np.shape(a), np.ndim(b))
     return np.linalg.solve(a, b)
 
 

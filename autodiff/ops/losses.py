@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from ..batching import BROADCAST, Batched, along_axis, batch_shape, call, own, spread
-from ..errors import ShapeError
 from ..forward import OVER_AXIS, TO_ITEMS
 from ..registry import Check, Edge, Torch, defop
-from . import torch_calls
+from . import refusals, torch_calls
 from .arithmetic import guarded, masked
 from .reductions import Axis, checked_axis, expand_reduced, kept_shape
+from .refusals import REDUCTIONS
 
 NN = "softmax and losses"
 
@@ -107,9 +107,7 @@ _S1, _S2 = 1.0 / (1.0 + math.e), math.e / (1.0 + math.e)
 
 def _reduced_batch(m: Any, per_item: Any, nb: int, reduction: str) -> Any:
     """Each row's loss from its items' losses, as the reduction says."""
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    if reduction == "none":
+    if refusals.reduction(reduction) == "none":
         return per_item
     axes = tuple(range(nb, per_item.ndim))
     return m.sum(per_item, axis=axes) if reduction == "sum" else m.mean(per_item, axis=axes)
@@ -198,18 +196,13 @@ log_softmax = defop(
 def _targets(logits: Any, target: Any) -> tuple[np.ndarray, bool]:
     """The target as a probability array shaped like the logits; True if it was classes."""
     logits_shape, target_shape = np.shape(logits), np.shape(target)
-    if target_shape == logits_shape and logits_shape != ():
+    if refusals.given_probabilities("cross_entropy", logits_shape, target_shape):
         return target, False
-    if logits_shape and target_shape == logits_shape[:-1]:
-        classes = np.real(np.asarray(target))
-        n_classes = logits_shape[-1]
-        if np.any(classes != np.round(classes)) or np.any(classes < 0) or np.any(classes >= n_classes):
-            raise ValueError(f"class targets must be integers in [0, {n_classes}), got {classes}")
-        return np.eye(n_classes)[classes.astype(int)], True
-    raise ShapeError(
-        f"cross_entropy: logits of shape {logits_shape} need class targets of shape "
-        f"{logits_shape[:-1]} or probabilities of shape {logits_shape}, got {target_shape}"
-    )
+    classes = np.real(np.asarray(target))  # class indices, one per row of the logits
+    n_classes = logits_shape[-1]
+    if np.any(classes != np.round(classes)) or np.any(classes < 0) or np.any(classes >= n_classes):
+        raise ValueError(f"class targets must be integers in [0, {n_classes}), got {classes}")
+    return np.eye(n_classes)[classes.astype(int)], True
 
 
 def _batch(logits_shape: tuple[int, ...]) -> int:
@@ -306,13 +299,10 @@ mse = defop(
 # Every loss computes one value per item (element, or row for the class losses) and
 # reduces them as PyTorch's `reduction=` does: 'mean' (the default), 'sum' or 'none'.
 
-REDUCTIONS = ("mean", "sum", "none")
 
 
 def reduce_loss(per_item: Any, reduction: str) -> Any:
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    if reduction == "none":
+    if refusals.reduction(reduction) == "none":
         return per_item
     return np.sum(per_item) if reduction == "sum" else np.mean(per_item)
 
@@ -496,8 +486,7 @@ l1_loss = _elementwise_loss(
 
 
 def _huber(pred: Any, target: Any, delta: float = 1.0) -> Any:
-    if not delta > 0:  # (nan too) a negative delta made a negative loss; torch asks for a positive one
-        raise ValueError(f"delta must be a positive number (the width of the squared zone), got {delta!r}")
+    refusals.positive_delta(delta)
     size = np.abs(pred - target)
     return np.where(size <= delta, 0.5 * size * size, delta * (size - 0.5 * delta))
 

@@ -12,7 +12,7 @@ from ..limits import check_size, indexed_shape, joined_shape
 from ..registry import Check, Torch, defop
 from ..tensor import Tensor
 from ..wiring import unbroadcast
-from . import torch_calls
+from . import refusals, torch_calls
 
 SHAPE = "shape"
 
@@ -168,9 +168,7 @@ def _split_slices(n: int, sections: int | tuple[int, ...]) -> list[slice]:
         return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
     if isinstance(sections, bool) or not isinstance(sections, (int, np.integer)) or sections <= 0:
         raise ArgumentError(f"split: sections must be a positive whole number or a list of indices, got {sections!r}")
-    if n % sections:
-        raise ShapeError(f"split: an axis of length {n} does not split into {sections} equal sections; give indices, as in split(x, [2, 4])")
-    size = n // sections
+    size = refusals.equal_sections(n, sections)
     return [slice(k * size, (k + 1) * size) for k in range(sections)]
 
 

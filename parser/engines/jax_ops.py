@@ -15,39 +15,20 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-
-def _pairs(widths: Any, ndim: int) -> list[tuple[int, int]]:
-    """pad's (before, after) per axis from one number, a pair, or 2 * ndim numbers."""
-    flat = [int(w) for w in np.ravel(widths)]
-    flat = flat * 2 if len(flat) == 1 else flat
-    flat = flat * ndim if len(flat) == 2 else flat
-    if len(flat) != 2 * ndim or min(flat, default=0) < 0:
-        raise ValueError(f"pad widths must be one number, a (before, after) pair or 2 * ndim = {2 * ndim} numbers >= 0, got {widths}")
-    return [(flat[2 * i], flat[2 * i + 1]) for i in range(ndim)]
-
-
-def _order(ord: Any) -> float:
-    """norm's order: 1, 2 or inf, from a number or 'fro' / 'inf'."""
-    found = {"1": 1.0, "2": 2.0, "fro": 2.0, "inf": float("inf")}.get(str(ord).lower().removesuffix(".0"))
-    if found is None:
-        raise ValueError(f"norm: ord must be 1, 2, inf or 'fro', got {ord!r}")
-    return found
+from gradcalc.autodiff.ops import refusals
+from gradcalc.autodiff.ops.linalg import norm_order
 
 
 def _reduce(per_item: Any, reduction: str) -> Any:
     """A loss's items reduced as PyTorch's reduction= does."""
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    return per_item if reduction == "none" else jnp.sum(per_item) if reduction == "sum" else jnp.mean(per_item)
+    how = refusals.reduction(reduction)
+    return per_item if how == "none" else jnp.sum(per_item) if how == "sum" else jnp.mean(per_item)
 
 
 def _distribution(scores: Any, target: Any) -> Any:
     """A loss's target as probabilities shaped like the scores: itself, or one-hot of class indices."""
-    if target.shape == scores.shape and scores.ndim:
+    if refusals.given_probabilities("cross_entropy", scores.shape, target.shape):
         return target
-    if not scores.ndim or target.shape != scores.shape[:-1]:
-        raise ValueError(f"logits of shape {scores.shape} need class targets of shape {scores.shape[:-1]} "
-                         f"or probabilities of shape {scores.shape}, got {target.shape}")
     return jax.nn.one_hot(target.astype(int), scores.shape[-1], dtype=scores.dtype)
 
 
@@ -60,9 +41,8 @@ def _sections(n: int, sections: Any) -> list[int]:
     """Where split cuts an axis of length n: between equal parts, or at the given indices."""
     if isinstance(sections, tuple):
         return list(sections)
-    if n % sections:
-        raise ValueError(f"split: an axis of length {n} does not split into {sections} equal sections; give indices, as in split(x, [2, 4])")
-    return [k * (n // sections) for k in range(1, sections)]
+    part = refusals.equal_sections(n, sections)
+    return [k * part for k in range(1, sections)]
 
 
 def op_gelu(x: Any, approximate: str = "none") -> Any:
@@ -88,8 +68,7 @@ def op_clip(x: Any, *bounds: Any, low: Any = None, high: Any = None) -> Any:
 
 
 def op_item(x: Any) -> Any:
-    if x.size != 1:
-        raise ValueError(f"item() needs a tensor of size 1, got shape {x.shape}")
+    refusals.one_element(tuple(x.shape))
     return lax.stop_gradient(jnp.reshape(x, ()))
 
 
@@ -140,7 +119,7 @@ def op_sort(x: Any, axis: int = -1, descending: bool = False) -> Any:
 
 
 def op_pad(x: Any, widths: Any, value: float = 0.0) -> Any:
-    return jnp.pad(x, _pairs(widths, x.ndim), constant_values=value)
+    return jnp.pad(x, refusals.pad_pairs(widths, x.ndim), constant_values=value)
 
 
 def op_einsum(*operands: Any, subscripts: str) -> Any:
@@ -148,26 +127,23 @@ def op_einsum(*operands: Any, subscripts: str) -> Any:
 
 
 def op_dot(a: Any, b: Any) -> Any:
-    if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"dot takes two 1-d vectors, got {a.ndim}-d and {b.ndim}-d (use @ or matmul for matrices)")
+    refusals.vectors("dot", a.ndim, b.ndim, " (use @ or matmul for matrices)")
     return jnp.dot(a, b)
 
 
 def op_outer(a: Any, b: Any) -> Any:
-    if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"outer takes two 1-d vectors, got {a.ndim}-d and {b.ndim}-d")
+    refusals.vectors("outer", a.ndim, b.ndim)
     return jnp.outer(a, b)
 
 
 def op_trace(x: Any) -> Any:
-    if x.ndim != 2:
-        raise ValueError(f"trace takes a matrix, got a {x.ndim}-d tensor")
+    refusals.matrix("trace", x.ndim)
     return jnp.trace(x)
 
 
 def op_diag(x: Any, k: int = 0) -> Any:
     if x.ndim not in (1, 2):
-        raise ValueError(f"diag takes a vector (to build a matrix) or a matrix (to read a diagonal), got a {x.ndim}-d tensor")
+        raise refusals.not_vector_or_matrix("diag", x.ndim)
     return jnp.diag(x, k=k)
 
 
@@ -176,13 +152,12 @@ def op_slogdet(a: Any) -> Any:
 
 
 def op_solve(a: Any, b: Any) -> Any:
-    if b.ndim == 1 and a.ndim != 2:
-        raise ValueError(f"solve: a vector b needs a single matrix a, got a of shape {a.shape}")
+    refusals.solvable(tuple(a.shape), b.ndim)
     return jnp.linalg.solve(a, b)
 
 
 def op_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
-    p = _order(ord)
+    p = norm_order(ord)
     if p == 1:
         return jnp.sum(jnp.abs(x), axis=axis, keepdims=keepdims)
     if p == float("inf"):
@@ -225,8 +200,7 @@ def op_l1_loss(pred: Any, target: Any, reduction: str = "mean") -> Any:
 
 
 def op_huber(pred: Any, target: Any, delta: float = 1.0, reduction: str = "mean") -> Any:
-    if not delta > 0:
-        raise ValueError(f"delta must be a positive number (the width of the squared zone), got {delta!r}")
+    refusals.positive_delta(delta)
     size = jnp.abs(pred - target)
     return _reduce(jnp.where(size <= delta, 0.5 * size * size, delta * (size - 0.5 * delta)), reduction)
 

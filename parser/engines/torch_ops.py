@@ -15,6 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from gradcalc.autodiff.ops import refusals
+from gradcalc.autodiff.ops.linalg import norm_order
+
 F = torch.nn.functional
 
 
@@ -28,38 +31,16 @@ def _as(x: Any, value: Any) -> Any:
     return value if torch.is_tensor(value) else torch.as_tensor(np.asarray(value, dtype=np.float64), device=x.device)
 
 
-def _pairs(widths: Any, ndim: int) -> list[tuple[int, int]]:
-    """pad's (before, after) per axis from one number, a pair, or 2 * ndim numbers."""
-    flat = [int(w) for w in np.ravel(widths)]
-    flat = flat * 2 if len(flat) == 1 else flat
-    flat = flat * ndim if len(flat) == 2 else flat
-    if len(flat) != 2 * ndim or min(flat, default=0) < 0:
-        raise ValueError(f"pad widths must be one number, a (before, after) pair or 2 * ndim = {2 * ndim} numbers >= 0, got {widths}")
-    return [(flat[2 * i], flat[2 * i + 1]) for i in range(ndim)]
-
-
-def _order(ord: Any) -> float:
-    """norm's order: 1, 2 or inf, from a number or 'fro' / 'inf'."""
-    found = {"1": 1.0, "2": 2.0, "fro": 2.0, "inf": float("inf")}.get(str(ord).lower().removesuffix(".0"))
-    if found is None:
-        raise ValueError(f"norm: ord must be 1, 2, inf or 'fro', got {ord!r}")
-    return found
-
-
 def _reduce(per_item: Any, reduction: str) -> Any:
     """A loss's items reduced as PyTorch's reduction= does."""
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    return per_item if reduction == "none" else per_item.sum() if reduction == "sum" else per_item.mean()
+    how = refusals.reduction(reduction)
+    return per_item if how == "none" else per_item.sum() if how == "sum" else per_item.mean()
 
 
 def _distribution(scores: Any, target: Any) -> Any:
     """A loss's target as probabilities shaped like the scores: itself, or one-hot of class indices."""
-    if target.shape == scores.shape and scores.ndim:
+    if refusals.given_probabilities("cross_entropy", scores.shape, target.shape):
         return target
-    if not scores.ndim or target.shape != scores.shape[:-1]:
-        raise ValueError(f"logits of shape {tuple(scores.shape)} need class targets of shape {tuple(scores.shape[:-1])} "
-                         f"or probabilities of shape {tuple(scores.shape)}, got {tuple(target.shape)}")
     return F.one_hot(target.long(), scores.shape[-1]).to(scores.dtype)
 
 
@@ -111,7 +92,7 @@ def op_std(x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) ->
 
 
 def op_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
-    return torch.linalg.vector_norm(x, ord=_order(ord), dim=_dims(x, axis), keepdim=keepdims)
+    return torch.linalg.vector_norm(x, ord=norm_order(ord), dim=_dims(x, axis), keepdim=keepdims)
 
 
 def op_argmax(x: Any, axis: Any = None) -> Any:
@@ -181,8 +162,7 @@ def op_detach(x: Any) -> Any:
 
 
 def op_item(x: Any) -> Any:
-    if x.numel() != 1:
-        raise ValueError(f"item() needs a tensor of size 1, got shape {tuple(x.shape)}")
+    refusals.one_element(tuple(x.shape))
     return x.detach().reshape(())
 
 
@@ -234,9 +214,7 @@ def op_split(x: Any, sections: Any = 2, axis: int = 0) -> Any:
     if isinstance(sections, tuple):
         bounds = [0, *sections, n]
         return tuple(torch.narrow(x, axis, a, max(b - a, 0)) for a, b in zip(bounds, bounds[1:]))
-    if n % sections:
-        raise ValueError(f"split: an axis of length {n} does not split into {sections} equal sections; give indices, as in split(x, [2, 4])")
-    return tuple(torch.split(x, n // sections, dim=axis))
+    return tuple(torch.split(x, refusals.equal_sections(n, sections), dim=axis))
 
 
 def op_squeeze(x: Any, axis: Any = None) -> Any:
@@ -269,7 +247,7 @@ def op_sort(x: Any, axis: int = -1, descending: bool = False) -> Any:
 
 
 def op_pad(x: Any, widths: Any, value: float = 0.0) -> Any:
-    return F.pad(x, [w for pair in reversed(_pairs(widths, x.ndim)) for w in pair], value=value)
+    return F.pad(x, [w for pair in reversed(refusals.pad_pairs(widths, x.ndim)) for w in pair], value=value)
 
 
 def op_einsum(*operands: Any, subscripts: str) -> Any:
@@ -277,26 +255,23 @@ def op_einsum(*operands: Any, subscripts: str) -> Any:
 
 
 def op_dot(a: Any, b: Any) -> Any:
-    if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"dot takes two 1-d vectors, got {a.ndim}-d and {b.ndim}-d (use @ or matmul for matrices)")
+    refusals.vectors("dot", a.ndim, b.ndim, " (use @ or matmul for matrices)")
     return torch.dot(a, b)
 
 
 def op_outer(a: Any, b: Any) -> Any:
-    if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"outer takes two 1-d vectors, got {a.ndim}-d and {b.ndim}-d")
+    refusals.vectors("outer", a.ndim, b.ndim)
     return torch.outer(a, b)
 
 
 def op_trace(x: Any) -> Any:
-    if x.ndim != 2:
-        raise ValueError(f"trace takes a matrix, got a {x.ndim}-d tensor")
+    refusals.matrix("trace", x.ndim)
     return torch.trace(x)
 
 
 def op_diag(x: Any, k: int = 0) -> Any:
     if x.ndim not in (1, 2):
-        raise ValueError(f"diag takes a vector (to build a matrix) or a matrix (to read a diagonal), got a {x.ndim}-d tensor")
+        raise refusals.not_vector_or_matrix("diag", x.ndim)
     return torch.diag(x, k)
 
 
@@ -313,8 +288,7 @@ def op_slogdet(a: Any) -> Any:
 
 
 def op_solve(a: Any, b: Any) -> Any:
-    if b.ndim == 1 and a.ndim != 2:
-        raise ValueError(f"solve: a vector b needs a single matrix a, got a of shape {tuple(a.shape)}")
+    refusals.solvable(tuple(a.shape), b.ndim)
     return torch.linalg.solve(a, b)
 
 
@@ -346,8 +320,7 @@ def op_l1_loss(pred: Any, target: Any, reduction: str = "mean") -> Any:
 
 
 def op_huber(pred: Any, target: Any, delta: float = 1.0, reduction: str = "mean") -> Any:
-    if not delta > 0:
-        raise ValueError(f"delta must be a positive number (the width of the squared zone), got {delta!r}")
+    refusals.positive_delta(delta)
     a, b = torch.broadcast_tensors(pred, target)
     return _reduce(F.huber_loss(a, b, delta=delta, reduction="none"), reduction)
 
