@@ -518,13 +518,12 @@ def _install() -> bool:
     """Install the handler of SIGPROF if the signal is free here; whether it was."""
     try:
         import signal
-        import threading
 
-        if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_PROF)[0]:
+        if signal.getitimer(signal.ITIMER_PROF)[0]:
             return False
         if signal.getsignal(signal.SIGPROF) not in (signal.SIG_DFL, signal.SIG_IGN, None):
             return False  # a profiler's
-        signal.signal(signal.SIGPROF, _ring)
+        signal.signal(signal.SIGPROF, _ring)  # (outside the main thread: ValueError, so not usable; no threading import at start-up)
     except (ImportError, AttributeError, ValueError, OSError):
         return False
     import atexit
