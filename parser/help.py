@@ -49,15 +49,15 @@ def describe(name: str, session: Session | None = None, digits: int | None = Non
         from .habits import describe as spelling
 
         return op_help(op, name, digits) + (spelling(name) or [])[:1]
-    if name in CONSTANTS:
-        return [f"{name}: the constant {CONSTANTS[name]!r}"]
-    if session is not None and name in session.variables:
+    if session is not None and name in session.variables:  # (before the constants: `e = 3` makes e yours)
         value = session.variables[name]
         if isinstance(value, FunctionValue):
             return [f"{name}: {value!r}" + (f" = {value.function.text}" if isinstance(value, Defined) and value.function.name == LAMBDA else "")]
         if isinstance(value, tuple):
             return [f"{name}: {len(value)} results"]
         return [f"{name}: a variable, shape {tuple(np.shape(value.data))}"]
+    if name in CONSTANTS:
+        return [f"{name}: the constant {CONSTANTS[name]!r}"]
     from .habits import describe as spelling
 
     lines = spelling(name)  # x.t(), clamp, diff: another library's word

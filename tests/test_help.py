@@ -239,3 +239,13 @@ def test_the_completion_menu_shows_every_ops_signature():
         # (the menu offers the words that continue what is typed: all but the last letter)
         metas = {c.text: c.display_meta_text for c in session.completer.get_completions(Document(name[:-1]), None)}
         assert metas.get(name) == public_ops()[name].signature, name
+
+
+@pytest.mark.parametrize("name", ["e", "pi", "inf"])
+def test_help_of_a_rebound_constant_describes_the_users_value(name):
+    """`e = 3` makes e the user's, as every name means its last binding: help says so."""
+    session = Session()
+    session.run_source(f"{name} = 3")
+    text = "\n".join(session.run_source(f"help({name})")[-1].lines)
+    assert "a variable" in text and "constant" not in text, text
+    assert "the constant" in "\n".join(Session().run_source(f"help({name})")[-1].lines)
