@@ -577,22 +577,8 @@ solve = defop(
 
 # ---- vector norms -------------------------------------------------------------------------------
 
-ORDERS = {"1": 1.0, "2": 2.0, "fro": 2.0, "inf": math.inf}
-
-
-def norm_order(ord: Any) -> float:
-    """1, 2 or inf from a number or 'fro' / 'inf'."""
-    if isinstance(ord, str):
-        key = ord.lower()
-    else:
-        key = "inf" if ord == math.inf else str(int(ord)) if float(ord) in (1.0, 2.0) else ""
-    if key not in ORDERS:
-        raise ValueError(f"norm: ord must be 1, 2, inf or 'fro', got {ord!r}")
-    return ORDERS[key]
-
-
 def _norm(x: Any, ord: Any = 2, axis: Axis = None, keepdims: bool = False) -> Any:
-    p, size = norm_order(ord), np.abs(x)
+    p, size = refusals.norm_order(ord), np.abs(x)
     if p == 1:
         return np.sum(size, axis=axis, keepdims=keepdims)
     if p == math.inf:
@@ -616,7 +602,7 @@ def _norm_scale(size: Any, axis: Axis) -> Any:
 def _norm_vjp(m: Any, g: Any, ans: Any, x: Any, ord: Any = 2, axis: Axis = None, keepdims: bool = False) -> Any:
     # Subgradients where the norm has a kink: sign(0) = 0 for ord 1, 0 at x = 0 for ord 2
     # (as PyTorch), and ties for the largest |x| share the gradient for ord inf.
-    p, gx = norm_order(ord), expand_reduced(m, g, x.shape, axis)
+    p, gx = refusals.norm_order(ord), expand_reduced(m, g, x.shape, axis)
     if p == 1:
         return masked(m, gx, gx * np.sign(m.raw(x)))
     if p == math.inf:
@@ -630,7 +616,7 @@ def _norm_vjp(m: Any, g: Any, ans: Any, x: Any, ord: Any = 2, axis: Axis = None,
 
 
 def _norm_kink(x: Any, ord: Any = 2, axis: Axis = None, keepdims: bool = False, tol: float = 0.0) -> bool:
-    p, size = norm_order(ord), np.abs(x)
+    p, size = refusals.norm_order(ord), np.abs(x)
     if p == 1:
         return bool(np.any(size <= tol))
     if p == math.inf:

@@ -1,14 +1,15 @@
 """What an op refuses, and the words for it, in one place for every engine: the tensor
 engine's ops (autodiff/ops) and the JAX and PyTorch engines (parser/engines), which check
 what their library would take differently or silently. Shapes and numbers only, so that
-no library is imported here."""
+no library is imported here; each function reads nothing of this module but
+`_ShapeError` and NumPy, so that `gradcalc export` can copy the ones a module needs."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ShapeError as _ShapeError
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -24,9 +25,21 @@ def pad_pairs(widths: Any, ndim: int) -> tuple[tuple[int, int], ...]:
     return tuple((flat[2 * i], flat[2 * i + 1]) for i in range(ndim))
 
 
+def norm_order(ord: Any) -> float:
+    """norm's order: 1, 2 or inf, from a number or 'fro' / 'inf'."""
+    if isinstance(ord, str):
+        key = ord.lower()
+    else:
+        key = "inf" if ord == float("inf") else str(int(ord)) if float(ord) in (1.0, 2.0) else ""
+    orders = {"1": 1.0, "2": 2.0, "fro": 2.0, "inf": float("inf")}
+    if key not in orders:
+        raise ValueError(f"norm: ord must be 1, 2, inf or 'fro', got {ord!r}")
+    return orders[key]
+
+
 def reduction(name: str) -> str:
     """A loss's reduction=, as PyTorch names them."""
-    if name not in REDUCTIONS:
+    if name not in ("mean", "sum", "none"):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {name!r}")
     return name
 
@@ -38,7 +51,7 @@ def given_probabilities(name: str, scores: tuple[int, ...], target: tuple[int, .
     if target == scores and scores:
         return True
     if not scores or target != scores[:-1]:
-        raise ShapeError(f"{name}: logits of shape {scores} need class targets of shape {scores[:-1]} "
+        raise _ShapeError(f"{name}: logits of shape {scores} need class targets of shape {scores[:-1]} "
                          f"or probabilities of shape {scores}, got {target}")
     return False
 
@@ -46,7 +59,7 @@ def given_probabilities(name: str, scores: tuple[int, ...], target: tuple[int, .
 def equal_sections(n: int, sections: int) -> int:
     """The length of each of split's `sections` equal parts of an axis of length n."""
     if n % sections:
-        raise ShapeError(f"split: an axis of length {n} does not split into {sections} equal sections; give indices, as in split(x, [2, 4])")
+        raise _ShapeError(f"split: an axis of length {n} does not split into {sections} equal sections; give indices, as in split(x, [2, 4])")
     return n // sections
 
 

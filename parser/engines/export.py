@@ -509,9 +509,22 @@ class Exporter:
                 continue
             seen.append(name)
             function = getattr(module, name)
-            queue += [n for n in function.__code__.co_names if callable(getattr(module, n, None)) and inspect.isfunction(getattr(module, n))
-                      and getattr(module, n).__module__ == module.__name__]
-        return [_unannotated(inspect.getsource(getattr(module, name))) for name in sorted(seen)]
+            queue += [n for n in function.__code__.co_names if inspect.isfunction(getattr(module, n, None))
+                      and getattr(module, n).__module__ in (module.__name__, REFUSALS)]
+        return [_copied(name, getattr(module, name)) for name in sorted(seen)]
+
+
+# The checks both engines share (autodiff/ops/refusals.py), copied in under the name the
+# adapters import them by; what they raise for a shape is a ValueError there.
+REFUSALS = "gradcalc.autodiff.ops.refusals"
+SHAPE_ERROR = "_ShapeError = ValueError  # (gradcalc's ShapeError, for a shape the function cannot take)"
+
+
+def _copied(name: str, function: Any) -> str:
+    source = _unannotated(inspect.getsource(function))
+    if function.__module__ == REFUSALS:
+        source = source.replace(f"def {function.__name__}(", f"def {name}(", 1)
+    return source
 
 
 # ---- what code reads and defines -----------------------------------------------------------------
@@ -791,6 +804,8 @@ def write_module(source: str, origin: str, library: str, base_dir: Any = None) -
         imports.append("from jax import lax")
     if "F." in body and library == "torch":
         body = "F = torch.nn.functional\n\n\n" + body
+    if "_ShapeError(" in body:
+        body = SHAPE_ERROR + "\n\n\n" + body
     last = names[-1]
     title = f"{origin}, written by `gradcalc export --to {library}`"
     lines = [

@@ -15,19 +15,29 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from gradcalc.autodiff.ops import refusals
-from gradcalc.autodiff.ops.linalg import norm_order
+# (underscored: `gradcalc export` copies each into the module it writes, beside the program's names)
+from gradcalc.autodiff.ops.refusals import equal_sections as _equal_sections
+from gradcalc.autodiff.ops.refusals import given_probabilities as _given_probabilities
+from gradcalc.autodiff.ops.refusals import matrix as _matrix
+from gradcalc.autodiff.ops.refusals import norm_order as _norm_order
+from gradcalc.autodiff.ops.refusals import not_vector_or_matrix as _not_vector_or_matrix
+from gradcalc.autodiff.ops.refusals import one_element as _one_element
+from gradcalc.autodiff.ops.refusals import pad_pairs as _pad_pairs
+from gradcalc.autodiff.ops.refusals import positive_delta as _positive_delta
+from gradcalc.autodiff.ops.refusals import reduction as _reduction
+from gradcalc.autodiff.ops.refusals import solvable as _solvable
+from gradcalc.autodiff.ops.refusals import vectors as _vectors
 
 
 def _reduce(per_item: Any, reduction: str) -> Any:
     """A loss's items reduced as PyTorch's reduction= does."""
-    how = refusals.reduction(reduction)
+    how = _reduction(reduction)
     return per_item if how == "none" else jnp.sum(per_item) if how == "sum" else jnp.mean(per_item)
 
 
 def _distribution(scores: Any, target: Any) -> Any:
     """A loss's target as probabilities shaped like the scores: itself, or one-hot of class indices."""
-    if refusals.given_probabilities("cross_entropy", scores.shape, target.shape):
+    if _given_probabilities("cross_entropy", scores.shape, target.shape):
         return target
     return jax.nn.one_hot(target.astype(int), scores.shape[-1], dtype=scores.dtype)
 
@@ -41,7 +51,7 @@ def _sections(n: int, sections: Any) -> list[int]:
     """Where split cuts an axis of length n: between equal parts, or at the given indices."""
     if isinstance(sections, tuple):
         return list(sections)
-    part = refusals.equal_sections(n, sections)
+    part = _equal_sections(n, sections)
     return [k * part for k in range(1, sections)]
 
 
@@ -68,7 +78,7 @@ def op_clip(x: Any, *bounds: Any, low: Any = None, high: Any = None) -> Any:
 
 
 def op_item(x: Any) -> Any:
-    refusals.one_element(tuple(x.shape))
+    _one_element(tuple(x.shape))
     return lax.stop_gradient(jnp.reshape(x, ()))
 
 
@@ -119,7 +129,7 @@ def op_sort(x: Any, axis: int = -1, descending: bool = False) -> Any:
 
 
 def op_pad(x: Any, widths: Any, value: float = 0.0) -> Any:
-    return jnp.pad(x, refusals.pad_pairs(widths, x.ndim), constant_values=value)
+    return jnp.pad(x, _pad_pairs(widths, x.ndim), constant_values=value)
 
 
 def op_einsum(*operands: Any, subscripts: str) -> Any:
@@ -127,23 +137,23 @@ def op_einsum(*operands: Any, subscripts: str) -> Any:
 
 
 def op_dot(a: Any, b: Any) -> Any:
-    refusals.vectors("dot", a.ndim, b.ndim, " (use @ or matmul for matrices)")
+    _vectors("dot", a.ndim, b.ndim, " (use @ or matmul for matrices)")
     return jnp.dot(a, b)
 
 
 def op_outer(a: Any, b: Any) -> Any:
-    refusals.vectors("outer", a.ndim, b.ndim)
+    _vectors("outer", a.ndim, b.ndim)
     return jnp.outer(a, b)
 
 
 def op_trace(x: Any) -> Any:
-    refusals.matrix("trace", x.ndim)
+    _matrix("trace", x.ndim)
     return jnp.trace(x)
 
 
 def op_diag(x: Any, k: int = 0) -> Any:
     if x.ndim not in (1, 2):
-        raise refusals.not_vector_or_matrix("diag", x.ndim)
+        raise _not_vector_or_matrix("diag", x.ndim)
     return jnp.diag(x, k=k)
 
 
@@ -152,12 +162,12 @@ def op_slogdet(a: Any) -> Any:
 
 
 def op_solve(a: Any, b: Any) -> Any:
-    refusals.solvable(tuple(a.shape), b.ndim)
+    _solvable(tuple(a.shape), b.ndim)
     return jnp.linalg.solve(a, b)
 
 
 def op_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
-    p = norm_order(ord)
+    p = _norm_order(ord)
     if p == 1:
         return jnp.sum(jnp.abs(x), axis=axis, keepdims=keepdims)
     if p == float("inf"):
@@ -200,7 +210,7 @@ def op_l1_loss(pred: Any, target: Any, reduction: str = "mean") -> Any:
 
 
 def op_huber(pred: Any, target: Any, delta: float = 1.0, reduction: str = "mean") -> Any:
-    refusals.positive_delta(delta)
+    _positive_delta(delta)
     size = jnp.abs(pred - target)
     return _reduce(jnp.where(size <= delta, 0.5 * size * size, delta * (size - 0.5 * delta)), reduction)
 

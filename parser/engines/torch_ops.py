@@ -15,8 +15,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from gradcalc.autodiff.ops import refusals
-from gradcalc.autodiff.ops.linalg import norm_order
+# (underscored: `gradcalc export` copies each into the module it writes, beside the program's names)
+from gradcalc.autodiff.ops.refusals import equal_sections as _equal_sections
+from gradcalc.autodiff.ops.refusals import given_probabilities as _given_probabilities
+from gradcalc.autodiff.ops.refusals import matrix as _matrix
+from gradcalc.autodiff.ops.refusals import norm_order as _norm_order
+from gradcalc.autodiff.ops.refusals import not_vector_or_matrix as _not_vector_or_matrix
+from gradcalc.autodiff.ops.refusals import one_element as _one_element
+from gradcalc.autodiff.ops.refusals import pad_pairs as _pad_pairs
+from gradcalc.autodiff.ops.refusals import positive_delta as _positive_delta
+from gradcalc.autodiff.ops.refusals import reduction as _reduction
+from gradcalc.autodiff.ops.refusals import solvable as _solvable
+from gradcalc.autodiff.ops.refusals import vectors as _vectors
 
 F = torch.nn.functional
 
@@ -33,13 +43,13 @@ def _as(x: Any, value: Any) -> Any:
 
 def _reduce(per_item: Any, reduction: str) -> Any:
     """A loss's items reduced as PyTorch's reduction= does."""
-    how = refusals.reduction(reduction)
+    how = _reduction(reduction)
     return per_item if how == "none" else per_item.sum() if how == "sum" else per_item.mean()
 
 
 def _distribution(scores: Any, target: Any) -> Any:
     """A loss's target as probabilities shaped like the scores: itself, or one-hot of class indices."""
-    if refusals.given_probabilities("cross_entropy", scores.shape, target.shape):
+    if _given_probabilities("cross_entropy", scores.shape, target.shape):
         return target
     return F.one_hot(target.long(), scores.shape[-1]).to(scores.dtype)
 
@@ -92,7 +102,7 @@ def op_std(x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) ->
 
 
 def op_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
-    return torch.linalg.vector_norm(x, ord=norm_order(ord), dim=_dims(x, axis), keepdim=keepdims)
+    return torch.linalg.vector_norm(x, ord=_norm_order(ord), dim=_dims(x, axis), keepdim=keepdims)
 
 
 def op_argmax(x: Any, axis: Any = None) -> Any:
@@ -162,7 +172,7 @@ def op_detach(x: Any) -> Any:
 
 
 def op_item(x: Any) -> Any:
-    refusals.one_element(tuple(x.shape))
+    _one_element(tuple(x.shape))
     return x.detach().reshape(())
 
 
@@ -214,7 +224,7 @@ def op_split(x: Any, sections: Any = 2, axis: int = 0) -> Any:
     if isinstance(sections, tuple):
         bounds = [0, *sections, n]
         return tuple(torch.narrow(x, axis, a, max(b - a, 0)) for a, b in zip(bounds, bounds[1:]))
-    return tuple(torch.split(x, refusals.equal_sections(n, sections), dim=axis))
+    return tuple(torch.split(x, _equal_sections(n, sections), dim=axis))
 
 
 def op_squeeze(x: Any, axis: Any = None) -> Any:
@@ -247,7 +257,7 @@ def op_sort(x: Any, axis: int = -1, descending: bool = False) -> Any:
 
 
 def op_pad(x: Any, widths: Any, value: float = 0.0) -> Any:
-    return F.pad(x, [w for pair in reversed(refusals.pad_pairs(widths, x.ndim)) for w in pair], value=value)
+    return F.pad(x, [w for pair in reversed(_pad_pairs(widths, x.ndim)) for w in pair], value=value)
 
 
 def op_einsum(*operands: Any, subscripts: str) -> Any:
@@ -255,23 +265,23 @@ def op_einsum(*operands: Any, subscripts: str) -> Any:
 
 
 def op_dot(a: Any, b: Any) -> Any:
-    refusals.vectors("dot", a.ndim, b.ndim, " (use @ or matmul for matrices)")
+    _vectors("dot", a.ndim, b.ndim, " (use @ or matmul for matrices)")
     return torch.dot(a, b)
 
 
 def op_outer(a: Any, b: Any) -> Any:
-    refusals.vectors("outer", a.ndim, b.ndim)
+    _vectors("outer", a.ndim, b.ndim)
     return torch.outer(a, b)
 
 
 def op_trace(x: Any) -> Any:
-    refusals.matrix("trace", x.ndim)
+    _matrix("trace", x.ndim)
     return torch.trace(x)
 
 
 def op_diag(x: Any, k: int = 0) -> Any:
     if x.ndim not in (1, 2):
-        raise refusals.not_vector_or_matrix("diag", x.ndim)
+        raise _not_vector_or_matrix("diag", x.ndim)
     return torch.diag(x, k)
 
 
@@ -288,7 +298,7 @@ def op_slogdet(a: Any) -> Any:
 
 
 def op_solve(a: Any, b: Any) -> Any:
-    refusals.solvable(tuple(a.shape), b.ndim)
+    _solvable(tuple(a.shape), b.ndim)
     return torch.linalg.solve(a, b)
 
 
@@ -320,7 +330,7 @@ def op_l1_loss(pred: Any, target: Any, reduction: str = "mean") -> Any:
 
 
 def op_huber(pred: Any, target: Any, delta: float = 1.0, reduction: str = "mean") -> Any:
-    refusals.positive_delta(delta)
+    _positive_delta(delta)
     a, b = torch.broadcast_tensors(pred, target)
     return _reduce(F.huber_loss(a, b, delta=delta, reduction="none"), reduction)
 
