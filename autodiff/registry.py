@@ -143,8 +143,10 @@ def _by_name(name: str) -> Callable[..., Any]:
     return call
 
 
-class NotInTorch:
-    """An op with no PyTorch float64 counterpart, and why (where else it is checked)."""
+class Gap:
+    """No counterpart in a library, and why: an op PyTorch cannot serve as the oracle of
+    (where else it is checked), or one a library engine's table (parser/engines/table.py)
+    refuses by name."""
 
     __slots__ = ("reason",)
 
@@ -152,7 +154,10 @@ class NotInTorch:
         self.reason = reason
 
     def __repr__(self) -> str:
-        return f"NotInTorch({self.reason!r})"
+        return f"Gap({self.reason!r})"
+
+
+NotInTorch = Gap  # (a defop's torch=: the oracle's gap, spelt for what it says)
 
 
 class Reference:

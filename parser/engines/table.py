@@ -21,20 +21,7 @@ and each entry gives the tensor engine's values and gradients on the op's Check 
 """
 from __future__ import annotations
 
-from gradcalc.autodiff.registry import Torch, lookup
-
-
-class Gap:
-    """An op without a counterpart in one library, and why."""
-
-    __slots__ = ("reason",)
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def __repr__(self) -> str:
-        return f"Gap({self.reason!r})"
-
+from gradcalc.autodiff.registry import Gap, Torch, lookup
 
 Spec = str | Gap
 
