@@ -153,13 +153,13 @@ def graph_leaves(root: Tensor) -> list[Tensor]:
     one not yet built stands for the output it differentiates, whose graph holds every leaf
     its own could read (a superset: building it may find fewer, even none)."""
     found: list[Tensor] = []
-    seen: set[int] = set()
+    seen: set[Tensor] = set()  # (nodes hash by identity)
     stack = [root]
     while stack:
         node = stack.pop()
-        if id(node) in seen:
+        if node in seen:
             continue
-        seen.add(id(node))
+        seen.add(node)
         if type(node) is Deferred and node.pending is not None:
             stack.append(node.pending.source)
             continue
