@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .batching import unbatched
+from .batching import lazy_physical
 from .limits import STEPS
 from .registry import ARRAY_MATH, TENSOR_MATH
 from .tensor import Provenance, Tensor, made_by, set_grad_enabled, to_array
@@ -208,7 +208,7 @@ def _label(made: Tensor, node: Any, root: Any, differentiated: set[Any]) -> None
     node is visited once in the pass."""
     origin = made_by(node)
     mark = Provenance(node, 1, root) if origin is None else Provenance(origin.node, origin.order + 1, root)
-    stack = [unbatched(made)[0]]  # (a batch of cotangents: the graph of its physical value)
+    stack = [lazy_physical(made)]  # (a batch of cotangents: the graph of its physical value)
     while stack:
         t = stack.pop()
         if t in differentiated or made_by(t) is not None:

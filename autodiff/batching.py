@@ -41,7 +41,7 @@ from .binding import _NO_DEFAULT, _parameters
 from .errors import ArgumentError, ShapeError
 from .limits import check_size
 from .namespaces import TENSOR_MATH
-from .tensor import Tensor, set_grad_enabled
+from .tensor import Tensor, is_grad_enabled, set_grad_enabled
 
 if TYPE_CHECKING:
     from .registry import OpDef
@@ -76,22 +76,51 @@ class Batched(Tensor):
     array (the batch axes first, in the order of `levels`). It is not a node of any
     graph: ops on it record ops on `value`."""
 
-    __slots__ = ("value", "levels", "diag")
+    __slots__ = ("_value", "levels", "diag", "_item", "_recorded")
 
-    value: Tensor
     levels: tuple[int, ...]
+    _value: Tensor | None  # the physical tensor; None while scaled rows (below) are held as their diagonal
+    _item: tuple[int, ...]  # (the shape of an item, while _value is None)
+    _recorded: bool  # (whether grad was enabled where the scaled rows were made)
     # A batch of scaled rows of the identity (a Jacobian's seed, and what scaling keeps of
     # it): row k is d[k] times the k-th element of an item, zero elsewhere; `diag` is d (a
-    # Tensor), or None. Rules with a `diagonal` hook use it (DIAGONAL_BATCHES below).
+    # Tensor), or None. Rules with a `diagonal` hook use it (DIAGONAL_BATCHES below), and
+    # need no dense rows: those (n x n) are made only when something reads `value` or `data`.
     diag: Tensor | None
 
     @property
+    def value(self) -> Tensor:
+        v = self._value
+        if v is None:
+            d = self.diag
+            assert d is not None
+            with set_grad_enabled(self._recorded):  # as if made when the rows were
+                v = self._value = TENSOR_MATH.reshape(TENSOR_MATH.diag(d), shape=(d.size, *self._item))
+            origin = getattr(d, "made_by", None)
+            if origin is not None:  # (made by a backward pass's rule: so are the new nodes)
+                for node in (v, *v._prev):
+                    if getattr(node, "made_by", None) is None:
+                        node.made_by = origin
+        return v
+
+    @property
+    def nonzeros(self) -> np.ndarray:
+        """An array holding every value of `data` but its exact zeros: the diagonal alone
+        while the dense rows are not made (a test for nan need not make them)."""
+        return self.diag.data if self._value is None else self.data  # type: ignore[union-attr]
+
+    @property
+    def data(self) -> np.ndarray:  # type: ignore[override]  # (Tensor's slot, shadowed: the physical array, made on first read)
+        return self.value.data
+
+    @property
     def shape(self) -> tuple[int, ...]:
-        return self.data.shape[len(self.levels):]
+        v = self._value
+        return self._item if v is None else v.data.shape[len(self.levels):]
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim - len(self.levels)
+        return len(self.shape)
 
     @property
     def size(self) -> int:
@@ -112,7 +141,8 @@ class Batched(Tensor):
         raise BatchError(varies("item()"))
 
     def __repr__(self) -> str:
-        return f"Batched(shape={self.shape}, batch={self.data.shape[: len(self.levels)]}, levels={self.levels})"
+        batch = (self.diag.size,) if self._value is None else self.data.shape[: len(self.levels)]  # type: ignore[union-attr]
+        return f"Batched(shape={self.shape}, batch={batch}, levels={self.levels})"
 
 
 def varies(what: str, hint: str = "") -> str:
@@ -125,24 +155,40 @@ CHOOSE = "use where(cond, a, b) for a choice made element by element"
 _new = object.__new__
 
 
-def batched(value: Tensor, levels: tuple[int, ...]) -> Tensor:
-    """`value` seen as a batch over `levels` (its first len(levels) axes); `value` itself
-    when there are none."""
-    if not levels:
-        return value
+def _handle(made_of: Tensor, levels: tuple[int, ...]) -> Batched:
+    """A Batched over `levels`, no node of any graph, requiring grad as `made_of` does."""
     b = _new(Batched)
-    b.data = value.data
     b.grad = None
-    b.requires_grad = value.requires_grad
+    b.requires_grad = made_of.requires_grad
     b._prev = ()
     b.op = None
     b.params = None
     b.name = None
     b.retains_grad = False
-    b.detached = value.detached
-    b.value = value
+    b.detached = made_of.detached
     b.levels = levels
+    return b
+
+
+def batched(value: Tensor, levels: tuple[int, ...]) -> Tensor:
+    """`value` seen as a batch over `levels` (its first len(levels) axes); `value` itself
+    when there are none."""
+    if not levels:
+        return value
+    b = _handle(value, levels)
+    b._value = value
     b.diag = None
+    return b
+
+
+def scaled_rows(diag: Tensor, shape: tuple[int, ...], levels: tuple[int, ...]) -> Batched:
+    """The batch (over `levels`) whose row k is diag[k] times the k-th element of an item of
+    `shape`, zero elsewhere, held as `diag` alone until its dense rows are read."""
+    b = _handle(diag, levels)
+    b._value = None
+    b.diag = diag
+    b._item = shape
+    b._recorded = is_grad_enabled()
     return b
 
 
@@ -152,10 +198,9 @@ def identity_rows(shape: tuple[int, ...], level: int, lead: tuple[int, ...] = ()
     Jacobian's batched pass."""
     n = int(np.prod(shape, dtype=np.int64))
     check_size((n, *shape), "a Jacobian's rows of the identity")  # (every caller's own check is the last line of defence)
-    rows = batched(Tensor(np.eye(n).reshape((n,) + lead + tuple(shape))), (level,))
     if not lead and DIAGONAL_BATCHES[0]:
-        rows.diag = Tensor(np.ones(n))  # type: ignore[attr-defined]
-    return rows  # type: ignore[return-value]
+        return scaled_rows(Tensor(np.ones(n)), tuple(shape), (level,))
+    return batched(Tensor(np.eye(n).reshape((n,) + lead + tuple(shape))), (level,))  # type: ignore[return-value]
 
 
 # The fast path for batches of scaled identity rows can be turned off (tests compare).
@@ -167,6 +212,14 @@ def unbatched(t: Any) -> tuple[Any, tuple[int, ...]]:
     if type(t) is Batched:
         return t.value, t.levels
     return t, ()
+
+
+def lazy_physical(t: Any) -> Any:
+    """What a batch's physical value is made of without making it: the diagonal of scaled
+    rows not yet made dense, or `unbatched(t)[0]`."""
+    if type(t) is Batched and t._value is None:
+        return t.diag
+    return unbatched(t)[0]
 
 
 def aligned(m: Any, value: Any, have: tuple[int, ...], want: tuple[int, ...]) -> Any:
@@ -348,13 +401,6 @@ def _finite(t: Tensor) -> bool:
     return bool(np.isfinite(data).all()) if data.size else True
 
 
-def _scaled(op: OpDef, diag: Tensor, shape: tuple[int, ...], level: tuple[int, ...]) -> Batched:
-    n = diag.size
-    rows = batched(TENSOR_MATH.reshape(TENSOR_MATH.diag(diag), shape=(n,) + shape), level)
-    rows.diag = diag  # type: ignore[attr-defined]
-    return rows  # type: ignore[return-value]
-
-
 def _scaling(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batched | None:
     """mul, div (the batch divided) and neg: each row's one element scaled, zeros kept."""
     found = _diagonal_input(inputs)
@@ -363,7 +409,7 @@ def _scaling(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batche
     k, rows = found
     shape = tuple(rows.shape)
     if op.name == "neg":
-        return _scaled(op, TENSOR_MATH.neg(rows.diag), shape, rows.levels)
+        return scaled_rows(TENSOR_MATH.neg(rows.diag), shape, rows.levels)
     if op.name == "div" and k != 0:
         return None
     other = inputs[1 - k]
@@ -372,7 +418,7 @@ def _scaling(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batche
         return None
     at = TENSOR_MATH.reshape(other if tuple(other.shape) == shape else TENSOR_MATH.broadcast_to(other, shape=shape), shape=(rows.diag.size,))
     d = TENSOR_MATH.div(rows.diag, at) if op.name == "div" else TENSOR_MATH.mul(rows.diag, at) if k == 0 else TENSOR_MATH.mul(at, rows.diag)
-    return _scaled(op, d, shape, rows.levels)
+    return scaled_rows(d, shape, rows.levels)
 
 
 def _reshaped(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batched | None:
@@ -384,9 +430,7 @@ def _reshaped(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batch
     new = params.get("shape", ())
     new = (new,) if isinstance(new, (int, np.integer)) else tuple(new)
     shape = logical_reshape(tuple(rows.shape), new)
-    out = batched(TENSOR_MATH.reshape(rows.value, shape=(rows.diag.size,) + shape), rows.levels)
-    out.diag = rows.diag  # type: ignore[attr-defined]
-    return out  # type: ignore[return-value]
+    return scaled_rows(rows.diag, shape, rows.levels)
 
 
 def _product(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Tensor | None:
