@@ -18,6 +18,7 @@ from .batching import Batched, apply_batched
 from .binding import split_args
 from .errors import EngineError, SizeLimitError
 from .limits import BIG_RESULT, STEPS, check_memory, check_outputs, check_size
+from .namespaces import ARRAY_MATH
 from .tensor import Tensor, new_tensor, to_array
 
 if TYPE_CHECKING:
@@ -182,6 +183,13 @@ def _as_output(out: Any, counts: bool = False) -> np.ndarray:
     return to_array(out)
 
 
+# A plain backward pass takes a gradient back to an input's shape (un-broadcasting it,
+# or spreading a reduction's over the reduced axes) by NumPy's own calls rather than
+# through the ops: a reshape to a shape that exists needs no check of the cap (the
+# fast-path ledger, docs/performance.md; tests turn it off to compare).
+DIRECT_SHAPES = [True]
+
+
 def unbroadcast(m: Any, g: Any, shape: tuple[int, ...]) -> Any:
     """Sum `g` down to `shape`: over the leading axes broadcasting added, then (keeping
     dims) over every axis where the input had size 1. Correct for every NumPy broadcast."""
@@ -193,6 +201,8 @@ def unbroadcast(m: Any, g: Any, shape: tuple[int, ...]) -> Any:
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
     )
+    if m is ARRAY_MATH and DIRECT_SHAPES[0]:  # a plain pass, down to the shape of an input that exists: no cap to check
+        return np.reshape(np.sum(g, axis=axes, keepdims=True) if axes else g, shape)
     if axes:
         g = m.sum(g, axis=axes, keepdims=True)
     return m.reshape(g, shape=shape)

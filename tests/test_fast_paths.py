@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
@@ -31,6 +33,7 @@ from hypothesis.extra import numpy as hnp
 
 import gradcalc.autodiff.gradcheck as gradcheck_module
 from gradcalc.autodiff import Tensor, grad, no_grad, ops, topological_order
+from gradcalc.autodiff.errors import SizeLimitError
 from gradcalc.autodiff.gradcheck import gradcheck_graph
 from gradcalc.autodiff.limits import STEPS, matmul_shape, step_budget
 from gradcalc.autodiff.ops import arithmetic
@@ -427,6 +430,37 @@ def test_diagonal_batches_give_the_dense_batches_jacobians(name):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("name", ["sum(tanh(W @ x))", "sum(cumsum(x * c) ** 2)", "sum(reshape(x, (2, 4)) @ W2) * sum(x)"])
+def test_diagonal_batches_at_second_order_give_the_dense_batches(name):
+    """Second derivatives through the scaled rows, whose dense rows are made only when an
+    op without a diagonal rule reads them (cumsum), recorded as they would have been:
+    hessian (forward over reverse) and jacrev of jacrev (reverse over reverse) equal the
+    dense rows' bit for bit."""
+    from gradcalc.autodiff import batching as b
+    from gradcalc.autodiff import hessian, jacrev
+    from gradcalc.autodiff import ops as T
+
+    rng = np.random.default_rng(5)
+    W, W2, c = Tensor(rng.normal(size=(8, 8))), Tensor(rng.normal(size=(4, 3))), Tensor(rng.normal(size=8))
+    fs = {
+        "sum(tanh(W @ x))": lambda x: T.sum(T.tanh(W @ x)), "sum(cumsum(x * c) ** 2)": lambda x: T.sum(T.cumsum(x * c, axis=0) ** 2.0),
+        "sum(reshape(x, (2, 4)) @ W2) * sum(x)": lambda x: T.sum(T.reshape(x, shape=(2, 4)) @ W2) * T.sum(x),
+    }
+    f, x = fs[name], rng.normal(size=8)
+
+    def both() -> list[np.ndarray]:
+        return [hessian(f)(Tensor(x)).data, jacrev(jacrev(f))(Tensor(x)).data]
+
+    fast = both()
+    b.DIAGONAL_BATCHES[0] = False
+    try:
+        dense = both()
+    finally:
+        b.DIAGONAL_BATCHES[0] = True
+    for one, other in zip(fast, dense):
+        np.testing.assert_array_equal(one, other)
+
+
 # ---- the ledger and this file name the same tests -------------------------------------------------
 
 
@@ -471,3 +505,60 @@ def test_a_whole_power_agrees_with_pytorch(k):
     (expected,) = torch.autograd.grad(t**k, t, torch.tensor(g))
     with np.errstate(all="ignore"):
         np.testing.assert_allclose(_pow_dbase(ARRAY_MATH, g, a**k, a, np.array(k)), expected.numpy(), rtol=1e-15)
+
+
+# ---- a plain pass takes gradients back to an input's shape by NumPy's own calls -------------------
+
+@contextmanager
+def _switched(flag: list[bool], on: bool) -> Iterator[None]:
+    saved, flag[0] = flag[0], on
+    try:
+        yield
+    finally:
+        flag[0] = saved
+
+
+SHAPED = {  # a gradient spread over reduced axes, or summed down from a broadcast
+    "sum(x)": lambda x, b: x.sum(), "sum(x, axis=0)": lambda x, b: ops.sum(x, axis=0) * b[0],
+    "mean(x, axis=(0, 1), keepdims)": lambda x, b: ops.mean(x, axis=(0, 1), keepdims=True) * b,
+    "mean(x)": lambda x, b: x.mean(), "x + b": lambda x, b: x + b, "x * b[None]": lambda x, b: x * ops.reshape(b, shape=(1, 1, 3)),
+    "var(x, axis=1)": lambda x, b: ops.var(x, axis=1) * b, "sum(x * x, axis=2) + b[:2, None]": lambda x, b: ops.sum(x * x, axis=2),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hnp.arrays(np.float64, (2, 4, 3), elements=values), hnp.arrays(np.float64, (3,), elements=values),
+       st.sampled_from(sorted(SHAPED)))
+def test_direct_shapes_give_the_ops_gradients(x, b, name):
+    """The plain pass's gradients of reductions and broadcasts, by NumPy's reshape and
+    broadcast_to, are the ops' bit for bit (nan, infinities and signed zeros included)."""
+    from gradcalc.autodiff import wiring
+
+    def gradients() -> list[np.ndarray]:
+        xt, bt = Tensor(x, requires_grad=True), Tensor(b, requires_grad=True)
+        with np.errstate(all="ignore"):
+            return [g.data for g in grad(SHAPED[name](xt, bt), [xt, bt])]
+
+    fast = gradients()
+    with _switched(wiring.DIRECT_SHAPES, False):  # (the one list both modules read)
+        general = gradients()
+    for one, other in zip(fast, general):
+        assert one.shape == other.shape
+        np.testing.assert_array_equal(np.signbit(one), np.signbit(other))
+        np.testing.assert_array_equal(one, other)
+
+
+def test_a_full_sum_gradient_over_a_lowered_cap_is_refused_both_ways():
+    """The cap lowered after x was made: its gradient is over it, on either path."""
+    from gradcalc.autodiff import wiring
+    from gradcalc.autodiff.limits import set_max_elements
+
+    for direct in (True, False):
+        x = Tensor(np.ones((10, 10)), requires_grad=True)
+        y = x.sum()
+        previous = set_max_elements(50)
+        try:
+            with _switched(wiring.DIRECT_SHAPES, direct), pytest.raises(SizeLimitError):
+                grad(y, x)
+        finally:
+            set_max_elements(previous)

@@ -9,7 +9,10 @@ import numpy as np
 from ..batching import along_axis
 from ..errors import ArgumentError, ShapeError
 from ..forward import LINEAR, OVER_AXIS
+from ..limits import check_size
+from ..namespaces import ARRAY_MATH
 from ..registry import Check, Edge, Torch, defop
+from ..wiring import DIRECT_SHAPES
 from . import torch_calls
 from .arithmetic import masked
 
@@ -62,6 +65,10 @@ def kept_shape(shape: tuple[int, ...], axis: Axis) -> tuple[int, ...]:
 
 def expand_reduced(m: Any, g: Any, shape: tuple[int, ...], axis: Axis) -> Any:
     """Undo a reduction's shape change: put back the reduced axes, then broadcast."""
+    if m is ARRAY_MATH and DIRECT_SHAPES[0]:  # a plain pass, back to an input's shape: NumPy's own view (wiring.py)
+        check_size(shape, "broadcast_to")  # (the cap may have been lowered since x was made)
+        # (asarray: broadcast_to takes a 0-d array faster than a NumPy scalar)
+        return np.broadcast_to(np.asarray(g) if axis is None else np.reshape(g, kept_shape(shape, axis)), shape)
     return m.broadcast_to(m.reshape(g, shape=kept_shape(shape, axis)), shape=shape)
 
 
@@ -109,7 +116,15 @@ def _extreme(pick: Any, op: str, x: Any, axis: Axis, keepdims: bool) -> Any:
 
 
 def _count(shape: tuple[int, ...], axis: Axis) -> int:
-    return int(np.prod([shape[a] for a in normalize_axes(axis, len(shape))]))
+    if axis is None:
+        return math.prod(shape)
+    return math.prod(shape[a] for a in normalize_axes(axis, len(shape)))
+
+
+def _mean_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
+    # g divided before it is spread: the same quotient in every entry, computed once.
+    count = _count(x.shape, axis)
+    return expand_reduced(m, g / count if count else g, x.shape, axis)  # (nothing to spread: no division by 0)
 
 
 def _extreme_vjp(m: Any, g: Any, ans: Any, x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
@@ -139,7 +154,7 @@ sum_ = defop(
 )
 mean = defop(
     "mean", _mean,
-    (lambda m, g, ans, x, axis=None, keepdims=False: expand_reduced(m, g, x.shape, axis) / _count(x.shape, axis),),
+    (_mean_vjp,),
     doc="mean over axis (all axes by default)", category=RED, method=True, complex_safe=True,
     check=Check(shapes=_SHAPES, params={"axis": -1, "keepdims": True}),
     jvp=LINEAR,
