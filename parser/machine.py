@@ -327,26 +327,32 @@ class Session:
         stack: list[Any] = []
         frames: list[tuple[list[Instruction], int, dict[str, Any] | None, UserFunction | None]] = []
         pc = 0
+        end = len(code)
+        steps = STEPS
         while True:
-            if pc >= len(code):
+            if pc >= end:
                 if not frames:
                     break
                 code, pc, local, inside = frames.pop()  # return from a user function
+                end = len(code)
                 continue
             op, arg, span = code[pc]
             pc += 1
             try:
-                STEPS.left -= 1  # every instruction of either engine is a step (limits.py)
-                if STEPS.left < 0:
-                    STEPS.spent()  # raises when a budget (steps, time, memory) is over
+                steps.left -= 1  # every instruction of either engine is a step (limits.py)
+                if steps.left < 0:
+                    steps.spent()  # raises when a budget (steps, time, memory) is over
                 if op == CONST:
                     stack.append(backend.constant(arg))
-                elif op == LOAD:
-                    stack.append(self._load(arg, local))
+                elif op == LOAD:  # (a parameter, the commonest, without the call; None and ... are never one)
+                    stack.append(local[arg] if local is not None and arg in local else self._load(arg, local))
                 elif op == BINARY:
                     b = stack.pop()
-                    a = self._operand(stack.pop(), SYMBOLS[arg])
-                    b = self._operand(b, SYMBOLS[arg])
+                    a = stack.pop()
+                    if type(a) is not Tensor:  # (a Tensor is an operand as it is: _operand's first line, without the call)
+                        a = self._operand(a, SYMBOLS[arg])
+                    if type(b) is not Tensor:
+                        b = self._operand(b, SYMBOLS[arg])
                     try:
                         stack.append(backend.binary(arg, a, b))
                     except ShapeError:
@@ -394,6 +400,7 @@ class Session:
                     frames.append((code, pc, local, inside))
                     params = dict(zip(callee.params, args))
                     code, pc, local, inside = callee.code, 0, params if closure is None else {**closure, **params}, callee
+                    end = len(code)
                 elif op == FUNCTION:  # a lambda: its parameters' names, and the names it sees where it is made
                     stack.append(Defined(arg, local))
                 elif op == JUMP_IF_FALSE:  # (offsets from the next instruction: compiler.JUMP)
@@ -545,12 +552,13 @@ class Session:
         op = lookup(name)
         # An op whose signature opens with string parameters takes them positionally too:
         # einsum('ij,jk->ik', a, b). Anywhere else a string is refused by _operand.
-        strings = len([p for p in op.leading if p not in kwargs]) if op is not None else 0
+        strings = len([p for p in op.leading if p not in kwargs]) if op is not None and op.leading else 0
         variables_written = builtin is not None and builtin.expression  # grad(L, (W1, b1)): the compiler's tuple of variables
         try:
             # A ragged list literal goes to the backend as it is: concatenate([a, b]) takes it.
             operands = [
-                a if isinstance(a, TensorList) or (k < strings and isinstance(a, str)) or (k == 1 and isinstance(a, tuple) and variables_written)
+                a if type(a) is Tensor or isinstance(a, TensorList) or (k < strings and isinstance(a, str))
+                or (k == 1 and isinstance(a, tuple) and variables_written)
                 else self._operand(a, name, op)
                 for k, a in enumerate(args)
             ]
