@@ -562,3 +562,75 @@ def test_a_full_sum_gradient_over_a_lowered_cap_is_refused_both_ways():
                 grad(y, x)
         finally:
             set_max_elements(previous)
+
+
+# ---- scaled identity rows through generated compositions -------------------------------------------
+
+
+def _composition(rng: np.random.Generator, n: int):
+    """A random f: R^n -> R^k made of ops with a diagonal rule (scaling, reshape, matmul on
+    either side) and ops without one (tanh, exp, cumsum, getitem), so the scaled rows stay
+    scaled for a while and are then made dense, or not."""
+    from gradcalc.autodiff import ops as T
+
+    steps = []
+    size = n
+    for _ in range(int(rng.integers(1, 5))):
+        kind = rng.choice(["scale", "div", "neg", "left", "right", "reshape", "tanh", "exp", "cumsum", "index"])
+        if kind == "scale":
+            c = Tensor(rng.normal(size=size) * (rng.random(size) > 0.2))  # (zeros among the factors)
+            steps.append(lambda v, c=c: v * c)
+        elif kind == "div":
+            c = Tensor(rng.uniform(0.5, 2.0, size=size))
+            steps.append(lambda v, c=c: v / c)
+        elif kind == "neg":
+            steps.append(lambda v: -v)
+        elif kind in ("left", "right"):
+            out = int(rng.integers(1, 5))
+            W = Tensor(rng.normal(size=(out, size) if kind == "left" else (size, out)))
+            steps.append((lambda v, W=W: W @ v) if kind == "left" else (lambda v, W=W: v @ W))
+            size = out
+        elif kind == "reshape":
+            steps.append(lambda v, s=size: T.reshape(T.reshape(v, shape=(1, s)), shape=(s,)))
+        elif kind == "tanh":
+            steps.append(T.tanh)
+        elif kind == "exp":
+            steps.append(lambda v: T.exp(v * 0.3))
+        elif kind == "cumsum":
+            steps.append(lambda v: T.cumsum(v, axis=0))
+        else:
+            keep = int(rng.integers(1, size + 1))
+            steps.append(lambda v, keep=keep: v[:keep])
+            size = keep
+
+    def f(x):
+        for step in steps:
+            x = step(x)
+        return x
+
+    return f
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_generated_compositions_give_the_dense_batches_jacobians(seed):
+    """jacrev, jacfwd, the Hessian of the sum, and vmap of jacrev, over generated
+    compositions: with the identity's rows kept scaled (made dense only when an op without a
+    diagonal rule reads them) they equal the dense rows' bit for bit."""
+    from gradcalc.autodiff import batching as b
+    from gradcalc.autodiff import hessian, jacfwd, jacrev, vmap
+    from gradcalc.autodiff import ops as T
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 6))
+    f = _composition(rng, n)
+    x, xs = rng.normal(size=n), rng.normal(size=(3, n))
+
+    def all_of_them() -> list[np.ndarray]:
+        return [jacrev(f)(Tensor(x)).data, jacfwd(f)(Tensor(x)).data, hessian(lambda v: T.sum(f(v)))(Tensor(x)).data,
+                vmap(jacrev(f))(Tensor(xs)).data]
+
+    fast = all_of_them()
+    with _switched(b.DIAGONAL_BATCHES, False):
+        dense = all_of_them()
+    for one, other in zip(fast, dense):
+        np.testing.assert_array_equal(one, other)
