@@ -428,7 +428,8 @@ class TensorBackend:
             # Ops take booleans and integers as float64, but indexing only picks elements: a
             # mask's element is a boolean, a shape's a whole number (exactly: 0/1 and
             # integers below 2**53 survive the round trip through float64).
-            picked.data = picked.data.astype(target.dtype)
+            physical = picked.value if type(picked) is Batched else picked  # (a batch: its physical tensor, ours alone)
+            physical.data = physical.data.astype(target.dtype)
         return picked
 
     def tensor_literal(self, items: list[Any]) -> Any:

@@ -171,3 +171,85 @@ def test_the_python_api_has_the_same_transforms():
 
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---- indexing a boolean inside a batch keeps its type, as outside one ------------------------------
+
+MASK_INDEXES = ["[1]", "[0:1]", "[-1]", "[::2]", "[None, 0]", "[..., 2]"]
+
+
+@pytest.mark.parametrize("index", MASK_INDEXES)
+def test_an_index_of_a_mask_inside_vmap_is_the_rows_index_of_it(index):
+    """`(r > 2)[k]` per row, through the command: booleans, as NumPy gives per row and as
+    the same index gives outside vmap (it raised an internal error, and gave floats before)."""
+    import json
+
+    X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [0.0, 3.0, 2.5]])
+    expected = np.stack([eval(f"(row > 2){index}") for row in X])  # noqa: S307 - the index forms above
+    done = subprocess.run([*GRADCALC, "eval", f"vmap(lambda r: (r > 2){index})(X)", f"X={X.tolist()}", "--json"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["dtype"] == "bool"
+    np.testing.assert_array_equal(np.array(report["value"]), expected)
+
+
+def test_a_vjp_rule_indexing_a_mask_of_its_cotangent_batches_under_jacrev():
+    """A rule that reads `(g > -1)[0]` gives each row of jacrev its own answer (every row's
+    g is a row of the identity, so the factor is True in each): the Jacobian PyTorch takes
+    of the same rule as a torch.autograd.Function (it gave a zero row before)."""
+    import json
+
+    class U(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2 * (g > -1)[0]
+
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    expected = torch.autograd.functional.jacobian(U.apply, x).numpy()
+    done = subprocess.run([*GRADCALC, "eval", "def u(x) = x * 2; vjp u(x, g) = g * 2 * (g > -1)[0]; jacrev(u)(x)", "x=[1,2]", "--json"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_array_equal(np.array(json.loads(done.stdout)["value"]), expected)
+
+
+RULES = ["g / x", "-g / x", "g / (x * x)", "g * (1 / x)", "g / x * 0"]
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_a_vjp_rule_dividing_its_cotangent_rows_by_zero_gives_pytorchs_jacobian(rule):
+    """jacrev runs a user's rule once on the identity's rows; where the rule divides them by
+    a 0, each row's 0 / 0 off its own element is nan, as PyTorch's Jacobian of the same rule
+    has it (the rows kept scaled had lost it)."""
+    import json
+
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return eval(rule)  # noqa: S307 - the rules above, the same text as the language's
+
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**2
+
+    U = type("U", (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+    for point in ([0.0, 2.0], [3.0, 0.0, -1.0]):
+        x = torch.tensor(point, dtype=torch.float64)
+        expected = torch.autograd.functional.jacobian(U.apply, x).numpy()
+        program = f"def s(x) = x**2; vjp s(x, g) = {rule}; jacrev(s)(x)"
+        done = subprocess.run([*GRADCALC, "eval", program, f"x={point}", "--json"], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        got = np.array(json.loads(done.stdout)["value"], dtype=float)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(expected), err_msg=program)
+        np.testing.assert_array_equal(np.nan_to_num(got), np.nan_to_num(expected), err_msg=program)
+
+
+def test_a_mask_of_a_row_used_as_an_index_inside_vmap_is_refused_at_its_place():
+    done = subprocess.run([*GRADCALC, "eval", "vmap(lambda r: r[(r > 2)[0:1]])(X)", "X=[[1,2,3],[4,5,6]]"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "an index would differ from one row of the batch to another" in done.stderr
+    assert "column 16" in done.stderr and "Traceback" not in done.stderr
