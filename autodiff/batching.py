@@ -416,6 +416,8 @@ def _scaling(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batche
     other = other if isinstance(other, Tensor) else Tensor(other)
     if np.broadcast_shapes(tuple(other.shape), shape) != shape or not _finite(other):
         return None
+    if op.name == "div" and not other.data.all():  # the dense rows' 0 / 0 off the diagonal is nan, which scaled rows would lose
+        return None
     at = TENSOR_MATH.reshape(other if tuple(other.shape) == shape else TENSOR_MATH.broadcast_to(other, shape=shape), shape=(rows.diag.size,))
     d = TENSOR_MATH.div(rows.diag, at) if op.name == "div" else TENSOR_MATH.mul(rows.diag, at) if k == 0 else TENSOR_MATH.mul(at, rows.diag)
     return scaled_rows(d, shape, rows.levels)

@@ -581,7 +581,7 @@ def _composition(rng: np.random.Generator, n: int):
             c = Tensor(rng.normal(size=size) * (rng.random(size) > 0.2))  # (zeros among the factors)
             steps.append(lambda v, c=c: v * c)
         elif kind == "div":
-            c = Tensor(rng.uniform(0.5, 2.0, size=size))
+            c = Tensor(rng.uniform(0.5, 2.0, size=size) * (rng.random(size) > 0.2))  # (zeros: 0 / 0 in the dense rows)
             steps.append(lambda v, c=c: v / c)
         elif kind == "neg":
             steps.append(lambda v: -v)
