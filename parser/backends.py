@@ -331,6 +331,8 @@ class TensorBackend:
             args = self._sequence(args[0])  # concatenate([a, b]): the list is the inputs, as in NumPy
             n_in = len(args)
         for arg in args:
+            if type(arg) is Tensor:  # (the usual argument: neither case below)
+                continue
             if isinstance(arg, TensorList):
                 raise arg.error()
             if arg is None:  # (x.clip(None): a method's arguments are not checked as operands)

@@ -562,7 +562,8 @@ class Session:
                 else self._operand(a, name, op)
                 for k, a in enumerate(args)
             ]
-            _parameters(kwargs, name)
+            if kwargs:
+                _parameters(kwargs, name)
             return self.backend.call(name, operands, kwargs)
         except LanguageError as err:
             if err.kind == "name" and err.message.startswith("unknown function") and name not in HINTS:
