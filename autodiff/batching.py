@@ -104,12 +104,6 @@ class Batched(Tensor):
         return v
 
     @property
-    def nonzeros(self) -> np.ndarray:
-        """An array holding every value of `data` but its exact zeros: the diagonal alone
-        while the dense rows are not made (a test for nan need not make them)."""
-        return self.diag.data if self._value is None else self.data  # type: ignore[union-attr]
-
-    @property
     def data(self) -> np.ndarray:  # type: ignore[override]  # (Tensor's slot, shadowed: the physical array, made on first read)
         return self.value.data
 

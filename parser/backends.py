@@ -14,7 +14,7 @@ import numpy as np
 
 from gradcalc.autodiff import ALIASES, REGISTRY, Tensor, Value, grad, hessian, is_grad_enabled, jacobian, topological_order, whole_numbers
 from gradcalc.autodiff.arguments import counts
-from gradcalc.autodiff.batching import CHOOSE, Batched, varies
+from gradcalc.autodiff.batching import CHOOSE, Batched, unbatched, varies
 from gradcalc.autodiff.binding import SPELLINGS
 from gradcalc.autodiff.derivatives import Deferred
 from gradcalc.autodiff.limits import check_size
@@ -430,7 +430,7 @@ class TensorBackend:
             # Ops take booleans and integers as float64, but indexing only picks elements: a
             # mask's element is a boolean, a shape's a whole number (exactly: 0/1 and
             # integers below 2**53 survive the round trip through float64).
-            physical = picked.value if type(picked) is Batched else picked  # (a batch: its physical tensor, ours alone)
+            physical = unbatched(picked)[0]  # (a batch: its physical tensor, ours alone)
             physical.data = physical.data.astype(target.dtype)
         return picked
 

@@ -452,11 +452,8 @@ def test_diagonal_batches_at_second_order_give_the_dense_batches(name):
         return [hessian(f)(Tensor(x)).data, jacrev(jacrev(f))(Tensor(x)).data]
 
     fast = both()
-    b.DIAGONAL_BATCHES[0] = False
-    try:
+    with _switched(b.DIAGONAL_BATCHES, False):
         dense = both()
-    finally:
-        b.DIAGONAL_BATCHES[0] = True
     for one, other in zip(fast, dense):
         np.testing.assert_array_equal(one, other)
 
