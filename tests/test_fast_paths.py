@@ -518,7 +518,8 @@ def _switched(flag: list[bool], on: bool) -> Iterator[None]:
 SHAPED = {  # a gradient spread over reduced axes, or summed down from a broadcast
     "sum(x)": lambda x, b: x.sum(), "sum(x, axis=0)": lambda x, b: ops.sum(x, axis=0) * b[0],
     "mean(x, axis=(0, 1), keepdims)": lambda x, b: ops.mean(x, axis=(0, 1), keepdims=True) * b,
-    "mean(x)": lambda x, b: x.mean(), "x + b": lambda x, b: x + b, "x * b[None]": lambda x, b: x * ops.reshape(b, shape=(1, 1, 3)),
+    "mean(x)": lambda x, b: x.mean(), "sum(x, keepdims)": lambda x, b: ops.sum(x, keepdims=True) * b,
+    "x + b": lambda x, b: x + b, "x * b[None]": lambda x, b: x * ops.reshape(b, shape=(1, 1, 3)),
     "var(x, axis=1)": lambda x, b: ops.var(x, axis=1) * b, "sum(x * x, axis=2) + b[:2, None]": lambda x, b: ops.sum(x * x, axis=2),
 }
 
@@ -543,6 +544,19 @@ def test_direct_shapes_give_the_ops_gradients(x, b, name):
         assert one.shape == other.shape
         np.testing.assert_array_equal(np.signbit(one), np.signbit(other))
         np.testing.assert_array_equal(one, other)
+
+
+@pytest.mark.parametrize("g", [np.float64(-0.0), np.array(np.nan), np.array([[np.inf]]), np.array(1 - 2j)])
+@pytest.mark.parametrize("shape", [(), (0,), (3, 0, 2), (2, 5)])
+def test_a_spread_number_is_broadcast_tos_view(g, shape):
+    """A full sum's gradient, one number at every place: broadcast_to's values, dtype and
+    read-only view, for empty, 0-d and complex cases too."""
+    from gradcalc.autodiff.ops.reductions import spread
+
+    made, expected = spread(g, shape), np.broadcast_to(np.asarray(g).reshape(()), shape)
+    assert made.shape == expected.shape and made.dtype == expected.dtype and not made.flags.writeable
+    np.testing.assert_array_equal(made, expected)
+    np.testing.assert_array_equal(np.signbit(made.real), np.signbit(expected.real))
 
 
 def test_a_full_sum_gradient_over_a_lowered_cap_is_refused_both_ways():

@@ -67,20 +67,38 @@ def expand_reduced(m: Any, g: Any, shape: tuple[int, ...], axis: Axis) -> Any:
     """Undo a reduction's shape change: put back the reduced axes, then broadcast."""
     if m is ARRAY_MATH and DIRECT_SHAPES[0]:  # a plain pass, back to an input's shape: NumPy's own view (wiring.py)
         check_size(shape, "broadcast_to")  # (the cap may have been lowered since x was made)
-        # (asarray: broadcast_to takes a 0-d array faster than a NumPy scalar)
-        return np.broadcast_to(np.asarray(g) if axis is None else np.reshape(g, kept_shape(shape, axis)), shape)
+        if axis is None:
+            return spread(g, shape)
+        return np.broadcast_to(np.reshape(g, kept_shape(shape, axis)), shape)
     return m.broadcast_to(m.reshape(g, shape=kept_shape(shape, axis)), shape=shape)
 
 
+# np.add.reduce is what np.sum runs for an array, without the Python wrapper that costs
+# twice the sum of a small array (every L2 term and mean of a training step is one).
+_add_reduce: Any = np.add.reduce
+
+
+def spread(g: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The one number `g` at every place of `shape`: the read-only view np.broadcast_to
+    gives, made in one call (broadcast_to's Python layers cost three times as much, and the
+    gradient of every full sum and mean of a training step passes here)."""
+    one = np.asarray(g)
+    if one.ndim:  # (keepdims=True: a size-1 array)
+        one = one.reshape(())
+    view = np.ndarray(shape, one.dtype, one, 0, (0,) * len(shape))
+    view.flags.writeable = False
+    return view
+
+
 def _sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
-    return np.sum(x, axis=checked_axis("sum", axis, np.ndim(x)), keepdims=keepdims)
+    return _add_reduce(x, axis=checked_axis("sum", axis, np.ndim(x)), keepdims=keepdims)
 
 
 def _mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     # The mean of nothing is nan, as in NumPy, but without NumPy's RuntimeWarning.
     axis = checked_axis("mean", axis, np.ndim(x))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.sum(x, axis=axis, keepdims=keepdims) / _count(np.shape(x), axis)
+        return _add_reduce(x, axis=axis, keepdims=keepdims) / _count(np.shape(x), axis)
 
 
 def _prod(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
