@@ -232,14 +232,22 @@ def _cut(result: Any, inputs: Any, always: bool = False) -> Any:
     """Mark a result without gradient as `detached` (a constant that stays a constant
     when named) when it was computed from values with gradients or from detached ones,
     or `always` (ops without gradient that take tensors: x > 0, floor, detach)."""
-    if type(result) is Tensor and result.requires_grad:  # the usual result: on the graph, nothing to mark
+    if type(result) is Tensor:  # the usual result
+        if not result.requires_grad and (always or _from_graph(inputs)):  # (every op inside `with no_grad:`)
+            result.detached = True
         return result
     for t in result if isinstance(result, tuple) else (result,):
-        if isinstance(t, Tensor) and not t.requires_grad and (
-            always or any(isinstance(i, Tensor) and (i.requires_grad or i.detached) for i in inputs)
-        ):
+        if isinstance(t, Tensor) and not t.requires_grad and (always or _from_graph(inputs)):
             t.detached = True
     return result
+
+
+def _from_graph(inputs: Any) -> bool:
+    """Whether an input has a gradient or was cut from a graph."""
+    for i in inputs:
+        if isinstance(i, Tensor) and (i.requires_grad or i.detached):
+            return True
+    return False
 
 
 class TensorBackend:
@@ -305,11 +313,12 @@ class TensorBackend:
         return sorted(name for name, op in public_ops().items() if _is_method(op))
 
     def call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        builtin = BUILTINS.get(name)
-        if builtin is not None and builtin.expression:  # grad(y, x), jacobian(y, x), hessian(y, x)
-            return self._autodiff(name, args, kwargs)
         op = public_ops().get(name)
-        if op is None:  # another library's spelling (x.t(), float(x)), or an unknown name (habits.py)
+        if op is None:
+            builtin = BUILTINS.get(name)  # (no op has a built-in's name)
+            if builtin is not None and builtin.expression:  # grad(y, x), jacobian(y, x), hessian(y, x)
+                return self._autodiff(name, args, kwargs)
+            # another library's spelling (x.t(), float(x)), or an unknown name (habits.py)
             from .habits import call_spelled
 
             return call_spelled(self, name, args, kwargs, method=False)
@@ -324,6 +333,8 @@ class TensorBackend:
         return self._apply(op, [target, *args], kwargs)
 
     def _apply(self, op: OpDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if not kwargs and len(args) == op.n_in and all(type(arg) is Tensor for arg in args):  # f(x): nothing below to check
+            return self._run(op, args, [], {})
         n_in = len(args) if op.n_in is None else op.n_in
         if len(args) < n_in:
             raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
