@@ -14,7 +14,7 @@ from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
 from .backends import BACKENDS, CONSTANTS, Backend, TensorList, to_param
 from .budgets import TOO_DEEP
-from .builtins import BUILTINS
+from .builtins import BUILTINS, BuiltinDef
 from .compiler import (
     ATTR,
     BINARY,
@@ -549,28 +549,34 @@ class Session:
                 raise LanguageError("argument", f"{name}(...) is not a function to call here: {builtin.line}")
             if not builtin.expression or (args and isinstance(args[0], FunctionValue)):
                 return builtin.run(self, args, kwargs)  # (its arguments as they are: load's are strings)
-        op = lookup(name)
-        # An op whose signature opens with string parameters takes them positionally too:
-        # einsum('ij,jk->ik', a, b). Anywhere else a string is refused by _operand.
-        strings = len([p for p in op.leading if p not in kwargs]) if op is not None and op.leading else 0
-        variables_written = builtin is not None and builtin.expression  # grad(L, (W1, b1)): the compiler's tuple of variables
         try:
-            # A ragged list literal goes to the backend as it is: concatenate([a, b]) takes it.
-            operands = [
-                a if type(a) is Tensor or isinstance(a, TensorList) or (k < strings and isinstance(a, str))
-                or (k == 1 and isinstance(a, tuple) and variables_written)
-                else self._operand(a, name, op)
-                for k, a in enumerate(args)
-            ]
-            if kwargs:
-                _parameters(kwargs, name)
-            return self.backend.call(name, operands, kwargs)
+            if kwargs or not all(type(a) is Tensor for a in args):  # (tensors alone, the usual call: nothing to check)
+                args = self._operands(name, args, kwargs, builtin)
+            return self.backend.call(name, args, kwargs)
         except LanguageError as err:
             if err.kind == "name" and err.message.startswith("unknown function") and name not in HINTS:
                 from .suggestions import suggest
 
                 err.message += suggest(name, [*self.functions, *self.backend.function_names()])
             raise
+
+    def _operands(self, name: str, args: list[Any], kwargs: dict[str, Any], builtin: BuiltinDef | None) -> list[Any]:
+        """A call's arguments as the backend takes them, each checked; its keywords checked."""
+        op = lookup(name)
+        # An op whose signature opens with string parameters takes them positionally too:
+        # einsum('ij,jk->ik', a, b). Anywhere else a string is refused by _operand.
+        strings = len([p for p in op.leading if p not in kwargs]) if op is not None and op.leading else 0
+        variables_written = builtin is not None and builtin.expression  # grad(L, (W1, b1)): the compiler's tuple of variables
+        # A ragged list literal goes to the backend as it is: concatenate([a, b]) takes it.
+        operands = [
+            a if type(a) is Tensor or isinstance(a, TensorList) or (k < strings and isinstance(a, str))
+            or (k == 1 and isinstance(a, tuple) and variables_written)
+            else self._operand(a, name, op)
+            for k, a in enumerate(args)
+        ]
+        if kwargs:
+            _parameters(kwargs, name)
+        return operands
 
     @staticmethod
     def _operand(value: Any, where: str, op: Any = None) -> Any:
