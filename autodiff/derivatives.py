@@ -135,8 +135,9 @@ class _Pending:
             origin = made_by(real)
             if origin is not None:  # (where it came from, as every node of a derivative's graph says)
                 d.made_by = origin
-            if not real.requires_grad:
+            if not real.requires_grad:  # a derivative that came out constant: no user's value (as built() says)
                 d.requires_grad = False
+                d.detached = True
             elif real.op is not None:  # it takes the recorded node's place (graphs count no extra node)
                 _OP.__set__(d, real.op)
                 _PARAMS.__set__(d, real.params)

@@ -204,6 +204,8 @@ def _check_differentiable(usage: str, y: Any, x: Any, kind: Any = Tensor) -> Non
     was not computed from, so both are errors rather than silent zeros."""
     if not isinstance(x, kind):  # (kind: the engine's values)
         raise LanguageError("argument", f"{usage}: {_WITH_RESPECT_TO}")
+    if type(x) is Deferred:  # a derivative named: whether it has a graph is known once built
+        x.built()
     if not x.requires_grad:
         what = "a constant made by detach(), by an op without gradient or inside a no_grad block" if x.detached else "a constant"
         hint = (f" (to update {x.name} and keep it a variable, write {x.name} -= step inside with no_grad:, "
@@ -264,8 +266,13 @@ class TensorBackend:
         constructor's result) becomes a leaf that requires grad: a variable. A constant
         cut from a graph (`detached`: detach(x), x > 0) and a boolean stay constants."""
         if isinstance(value, Tensor):
-            if type(value) is Deferred:  # a derivative named: whether it is a constant is part of its name's meaning
-                value = value.built()
+            if type(value) is Deferred and value.pending is not None:
+                # A derivative named, its graph not yet recorded: a derivative, never a user's
+                # constant, so it keeps its name's meaning without its graph (recorded only if
+                # a later derivative reads it; built constant, it is detached, as one named built).
+                if value.name is None:
+                    value.name = name
+                return value
             user_constant = value.op is None and not value.detached and value.data.dtype != np.bool_
             if user_constant and not (value.requires_grad and value.name):
                 return Tensor(value.data, requires_grad=True, name=name)

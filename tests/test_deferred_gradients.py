@@ -113,3 +113,46 @@ def test_the_tree_of_a_derivative_is_its_graph():
     finally:
         DEFERRED[0] = True
     assert graph_stats(lazy) == graph_stats(eager)
+
+
+def test_a_named_derivative_nothing_differentiates_again_costs_one_plain_pass():
+    """`g = grad(L, W)` in a script or the REPL: naming a derivative records no graph."""
+    session = Session()
+    session.run_source("x = [0.3, -1.2, 2.0]")
+    before = PASSES.backward
+    session.run_source("g = grad(sum(tanh(x) ** 2), x)\nh = g\nstep = x - 0.1 * g")
+    assert PASSES.backward - before == 1
+    np.testing.assert_allclose(session.variables["g"].data, 2 * np.tanh([0.3, -1.2, 2.0]) / np.cosh([0.3, -1.2, 2.0]) ** 2, rtol=1e-14)
+    session.run_source("grad(sum(h * g), x)")  # a later derivative builds it (one recorded pass), then differentiates (one)
+    assert PASSES.backward - before == 3
+
+
+NAMED = [  # programs that name derivatives, then use the names every way a name is used
+    "x = [0.3, -1.2]\ng = grad(sum(sin(x) * x), x)\nh = g\ngrad(sum(h * g), x)",
+    "x = [0.3, -1.2]\ng = grad(sum(3 * x), x)\nh = g\nh",
+    "x = [0.3, -1.2]\ng = grad(sum(3 * x), x)\ngrad(sum(g * g), g)",
+    "x = [0.3, -1.2]\ng = grad(sum(x ** 3), x)\ngrad(sum(g * g), g)",
+    "x = [0.3, -1.2]\ng = grad(sum(x ** 3), x)\nh = g * 2\ngrad(sum(h), g)",
+    "x = [0.3, -1.2]\ng = grad(sum(3 * x), x)\nwith no_grad:\n    g -= 1\ng",
+    "x = [0.3, -1.2]\ng = grad(sum(x ** 3), x)\nwith no_grad:\n    g -= 1\ngrad(sum(g ** 2), g)",
+    "x = [0.3, -1.2]\ng, = grad(sum(x ** 3), (x,))\nk = g\njacobian(k, x)",
+    "x = [0.3, -1.2]\ndef f(v) = grad(sum(v ** 3), v)\ng = f(x)\ngrad(sum(g), x)",
+]
+
+
+@pytest.mark.parametrize("source", NAMED)
+def test_named_derivatives_mean_what_they_meant_built_at_once(source):
+    """Values, and errors in the same words, as when every derivative is built when made."""
+    from gradcalc.parser import LanguageError
+
+    def build():
+        try:
+            return Session().run_source(source)[-1].value.data
+        except LanguageError as err:
+            return str(err)
+
+    lazy, eager = both_ways(build)
+    if isinstance(eager, str):
+        assert lazy == eager
+    else:
+        np.testing.assert_array_equal(lazy, eager)
