@@ -95,7 +95,13 @@ class Batched(Tensor):
             d = self.diag
             assert d is not None
             with set_grad_enabled(self._recorded):  # as if made when the rows were
-                v = self._value = TENSOR_MATH.reshape(TENSOR_MATH.diag(d), shape=(d.size, *self._item))
+                # The identity times d, as the dense rows were scaled: off the diagonal 0 * d[e],
+                # a zero with the sign of its element's factor (-0.0 for a negative one, as
+                # torch.func gives), where diag(d) would put +0.0.
+                v = TENSOR_MATH.mul(Tensor(np.eye(d.size)), d)
+                if self._item != (d.size,):  # (the rows of a vector are made in their shape)
+                    v = TENSOR_MATH.reshape(v, shape=(d.size, *self._item))
+                self._value = v
             origin = getattr(d, "made_by", None)
             if origin is not None:  # (made by a backward pass's rule: so are the new nodes)
                 for node in (v, *v._prev):

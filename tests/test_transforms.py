@@ -320,3 +320,39 @@ def test_an_eval_binding_takes_a_function_value():
 def test_a_boolean_is_not_an_argument_number_or_an_axis(source):
     done = gradcalc("eval", source)
     assert done.returncode == 2 and "got the boolean" in done.stderr and "column 1" in done.stderr, done.stdout + done.stderr
+
+
+def test_zeros_off_a_jacobians_diagonal_have_torchs_signs_through_the_command():
+    """1 / J shows a zero's sign: the scaled rows made dense must give -0.0 where the
+    dense rows do (0 times a negative factor), as torch.func does."""
+    done = gradcalc("eval", "1 / jacrev(lambda v: v * [-2, 3])([1, 2])")
+    assert "[[-0.5, inf], [-inf, 0.3333333333333333]]" in done.stdout, done.stdout + done.stderr
+    done = gradcalc("eval", "1 / jacfwd(lambda v: -v)([1, 2])")
+    assert "[[-1.0, -inf], [-inf, -1.0]]" in done.stdout, done.stdout + done.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(["neg", "scale", "div"]),
+                                st.lists(st.sampled_from([-2.0, -0.5, -0.0, 0.0, 0.75, 3.0]), min_size=4, max_size=4)),
+                      min_size=1, max_size=4),
+       mode=st.sampled_from(["jacrev", "jacfwd"]))
+def test_scaling_chains_jacobians_are_torchs_bit_for_bit(steps, mode):
+    """Jacobians of chains of negation, scaling and division (factors with either sign and
+    signed zeros): values and the signs of their zeros as torch.func's."""
+    from gradcalc.autodiff import Tensor, jacfwd, jacrev
+
+    def chain(v, lift):
+        for kind, factors in steps:
+            if kind == "neg":
+                v = -v
+            elif kind == "scale":
+                v = v * lift(factors)
+            else:
+                v = v / lift([f if f != 0 else 4.0 for f in factors])  # (a zero divisor takes the dense rows: tested elsewhere)
+        return v
+
+    x = [0.5, -1.0, 2.0, 0.0]
+    ours = (jacrev if mode == "jacrev" else jacfwd)(lambda v: chain(v, Tensor))(Tensor(x)).data
+    oracle = getattr(tf, mode)(lambda v: chain(v, _t))(_t(x)).numpy()
+    np.testing.assert_array_equal(ours, oracle)
+    np.testing.assert_array_equal(np.signbit(ours), np.signbit(oracle))
