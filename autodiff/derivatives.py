@@ -237,8 +237,9 @@ def _grad_of_batch(y: Tensor, targets: list[Tensor], grad_output: Any, create_gr
             weights = TENSOR_MATH.ones(*y.shape) if grad_output is None else grad_output
             per_row = TENSOR_MATH.reshape(weights, shape=tuple(y.shape) + (1,) * x.ndim) * jac
             results[k] = TENSOR_MATH.sum(per_row, axis=tuple(range(len(y.shape)))) if y.shape else per_row
-        elif results[k] is None:
-            results[k] = _zeros_of(x, yv, create_graph)
+        elif results[k] is None:  # (zeros of each row's shape, in the batch's layout: x's physical zeros)
+            xv, xlev = physical[k]
+            results[k] = merged(_zeros_of(xv, yv, create_graph), xlev)
     return results
 
 

@@ -253,3 +253,41 @@ def test_a_mask_of_a_row_used_as_an_index_inside_vmap_is_refused_at_its_place():
     assert done.returncode == 2
     assert "an index would differ from one row of the batch to another" in done.stderr
     assert "column 16" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---- derivatives of what does not depend on the batched input ------------------------------------
+
+def test_a_per_row_gradient_of_a_constant_keeps_its_shape_through_the_command():
+    done = subprocess.run([sys.executable, "-m", "gradcalc", "eval", "vmap(grad(lambda t: 3.0))([1, 2, 3])"],
+                          capture_output=True, text=True)
+    assert "value: [0.0, 0.0, 0.0]  (shape 3)" in done.stdout, done.stdout + done.stderr
+
+
+UNREACHED = [  # (gradcalc's form over the rows X (3 x 2) and w (2), torch.func's): y never reads the mapped value
+    ("vmap(grad(lambda t: 3.0))(X)", lambda X, w: tf.vmap(tf.grad(lambda t: torch.tensor(3.0) + 0 * t.sum().detach()))(X)),
+    ("vmap(grad(lambda t: sum(floor(t))))(X)", lambda X, w: tf.vmap(tf.grad(lambda t: torch.floor(t).sum()))(X)),
+    ("vmap(grad(lambda t, v: sum(v * v), argnums=1), in_axes=(0, None))(X, w)",
+     lambda X, w: tf.vmap(tf.grad(lambda t, v: (v * v).sum(), argnums=1), in_dims=(0, None))(X, w)),
+    ("vmap(grad(lambda t, v: sum(t * t)), in_axes=(None, 0))(w, X)",
+     lambda X, w: tf.vmap(tf.grad(lambda t, v: (t * t).sum()), in_dims=(None, 0))(w, X)),
+    ("vmap(lambda r: value_and_grad(lambda t: 2.0)(r)[1])(X)",
+     lambda X, w: tf.vmap(lambda r: tf.grad(lambda t: 0 * t.sum().detach() + 2.0)(r))(X)),
+    ("vmap(lambda r: vjp(lambda t: w * 2, r)[1](w)[0])(X)",
+     lambda X, w: tf.vmap(lambda r: tf.vjp(lambda t: w * 2 + 0 * t.detach(), r)[1](w)[0])(X)),
+    ("vmap(hessian(lambda t: sum(w)))(X)", lambda X, w: tf.vmap(tf.hessian(lambda t: w.sum() + 0 * t.sum().detach()))(X)),
+    ("vmap(hessian(lambda t: sum(t * 2)))(X)", lambda X, w: tf.vmap(tf.hessian(lambda t: (t * 2).sum()))(X)),
+    ("vmap(jacrev(grad(lambda t: sum(t * 2))))(X)", lambda X, w: tf.vmap(tf.jacrev(tf.grad(lambda t: (t * 2).sum())))(X)),
+    ("vmap(vmap(grad(lambda t: 1.0)))(X)", lambda X, w: tf.vmap(tf.vmap(tf.grad(lambda t: 0 * t.detach() + 1.0)))(X)),
+]
+
+
+@pytest.mark.parametrize(("source", "oracle"), UNREACHED, ids=[s for s, _ in UNREACHED])
+def test_derivatives_of_what_the_rows_do_not_reach_are_torchs(source, oracle):
+    """Zeros of each row's shape, as many rows as the batch: torch.func's shapes and values."""
+    X, w = [[1.0, -2.0], [0.5, 3.0], [2.5, 0.0]], [0.25, -1.5]
+    session = Session()
+    session.run_source(f"X = {X}\nw = {w}")
+    ours = session.run_source(source)[-1].value.data
+    expected = oracle(torch.tensor(X, dtype=torch.float64), torch.tensor(w, dtype=torch.float64)).numpy()
+    assert ours.shape == expected.shape
+    np.testing.assert_array_equal(ours, expected)
