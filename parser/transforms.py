@@ -420,8 +420,6 @@ def mapped(session: Any, f: FunctionValue, what: str, axes_given: Any, args: lis
                                          f"argument {k} has {length} along axis {axis}")
     if size is None:
         raise LanguageError("argument", f"{what}: in_axes maps none of the arguments")
-    if size == 0:
-        raise LanguageError("shape", f"{what}: the mapped axis has length 0, so there is nothing to map over")
 
     def body(*xs: Any) -> Any:
         out = session.call_function(f, list(xs), kwargs)

@@ -291,3 +291,27 @@ def test_derivatives_of_what_the_rows_do_not_reach_are_torchs(source, oracle):
     expected = oracle(torch.tensor(X, dtype=torch.float64), torch.tensor(w, dtype=torch.float64)).numpy()
     assert ours.shape == expected.shape
     np.testing.assert_array_equal(ours, expected)
+
+
+ZERO_ROWS = [  # over a mapped axis of length 0: JAX's and torch.func's empty results, of the shape each row would give
+    ("vmap(lambda x: x * 2)(zeros(0, 3))", lambda: tf.vmap(lambda x: x * 2)(torch.zeros(0, 3))),
+    ("vmap(grad(lambda r: sum(r ** 2)))(zeros(0, 3))", lambda: tf.vmap(tf.grad(lambda r: (r ** 2).sum()))(torch.zeros(0, 3))),
+    ("vmap(jacrev(lambda r: r ** 2))(zeros(0, 3))", lambda: tf.vmap(tf.jacrev(lambda r: r ** 2))(torch.zeros(0, 3))),
+    ("vmap(lambda x, w: x @ w, in_axes=(0, None))(zeros(0, 3), ones(3, 2))",
+     lambda: tf.vmap(lambda x, w: x @ w, in_dims=(0, None))(torch.zeros(0, 3), torch.ones(3, 2))),
+    ("vmap(lambda x: sum(x), in_axes=1)(zeros(3, 0))", lambda: tf.vmap(lambda x: x.sum(), in_dims=1)(torch.zeros(3, 0))),
+    ("vmap(vmap(lambda t: t + 1))(zeros(2, 0))", lambda: torch.zeros(2, 0)),  # (JAX's shape: torch.func's inner vmap over 0 raises)
+]
+
+
+@pytest.mark.parametrize(("source", "oracle"), ZERO_ROWS, ids=[s for s, _ in ZERO_ROWS])
+def test_vmap_over_no_rows_gives_an_empty_batch(source, oracle):
+    ours = Session().run_source(source)[-1].value.data
+    assert ours.shape == tuple(oracle().shape)
+
+
+def test_vmap_over_no_rows_of_a_data_file_through_the_command(tmp_path):
+    np.save(tmp_path / "none.npy", np.zeros((0, 4)))
+    done = subprocess.run([sys.executable, "-m", "gradcalc", "eval", "vmap(grad(lambda r: sum(tanh(r) ** 2)))(X)", f"X=@{tmp_path / 'none.npy'}"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "(shape 0x4)" in done.stdout, done.stdout + done.stderr
