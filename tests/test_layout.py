@@ -208,6 +208,20 @@ def spoiled(draw: Any) -> tuple[str, str, str]:
     return text.replace(BREAK, " " + newline), text.replace(BREAK, "\\" + newline), how
 
 
+def _tab_sizes_agree(text: str) -> bool:
+    """Whether Python reads `text` alike with tabs of 1 and of 8 columns (docs/language.md,
+    "The layout pass": a tab counts as one column, and the blocks are Python's where its
+    two sizes agree; where they do not, both refuse the program, perhaps on other lines)."""
+    def verdict(tab: int) -> Any:
+        try:
+            compile(text.expandtabs(tab), "<text>", "exec")
+        except SyntaxError as err:
+            return type(err), err.lineno
+        return None
+
+    return verdict(1) == verdict(8)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spoiled())
 def test_bad_layout_is_a_message_at_its_place(case):
@@ -218,7 +232,7 @@ def test_bad_layout_is_a_message_at_its_place(case):
         lines = text.split("\n")
         assert err.message and "Traceback" not in err.message
         assert 1 <= err.line <= len(lines) and 1 <= err.column <= len(lines[err.line - 1]) + 1, (text, err)
-        if err.message in (TOO_DEEP, NO_SUCH_BLOCK):  # Python's indentation rules are ours: the same line
+        if err.message in (TOO_DEEP, NO_SUCH_BLOCK) and _tab_sizes_agree(python_text):  # Python's indentation rules are ours: the same line
             with pytest.raises(IndentationError) as python:
                 compile(python_text, "<text>", "exec")
             assert python.value.lineno == err.line, (text, err, python.value)
