@@ -41,6 +41,7 @@ from .binding import _NO_DEFAULT, _parameters
 from .errors import ArgumentError, ShapeError
 from .limits import check_size
 from .namespaces import TENSOR_MATH
+from .shapes import broadcast_shapes
 from .tensor import Tensor, is_grad_enabled, set_grad_enabled
 
 if TYPE_CHECKING:
@@ -137,8 +138,16 @@ class Batched(Tensor):
     def __float__(self) -> float:
         raise BatchError(varies("a number made of it"))
 
+    def __int__(self) -> int:
+        raise BatchError(varies("a number made of it"))
+
     def item(self) -> float | complex:
         raise BatchError(varies("item()"))
+
+    def numpy(self) -> np.ndarray:
+        # (`data` is the whole physical batch: NumPy code on it would mix the rows silently,
+        # where JAX refuses to turn a tracer into an array and torch.func a batched tensor)
+        raise BatchError(varies("its NumPy array (numpy())", "use the ops, which batch"))
 
     def __repr__(self) -> str:
         batch = (self.diag.size,) if self._value is None else self.data.shape[: len(self.levels)]  # type: ignore[union-attr]
@@ -332,7 +341,7 @@ def lifted(m: Any, a: Any, nb: int, rank: int) -> Any:
 
 def batch_shape(args: Sequence[Any], flags: Sequence[bool], nb: int) -> tuple[int, ...]:
     """The batch axes the batched inputs broadcast to."""
-    return tuple(np.broadcast_shapes(*(tuple(a.shape[:nb]) for a, f in zip(args, flags) if f)))
+    return tuple(broadcast_shapes(*(tuple(a.shape[:nb]) for a, f in zip(args, flags) if f)))
 
 
 def spread(m: Any, a: Any, flag: bool, nb: int, batch: tuple[int, ...]) -> Any:
@@ -414,7 +423,7 @@ def _scaling(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batche
         return None
     other = inputs[1 - k]
     other = other if isinstance(other, Tensor) else Tensor(other)
-    if np.broadcast_shapes(tuple(other.shape), shape) != shape or not _finite(other):
+    if broadcast_shapes(tuple(other.shape), shape) != shape or not _finite(other):
         return None
     if op.name == "div" and not other.data.all():  # the dense rows' 0 / 0 off the diagonal is nan, which scaled rows would lose
         return None
@@ -570,8 +579,8 @@ def _broadcast_to(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool]
     x = args[0]
     target = tuple(params["shape"]) if isinstance(params["shape"], (tuple, list)) else (params["shape"],)
     item = tuple(x.shape[nb:])
-    np.broadcast_shapes(item, target)  # (NumPy's error in an item's shapes)
-    if len(item) > len(target) or np.broadcast_shapes(item, target) != target:
+    broadcast_shapes(item, target)  # (NumPy's error in an item's shapes)
+    if len(item) > len(target) or broadcast_shapes(item, target) != target:
         raise ValueError(f"operands could not be broadcast together with remapped shapes [original->remapped]: {item} and requested shape {target}")
     return m.broadcast_to(lifted(m, x, nb, len(target)), shape=tuple(x.shape[:nb]) + target)
 
@@ -594,7 +603,7 @@ def _advanced_first(index: Any) -> int:
         return 0
     arrays = [np.asarray(parts[i]) for i in where]
     shapes = [a.shape if a.dtype != np.bool_ else (int(a.sum()),) for a in arrays]
-    return len(np.broadcast_shapes(*shapes))
+    return len(broadcast_shapes(*shapes))
 
 
 def _moved_front(m: Any, out: Any, nb: int, k: int) -> Any:

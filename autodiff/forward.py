@@ -39,6 +39,7 @@ from .errors import ArgumentError
 from .guards import masked
 from .limits import STEPS, check_size
 from .registry import ARRAY_MATH, TENSOR_MATH, OpDef
+from .shapes import broadcast_shapes
 from .tensor import Tensor, set_grad_enabled, to_array
 from .wiring import OUTPUT
 
@@ -258,7 +259,7 @@ def _seed(x: Tensor, v: Any, create_graph: bool) -> Any:
         t = to_array(v)
         t = Tensor(t) if create_graph else t
     if t.shape != x.shape:
-        if np.shape(t) == () or np.broadcast_shapes(np.shape(t), x.shape) == x.shape:
+        if np.shape(t) == () or broadcast_shapes(np.shape(t), x.shape) == x.shape:
             t = TENSOR_MATH.broadcast_to(t, shape=x.shape) if create_graph else np.broadcast_to(np.asarray(t), x.shape)
         else:
             raise ArgumentError(f"jvp: a tangent of shape {np.shape(t)} for an input of shape {x.shape}")
@@ -291,7 +292,7 @@ def _tangent_of_batch(y: Tensor, targets: list[Tensor], directions: list[Any], c
     for x, v in zip(targets, directions):
         xv, xlev = unbatched(x)
         shape = v.shape if isinstance(v, Tensor) else np.shape(v)
-        if tuple(shape) != tuple(x.shape) and np.broadcast_shapes(tuple(shape), tuple(x.shape)) != tuple(x.shape):
+        if tuple(shape) != tuple(x.shape) and broadcast_shapes(tuple(shape), tuple(x.shape)) != tuple(x.shape):
             raise ArgumentError(f"jvp: a tangent of shape {tuple(shape)} for an input of shape {tuple(x.shape)}")
         seeds[xv] = rebased(v, xlev, tuple(xv.shape))
     t = push_forward([yv], seeds, create_graph).get(yv) if yv.requires_grad or yv in seeds else None

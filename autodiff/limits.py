@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .errors import SizeLimitError
+from .shapes import broadcast_shapes
 
 DEFAULT_MAX_ELEMENTS = 10**7
 DEFAULT_MAX_STEPS = 10**7
@@ -141,7 +142,7 @@ def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
         batch = lead_b
     else:
         try:
-            batch = np.broadcast_shapes(lead_a, lead_b)
+            batch = broadcast_shapes(lead_a, lead_b)
         except ValueError:
             batch = ()
     return (*batch, *rows, *cols)
@@ -218,7 +219,7 @@ def indexed_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
     if not arrays:
         return tuple(out)
     try:
-        block = tuple(np.broadcast_shapes(*arrays))
+        block = tuple(broadcast_shapes(*arrays))
     except ValueError:
         return tuple(out)
     if separated:

@@ -19,6 +19,7 @@ from .binding import split_args
 from .errors import EngineError, SizeLimitError
 from .limits import BIG_RESULT, STEPS, check_memory, check_outputs, check_size
 from .namespaces import ARRAY_MATH
+from .shapes import broadcast_shapes
 from .tensor import Tensor, new_tensor, to_array
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def _refuse_broadcast(op: OpDef, arrays: Sequence[np.ndarray]) -> None:
     """Raise SizeLimitError before computing if the broadcast result of an op without an
     `out_shape` hook would be over the cap."""
     try:
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        shape = broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:
         return  # the forward reports the mismatch with both shapes
     check_size(shape, op.name)

@@ -25,6 +25,7 @@ from gradcalc.autodiff import OpDef, Tensor, is_grad_enabled, no_grad, set_grad_
 from gradcalc.autodiff.batching import Batched, aligned, batched, new_level, own, unbatched
 from gradcalc.autodiff.gradcheck import complex_unsafe
 from gradcalc.autodiff.namespaces import TENSOR_MATH
+from gradcalc.autodiff.shapes import broadcast_shapes
 from gradcalc.autodiff.tensor import new_tensor
 from gradcalc.autodiff.wiring import unbroadcast
 
@@ -141,7 +142,7 @@ def _call_on_batch(session: Session, function: UserFunction, operands: list[Any]
     if not any(t.requires_grad for t in physical):
         return out
     data = _spread(*unbatched(out), levels).data
-    full = np.broadcast_shapes(data.shape, *(tuple(p.shape[: len(levels)]) + (1,) * (data.ndim - len(levels)) for p in physical))
+    full = broadcast_shapes(data.shape, *(tuple(p.shape[: len(levels)]) + (1,) * (data.ndim - len(levels)) for p in physical))
     op = function.rule.op(session, False, len(levels))
     return batched(new_tensor(np.broadcast_to(data, full).copy(), tuple(physical), op, None), levels)
 
@@ -184,7 +185,7 @@ def _rule_op(session: Session, rule: Rule, complex_safe: bool, nb: int = 0) -> O
             value = _one_value(out, function)
             data = _spread(*unbatched(value), levels).data if nb else value.data
         if nb:
-            data = np.broadcast_to(data, np.broadcast_shapes(data.shape, *(a.shape[:nb] + (1,) * (data.ndim - nb) for a in arrays)))
+            data = np.broadcast_to(data, broadcast_shapes(data.shape, *(a.shape[:nb] + (1,) * (data.ndim - nb) for a in arrays)))
         return np.array(data)
 
     def gradients(m: Any, g: Any, ans: Any, inputs: tuple[Any, ...]) -> list[Any]:
@@ -265,7 +266,7 @@ def _to_input(r: Any, levels: tuple[int, ...], shape: tuple[int, ...]) -> Any:
     if order != tuple(range(value.ndim)):
         value = TENSOR_MATH.transpose(value, axes=order)
     g = batched(value, extra)
-    full = np.broadcast_shapes(tuple(g.shape), shape)
+    full = broadcast_shapes(tuple(g.shape), shape)
     if tuple(g.shape) != full:
         g = TENSOR_MATH.broadcast_to(g, shape=full)
     return unbroadcast(TENSOR_MATH, g, shape)

@@ -59,6 +59,15 @@ def test_forty_nested_grads_give_the_fortieth_derivative():
     assert value_of("jacfwd(" * 40 + "sin" + ")" * 40 + "(x)", "x=0.5")["value"] == pytest.approx(math.sin(0.5), rel=1e-12)
 
 
+@pytest.mark.parametrize(("function", "derivative"), [("cos", lambda k: math.cos(0.5 + k * math.pi / 2)), ("exp", lambda k: math.exp(0.5))])
+@pytest.mark.parametrize("depth", [33, 35, 40])
+def test_derivatives_nested_past_32_levels_are_the_closed_forms(function, derivative, depth):
+    """Each jacfwd adds a batch axis: past 32 of them NumPy's broadcast_shapes gave up
+    (a RuntimeError; the engine broadcasts shapes itself, autodiff/shapes.py)."""
+    result = value_of("jacfwd(" * depth + function + ")" * depth + "(x)", "x=0.5")
+    assert result["value"] == pytest.approx(derivative(depth), rel=1e-12)
+
+
 def test_nesting_through_lambdas_counts_too():
     program = "g0 = sin\n" + "".join(f"g{i} = lambda t: grad(g{i - 1})(t)\n" for i in range(1, 60)) + "g59(x)"
     error = error_of(program, "x=0.5")

@@ -315,3 +315,16 @@ def test_vmap_over_no_rows_of_a_data_file_through_the_command(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gradcalc", "eval", "vmap(grad(lambda r: sum(tanh(r) ** 2)))(X)", f"X=@{tmp_path / 'none.npy'}"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and "(shape 0x4)" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("leave", [lambda x: x.numpy(), int, float, lambda x: x.item()])
+def test_a_batched_value_refuses_to_leave_the_engine(leave):
+    """NumPy code on a row inside the Python API's vmap would see every row at once: refused,
+    as JAX refuses a tracer's array and torch.func a batched tensor's."""
+    from gradcalc.autodiff import Tensor, vmap
+    from gradcalc.autodiff.batching import BatchError
+
+    with pytest.raises(BatchError, match="would differ from one row"):
+        vmap(lambda x: Tensor(np.sum(leave(x))))(Tensor([[1.0, -2.0, 3.0], [4.0, 5.0, 6.0]]))
+    with pytest.raises(BatchError):
+        vmap(lambda x: Tensor(leave(x)))(Tensor([1.0, 2.0]))

@@ -14,6 +14,7 @@ import numpy as np
 from ..batching import BROADCAST, Batched, along_axis, batch_shape, call, own, spread
 from ..forward import OVER_AXIS, TO_ITEMS
 from ..registry import Check, Edge, Torch, defop
+from ..shapes import broadcast_shapes
 from . import refusals, torch_calls
 from .arithmetic import guarded, masked
 from .reductions import Axis, checked_axis, expand_reduced, kept_shape
@@ -274,7 +275,7 @@ def _mse(pred: Any, target: Any, reduction: str = "mean") -> Any:
 
 
 def _size(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    return int(np.prod(np.broadcast_shapes(a, b)))
+    return int(np.prod(broadcast_shapes(a, b)))
 
 
 def _mse_vjp(m: Any, g: Any, ans: Any, a: Any, b: Any, reduction: str = "mean") -> Any:
