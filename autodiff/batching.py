@@ -648,6 +648,9 @@ def _tile(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], params
 TILE = BatchRule("own", _tile, "reps of 1 for the batch axes")
 
 
+BATCH_TIMES_MATRIX = [True]  # the product of a batch and one matrix as NumPy broadcasts it (tests turn it off to compare)
+
+
 def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
     """a @ b of each item: 1-d items lifted to matrices as NumPy lifts them (a to a row, b
     to a column), the items' stack axes lined up after the batch axes, the lifted axes
@@ -657,6 +660,15 @@ def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], para
     if na == 0 or nb_ == 0:  # the op's own error, for one item
         call(m, op, a[(0,) * nb] if fa else a, b[(0,) * nb] if fb else b)
     items = [tuple(a.shape[nb:] if fa else a.shape), tuple(b.shape[nb:] if fb else b.shape)]
+    if fa and not fb and nb_ == 2 and BATCH_TIMES_MATRIX[0]:
+        # A batch of vectors or matrices times one matrix: matmul broadcasts the matrix over
+        # the batch axes itself, so the physical product is the batch's (for vectors, one
+        # (rows, k) @ (k, m) product, whose gradient by b is one a.T @ g, not a stack of
+        # rows x k x m per-row products summed).
+        from .limits import matmul_shape
+
+        matmul_shape(*items)  # (a mismatch in the items' words)
+        return call(m, op, a, b)
     if na == 1:
         a = m.reshape(a, shape=tuple(a.shape[:-1]) + (1, a.shape[-1]))
     if nb_ == 1:

@@ -328,3 +328,27 @@ def test_a_batched_value_refuses_to_leave_the_engine(leave):
         vmap(lambda x: Tensor(np.sum(leave(x))))(Tensor([[1.0, -2.0, 3.0], [4.0, 5.0, 6.0]]))
     with pytest.raises(BatchError):
         vmap(lambda x: Tensor(leave(x)))(Tensor([1.0, 2.0]))
+
+
+def test_per_example_gradients_differentiated_again_need_no_batch_of_matrices(tmp_path):
+    """d sum(P) / dW of P = vmap(grad(V), in_axes=(0, None))(X, W): JAX's jaxpr holds nothing
+    bigger than (rows, 8); a batch of rows times W lifted to a stack of 1 x 8 products made
+    the gradient by W a (rows, 8, 8) stack, over the cap where the result is far under it."""
+    rows = np.random.default_rng(0).normal(size=(2000, 8))
+    np.save(tmp_path / "X.npy", rows)
+    done = subprocess.run([sys.executable, "-m", "gradcalc", "eval", "--json", "--max-elements", "100000",
+                           "def V(x, W) = sum(tanh(x @ W) ** 2); vmap(grad(V), in_axes=(0, None))(X, W)",
+                           f"X=@{tmp_path / 'X.npy'}", "W=randn(8, 8, seed=2)"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    report = json.loads(done.stdout)
+    W = torch.tensor(np.array(json.loads(subprocess.run(
+        [sys.executable, "-m", "gradcalc", "eval", "--json", "randn(8, 8, seed=2)"], capture_output=True, text=True).stdout)["value"]),
+        requires_grad=True)
+    X = torch.tensor(rows, requires_grad=True)
+    per_row = tf.vmap(tf.grad(lambda x, w: (torch.tanh(x @ w) ** 2).sum()), in_dims=(0, None))(X, W)
+    gX, gW = torch.autograd.grad(per_row.sum(), (X, W))
+    np.testing.assert_allclose(report["value"], per_row.detach().numpy(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(report["grads"]["W"], gW.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(report["grads"]["X"], gX.numpy(), rtol=1e-10, atol=1e-13)
