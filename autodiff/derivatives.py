@@ -23,7 +23,7 @@ from .tensor import Tensor, made_by
 
 def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, create_graph: bool = False, *, defer: bool = True) -> Any:
     """dy/dx for each x (of the sum of y when y is not a scalar), as Tensors, from one
-    backward pass.
+    backward pass: one Tensor for one x, a tuple of them for a list or tuple of xs.
 
     Leaves' `.grad` are not touched. With `create_graph=True` the results can be
     differentiated again (grad of grad, Hessians): the pass is a plain one, and the
@@ -35,16 +35,15 @@ def grad(y: Tensor, xs: Tensor | Sequence[Tensor], grad_output: Any = None, crea
     targets = [xs] if isinstance(xs, Tensor) else list(xs)
     if type(y) is Batched or type(grad_output) is Batched or any(type(x) is Batched for x in targets):
         out = _grad_of_batch(y, targets, grad_output, create_graph, defer)
-        return out[0] if single else out
-    if not y.requires_grad:
-        zeros = [_zeros_of(x, y, create_graph) for x in targets]
-        return zeros[0] if single else zeros
-    seed = _seed(y, grad_output)
-    if create_graph and defer and DEFERRED[0]:
-        out = deferred(y, targets, seed, lambda: recorded_grad(y, targets, seed))
+    elif not y.requires_grad:
+        out = [_zeros_of(x, y, create_graph) for x in targets]
     else:
-        out = recorded_grad(y, targets, seed) if create_graph else _plain_grad(y, targets, seed)
-    return out[0] if single else out
+        seed = _seed(y, grad_output)
+        if create_graph and defer and DEFERRED[0]:
+            out = deferred(y, targets, seed, lambda: recorded_grad(y, targets, seed))
+        else:
+            out = recorded_grad(y, targets, seed) if create_graph else _plain_grad(y, targets, seed)
+    return out[0] if single else tuple(out)  # (a tuple for several, whether given as a list or a tuple: torch.autograd.grad's)
 
 
 def _plain_grad(y: Tensor, targets: list[Tensor], seed: Any) -> list[Tensor]:

@@ -356,3 +356,21 @@ def test_scaling_chains_jacobians_are_torchs_bit_for_bit(steps, mode):
     oracle = getattr(tf, mode)(lambda v: chain(v, _t))(_t(x)).numpy()
     np.testing.assert_array_equal(ours, oracle)
     np.testing.assert_array_equal(np.signbit(ours), np.signbit(oracle))
+
+
+@pytest.mark.parametrize("make", [list, tuple])
+def test_the_apis_grad_by_several_is_a_tuple_as_torchs(make):
+    """grad(L, [a, b]) and grad(L, (a, b)): a tuple of gradients from one backward pass, as
+    torch.autograd.grad gives for either."""
+    from gradcalc.autodiff import Tensor, grad, ops
+    from gradcalc.autodiff.backprop import PASSES
+
+    a, b = Tensor([0.5, -1.0], requires_grad=True), Tensor([[2.0, 0.25], [1.0, -3.0]], requires_grad=True)
+    before = PASSES.backward
+    ours = grad(ops.sum(ops.tanh(b @ a) ** 2), make([a, b]))
+    assert PASSES.backward - before == 1 and type(ours) is tuple and len(ours) == 2
+    ta, tb = _t([0.5, -1.0]).requires_grad_(), _t([[2.0, 0.25], [1.0, -3.0]]).requires_grad_()
+    expected = torch.autograd.grad((torch.tanh(tb @ ta) ** 2).sum(), make([ta, tb]))
+    assert type(expected) is tuple
+    for g, e in zip(ours, expected):
+        np.testing.assert_allclose(g.data, e.numpy(), rtol=1e-12)
