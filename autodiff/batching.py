@@ -39,7 +39,7 @@ import numpy as np
 
 from .binding import _NO_DEFAULT, _parameters
 from .errors import ArgumentError, ShapeError
-from .limits import check_size
+from .limits import check_size, matmul_shape
 from .namespaces import TENSOR_MATH
 from .shapes import broadcast_shapes
 from .tensor import Tensor, is_grad_enabled, set_grad_enabled
@@ -665,8 +665,6 @@ def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], para
         # the batch axes itself, so the physical product is the batch's (for vectors, one
         # (rows, k) @ (k, m) product, whose gradient by b is one a.T @ g, not a stack of
         # rows x k x m per-row products summed).
-        from .limits import matmul_shape
-
         matmul_shape(*items)  # (a mismatch in the items' words)
         return call(m, op, a, b)
     if na == 1:
@@ -677,8 +675,6 @@ def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], para
     a = lifted(m, a, nb, stack + 2) if fa else a
     b = lifted(m, b, nb, stack + 2) if fb else b
     out = call(m, op, a, b)
-    from .limits import matmul_shape
-
     item = matmul_shape(*items)
     return m.reshape(out, shape=tuple(out.shape[:nb]) + tuple(item))
 

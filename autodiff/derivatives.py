@@ -99,9 +99,7 @@ class Deferred(Tensor):
     def built(self) -> Tensor:
         """This derivative with its graph recorded: an identity node on it, or a constant
         (detached: a derivative that came out constant is no user's value)."""
-        self._build()
-        if not self.requires_grad:
-            self.detached = True
+        self._build()  # (a build that finds a constant marks it detached: _Pending.build)
         return self
 
     # The graph's fields, which build the graph when read (the data and the shape do not).

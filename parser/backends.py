@@ -266,14 +266,10 @@ class TensorBackend:
         constructor's result) becomes a leaf that requires grad: a variable. A constant
         cut from a graph (`detached`: detach(x), x > 0) and a boolean stay constants."""
         if isinstance(value, Tensor):
-            if type(value) is Deferred and value.pending is not None:
-                # A derivative named, its graph not yet recorded: a derivative, never a user's
-                # constant, so it keeps its name's meaning without its graph (recorded only if
-                # a later derivative reads it; built constant, it is detached, as one named built).
-                if value.name is None:
-                    value.name = name
-                return value
-            user_constant = value.op is None and not value.detached and value.data.dtype != np.bool_
+            # A derivative whose graph is not yet recorded is never a user's constant, and
+            # reading its op would record the graph (built constant, it is detached).
+            unbuilt = type(value) is Deferred and value.pending is not None
+            user_constant = not unbuilt and value.op is None and not value.detached and value.data.dtype != np.bool_
             if user_constant and not (value.requires_grad and value.name):
                 return Tensor(value.data, requires_grad=True, name=name)
             if value.name is None:

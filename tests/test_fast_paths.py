@@ -586,9 +586,9 @@ def test_direct_shapes_give_the_ops_gradients(x, b, name):
 def test_a_spread_number_is_broadcast_tos_view(g, shape):
     """A full sum's gradient, one number at every place: broadcast_to's values, dtype and
     read-only view, for empty, 0-d and complex cases too."""
-    from gradcalc.autodiff.ops.reductions import spread
+    from gradcalc.autodiff.ops.reductions import broadcast_number
 
-    made, expected = spread(g, shape), np.broadcast_to(np.asarray(g).reshape(()), shape)
+    made, expected = broadcast_number(g, shape), np.broadcast_to(np.asarray(g).reshape(()), shape)
     assert made.shape == expected.shape and made.dtype == expected.dtype and not made.flags.writeable
     np.testing.assert_array_equal(made, expected)
     np.testing.assert_array_equal(np.signbit(made.real), np.signbit(expected.real))

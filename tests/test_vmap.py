@@ -3,6 +3,7 @@ torch.func (float64) and NumPy's closed forms, through the session, the one-shot
 command, scripts and check files."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -258,7 +259,7 @@ def test_a_mask_of_a_row_used_as_an_index_inside_vmap_is_refused_at_its_place():
 # ---- derivatives of what does not depend on the batched input ------------------------------------
 
 def test_a_per_row_gradient_of_a_constant_keeps_its_shape_through_the_command():
-    done = subprocess.run([sys.executable, "-m", "gradcalc", "eval", "vmap(grad(lambda t: 3.0))([1, 2, 3])"],
+    done = subprocess.run([*GRADCALC, "eval", "vmap(grad(lambda t: 3.0))([1, 2, 3])"],
                           capture_output=True, text=True)
     assert "value: [0.0, 0.0, 0.0]  (shape 3)" in done.stdout, done.stdout + done.stderr
 
@@ -312,7 +313,7 @@ def test_vmap_over_no_rows_gives_an_empty_batch(source, oracle):
 
 def test_vmap_over_no_rows_of_a_data_file_through_the_command(tmp_path):
     np.save(tmp_path / "none.npy", np.zeros((0, 4)))
-    done = subprocess.run([sys.executable, "-m", "gradcalc", "eval", "vmap(grad(lambda r: sum(tanh(r) ** 2)))(X)", f"X=@{tmp_path / 'none.npy'}"],
+    done = subprocess.run([*GRADCALC, "eval", "vmap(grad(lambda r: sum(tanh(r) ** 2)))(X)", f"X=@{tmp_path / 'none.npy'}"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and "(shape 0x4)" in done.stdout, done.stdout + done.stderr
 
@@ -334,18 +335,16 @@ def test_per_example_gradients_differentiated_again_need_no_batch_of_matrices(tm
     """d sum(P) / dW of P = vmap(grad(V), in_axes=(0, None))(X, W): JAX's jaxpr holds nothing
     bigger than (rows, 8); a batch of rows times W lifted to a stack of 1 x 8 products made
     the gradient by W a (rows, 8, 8) stack, over the cap where the result is far under it."""
-    rows = np.random.default_rng(0).normal(size=(2000, 8))
+    rng = np.random.default_rng(0)
+    rows, weights = rng.normal(size=(2000, 8)), rng.normal(size=(8, 8))
     np.save(tmp_path / "X.npy", rows)
-    done = subprocess.run([sys.executable, "-m", "gradcalc", "eval", "--json", "--max-elements", "100000",
+    np.save(tmp_path / "W.npy", weights)
+    done = subprocess.run([*GRADCALC, "eval", "--json", "--max-elements", "100000",
                            "def V(x, W) = sum(tanh(x @ W) ** 2); vmap(grad(V), in_axes=(0, None))(X, W)",
-                           f"X=@{tmp_path / 'X.npy'}", "W=randn(8, 8, seed=2)"], capture_output=True, text=True)
+                           f"X=@{tmp_path / 'X.npy'}", f"W=@{tmp_path / 'W.npy'}"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    import json
-
     report = json.loads(done.stdout)
-    W = torch.tensor(np.array(json.loads(subprocess.run(
-        [sys.executable, "-m", "gradcalc", "eval", "--json", "randn(8, 8, seed=2)"], capture_output=True, text=True).stdout)["value"]),
-        requires_grad=True)
+    W = torch.tensor(weights, requires_grad=True)
     X = torch.tensor(rows, requires_grad=True)
     per_row = tf.vmap(tf.grad(lambda x, w: (torch.tanh(x @ w) ** 2).sum()), in_dims=(0, None))(X, W)
     gX, gW = torch.autograd.grad(per_row.sum(), (X, W))

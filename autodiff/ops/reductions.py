@@ -68,7 +68,7 @@ def expand_reduced(m: Any, g: Any, shape: tuple[int, ...], axis: Axis) -> Any:
     if m is ARRAY_MATH and DIRECT_SHAPES[0]:  # a plain pass, back to an input's shape: NumPy's own view (wiring.py)
         check_size(shape, "broadcast_to")  # (the cap may have been lowered since x was made)
         if axis is None:
-            return spread(g, shape)
+            return broadcast_number(g, shape)
         return np.broadcast_to(np.reshape(g, kept_shape(shape, axis)), shape)
     return m.broadcast_to(m.reshape(g, shape=kept_shape(shape, axis)), shape=shape)
 
@@ -78,7 +78,7 @@ def expand_reduced(m: Any, g: Any, shape: tuple[int, ...], axis: Axis) -> Any:
 _add_reduce: Any = np.add.reduce
 
 
-def spread(g: Any, shape: tuple[int, ...]) -> np.ndarray:
+def broadcast_number(g: Any, shape: tuple[int, ...]) -> np.ndarray:
     """The one number `g` at every place of `shape`: the read-only view np.broadcast_to
     gives, made in one call (broadcast_to's Python layers cost three times as much, and the
     gradient of every full sum and mean of a training step passes here)."""
