@@ -113,20 +113,27 @@ def call_at(f: Callable[..., Any], argnums: int | Sequence[int], args: Sequence[
 
     Inside vmap, a result may vary over a batch that an input it is differentiated by does
     not (a weight passed whole, in_axes=None): each row's derivative by that input is its
-    own, so the input is given an axis for that batch (repeated) and f is called again."""
+    own, so the input is given an axis for that batch (repeated). The batches of the other
+    arguments are known before the call, so f is called once; only a batch f reads from
+    elsewhere (a closure over an outer vmap's value) is found in its result, and f is
+    called again with that one too."""
     picked = positions(argnums, len(args))
+    out, inputs = _call_fresh(f, args, picked, _levels_of(tuple(args)))
+    sizes = _levels_of(out)
+    if any(level not in unbatched(inputs[k])[1] for k in picked for level in sizes):
+        out, inputs = _call_fresh(f, args, picked, {**_levels_of(tuple(args)), **sizes})
+    return out, [inputs[k] for k in picked]
+
+
+def _call_fresh(f: Callable[..., Any], args: Sequence[Any], picked: list[int], sizes: dict[int, int]) -> tuple[Any, list[Any]]:
+    """f called with each picked argument a fresh input that has an axis for every level
+    of `sizes` (repeated where it had none)."""
     inputs = list(args)
     for k in picked:
-        inputs[k] = fresh(inputs[k])
-    out = f(*inputs)
-    sizes = _levels_of(out)
-    missing = {level for k in picked for level in sizes if level not in unbatched(inputs[k])[1]}
-    if missing:
-        inputs = list(args)
-        for k in picked:
-            inputs[k] = fresh(_repeated(inputs[k], {level: sizes[level] for level in missing}))
-        out = f(*inputs)
-    return out, [inputs[k] for k in picked]
+        value, have = unbatched(inputs[k])
+        missing = {level: n for level, n in sizes.items() if level not in have}
+        inputs[k] = fresh(_repeated(inputs[k], missing) if missing else inputs[k])
+    return f(*inputs), inputs
 
 
 def _levels_of(out: Any) -> dict[int, int]:

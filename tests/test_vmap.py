@@ -119,6 +119,40 @@ def test_the_function_is_called_once_whatever_the_batch(monkeypatch):
         assert len(calls) == 1
 
 
+
+@pytest.mark.parametrize("transform", ["grad(V, argnums=1)", "value_and_grad(V, argnums=1)", "jacrev(V, argnums=1)",
+                                       "jacfwd(V, argnums=1)", "hessian(V, argnums=1)", "grad(V, argnums=(0, 1))"])
+def test_a_derivative_by_an_input_passed_whole_calls_the_function_once(monkeypatch, transform):
+    # Each row's derivative by W (in_axes None) is its own: W gets the rows' axis before
+    # the call, known from the other arguments, rather than after a first call that found it.
+    calls = []
+    real = Session.call_function
+
+    def counted(self, callee, args, kwargs):
+        if isinstance(callee, Defined) and callee.function.name == "V":
+            calls.append(len(args))
+        return real(self, callee, args, kwargs)
+
+    monkeypatch.setattr(Session, "call_function", counted)
+    V = "def V(x, W) = sum(tanh(x @ W) ** 2)\n"
+    got = value(V + f"vmap({transform}, in_axes=(0, None))(X, W)", X=X, W=W)
+    assert len(calls) == 1
+    spelled = transform.replace("V", "fV").replace("value_and_grad", "grad_and_value")
+    fV = lambda x, w: (torch.tanh(x @ w) ** 2).sum()  # noqa: E731, F841 - read by eval
+    want = tf.vmap(eval("tf." + spelled, {"tf": tf, "fV": fV}), in_dims=(0, None))(torch.tensor(X), torch.tensor(W))
+    if transform.startswith("value_and_grad"):
+        want = (want[1], want[0])  # (torch.func's grad_and_value gives them the other way round)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_allclose(g.data, w.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_a_batch_read_from_a_closure_still_gives_each_row_its_derivative():
+    # The inner function reads the outer vmap's row from its closure, not from its
+    # arguments: the batch is found in the result and the function called again.
+    got = value("vmap(lambda r: grad(lambda w: sum(tanh(r @ w) ** 2))(W))(X)", X=X, W=W)
+    want = tf.vmap(lambda r: tf.grad(lambda w: (torch.tanh(r @ w) ** 2).sum())(torch.tensor(W)))(torch.tensor(X))
+    np.testing.assert_allclose(got.data, want.numpy(), rtol=1e-12, atol=1e-14)
+
 @pytest.mark.parametrize(("source", "words"), [
     ("vmap(lambda r: r if r > 0 else 0)(v)", "the condition of 'if' would differ from one row of the batch to another"),
     ("vmap(lambda r: sum(X, axis=r))(v)", "axis would differ from one row"),
