@@ -240,10 +240,13 @@ def _grad_of_batch(y: Tensor, targets: list[Tensor], grad_output: Any, create_gr
     return results
 
 
-def jacobian(f_out: Tensor, x: Tensor | Sequence[Tensor], create_graph: bool = False) -> Any:
+def jacobian(f_out: Tensor | Sequence[Tensor], x: Tensor | Sequence[Tensor], create_graph: bool = False) -> Any:
     """d out / d x as a tensor of shape out.shape + x.shape, in one backward pass of a
     batch of cotangents (the rows of the identity): jacrev, as JAX's vmap of vjp. For a
-    list of xs, the list of their Jacobians from the same pass."""
+    list of xs, the list of their Jacobians from the same pass; for a list of outputs, one
+    such entry per output, a pass each."""
+    if not isinstance(f_out, Tensor):
+        return [jacobian(o, x, create_graph) for o in f_out]
     targets = [x] if isinstance(x, Tensor) else list(x)
     for t in targets:
         check_size(f_out.shape + t.shape, "jacobian")  # before the pass, not after

@@ -301,22 +301,74 @@ def _tangent_of_batch(y: Tensor, targets: list[Tensor], directions: list[Any], c
     return merged(t if isinstance(t, Tensor) else Tensor(np.array(t)), ylev)
 
 
-def jacobian_forward(y: Tensor, x: Tensor, create_graph: bool = False) -> Tensor:
+def jacobian_forward(y: Tensor | Sequence[Tensor], x: Tensor | Sequence[Tensor], create_graph: bool = False) -> Any:
     """d y / d x of shape y.shape + x.shape, in one forward pass of a batch of tangents
-    (the rows of the identity) through y's graph: jacfwd."""
-    check_size(y.shape + x.shape, "jacfwd")
-    yv, ylev = unbatched(y)
-    xv, xlev = unbatched(x)
-    n = x.size
-    if n == 0 or not (yv.requires_grad or yv is xv):
-        return Tensor(np.zeros(y.shape + x.shape))
+    (the rows of the identity) through y's graph: jacfwd. For a list of xs, the list of
+    their Jacobians from the same pass, its tangents the identity's rows over all their
+    elements together (JAX's jacfwd with a tuple of argnums); for a list of ys, one such
+    entry per y, still from one pass (a tuple of outputs, a Hessian's blocks)."""
+    ys = [y] if isinstance(y, Tensor) else list(y)
+    xs = [x] if isinstance(x, Tensor) else list(x)
+    grid = _forward_blocks(ys, xs, create_graph)
+    if isinstance(x, Tensor):
+        grid = [row[0] for row in grid]  # type: ignore[misc]
+    return grid[0] if isinstance(y, Tensor) else grid
+
+
+def _forward_blocks(ys: list[Tensor], xs: list[Tensor], create_graph: bool) -> list[list[Tensor]]:
+    """d y / d x for every y (rows) and x (columns), from one forward pass."""
+    for y in ys:
+        for x in xs:
+            check_size(y.shape + x.shape, "jacfwd")
+    physical = [unbatched(x) for x in xs]
+    if len(xs) > 1 and len({id(xv) for xv, _ in physical}) < len(xs):  # (one input twice: a pass each, each with its own tangents)
+        each = [_forward_blocks(ys, [x], create_graph) for x in xs]
+        return [[column[i][0] for column in each] for i in range(len(ys))]
+    grid: list[list[Any]] = [[None] * len(xs) for _ in ys]  # (the zeros of a block no tangent reaches, made last)
+    sizes = [x.size for x in xs]
+    live = [k for k in range(len(xs)) if sizes[k]]
+    outputs = [unbatched(y) for y in ys]
+    if not live or not any(yv.requires_grad or any(yv is physical[k][0] for k in live) for yv, _ in outputs):
+        return _zeros_where_none(grid, ys, xs)
+    n = sum(sizes)
+    if len(live) > 1:  # (for one input, the checks above)
+        for y in ys:
+            check_size((n, *y.shape), "jacfwd")
     with new_level() as level:
-        seed: Tensor = identity_rows(tuple(x.shape), level, (1,) * len(xlev))
-        if xlev:  # (every row of the vmap's batch: its own copy of the seed)
-            seed = batched(Tensor(np.broadcast_to(seed.data, (n, *xv.shape))), (level,))
-        t = push_forward([yv], {xv: seed}, create_graph).get(yv)
-        if t is None:
-            return Tensor(np.zeros(y.shape + x.shape))
-        columns = from_level(t, level, yv.ndim, n)  # (the batch of y, y's item, x's elements)
-    return batched(TENSOR_MATH.reshape(columns, shape=tuple(columns.shape[:-1]) + tuple(x.shape)), ylev)
+        seeds, offset = {}, 0
+        for k in live:
+            xv, xlev = physical[k]
+            seeds[xv] = _seed_rows(tuple(xs[k].shape), sizes[k], xv, xlev, level, offset, n)
+            offset += sizes[k]
+        tangents = push_forward([yv for yv, _ in outputs], seeds, create_graph)
+        for i, (yv, ylev) in enumerate(outputs):
+            t = tangents.get(yv)
+            if t is None:
+                continue
+            columns = from_level(t, level, yv.ndim, n)  # (the batch of y, y's item, every input's elements)
+            offset = 0
+            for k in live:
+                block = columns if len(live) == 1 else TENSOR_MATH.getitem(columns, index=(Ellipsis, slice(offset, offset + sizes[k])))
+                grid[i][k] = batched(TENSOR_MATH.reshape(block, shape=tuple(block.shape[:-1]) + tuple(xs[k].shape)), ylev)
+                offset += sizes[k]
+    return _zeros_where_none(grid, ys, xs)
+
+
+def _zeros_where_none(grid: list[list[Any]], ys: list[Tensor], xs: list[Tensor]) -> list[list[Tensor]]:
+    return [[Tensor(np.zeros(y.shape + x.shape)) if block is None else block for x, block in zip(xs, row)] for y, row in zip(ys, grid)]
+
+
+def _seed_rows(shape: tuple[int, ...], size: int, xv: Tensor, xlev: tuple[int, ...], level: int, offset: int, n: int) -> Tensor:
+    """The tangents of an input of item `shape` (`size` elements) in a batch of `n` over
+    `level`: rows offset..offset + size of the identity over n elements (every row of a
+    vmap's batch its own copy, for an input that carries one)."""
+    if size == n:  # the whole identity (the one input): lazy scaled rows where they fit
+        seed: Tensor = identity_rows(shape, level, (1,) * len(xlev))
+    else:
+        rows = np.zeros((n, size))
+        rows[offset : offset + size] = np.eye(size)
+        seed = batched(Tensor(rows.reshape((n,) + (1,) * len(xlev) + shape)), (level,))
+    if xlev:
+        seed = batched(Tensor(np.broadcast_to(unbatched(seed)[0].data, (n, *xv.shape))), (level,))
+    return seed
 

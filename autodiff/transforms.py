@@ -194,7 +194,7 @@ def _jacobians(one: Callable[..., Any], f: Callable[..., Any], argnums: Any) -> 
     def jacobian(*args: Any) -> Any:
         y, inputs = call_at(f, argnums, args)
         outs = list(y) if isinstance(y, tuple) else [y]
-        parts = [_shaped(argnums, [one(o, x, create_graph=True) for x in inputs]) for o in outs]
+        parts = [_shaped(argnums, row) for row in one(outs, inputs, create_graph=True)]  # (every input's block from one pass)
         return tuple(parts) if isinstance(y, tuple) else parts[0]
 
     return jacobian
@@ -218,16 +218,16 @@ def hessian_of(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Calla
         y, inputs = call_at(f, argnums, args)
         y = _scalar(y, "hessian")
         grads = backprop.grad(y, inputs, create_graph=True, defer=False)  # (differentiated at once)
-        rows = [_shaped(argnums, [jacobian_of_gradient(g, x) for x in inputs]) for g in grads]
+        rows = [_shaped(argnums, row) for row in jacobian_of_gradient(grads, inputs)]  # (one forward pass for every block)
         return _shaped(argnums, rows)
 
     return hess
 
 
-def jacobian_of_gradient(g: Tensor, x: Tensor, create_graph: bool = True) -> Tensor:
-    """The Jacobian of a gradient (a Hessian's rows): one batched forward pass, or one
-    batched backward pass where an op on the gradient's graph has no forward-mode rule
-    (a user's vjp rule)."""
+def jacobian_of_gradient(g: Tensor | Sequence[Tensor], x: Tensor | Sequence[Tensor], create_graph: bool = True) -> Any:
+    """The Jacobian of a gradient (a Hessian's rows; lists of gs and xs give the grid of
+    its blocks, as jacobian_forward does): one batched forward pass, or batched backward
+    passes where an op on the gradient's graph has no forward-mode rule (a user's vjp rule)."""
     try:
         return jacobian_forward(g, x, create_graph=create_graph)
     except NoJVPError:

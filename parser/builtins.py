@@ -200,10 +200,10 @@ defbuiltin("value_and_grad", "value_and_grad(f, argnums=0)",
            example="value_and_grad(lambda t: sin(t) * t)(0.5)", call=_TRANSFORM, rule="transforms:value_and_gradient_of",
            scalar_output=True)
 defbuiltin("jacrev", "jacrev(f, argnums=0)",
-           doc="the function x -> df/dx of shape f(x).shape + x.shape, a backward pass per output element",
+           doc="the function x -> df/dx of shape f(x).shape + x.shape, by one backward pass of a batch of cotangents",
            example="jacrev(lambda v: v ** 2)([1, 2, 3])", call=_TRANSFORM, rule="transforms:jacobian_of")
 defbuiltin("jacfwd", "jacfwd(f, argnums=0)",
-           doc="the function x -> df/dx as jacrev gives it, a forward pass per input element",
+           doc="the function x -> df/dx as jacrev gives it, by one forward pass of a batch of tangents",
            example="jacfwd(lambda v: sin(v) * v[0])([0.5, 1])", call=_TRANSFORM, rule="transforms:jacobian_forward_of")
 defbuiltin("vmap", "vmap(f, in_axes=0, out_axes=0)",
            doc="the function that maps f over an axis of its arguments (in_axes: one axis, "

@@ -359,21 +359,18 @@ def gradient_of(session: Any, f: FunctionValue, what: str, argnums: Any, args: l
 
 
 def _blocks(one: Callable[..., Any], outs: Any, inputs: list[Any], argnums: Any, what: str) -> list[Any]:
-    """Per output, its Jacobian by each input as `one` takes it (jacobian or
-    jacobian_forward): a tuple of them when argnums is a tuple, else the one."""
-    parts = []
+    """Per output, its Jacobian by each input as `one` takes it (jacobian, a backward
+    pass per output, or jacobian_forward, one forward pass for them all; every input's
+    block from that pass): a tuple of them when argnums is a tuple, else the one."""
     for out in outs:
-        blocks = []
         for x in inputs:
             check_size(out.shape + x.shape, what)
-            blocks.append(one(out, x, create_graph=True) if out.requires_grad else Tensor(np.zeros(out.shape + x.shape)))
-        parts.append(tuple(blocks) if isinstance(argnums, tuple) else blocks[0])
-    return parts
+    return [tuple(blocks) if isinstance(argnums, tuple) else blocks[0] for blocks in one(outs, inputs, create_graph=True)]
 
 
 def jacobian_of(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any], one: Any = jacobian) -> Any:
-    """jacrev (`one` is jacobian: a backward pass per output element) or jacfwd
-    (jacobian_forward: a forward pass per input element)."""
+    """jacrev (`one` is jacobian: one backward pass of a batch of cotangents per output)
+    or jacfwd (jacobian_forward: one forward pass of a batch of tangents)."""
     y, inputs = _call_at(session, f, what, argnums, args, kwargs)
     return _result(_shaped(y, _blocks(one, _outputs(y, what, f), inputs, argnums, what)), inputs)
 

@@ -176,6 +176,41 @@ def test_jacfwd_is_forward_mode_and_jacrev_reverse():
     assert counts == {"backward": 1, "forward": 1}  # forward over reverse
 
 
+
+TWO_INPUTS = "f = lambda x, W: tanh(W @ x) * sum(x)\nf2 = lambda x, W: (tanh(W @ x), sum(x) * W)\ns = lambda x, W: sum(tanh(W @ x) * x)\n"
+
+
+@pytest.mark.parametrize(("form", "oracle", "passes"), [
+    ("jacrev(f, argnums=(0, 1))(x, W)", lambda tf, o: tf.jacrev(o["f"], argnums=(0, 1)), {"backward": 1, "forward": 0}),
+    ("jacfwd(f, argnums=(0, 1))(x, W)", lambda tf, o: tf.jacfwd(o["f"], argnums=(0, 1)), {"backward": 0, "forward": 1}),
+    ("jacfwd(f2, argnums=(0, 1))(x, W)", lambda tf, o: tf.jacfwd(o["f2"], argnums=(0, 1)), {"backward": 0, "forward": 1}),
+    ("jacrev(f2, argnums=(0, 1))(x, W)", lambda tf, o: tf.jacrev(o["f2"], argnums=(0, 1)), {"backward": 2, "forward": 0}),
+    ("hessian(s, argnums=(0, 1))(x, W)", lambda tf, o: tf.hessian(o["s"], argnums=(0, 1)), {"backward": 1, "forward": 1}),
+])
+def test_the_blocks_by_several_inputs_come_from_one_pass(form, oracle, passes):
+    """jacfwd pushes the identity's rows over every input's elements at once (JAX's jacfwd of a tuple of
+    argnums), jacrev takes every input's block from one backward pass per output, hessian is one backward
+    and one forward pass whatever argnums holds; each block equals torch.func's."""
+    torch = pytest.importorskip("torch")
+    from gradcalc.autodiff.backprop import PASSES
+
+    rng = np.random.default_rng(3)
+    x, W = rng.normal(size=3), rng.normal(size=(3, 3))
+    before = PASSES.backward, PASSES.forward
+    got = value(TWO_INPUTS + f"x = {x.tolist()}\nW = {W.tolist()}\n{form}")
+    assert {"backward": PASSES.backward - before[0], "forward": PASSES.forward - before[1]} == passes
+    o = {"f": lambda x, W: torch.tanh(W @ x) * x.sum(), "f2": lambda x, W: (torch.tanh(W @ x), x.sum() * W),
+         "s": lambda x, W: (torch.tanh(W @ x) * x).sum()}
+    want = oracle(torch.func, o)(torch.tensor(x), torch.tensor(W))
+
+    def leaves(v):
+        return [leaf for part in v for leaf in leaves(part)] if isinstance(v, tuple) else [v]
+
+    got_leaves, want_leaves = leaves(got), leaves(want)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        np.testing.assert_allclose(numbers(g), w.numpy(), rtol=1e-12, atol=1e-14)
+
 # ---- properties ----------------------------------------------------------------------------------
 
 coefficient = st.floats(-3, 3, allow_nan=False).map(lambda c: round(c, 3))
