@@ -89,6 +89,8 @@ def split_args(op: OpDef, args: tuple[Any, ...], params: dict[str, Any]) -> tupl
         return args, params
     if n_in is None:
         tensor_args, extra = tuple(args), ()
+        if op.listed and len(args) == 1 and isinstance(args[0], (list, tuple)):  # stack([a, b]), as in NumPy
+            tensor_args = tuple(args[0])
         if op.leading:
             unnamed = [p for p in op.leading if p not in params]
             params = {**params, **dict(zip(unnamed, args))}

@@ -205,7 +205,7 @@ class OpDef:
     __slots__ = (
         "name", "forward", "vjps", "n_in", "n_ret", "doc", "category", "complex_safe", "method", "public", "kink", "check",
         "variadic_param", "param_names", "signature", "leading", "out_shape", "rule", "jvp", "jvp_rule", "blame", "edges",
-        "batch", "no_gradient", "torch", "reference",
+        "batch", "no_gradient", "torch", "reference", "listed",
     )
 
     def __init__(
@@ -224,13 +224,14 @@ class OpDef:
         no_gradient: str = "",  # why an op without VJPs has none (a step function, a constant, ...)
         torch: Torch | NotInTorch | None = None,  # its PyTorch oracle, for the tests
         reference: Reference | None = None,  # its mpmath values, for the tests
+        listed: bool = False,  # its inputs may come as one list, as NumPy's concatenate([a, b]) takes them
     ) -> None:
         self.name, self.forward, self.vjps, self.n_in, self.n_ret = name, forward, vjps, n_in, n_ret
         self.doc, self.category, self.complex_safe, self.method, self.public = doc, category, complex_safe, method, public
         self.kink, self.check, self.variadic_param = kink, check, variadic_param
         self.param_names, self.signature, self.leading, self.out_shape, self.rule = param_names, signature, leading, out_shape, rule
         self.jvp, self.jvp_rule, self.blame, self.edges, self.batch = jvp, jvp_rule, blame, edges, batch
-        self.no_gradient, self.torch, self.reference = no_gradient, torch, reference
+        self.no_gradient, self.torch, self.reference, self.listed = no_gradient, torch, reference, listed
 
     @property
     def has_gradient(self) -> bool:
@@ -284,6 +285,7 @@ def defop(
     no_gradient: str = "",
     torch: Torch | NotInTorch | None = None,
     reference: Reference | None = None,
+    listed: bool = False,
 ) -> OpDef:
     """Register an op: its forward (over arrays), a VJP per tensor input, and facts about it.
 
@@ -291,7 +293,9 @@ def defop(
     tuple (`reshape(x, 2, 3)`: shape=(2, 3)). `operators` binds Tensor dunders (`__radd__`-style names apply the op with the operands
     swapped); `method=True` makes `x.name(...)` work. `leading` names keyword-only
     parameters of an op with any number of inputs that may also be given positionally
-    before the inputs (`einsum('ij,jk->ik', a, b)`: subscripts). `jvp` is the op's
+    before the inputs (`einsum('ij,jk->ik', a, b)`: subscripts); `listed`, that an op
+    with any number of inputs also takes them as one list or tuple, as NumPy's
+    `concatenate([a, b])` does (in the language and the Python API alike). `jvp` is the op's
     forward-mode rule beside its VJPs: a function `jvp(m, tangents, ans, *inputs, **params)`
     or one of forward.py's structural rules (DIAGONAL, LINEAR, ...), bound to the op here.
     `jvp_rule` is a JVP function's formula as `--steps --mode forward` shows it, in the
@@ -321,7 +325,7 @@ def defop(
         variadic_param=variadic, param_names=param_names, signature=signature, leading=tuple(leading),
         out_shape=out_shape, rule=rule, jvp_rule=jvp_rule, edges=tuple(edges),
         batch=BROADCAST if batch is None and getattr(jvp, "kind", None) == "diagonal" else batch,
-        no_gradient=no_gradient, torch=torch, reference=reference,
+        no_gradient=no_gradient, torch=torch, reference=reference, listed=listed,
     )
     op.jvp = jvp.bind(op) if hasattr(jvp, "bind") else jvp
     REGISTRY[name] = op

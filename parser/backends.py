@@ -119,23 +119,25 @@ class TensorList(tuple):
                                       f"(a list of unequal tensors is only the inputs of concatenate or stack)")
 
 
-_JOINS = frozenset({"concatenate", "stack"})
+def not_a_sequence(op: OpDef) -> LanguageError:
+    return LanguageError("argument", f"{op.name} takes tensors, or one list of them: {op.name}([a, b])")
 
 
-def _sequence(value: Any) -> list[Any]:
+def _sequence(value: Any, op: OpDef) -> list[Any]:
     """One argument of concatenate or stack as NumPy reads it: a sequence of tensors, the
     slices along its first axis. A list literal [a, b] gives back a and b themselves
     (unequal shapes arrive as a TensorList; equal ones were stacked by the literal)."""
     if isinstance(value, TensorList):
         return list(value)
     if not isinstance(value, Tensor) or value.ndim == 0:
-        raise LanguageError("argument", "concatenate and stack take tensors, or one list of them: concatenate([a, b])")
-    stack_op = REGISTRY["stack"]
-    if value.op is stack_op and value.params == {} and len(value.parents) == len(value.data):
-        return list(value.parents)  # the literal's own items: no extra nodes in the graph
-    if not value.requires_grad:
-        return [_cut(Tensor(row), (value,)) for row in value.data]
-    return [value[i] for i in range(len(value.data))]  # type: ignore[index]  # (indexing is an op, registered at import)
+        raise not_a_sequence(op)
+    count = value.shape[0]  # (inside vmap, each row's: the data's first axis is the batch's)
+    if type(value) is not Batched:
+        if value.op is REGISTRY["stack"] and value.params == {} and len(value.parents) == count:
+            return list(value.parents)  # the literal's own items: no extra nodes in the graph
+        if not value.requires_grad:
+            return [_cut(Tensor(row), (value,)) for row in value.data]
+    return [value[i] for i in range(count)]  # type: ignore[index]  # (indexing is an op, registered at import; it batches)
 
 
 def _index_part(part: Any) -> Any:
@@ -341,8 +343,8 @@ class TensorBackend:
         n_in = len(args) if op.n_in is None else op.n_in
         if len(args) < n_in:
             raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
-        if op.name in _JOINS and len(args) == 1:
-            args = self._sequence(args[0])  # concatenate([a, b]): the list is the inputs, as in NumPy
+        if op.listed and len(args) == 1:
+            args = self._sequence(args[0], op)  # concatenate([a, b]): the list is the inputs, as in NumPy
             n_in = len(args)
         for arg in args:
             if type(arg) is Tensor:  # (the usual argument: neither case below)
@@ -375,8 +377,8 @@ class TensorBackend:
             return _cut(apply(op, tuple(inputs), {}), inputs, not op.has_gradient and len(inputs) > 0)
         return _cut(op(*inputs, *params, **named), inputs, not op.has_gradient and len(inputs) > 0)
 
-    def _sequence(self, value: Any) -> list[Any]:
-        return _sequence(value)
+    def _sequence(self, value: Any, op: OpDef) -> list[Any]:
+        return _sequence(value, op)
 
     def call_with_rule(self, session: Any, function: Any, args: list[Any]) -> Any:
         """A call of a function that has a vjp rule of the user's (user_rules.py)."""

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gradcalc.parser import LanguageError, Session
 from gradcalc.parser.functions import Defined
@@ -385,3 +387,55 @@ def test_per_example_gradients_differentiated_again_need_no_batch_of_matrices(tm
     np.testing.assert_allclose(report["value"], per_row.detach().numpy(), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(report["grads"]["W"], gW.numpy(), rtol=1e-10)
     np.testing.assert_allclose(report["grads"]["X"], gX.numpy(), rtol=1e-10, atol=1e-13)
+
+
+# ---- a list inside the mapped function: its length is the literal's, not the batch's ----------------
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 4), items=st.integers(1, 4), op=st.sampled_from(["stack", "concatenate"]),
+       axis=st.sampled_from([None, 0, 1, -1]), form=st.sampled_from(["literal", "matrix", "constant"]))
+def test_stack_and_concatenate_of_a_list_batch_as_each_row_does(rows, items, op, axis, form):
+    """Found by a new user: vmap(lambda x: stack([x, 2 * x, 3 * x]))(X) read the list's length
+    from the batch's physical first axis (2 rows: 2 items, the third dropped, the gradient
+    3 where it is 6), or failed in getitem when the batch had more rows than the list. Every
+    way a list reaches stack or concatenate (a literal, a matrix's rows, a constant), at every
+    batch size and list length, against torch.func for values and per-row gradients."""
+    if op == "concatenate" and axis == 1:
+        axis = 0  # (a vector's items have one axis)
+    keyword = "" if axis is None else f", axis={axis}"
+    rng = np.random.default_rng(rows * 10 + items)
+    data = rng.normal(size=(rows, 2))
+    scales = list(range(1, items + 1))
+    listed = {"literal": "[" + ", ".join(f"{k} * x" for k in scales) + "]",
+              "matrix": f"outer({scales}, x)",
+              "constant": "[" + ", ".join(f"{k} * c" for k in scales) + "] + 0 * x[0]"}[form]
+    source = f"c = [0.5, -1.5]\ndef f(x) = sum({op}({listed}{keyword}) ** 2)\n"
+    got = value(source + "vmap(lambda x: " + f"{op}({listed}{keyword})" + ")(X)", X=data)
+    per_example = value(source + "vmap(grad(f))(X)", X=data)
+
+    joined = getattr(torch, "stack" if op == "stack" else "cat")
+    c = torch.tensor([0.5, -1.5], dtype=torch.float64)
+
+    def listed_torch(x):
+        if form == "constant":
+            return [k * c + 0 * x[0] for k in scales]
+        return [k * x for k in scales]
+
+    def body(x):
+        return joined(listed_torch(x), dim=0 if axis is None else axis)
+
+    X_t = torch.tensor(data)
+    np.testing.assert_allclose(got.data, tf.vmap(body)(X_t).numpy(), rtol=1e-14)
+    want = tf.vmap(tf.grad(lambda x: (body(x) ** 2).sum()))(X_t)
+    np.testing.assert_allclose(per_example.data, want.numpy(), rtol=1e-13, atol=1e-15)
+    if form == "literal":  # the Python API takes the list as NumPy and torch do: ops.stack([a, b])
+        from gradcalc.autodiff import Tensor, ops
+        from gradcalc.autodiff import grad as api_grad
+        from gradcalc.autodiff import vmap as api_vmap
+
+        def api_body(x):
+            return getattr(ops, op)([k * x for k in scales], **({} if axis is None else {"axis": axis}))
+
+        np.testing.assert_allclose(api_vmap(api_body)(Tensor(data)).data, got.data, rtol=0)
+        api_grads = api_vmap(api_grad(lambda x: ops.sum(api_body(x) ** 2)))(Tensor(data))
+        np.testing.assert_allclose(api_grads.data, want.numpy(), rtol=1e-13, atol=1e-15)

@@ -136,7 +136,7 @@ def _join_check(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, A
 
 
 concatenate = defop(
-    "concatenate", lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concatenate_vjp, n_in=None, aliases=("concat",),
+    "concatenate", lambda *xs, axis=0: np.concatenate(xs, axis=axis), _concatenate_vjp, n_in=None, aliases=("concat",), listed=True,
     out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=False),
     doc="the inputs joined along an existing axis; concatenate([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,
@@ -148,7 +148,7 @@ concatenate = defop(
 )
 stack = defop(
     "stack", lambda *xs, axis=0: np.stack(xs, axis=axis),
-    lambda m, g, ans, *xs, axis=0, k: m.getitem(g, index=(slice(None),) * (axis % ans.ndim) + (k,)), n_in=None,
+    lambda m, g, ans, *xs, axis=0, k: m.getitem(g, index=(slice(None),) * (axis % ans.ndim) + (k,)), n_in=None, listed=True,
     out_shape=lambda *xs, axis=0: joined_shape([x.shape for x in xs], axis, new_axis=True),
     doc="the inputs joined along a new axis; stack([a, b]) as in NumPy",
     category=SHAPE, complex_safe=True,

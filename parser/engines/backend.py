@@ -21,7 +21,7 @@ from gradcalc.autodiff.registry import OpDef
 from gradcalc.autodiff.tensor import to_array
 from gradcalc.autodiff.wiring import _refuse_broadcast, _refuse_outgrown
 
-from ..backends import TensorBackend, TensorList, _check_differentiable, _index_part, _written_list, derivative_call
+from ..backends import TensorBackend, TensorList, _check_differentiable, _index_part, _written_list, derivative_call, not_a_sequence
 from ..errors import LanguageError
 from .library import Library, ValueDependent
 from .table import Gap, refusal
@@ -194,11 +194,11 @@ class EngineBackend(TensorBackend):
                 raise _arguments.reworded(op, nodes, params, ValueError("operands could not be broadcast together")) from None
             _refuse_broadcast(op, stand_ins)
 
-    def _sequence(self, value: Any) -> list[Any]:
+    def _sequence(self, value: Any, op: OpDef) -> list[Any]:
         if isinstance(value, TensorList):
             return list(value)
         if not isinstance(value, EngineValue) or value.ndim == 0:
-            raise LanguageError("argument", "concatenate and stack take tensors, or one list of them: concatenate([a, b])")
+            raise not_a_sequence(op)
         if isinstance(value.step, OpStep) and value.step.op == "stack" and not value.params and len(value._prev) == value.shape[0]:
             return list(value._prev)  # the literal's own items
         return [self.index(value, [EngineValue(np.asarray(float(k)))]) for k in range(value.shape[0])]

@@ -57,7 +57,6 @@ from .table import LIBRARIES, Gap, counterpart
 
 _PYTHON = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "floor_divide": "//", "remainder": "%",
            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_JOINS = frozenset({"concatenate", "stack"})
 _COMPARE = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
 # The module's own names, which a program's variables must not take.
 _TAKEN = frozenset({"jax", "jnp", "np", "torch", "F", "lax", "INPUTS", "RESULTS", "result", "result_grad"})
@@ -373,7 +372,7 @@ class Exporter:
         params: dict[str, Expr] = {}
         while leading and args and args[0].kind == "string":
             params[leading.pop(0)] = args.pop(0)
-        if op.name in _JOINS and len(args) == 1 and args[0].items is not None and args[0].kind in ("list", "tuple"):
+        if op.listed and len(args) == 1 and args[0].items is not None and args[0].kind in ("list", "tuple"):
             args = list(args[0].items)  # concatenate([a, b]): the list is the inputs
         n_in = len(args) if op.n_in is None else op.n_in
         inputs, extra = args[:n_in], args[n_in:]
