@@ -63,7 +63,13 @@ def test_the_wheel_ships_py_typed_and_every_package(tmp_path):
     [wheel] = (tmp_path / "dist").glob("gradcalc-*.whl")
     assert wheel.name.startswith(f"gradcalc-{gradcalc.__version__}-")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"gradcalc/__init__.py", "gradcalc/__main__.py", "gradcalc/py.typed", "gradcalc/autodiff/__init__.py",
-            "gradcalc/parser/grammar.lark", "gradcalc/cli/entry.py"} <= names
+    assert {"gradcalc/__init__.py", "gradcalc/__main__.py", "gradcalc/py.typed", "gradcalc/parser/grammar.lark"} <= names
+    # Every source file of the code folders, each where the editable install imports it from:
+    # a folder missing from pyproject's list of packages (parser/engines/ was, and every
+    # --engine, export and check --against failed in an installed copy) fails here by name.
+    shipped = {f"gradcalc/{path.relative_to(ROOT).as_posix()}" for folder in ("autodiff", "parser", "cli")
+               for path in (ROOT / folder).rglob("*.py") if "__pycache__" not in path.parts}
+    shipped |= {f"gradcalc/{path.relative_to(ROOT / 'src' / 'gradcalc').as_posix()}" for path in (ROOT / "src" / "gradcalc").rglob("*.py")}
+    assert shipped - names == set()
     for notice in ("LICENSE", "NOTICE"):  # (where setuptools puts them depends on its version)
         assert any(n.endswith((f".dist-info/licenses/{notice}", f".dist-info/{notice}")) for n in names), notice
