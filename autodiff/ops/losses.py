@@ -407,13 +407,22 @@ binary_cross_entropy = _elementwise_loss(
 
 def _bce_logits(z: Any, target: Any) -> Any:
     # softplus(z) - target z = -(target log sigmoid(z) + (1 - target) log sigmoid(-z)),
-    # with softplus max-shifted: exact and finite for logits of +-1000.
-    return np.logaddexp(0.0, z) - target * z
+    # with softplus max-shifted: finite for logits of +-1000. For z > 0 it is spelled
+    # (1 - target) z + softplus(-z), the same number: softplus(z) - z cancels all but the
+    # last few digits of a loss as small as exp(-z) (at z = 37, target 1, all of them).
+    with np.errstate(invalid="ignore"):  # (an infinite logit: where picks the side that is not nan)
+        return np.where(z > 0, (1.0 - target) * z + np.logaddexp(0.0, -z), np.logaddexp(0.0, z) - target * z)
+
+
+def _bce_logits_dz(m: Any, z: Any, t: Any) -> Any:
+    # sigmoid(z) - t, spelled (1 - t) sigmoid(z) - t sigmoid(-z): at target 1 it is
+    # -sigmoid(-z), with every digit where sigmoid(z) - 1 keeps only a few.
+    return (1.0 - t) * m.sigmoid(z) - t * m.sigmoid(-z)
 
 
 binary_cross_entropy_with_logits = _elementwise_loss(
     "binary_cross_entropy_with_logits", _bce_logits,
-    lambda m, z, t: m.exp(-m.softplus(-z)) - t,  # sigmoid(z) - t, accurate in both tails
+    _bce_logits_dz,
     lambda m, z, t: -z,
     "binary cross-entropy of sigmoid(z) against target, computed from the logits z: stable for any z",
     Check(make=_pairs(-4.0, 4.0, _probabilities)),
