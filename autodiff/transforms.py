@@ -43,14 +43,36 @@ def vmap(f: Callable[..., Any], in_axes: Axes = 0, out_axes: int | Sequence[int]
         with new_level() as level:
             inputs = [a if axis is None else to_level(a, axis, level) for a, axis in zip(args, axes)]
             out = f(*inputs)
-            if isinstance(out, tuple):
+            if isinstance(out, tuple) and not isinstance(out_axes, int):  # an axis for each result (and all inside it)
                 outs = spread_axes(out_axes, len(out), "out_axes")
-                return tuple(from_level(o, level, k, size) for o, k in zip(out, outs))  # type: ignore[arg-type]
+                return tuple(rebuilt(o, [from_level(leaf, level, k, size) for leaf in leaves(o)]) for o, k in zip(out, outs))
             if not isinstance(out_axes, int):
                 raise ArgumentError(f"vmap: out_axes {out_axes!r} is for several results; the function gave one")
-            return from_level(out, level, out_axes, size)
+            return rebuilt(out, [from_level(leaf, level, out_axes, size) for leaf in leaves(out)])
 
     return mapped
+
+
+def leaves(tree: Any) -> list[Any]:
+    """The values of a function's result, its tuples (and lists) opened at any depth, in
+    order: what the transformations run on (JAX's pytree leaves, of tuples alone)."""
+    if isinstance(tree, (tuple, list)):
+        return [leaf for part in tree for leaf in leaves(part)]
+    return [tree]
+
+
+def rebuilt(tree: Any, values: Sequence[Any]) -> Any:
+    """`tree` with its leaves replaced, in order, by `values`."""
+    it = iter(values)
+
+    def build(node: Any) -> Any:
+        if isinstance(node, tuple):  # (a tuple of another type, the language's list of unequal tensors, comes back a tuple)
+            return tuple(build(part) for part in node)
+        if isinstance(node, list):
+            return [build(part) for part in node]
+        return next(it)
+
+    return build(tree)
 
 
 def spread_axes(axes: Any, n: int, what: str = "in_axes") -> list[Any]:
@@ -139,7 +161,7 @@ def _call_fresh(f: Callable[..., Any], args: Sequence[Any], picked: list[int], s
 def _levels_of(out: Any) -> dict[int, int]:
     """The batch levels a result varies over, with their sizes."""
     sizes: dict[int, int] = {}
-    for o in out if isinstance(out, tuple) else (out,):
+    for o in leaves(out):
         value, levels = unbatched(o)
         for level, n in zip(levels, getattr(value, "shape", ())):
             sizes[level] = max(sizes.get(level, 1), n)
@@ -193,9 +215,11 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> C
 def _jacobians(one: Callable[..., Any], f: Callable[..., Any], argnums: Any) -> Callable[..., Any]:
     def jacobian(*args: Any) -> Any:
         y, inputs = call_at(f, argnums, args)
-        outs = list(y) if isinstance(y, tuple) else [y]
-        parts = [_shaped(argnums, row) for row in one(outs, inputs, create_graph=True)]  # (every input's block from one pass)
-        return tuple(parts) if isinstance(y, tuple) else parts[0]
+        outs = leaves(y)
+        for o in outs:
+            if not isinstance(o, Tensor):
+                raise ArgumentError(f"jacobian: the function's results must be tensors, got {type(o).__name__}")
+        return rebuilt(y, [_shaped(argnums, row) for row in one(outs, inputs, create_graph=True)])  # (every input's block from one pass)
 
     return jacobian
 
@@ -240,9 +264,11 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
         raise ArgumentError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     xs = [fresh(p) for p in primals]
     out = f(*xs)
-    outs = list(out) if isinstance(out, tuple) else [out]
-    ts = [tangent_of(o, xs, list(tangents), create_graph=True) for o in outs]
-    return out, (tuple(ts) if isinstance(out, tuple) else ts[0])
+    outs = leaves(out)
+    for o in outs:
+        if not isinstance(o, Tensor):
+            raise ArgumentError(f"jvp: the function's results must be tensors, got {type(o).__name__}")
+    return out, rebuilt(out, [tangent_of(o, xs, list(tangents), create_graph=True) for o in outs])
 
 
 def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]]:
@@ -251,7 +277,12 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]
     out = f(*xs)
 
     def pullback(u: Any) -> tuple[Any, ...]:
-        weighted = TENSOR_MATH.sum(TENSOR_MATH.mul(out, u))
+        outs, us = leaves(out), leaves(u)
+        if len(us) != len(outs):
+            raise ArgumentError(f"vjp: the pullback takes one cotangent per result of the function ({len(outs)}), got {len(us)}")
+        weighted = TENSOR_MATH.sum(TENSOR_MATH.mul(outs[0], us[0]))
+        for o, c in zip(outs[1:], us[1:]):
+            weighted = weighted + TENSOR_MATH.sum(TENSOR_MATH.mul(o, c))
         return tuple(backprop.grad(weighted, xs, create_graph=True))
 
     return out, pullback

@@ -291,12 +291,14 @@ def _scalar_output(y: Any, what: str, f: FunctionValue) -> Tensor:
 
 
 def _outputs(y: Any, what: str, f: FunctionValue) -> list[Tensor]:
-    outs = list(y) if isinstance(y, tuple) else [y]
-    return [_tensor(o, what, "the function's result") for o in outs]
+    """The tensors of the function's result: its tuples opened at any depth (JAX's pytree
+    leaves: value_and_grad(f, argnums=(0, 1)) gives (y, (gx, gw)))."""
+    return [_tensor(o, what, "the function's result") for o in engine.leaves(y)]
 
 
 def _shaped(y: Any, parts: list[Any]) -> Any:
-    return tuple(parts) if isinstance(y, tuple) else parts[0]
+    """`parts`, one per tensor of y, in y's tuples."""
+    return engine.rebuilt(y, parts)
 
 
 # How many transformations are being evaluated, the one at hand included (see _result).
@@ -420,8 +422,7 @@ def mapped(session: Any, f: FunctionValue, what: str, axes_given: Any, args: lis
 
     def body(*xs: Any) -> Any:
         out = session.call_function(f, list(xs), kwargs)
-        for item in out if isinstance(out, tuple) else (out,):
-            _tensor(item, what, "the function's result")
+        _outputs(out, what, f)
         return out
 
     try:

@@ -86,13 +86,15 @@ def test_the_report_shares_the_statement_s_step_budget():
 @pytest.mark.parametrize("command", ["eval", "run", "repl"])
 def test_the_report_s_backward_pass_stops_at_the_memory_budget(tmp_path, command):
     source = CHAIN
+    # (a time budget far from the memory one: on a loaded machine the pass's CPU time neared 5 s)
+    budgets = ("--max-memory", MEMORY, "--max-seconds", "120")
     if command == "eval":
-        done, _ = run("eval", source, "--max-memory", MEMORY, limit_memory=True)
+        done, _ = run("eval", source, *budgets, limit_memory=True)
     elif command == "run":
         (tmp_path / "chain.gc").write_text(source)
-        done, _ = run("run", "chain.gc", "--max-memory", MEMORY, cwd=tmp_path, limit_memory=True)
+        done, _ = run("run", "chain.gc", *budgets, cwd=tmp_path, limit_memory=True)
     else:  # piped stdin runs as the REPL's statements do, one by one
-        done, _ = run("--max-memory", MEMORY, stdin=source, limit_memory=True)
+        done, _ = run(*budgets, stdin=source, limit_memory=True)
     text = refused_by(done, "memory")
     assert "backward pass" in text and "out of memory" not in text
     assert "2 | sum(x * 1.0001" in text  # placed at the statement whose report it is

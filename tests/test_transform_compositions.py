@@ -14,8 +14,8 @@ torch's, structure, shape and value, and so are the gradients by the inputs that
 `gradcalc eval` reports beside it (by reverse and by forward mode).
 
 GRADCALC_COMPOSITIONS=2000 runs that many programs instead of the default 150. The one
-kind of program found to disagree (see NESTED_RESULTS) stays in the generator, held to its
-present failure, and its shortest cases are in DISAGREEMENTS, expected to fail (strictly).
+kind of program found to disagree, a result holding a tuple in a tuple, is compared like
+any other now, and its shortest cases stay below as regressions (NESTED_CASES).
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradcalc import autodiff
-from gradcalc.autodiff import ShapeError, Tensor, ops
-from gradcalc.parser import LanguageError, Session
+from gradcalc.autodiff import Tensor, ops
+from gradcalc.parser import Session
 from gradcalc.parser.analysis import analyze
 
 from .test_cli import gradcalc
@@ -107,24 +107,18 @@ class Function:
     source: str  # an expression giving the function
     args: tuple[tuple[int, ...], tuple[int, ...]]  # the shapes of x and W it is called with
     out: Structure
-    # a transformation in it takes a function whose result holds a tuple in a tuple (see
-    # NESTED_RESULTS: the engine refuses those for now)
-    nested: bool = False
 
     def call(self, *args: str) -> str:
         callee = f"({self.source})" if self.source.startswith("lambda") else self.source
         return f"{callee}({', '.join(args)})"
 
-    def made(self, source: str, args: Any, out: Structure, takes_results: bool) -> Function:
-        """The function `source` made from this one; takes_results: a transformation that
-        handles each of this one's results (vmap, jacrev, jacfwd, jvp)."""
-        deep = isinstance(self.out, list) and any(isinstance(part, list) for part in self.out)
-        return Function(source, args, out, self.nested or (takes_results and deep))
+    def made(self, source: str, args: Any, out: Structure) -> Function:
+        """The function `source` made from this one."""
+        return Function(source, args, out)
 
 
 DERIVATIVES = ("grad", "value_and_grad", "jacrev", "jacfwd", "hessian")
 NEEDS_SCALAR = ("grad", "value_and_grad", "hessian")
-TAKES_RESULTS = ("vmap", "jacrev", "jacfwd", "jvp")
 ARGNUMS: list[int | tuple[int, int]] = [0, 1, -1, (0, 1), (1, 0)]
 
 
@@ -162,12 +156,12 @@ def scalar_of(fn: Function, level: int) -> Function:
     """lambda x, W: the sum of tanh of each result of fn: a scalar to differentiate."""
     x, w = f"x{level}", f"W{level}"
     terms = " + ".join(f"sum(tanh({fn.call(x, w)}{path}))" for path, _ in leaves(fn.out))
-    return fn.made(f"lambda {x}, {w}: {terms}", fn.args, (), takes_results=False)
+    return fn.made(f"lambda {x}, {w}: {terms}", fn.args, ())
 
 
 def derivative(choose: Choose[Any], fn: Function, name: str) -> Function:
     spelled, argnums = spelled_argnums(choose)
-    return fn.made(f"{name}({fn.source}{spelled})", fn.args, derivative_out(name, fn.out, fn.args, argnums), name in TAKES_RESULTS)
+    return fn.made(f"{name}({fn.source}{spelled})", fn.args, derivative_out(name, fn.out, fn.args, argnums))
 
 
 def closure(choose: Choose[Any], fn: Function, name: str, level: int) -> Function:
@@ -185,7 +179,7 @@ def closure(choose: Choose[Any], fn: Function, name: str, level: int) -> Functio
         source, out = f"vjp({inner}, {at})[1]({fn.call(x, w)})[0]", fn.args[by]
     else:
         source, out = f"{name}({inner})({at})", derivative_out(name, fn.out, [fn.args[by]], 0)
-    return fn.made(f"lambda {x}, {w}: {source}", fn.args, out, name in TAKES_RESULTS)
+    return fn.made(f"lambda {x}, {w}: {source}", fn.args, out)
 
 
 def vmapped(choose: Choose[Any], fn: Function, size: int) -> Function:
@@ -200,7 +194,7 @@ def vmapped(choose: Choose[Any], fn: Function, size: int) -> Function:
     if out_axes != 0 or choose([True, False]):
         spelled += f", out_axes={out_axes}"
     args = tuple(shape if axis is None else insert(shape, axis, size) for shape, axis in zip(fn.args, axes))
-    return fn.made(f"vmap({fn.source}{spelled})", args, each_leaf(fn.out, lambda o: insert(o, out_axes, size)), takes_results=True)
+    return fn.made(f"vmap({fn.source}{spelled})", args, each_leaf(fn.out, lambda o: insert(o, out_axes, size)))
 
 
 def transformed(choose: Choose[Any], fn: Function, level: int, vmaps: int) -> tuple[Function, int]:
@@ -379,29 +373,11 @@ def assert_matches(ours: Any, theirs: Any, p: Program, way: str, where: str = "r
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=1e-13 * scale, equal_nan=True, err_msg=said)
 
 
-# ---- the disagreement found so far ------------------------------------------------------------------------
-
-# vmap, jacrev, jacfwd and jvp of a function whose result is a tuple holding a tuple
-# (value_and_grad or hessian by argnums=(0, 1), jacfwd or jvp of a tuple of gradients) are
-# refused by the language, where JAX and torch.func take any nesting of tuples. The
-# generator makes these programs too (Function.nested marks them) and holds the language
-# to refusing them exactly so: once it takes them, this fails, and NESTED_RESULTS, the
-# `nested` branch of check() and the nested DISAGREEMENTS go, the programs then compared
-# like any other. The Python API's answers to them are not one refusal but several (a
-# ShapeError about an index, a bare AttributeError, lists with blocks missing), held to
-# failing in DISAGREEMENTS' exact cases rather than here.
-NESTED_RESULTS = r"the function's result must be a tensor, got \d+ results"
-
-
 def check(p: Program, api: bool, gradients: str | None = None) -> None:
     """p through the language (and, with api, the Python API) against torch.func; with
     gradients ("reverse" or "forward"), also the gradients of its sum by the inputs that
     `gradcalc eval` reports, where they are variables and the result is one tensor."""
     theirs = by_torch(p)
-    if p.chain.nested:
-        with pytest.raises(LanguageError, match=NESTED_RESULTS):
-            by_language(p)
-        return
     assert_matches(by_language(p), theirs, p, "the language")
     if api:
         assert_matches(by_api(p), theirs, p, "the Python API")
@@ -423,8 +399,8 @@ def test_compositions_match_torch_func(p: Program, api: bool, gradients: str | N
 def test_the_command_runs_the_same_programs(tmp_path: Any) -> None:
     """Seeded programs as one script through `gradcalc run --json`: each value (a tuple as
     the line the command prints for it) and each `grad of sum` it reports, against torch.
-    (The nested ones stop a script with their error: check() holds them to it.)"""
-    chosen = [p for p in seeded_programs(seed=7, count=16) if not p.chain.nested]
+    """
+    chosen = list(seeded_programs(seed=7, count=16))
     script = tmp_path / "compositions.gc"
     script.write_text("\n".join(s for p in chosen for s in p.statements()) + "\n")
     done = gradcalc("run", "--json", str(script))
@@ -455,35 +431,31 @@ def case(chain: str, rows: int | None = None) -> Program:
     """A program of f(x, W) = sum(tanh(W @ x)) at fixed inputs (rows of x, for a vmap)."""
     x = [0.5, -1.0, 0.3]
     xs = [[round(x_i * (1 + k / 2), 2) for x_i in x] for k in range(rows)] if rows else x
-    return Program("sum(tanh(W @ x))", Function(chain, ((N,), (M, N)), None, nested=True), xs, [[0.2, 0.4, -0.6], [1.0, -0.5, 0.3]], True)
+    return Program("sum(tanh(W @ x))", Function(chain, ((N,), (M, N)), None), xs, [[0.2, 0.4, -0.6], [1.0, -0.5, 0.3]], True)
 
 
-def nested(raises: type[BaseException]) -> Any:
-    return pytest.mark.xfail(strict=True, raises=raises, reason="a transformation of a result that holds a tuple in a tuple: see NESTED_RESULTS")
-
-
-# Exact programs where gradcalc disagrees with torch.func, found by the generator above
-# (the shortest of each kind), with how each way fails now: the language refuses every
-# one (NESTED_RESULTS); the API raises a ShapeError about an index or a bare
-# AttributeError, or answers lists that lack the blocks by the second input (a mismatch).
-# Strict: a fix makes its case fail here, and the entry goes.
-DISAGREEMENTS = [
-    pytest.param(case(chain, rows), way, marks=nested(LanguageError if way == "language" else api), id=f"{way}: {chain}")
-    for chain, rows, api in [
-        ("vmap(value_and_grad(f, argnums=(0, 1)), in_axes=(0, None))", 2, ShapeError),
-        ("jacrev(value_and_grad(f, argnums=(0, 1)))", None, AssertionError),
-        ("jacfwd(value_and_grad(f, argnums=(0, 1)))", None, AttributeError),
-        ("jacrev(hessian(f, argnums=(0, 1)))", None, AssertionError),
-        ("jacfwd(hessian(f, argnums=(0, 1)))", None, AttributeError),
-        ("vmap(hessian(f, argnums=(0, 1)), in_axes=(0, None))", 2, ShapeError),
-        ("jacrev(jacrev(grad(f, argnums=(0, 1)), argnums=(0, 1)))", None, AssertionError),
-        ("lambda x1, W1: jvp(lambda a1: value_and_grad(f, argnums=(0, 1))(a1, W1), (x1,), (x1,))", None, AttributeError),
+# The shortest programs of the one kind the generator found to disagree, a result that holds a
+# tuple in a tuple (value_and_grad or hessian by argnums=(0, 1), jacrev of a tuple of
+# gradients): the language refused them ("got 2 results") and the Python API failed three
+# ways, one of them silently (jacrev's lists lacked the blocks by the second input). They
+# take tuples nested to any depth now, as JAX and torch.func do.
+NESTED_CASES = [
+    pytest.param(case(chain, rows), way, id=f"{way}: {chain}")
+    for chain, rows in [
+        ("vmap(value_and_grad(f, argnums=(0, 1)), in_axes=(0, None))", 2),
+        ("jacrev(value_and_grad(f, argnums=(0, 1)))", None),
+        ("jacfwd(value_and_grad(f, argnums=(0, 1)))", None),
+        ("jacrev(hessian(f, argnums=(0, 1)))", None),
+        ("jacfwd(hessian(f, argnums=(0, 1)))", None),
+        ("vmap(hessian(f, argnums=(0, 1)), in_axes=(0, None))", 2),
+        ("jacrev(jacrev(grad(f, argnums=(0, 1)), argnums=(0, 1)))", None),
+        ("lambda x1, W1: jvp(lambda a1: value_and_grad(f, argnums=(0, 1))(a1, W1), (x1,), (x1,))", None),
     ]
     for way in ("language", "api")
 ]
 
 
-@pytest.mark.parametrize(("p", "way"), DISAGREEMENTS)
-def test_disagreements_found(p: Program, way: str) -> None:
+@pytest.mark.parametrize(("p", "way"), NESTED_CASES)
+def test_results_with_nested_tuples_match_torch(p: Program, way: str) -> None:
     theirs = by_torch(p)  # (first: torch answers every one)
     assert_matches((by_language if way == "language" else by_api)(p), theirs, p, way)

@@ -409,3 +409,20 @@ def test_the_apis_grad_by_several_is_a_tuple_as_torchs(make):
     assert type(expected) is tuple
     for g, e in zip(ours, expected):
         np.testing.assert_allclose(g.data, e.numpy(), rtol=1e-12)
+
+
+def test_the_api_vjp_of_a_function_with_tuple_results_takes_a_cotangent_per_result():
+    """As JAX's and torch.func's vjp: the pullback of (a, (b, c)) takes (u, (v, w))."""
+    torch = pytest.importorskip("torch")
+    from gradcalc.autodiff import Tensor, ops, vjp
+
+    rng = np.random.default_rng(5)
+    x, u, v, w = rng.normal(size=3), rng.normal(size=3), rng.normal(size=()), rng.normal(size=(2, 3))
+    out, pullback = vjp(lambda t: (ops.sin(t), (ops.sum(t ** 2), ops.outer(Tensor([1.0, 2.0]), t))), Tensor(x))
+    [got] = pullback((Tensor(u), (Tensor(v), Tensor(w))))
+    _, theirs = torch.func.vjp(lambda t: (torch.sin(t), ((t ** 2).sum(), torch.outer(torch.tensor([1.0, 2.0], dtype=torch.float64), t))),
+                               torch.tensor(x))
+    [want] = theirs((torch.tensor(u), (torch.tensor(v), torch.tensor(w))))
+    np.testing.assert_allclose(got.data, want.numpy(), rtol=1e-13)
+    with pytest.raises(Exception, match="one cotangent per result"):
+        pullback((Tensor(u), Tensor(v)))
