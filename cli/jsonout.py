@@ -60,7 +60,7 @@ def analysis_object(a: Analysis) -> dict[str, Any]:
     if a.dtype is not None:
         obj["dtype"] = a.dtype  # whole numbers or booleans: no gradient, `grads` is empty
     if a.tangent_passes is not None:
-        obj["mode"], obj["tangent_passes"] = "forward", a.tangent_passes
+        obj["mode"], obj["tangent_passes"], obj["tangents"] = "forward", a.tangent_passes, a.tangents
     said = notes(a)
     if said:
         obj["notes"] = said  # the text report's notes (where an inf or nan came from, forward mode)

@@ -163,7 +163,7 @@ SAVE = Option("save", ("--save",), "path", None, "Write the value and each gradi
               unavailable={REPL: "the REPL keeps each result in _ (gradcalc eval --save writes one to a file)",
                            NOTEBOOK: "--out NAME hands the result to Python, where numpy.savez writes its .value and .grads"})
 MODE = Option("mode", ("--mode",), "str", "reverse",
-              "reverse (one backward pass) or forward (forward mode: a tangent pass per element of each variable); with "
+              "reverse (one backward pass) or forward (forward mode: a tangent per element of each variable, a batched pass per variable); with "
               "--steps, the pass shown: each variable's tangent pushed to the output in turn, as value + tangent ε.",
               choices=("reverse", "forward"))
 LIMITS = (MAX_ELEMENTS, MAX_STEPS, MAX_INPUT, MAX_SECONDS, MAX_MEMORY)

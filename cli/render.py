@@ -152,8 +152,8 @@ def notes(a: Analysis) -> list[str]:
                      "the function has no derivative at this point, they are only what its ops' rules give")
     found += [earlier_note(name, on_graph, name in a.grads) for name, on_graph in a.earlier.items()]
     if a.tangent_passes is not None:
-        found.append(f"the gradients are by forward mode: {count(a.tangent_passes, 'tangent pass', 'tangent passes')}, "
-                     "one per element of each variable (reverse mode takes one backward pass for them all)")
+        found.append(f"the gradients are by forward mode: {count(a.tangents or 0, 'tangent', 'tangents')}, one per element of each "
+                     f"variable, in {count(a.tangent_passes, 'forward pass', 'forward passes')} (reverse mode takes one backward pass for them all)")
     return found + list(getattr(a, "engine_notes", ()))  # (the JAX and PyTorch engines': jit, the device)
 
 

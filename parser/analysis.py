@@ -40,7 +40,7 @@ class Analysis:
     differentiated (see `differentiated_nonfinite`): the derivative is there, finite or
     not, but the function it is of is not defined at this point (None otherwise).
     `tangent_passes` is how many forward passes found the gradients (None: one backward
-    pass did). `earlier` names the variables the output depends on an earlier value of
+    pass did), pushing `tangents` tangents in all (one per element of each variable). `earlier` names the variables the output depends on an earlier value of
     (`earlier_values`), each with whether what the name holds now is in the graph.
     `span` is the place of the statement whose value this is (None when not known): what
     is computed from the analysis later (`--steps`) is placed there too."""
@@ -49,7 +49,7 @@ class Analysis:
         self, output: Any, value: np.ndarray, grads: dict[str, np.ndarray], grad_of: str | None, stats: GraphStats,
         variables: list[str], leaf_names: list[str] | None = None, nonfinite: Any | None = None,
         nonfinite_root: Any | None = None, nonfinite_gradient: tuple[Any, Any] | None = None, undefined: Any | None = None,
-        tangent_passes: int | None = None, earlier: dict[str, bool] | None = None,
+        tangent_passes: int | None = None, earlier: dict[str, bool] | None = None, tangents: int | None = None,
     ) -> None:
         self.output = output
         self.value = value
@@ -63,6 +63,7 @@ class Analysis:
         self.nonfinite_gradient = nonfinite_gradient
         self.undefined = undefined
         self.tangent_passes = tangent_passes
+        self.tangents = tangents
         self.earlier: dict[str, bool] = earlier or {}
         self.span: Span | None = None
 
@@ -189,8 +190,8 @@ def analyze(
     zero gradients: eval's NAME=VALUE bindings). The `session` that computed the output
     and the statement's `code` let an inf or nan computed from constants alone be traced
     to its op (see Analysis). `mode="forward"` finds the same gradients by forward mode
-    instead: one tangent pass per element of each name's node (J e_i, summed over the
-    output), what `jacfwd` does.
+    instead: a tangent per element of each name's node (J e_i, summed over the output),
+    pushed in batches as `jacfwd` does: one forward pass per node when they fit.
 
     The passes are part of the statement that computed `output`: they run on under its
     budget of steps, time and memory (budgets.report_budget), and an error of theirs (a
@@ -227,11 +228,11 @@ def _analyze(
         if isinstance(output, Value):
             raise LanguageError("argument", "forward mode needs the tensor engine (--engine tensor)")
         try:
-            grads, passes = _forward(output, order, nodes)
+            grads, passes, tangents = _forward(output, order, nodes)
         except NoJVPError as err:  # an op without a forward rule: a function with a vjp rule of the user's
             raise LanguageError("argument", f"forward mode: {err}") from None
     else:
-        grads, passes = _backward(output, order, nodes), None
+        grads, passes, tangents = _backward(output, order, nodes), None, None
     root, culprit = output, None
     if not _finite(value):
         culprit = first_nonfinite(output, order)
@@ -254,7 +255,7 @@ def _analyze(
         output=output, value=value, grads=grads, grad_of="sum" if differentiable and (value.size != 1 or value.ndim) else None,
         stats=graph_stats(output, order), variables=names, leaf_names=[leaf.name for leaf in leaves],
         nonfinite=culprit, nonfinite_root=root, nonfinite_gradient=blamed, undefined=undefined,
-        tangent_passes=passes, earlier=earlier,
+        tangent_passes=passes, earlier=earlier, tangents=tangents,
     )
 
 
@@ -400,34 +401,35 @@ def _has_gradient(value: Any) -> bool:
     return getattr(value, "requires_grad", False) is True
 
 
-def _forward(output: Tensor, order: list[Any], nodes: dict[str, Any]) -> tuple[dict[str, np.ndarray], int]:
-    """_backward's gradients by forward mode, and how many tangent passes found them:
-    d(sum of output)/d(node) is the sum over the output of the Jacobian's column for
-    each element of the node."""
+def _forward(output: Tensor, order: list[Any], nodes: dict[str, Any]) -> tuple[dict[str, np.ndarray], int, int]:
+    """_backward's gradients by forward mode, how many forward passes found them and how
+    many tangents those pushed: d(sum of output)/d(node) is the sum over the output of the
+    Jacobian's column for each element of the node."""
     in_graph = {id(n) for n in order}
     widest = max(int(np.size(n.data)) for n in order)
-    grads, passes = {}, 0
+    grads, passes, tangents = {}, 0, 0
     for name, node in nodes.items():
         if node is not None and id(node) in in_graph and _has_gradient(node):
-            grads[name] = _summed_columns(output, node, widest)
-            passes += int(np.size(node.data))
+            grads[name], made = _summed_columns(output, node, widest)
+            passes += made
+            tangents += int(np.size(node.data))
         else:
             grads[name] = np.zeros(np.shape(getattr(node, "data", node)))
-    return grads, passes
+    return grads, passes, tangents
 
 
-def _summed_columns(output: Tensor, node: Tensor, widest: int) -> np.ndarray:
+def _summed_columns(output: Tensor, node: Tensor, widest: int) -> tuple[np.ndarray, int]:
     """d(sum of output)/d(node) by forward mode: the Jacobian's columns, one per element
     of `node`, summed over the output. The tangents go through the graph as batches (one
     forward pass each), of as many as keep every tangent the pass carries under the
     element cap (`widest`: the graph's largest tensor): all of them at once, as jacfwd,
     when they fit; a 10^6-element variable in many passes, each counted against the
-    statement's budget, never one batch of 10^12 numbers."""
+    statement's budget, never one batch of 10^12 numbers. With the number of passes."""
     n = node.size
     rows = max(1, max_elements() // max(widest, 1))
     over_output = tuple(range(output.ndim))
     if rows >= n:
-        return np.asarray(jacobian_forward(output, node).data).sum(axis=over_output)
+        return np.asarray(jacobian_forward(output, node).data).sum(axis=over_output), 1
     summed = np.empty(n)
     for start in range(0, n, rows):
         stop = min(start + rows, n)
@@ -437,7 +439,7 @@ def _summed_columns(output: Tensor, node: Tensor, widest: int) -> np.ndarray:
             tangents = push_forward([output], {node: batched(Tensor(seed.reshape((stop - start, *node.shape))), (level,))})
             t = tangents.get(output)
             summed[start:stop] = 0.0 if t is None else np.asarray(from_level(t, level, output.ndim, stop - start).data).sum(axis=over_output)
-    return summed.reshape(node.shape)
+    return summed.reshape(node.shape), -(-n // rows)
 
 
 def _backward(output: Any, order: list[Any], nodes: dict[str, Any]) -> dict[str, np.ndarray]:

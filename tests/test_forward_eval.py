@@ -1,5 +1,5 @@
-"""`gradcalc eval --mode forward`: the gradients found by forward mode (a tangent pass per
-variable element, each op's JVP rule) against the same command's reverse mode (one backward
+"""`gradcalc eval --mode forward`: the gradients found by forward mode (a tangent per
+variable element, a batched pass per variable, each op's JVP rule) against the same command's reverse mode (one backward
 pass, the VJPs: an independent rule per op) and against PyTorch float64."""
 from __future__ import annotations
 
@@ -41,7 +41,33 @@ def test_forward_mode_gives_reverse_modes_gradients(expr, bindings):
     assert forward["value"] == reverse["value"] and forward["grads"].keys() == reverse["grads"].keys()
     for name, g in reverse["grads"].items():
         np.testing.assert_allclose(forward["grads"][name], g, rtol=1e-12, atol=1e-15)
-    assert forward["tangent_passes"] == sum(np.size(g) for g in reverse["grads"].values())
+    assert forward["tangents"] == sum(np.size(g) for g in reverse["grads"].values())
+    assert forward["tangent_passes"] == len(reverse["grads"])  # (a batch of all its tangents for each variable)
+
+
+@pytest.mark.parametrize(("expr", "bindings"), CASES)
+def test_the_passes_said_are_the_passes_made(expr, bindings):
+    """The note's count against the engine's own counter of forward passes, with every
+    variable's tangents in one batch and in batches the element cap makes smaller."""
+    from gradcalc.autodiff import topological_order
+    from gradcalc.autodiff.backprop import PASSES
+    from gradcalc.autodiff.limits import max_elements, set_max_elements
+
+    reverse, _ = evaluate_expression(expr, bindings, "tensor", None)
+    widest = max(node.size for node in topological_order(reverse.output))
+    variables = len(reverse.grads)
+    for cap in (None, widest):  # (a cap of the widest tensor: one tangent a pass)
+        previous = max_elements()
+        if cap is not None:
+            set_max_elements(cap)
+        try:
+            before = PASSES.forward
+            analysis, _ = evaluate_expression(expr, bindings, "tensor", None, "forward")
+            assert analysis.tangent_passes == PASSES.forward - before
+            assert analysis.tangents == sum(np.size(g) for g in analysis.grads.values())
+            assert analysis.tangent_passes == (analysis.tangents if cap is not None else variables)
+        finally:
+            set_max_elements(previous)
 
 
 def test_forward_mode_against_pytorch():
@@ -59,7 +85,7 @@ def test_the_text_says_how_many_passes_and_wrt_picks_them():
     done = gradcalc("eval", "sum(x * y)", "x=[1, 2, 3]", "y=4", "--mode", "forward", "--wrt", "x")
     assert done.returncode == 0, done.stderr
     assert "grad x: [4.0, 4.0, 4.0]" in done.stdout and "grad y" not in done.stdout
-    assert "note: the gradients are by forward mode: 3 tangent passes" in done.stdout
+    assert "note: the gradients are by forward mode: 3 tangents, one per element of each variable, in 1 forward pass" in done.stdout
 
 
 def test_an_output_of_constants_and_the_scalar_engine():
@@ -87,6 +113,7 @@ def test_random_chains_agree_in_both_modes(ops, x, k):
     reverse, _ = evaluate_expression(expr, bindings, "tensor", None)
     assume(bool(np.all(np.isfinite(reverse.value))))  # exp(exp(exp(...))) overflows: not such a point
     forward, _ = evaluate_expression(expr, bindings, "tensor", None, "forward")
-    assert forward.tangent_passes == len(x) + (len(ops) > 1) and reverse.tangent_passes is None  # (k is used from the second op)
+    assert forward.tangents == len(x) + (len(ops) > 1) and reverse.tangent_passes is None  # (k is used from the second op)
+    assert forward.tangent_passes == 1 + (len(ops) > 1)
     for name, g in reverse.grads.items():
         np.testing.assert_allclose(forward.grads[name], g, rtol=1e-11, atol=1e-14)
