@@ -320,10 +320,12 @@ class StepBudget:
                 "(ops executed); is a recursion doubling its work? (--max-steps raises the budget)"
             ))
         if time.process_time() > self.deadline:
+            # Few steps in that time: each was an op on large tensors, not a runaway recursion.
+            why = ("); is a recursion doubling its work?" if self.used >= MANY_STEPS else
+                   ", each on large tensors; CPU time counts every thread the matrix library runs)")
             self.exceeded(TimeLimitError(
                 f"{where + ': ' if where else ''}the statement ran over its time budget of {self.seconds:g} "
-                f"second{'' if self.seconds == 1 else 's'} of CPU time "
-                f"(after {self.used:,} steps); is a recursion doubling its work? (--max-seconds raises the budget)"
+                f"second{'' if self.seconds == 1 else 's'} of CPU time (after {self.used:,} steps{why} (--max-seconds raises the budget)"
             ))
         check_memory(where)
         self.granted = min(CHUNK, self.limit - self.used)
@@ -337,6 +339,9 @@ class StepBudget:
 
 
 STEPS = StepBudget()
+# A statement that spent its time in this many steps or more was running many small ops
+# (the time message asks about a recursion), in fewer a few large ones.
+MANY_STEPS = 100_000
 
 
 def set_max_steps(n: int) -> int:

@@ -58,6 +58,17 @@ def refused_by(done: subprocess.CompletedProcess[str], kind: str, status: int = 
 # ---- the report's backward pass -----------------------------------------------------------------
 
 
+def test_the_time_message_asks_about_a_recursion_only_after_many_steps():
+    """Found by a new user: a few products of large matrices over the time budget were asked
+    'is a recursion doubling its work?'. Few steps in the time are each on large tensors."""
+    done, _ = run("eval", "sum(W @ W @ W @ W @ W @ W @ W @ W @ W @ W)", "W=randn(1500, 1500)", "--max-seconds", "0.3")
+    text = refused_by(done, "time")
+    assert "each on large tensors" in text and "recursion" not in text
+    done, _ = run("eval", "def h(n) = h(n-1) + h(n-1) if n > 0 else 1; h(40)", "--max-seconds", "0.5", "--max-steps", "1000000000000")
+    text = refused_by(done, "time")
+    assert "is a recursion doubling its work?" in text and "large tensors" not in text
+
+
 def test_an_exponential_vjp_rule_stops_at_the_time_budget_in_the_report():
     done, cpu = run("eval", EXPONENTIAL_RULE + "f(a)", "a=1", "--max-seconds", "1", "--max-steps", "1000000000000")
     text = refused_by(done, "time")
