@@ -11,7 +11,7 @@ from . import driver, tables
 from .driver import Node, Range, Stuck
 from .errors import LanguageError, place_of
 from .layout import DEDENT, INDENT, Layout
-from .lexer import BAD, COMMENTS, CONTINUES, END, KEYWORDS, NEWLINE, SEPARATORS, Token, tokens
+from .lexer import BAD, CLOSERS, COMMENTS, CONTINUES, END, KEYWORDS, NEWLINE, OPENERS, SEPARATORS, Token, tokens
 from .records import Record
 
 __all__ = [
@@ -229,10 +229,21 @@ def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
     if stuck.states[-1] == driver.AFTER_STATEMENT_NAME:
         expected_terminals.discard("NAME")  # a second name only after `vjp`, a rule's rare start (driver.py)
     expected = describe_expected(expected_terminals)
+    ending, opened = _line_carried_on(source, stuck)
     if token.kind == END or (token.kind == NEWLINE and all(t.kind == NEWLINE or t.kind in COMMENTS for t in tokens(source, token.end))):
         # (at the end: just after the last character that is not a blank)
         line, column = place_of(source, len(source.rstrip()) if token.kind == END else token.start)
-        return LanguageError("incomplete", f"unfinished input: expected {expected}", line, column)
+        unclosed = ""
+        if opened is not None and place_of(source, opened.start)[0] < line:  # `sin(x,` then lines that never close it
+            opened_line, opened_column = place_of(source, opened.start)
+            unclosed = f" (the '{opened}' at line {opened_line}, column {opened_column} is not closed)"
+        return LanguageError("incomplete", f"unfinished input: expected {expected}{unclosed}", line, column)
+    if ending is not None:  # `check x ** 2 wrt` then `y = 3`: the mistake is at the end of the line before
+        found = "end of line" if token.kind == NEWLINE else f"'{token}'"
+        line, column = place_of(source, ending.start)
+        return LanguageError("syntax", f"'{ending}' at the end of line {line} carries the statement on to line "
+                                       f"{place_of(source, token.start)[0]}, which does not go on from it ({found} cannot follow): "
+                                       f"finish line {line}", line, column, line, column + len(ending))
     line, column = place_of(source, token.start)
     number = _number_before(source, stuck)
     if number:
@@ -248,6 +259,36 @@ def _syntax_error(source: str, stuck: Stuck) -> LanguageError:
     found = "end of line" if token.kind == NEWLINE else f"'{token}'"
     width = 1 if token.kind == NEWLINE else max(len(token), 1)
     return LanguageError("syntax", f"expected {expected}, found {found}", line, column, line, column + width)
+
+
+def _line_carried_on(source: str, stuck: Stuck) -> tuple[Token | None, Token | None]:
+    """Why the statement the parser stuck in went on past the end of a line before the
+    stuck token's: the token that ended that line when it is one that needs more (an
+    operator, a comma, `wrt`), and the innermost bracket opened on an earlier line and
+    still open (a newline inside brackets is a blank); None for either that did not."""
+    token = stuck.token
+    if token is None or stuck.statement < 0:
+        return None, None
+    opened: list[Token] = []
+    previous = ending = None
+    for t in tokens(source, stuck.statement):
+        if t.start >= token.start:
+            break
+        if t.kind == NEWLINE:
+            ending = previous
+            continue
+        if t.kind in COMMENTS:
+            continue
+        if t.kind in OPENERS:
+            opened.append(t)
+        elif t.kind in CLOSERS and opened:
+            opened.pop()
+        previous = t
+    line = place_of(source, token.start)[0]
+    bracket = opened[-1] if opened and place_of(source, opened[-1].start)[0] < line else None
+    if bracket is not None or ending is None or ending.kind not in CONTINUES or place_of(source, ending.start)[0] >= line:
+        return None, bracket
+    return ending, None
 
 
 # Mathematics as typeset, and what the language writes for it.

@@ -498,6 +498,39 @@ def test_syntax_errors(source, kind, message, place):
     assert (err.kind, err.message, (err.line, err.column, err.end_line, err.end_column)) == (kind, message, place)
 
 
+# A line for each token after which a newline does not end the statement (lexer.CONTINUES),
+# ending with it: what follows on the next line (`b = 2`) cannot go on from it.
+LINES_CARRIED_ON = {
+    "PLUS": "y = a +", "MINUS": "y = a -", "STAR": "y = a *", "SLASH": "y = a /", "_FLOORDIV": "y = a //",
+    "PERCENT": "y = a %", "AT": "y = a @", "POW": "y = a **", "COMPARE": "y = a <", "AUGOP": "y +=", "EQUAL": "y =",
+    "COMMA": "check a wrt a ,", "DOT": "y = a .", "IF": "y = a if", "ELSE": "y = a if a else", "CHECK": "check", "DEF": "def",
+    "WRT": "check a wrt",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LINES_CARRIED_ON))
+def test_a_line_that_needs_more_is_blamed_not_the_next_one(kind):
+    """Found by a new user: `check x**2 wrt` with nothing after `wrt` read the next line as
+    its variables and reported "expected ',' ... found '='" on that line. The error is
+    placed at the token that carried the statement on, and says so."""
+    from gradcalc.parser.lexer import CONTINUES
+
+    assert set(LINES_CARRIED_ON) == set(CONTINUES)  # (a new continuing token gets a line here)
+    line = LINES_CARRIED_ON[kind]
+    with pytest.raises(LanguageError) as caught:
+        parse_tree(f"a = 1\n{line}\nb = 2\n")
+    err = caught.value
+    last = line.split()[-1]
+    assert (err.line, err.column) == (2, len(line) - len(last) + 1), err.message
+    assert err.message.startswith(f"'{last}' at the end of line 2 carries the statement on to line 3"), err.message
+
+
+def test_a_bracket_never_closed_is_named_where_it_opened():
+    with pytest.raises(LanguageError) as caught:
+        parse_tree("x = 2\ny = sin(x,\nz = 3\n")
+    assert caught.value.message == "unfinished input: expected ')' or ',' (the '(' at line 2, column 8 is not closed)"
+
+
 @pytest.mark.parametrize(("source", "good"), [
     ("x ifa else b\nx + 1", "x + 1"), ("y = [1, 2\ncheck y\n", "check y"), ("1 +* 2; z = 3", "z = 3"),
 ])
