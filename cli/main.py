@@ -7,7 +7,9 @@ rich and prompt_toolkit are imported by the actions that use them.
 """
 from __future__ import annotations
 
+import difflib
 import inspect
+import shlex
 from collections.abc import Callable
 from importlib import import_module
 from pathlib import Path
@@ -88,6 +90,31 @@ class _Command(typer.core.TyperCommand):
 
 class _Group(typer.core.TyperGroup):
     parse_args = _declared_words(typer.core.TyperGroup.parse_args)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """click's lookup, with what a word that is no command was probably meant to be."""
+        name = args[0] if args else ""
+        if args and self.get_command(ctx, name) is None and not name.startswith("-"):
+            ctx.fail(f"No such command {name!r}. {_meant(name, list(self.commands))}")
+        return super().resolve_command(ctx, args)
+
+
+_REPL_WORDS = frozenset({"repl", "shell", "interactive", "console", "ipython", "python"})
+
+
+def _meant(word: str, commands: list[str]) -> str:
+    """A hint for a first word that is no command: the REPL's other names, a script's file
+    name, an expression, a misspelt command."""
+    if word.lower() in _REPL_WORDS:
+        return "The REPL starts with no command: gradcalc"
+    if word.endswith(".gc"):
+        return f"Run a script with: gradcalc run {word} (or check its checks: gradcalc check {word})"
+    close = difflib.get_close_matches(word, commands, n=1)
+    if close:
+        return f"Did you mean {close[0]!r}?"
+    if not word.isidentifier():
+        return f"Evaluate an expression with: gradcalc eval {shlex.quote(word)}"
+    return f"The commands are {', '.join(sorted(commands))}; with none, the REPL"
 
 
 app = typer.Typer(

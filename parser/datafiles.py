@@ -267,6 +267,8 @@ def file_bindings(
         if not sep or not value.strip().startswith("@"):
             return None
         name, spec = name.strip(), value.strip()[1:]
+    if not spec.strip():
+        raise LanguageError("argument", f"bad binding {binding!r}: a file's name goes after the @, as in {name or 'X'}=@data.npy")
     path, key = split_spec(spec)
     if name is None and key is None and path.lower().endswith(".npz"):
         found, total = [], 0

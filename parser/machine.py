@@ -433,6 +433,8 @@ class Session:
                 elif op == NONE:
                     stack.append(None)
             except LanguageError as err:
+                if err.kind == "name" and op == LOAD and pc < end and code[pc][0] == ATTR:
+                    _file_name_hint(err, arg, code[pc][1])
                 raise err.at(span, inside) from None
             except StepLimitError as err:  # placed at the statement: all of it ran too long (or too big)
                 raise LanguageError(err.kind, str(err)) from None
@@ -596,6 +598,15 @@ class Session:
         if value is None:
             raise LanguageError("argument", f"{where} needs a value")
         return _not_function(value, where)
+
+
+def _file_name_hint(err: LanguageError, name: str, attribute: str) -> None:
+    """`load(data.npy)`, `X=data.npy`: an unknown name read as a file's name."""
+    from .datafiles import SUFFIXES  # (only on an error: not at start-up)
+
+    if f".{attribute}" in SUFFIXES:
+        err.message = (f"unknown name {name!r}; a file's name is a string: load('{name}.{attribute}'), "
+                       f"or NAME=@{name}.{attribute} on the command line")  # (instead of a name it may look like)
 
 
 def _parameters(kwargs: dict[str, Any], where: str) -> None:

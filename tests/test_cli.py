@@ -289,3 +289,32 @@ def test_digits_before_any_command_rounds_its_display():
     assert "value: 7.38905609893065\n" in gradcalc("eval", "exp(x)", "x=2").stdout
     refused = gradcalc("--digits", "3", "check", str(ROOT / "examples" / "seed.gc"))
     assert refused.returncode == 2 and "--digits does not apply to `gradcalc check`" in refused.stderr
+
+
+@pytest.mark.parametrize(("word", "hint"), [
+    ("repl", "The REPL starts with no command: gradcalc"),
+    ("chek", "Did you mean 'check'?"),
+    ("model.gc", "Run a script with: gradcalc run model.gc"),
+    ("x**2", "Evaluate an expression with: gradcalc eval 'x**2'"),
+    ("frobnicate", "The commands are check, eval, export, ops, plot, run; with none, the REPL"),
+])
+def test_a_first_word_that_is_no_command_says_what_was_meant(word, hint):
+    # (found by a new user: `gradcalc repl` said only "No such command 'repl'")
+    done = gradcalc(word)
+    assert done.returncode == 2 and f"No such command {word!r}. {hint}" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["eval", "sum(X)", "X=data.npy"], "unknown name 'data'; a file's name is a string: load('data.npy'), or NAME=@data.npy"),
+    (["eval", "load(table.csv)"], "unknown name 'table'; a file's name is a string: load('table.csv')"),
+    (["eval", "sum(X)", "X=@"], "bad binding 'X=@': a file's name goes after the @, as in X=@data.npy"),
+    (["eval", "sum(X)", "@"], "bad binding '@': a file's name goes after the @"),
+    (["eval", "x.sum", "x=[1, 2]"], "error:"),  # (an attribute that is no file suffix: no file hint)
+])
+def test_a_file_name_written_as_a_name_is_told_how_to_write_it(args, words):
+    # (found by a new user: X=data.npy said only "unknown name 'data'", and X=@ ".: unknown kind of data file")
+    done = gradcalc(*args)
+    assert words in done.stderr and "Traceback" not in done.stderr, done.stderr
+    if "file" not in words:
+        assert "a file's name" not in done.stderr
