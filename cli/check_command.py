@@ -103,7 +103,7 @@ def check_action(
     choose_against(engine, device, against, as_json)
     defaults = CheckDefaults(method=method, mode=mode, atol=tol, rtol=tol, against=against, engine=engine, device=device)
     files, bindings = split_bindings(files)
-    sources, bound = read_sources(files, max_input), bound_or_exit(bindings, engine)
+    sources, bound = read_sources(_in_folders(files, as_json), max_input), bound_or_exit(bindings, engine)
     if junit is not None:  # refused before any check runs (a file a check loads is refused when the report is written)
         refuse_overwriting(junit, "--junit-xml")
     # A bar for a long batch, on a terminal only: counting the checks lexes every file.
@@ -122,6 +122,21 @@ def check_action(
         except OutputFileError as err:
             usage_error(str(err))
     return 0 if all(o.passed for o in outcomes) else 1
+
+
+def _in_folders(files: list[Path], as_json: bool) -> list[Path]:
+    """The files to check: a folder stands for every .gc file under it, in order of their
+    paths (`gradcalc check examples/`, as pytest takes a folder)."""
+    found: list[Path] = []
+    for path in files:
+        if str(path) != "-" and path.is_dir():
+            inside = sorted(path.rglob("*.gc"))
+            if not inside:
+                usage_error(f"{path} is a folder with no .gc files in it", as_json)
+            found += inside
+        else:
+            found.append(path)
+    return found
 
 
 def report_checks(outcomes: list[CheckOutcome], as_json: bool, rich: bool, github: bool = False) -> None:

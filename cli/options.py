@@ -227,7 +227,8 @@ COMMANDS = {command.name: command for command in (
         "Exit status: 0 when every check passes, 1 when any fails or errors, 2 on bad usage.\n\n"
         "Example: gradcalc check examples/*.gc --junit-xml report.xml",
         "check_command:check_action",
-        (Argument("files", "path", "FILE... [NAME=VALUE]...", f"Gradcheck files ('-' reads stdin), {FILES_HELP}", many=True),),
+        (Argument("files", "path", "FILE... [NAME=VALUE]...", f"Gradcheck files ('-' reads stdin; a folder, every .gc file in it), {FILES_HELP}",
+                  many=True),),
         (_flag("as_json", "--json", "Print all results as one JSON document."),
          Option("junit", ("--junit-xml",), "path", None, "Also write JUnit XML for CI.", metavar="PATH"),
          Option("tol", ("--tol",), "float", None, "atol and rtol for every check without its own.", low=0),

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -308,3 +309,18 @@ def test_save_extension_is_refused_before_any_script_runs(tmp_path):
 def test_eval_json_with_an_unwritable_dot_file_is_one_error_document(report, tmp_path):
     done = gradcalc("eval", "x**2", "x=3", "--dot", str(tmp_path / "missing" / "g.dot"), "--json", *report)
     assert done.returncode == 2 and set(json.loads(done.stdout)) == {"error"}
+
+
+def test_check_takes_a_folder_as_its_gc_files(tmp_path):
+    # (found by a new user from CI: `gradcalc check examples/` said "cannot read examples: Is a directory")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a.gc").write_text("x = 2\ncheck x ** 2\n")
+    (tmp_path / "b" / "c.gc").write_text("y = 3\ncheck sin(y) wrt y\n")
+    (tmp_path / "notes.txt").write_text("not a program")
+    done = gradcalc("check", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    checks = json.loads(done.stdout)["checks"]
+    assert [(Path(c["file"]).name, c["status"]) for c in checks] == [("a.gc", "pass"), ("c.gc", "pass")]
+    (tmp_path / "empty").mkdir()
+    done = gradcalc("check", str(tmp_path / "empty"))
+    assert done.returncode == 2 and "is a folder with no .gc files in it" in done.stderr
