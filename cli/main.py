@@ -239,7 +239,7 @@ def protect_expression(argv: list[str]) -> list[str]:
     """`gradcalc eval '-a*b' a=2` (or `'--a'`) must not read the expression as an option:
     a leading space (which the language ignores; options.as_typed takes it off again)
     keeps it an argument. A token with one
-    dash is never an option of eval or plot (but -h); one with two is the expression when
+    dash is never an option of eval or plot (but -h, unless h is bound after it); one with two is the expression when
     it is not one of the command's options and no expression came before it."""
     command = next((c for c in _EXPRESSION_COMMANDS if c in argv), None)
     if command is None:
@@ -251,7 +251,10 @@ def protect_expression(argv: list[str]) -> list[str]:
     while i < len(args) and args[i] != "--":
         token = args[i]
         name = token.split("=", 1)[0]
-        if name in valued and "=" not in token:
+        if token == "-h" and not expression_seen and _binds_h(args[i + 1 :]):  # `gradcalc eval -h h=2`: minus h
+            args[i] = " " + token
+            expression_seen = True
+        elif name in valued and "=" not in token:
             i += 1  # its value follows
         elif name not in flags and name not in valued:
             if (token.startswith("--") and len(token) > 2 and not expression_seen) or (
@@ -260,6 +263,11 @@ def protect_expression(argv: list[str]) -> list[str]:
             expression_seen = True
         i += 1
     return args
+
+
+def _binds_h(rest: list[str]) -> bool:
+    """Whether a binding of h follows: then `-h` is the expression minus h, not a request for help."""
+    return any(arg.partition("=")[0].strip() == "h" and "=" in arg for arg in rest)
 
 
 _EXPRESSION_COMMANDS = [name for name, command in COMMANDS.items() if any(a.kind == "expr" for a in command.arguments)]

@@ -163,6 +163,15 @@ def test_an_expression_that_starts_with_a_dash_is_placed_as_typed(expression):
     assert (error["line"], error["column"]) == (1, 1)
 
 
+def test_minus_h_is_the_expression_when_h_is_bound_and_help_when_alone():
+    # (found by a new user: the README says an expression that starts with - works as typed,
+    # and `gradcalc eval -h h=2` printed the help)
+    assert gradcalc("eval", "-h", "h=2").stdout.startswith("value: -2.0")
+    assert gradcalc("eval", "-h", "--json", "h=2").returncode == 0
+    for args in (["eval", "-h"], ["eval", "-h", "x=2"]):
+        assert gradcalc(*args).stdout.startswith("Usage: gradcalc eval")
+
+
 def test_an_error_in_a_function_body_names_the_function_in_json():
     done = gradcalc("eval", "def f(u) = u + [1, 2]; f([1, 2, 3])", "--json")
     assert json.loads(done.stdout)["error"] == {
