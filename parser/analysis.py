@@ -203,7 +203,7 @@ def analyze(
             from .engines.report import analyze_engine
 
             return analyze_engine(output, wrt, known or {}, always, session)
-        raise LanguageError("value", f"the result is not a number or tensor: {output!r}")
+        raise LanguageError("value", f"the result is not a number or tensor: {output!r}").at(span)
     with report_budget(span):
         analysis = _analyze(output, wrt, known or {}, always, session, code, mode)
     analysis.span = span
