@@ -133,9 +133,9 @@ def eval_action(
             if save is not None:  # (refused before it is shown, as a file that cannot be written is)
                 usage_error(f"--save writes a value and its gradients, and this result is {_unsaveable(analysis)}: nothing to save", as_json)
             if as_json:
-                from .jsonout import dumps
+                from .jsonout import dumps, lines_object
 
-                print(dumps(_with_checks({"help": analysis.lines}, checks)))
+                print(dumps(_with_checks(lines_object(analysis.lines, analysis.value), checks)))
             else:
                 render.renderer(style(digits, full)).lines(analysis.lines)
             return status
@@ -242,7 +242,7 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
 
     from .check_command import check_line, outcome_object
     from .dataio import apply_bindings, bound_or_exit, save_or_exit, script_folder
-    from .jsonout import analysis_object, dumps
+    from .jsonout import analysis_object, dumps, lines_object
 
     out = render.renderer(style)
     code = 0
@@ -281,7 +281,7 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
                 elif isinstance(result, HelpResult):
                     last = f"{origin}:{result.span[0]}", result
                     if as_json:
-                        print(dumps({"file": origin, "line": result.span[0], "help": result.lines}))
+                        print(dumps({"file": origin, "line": result.span[0], **lines_object(result.lines, result.value)}))
                     else:
                         out.lines(result.lines)
                 elif isinstance(result, CheckStatementResult):

@@ -39,6 +39,23 @@ def plain(value: Any) -> Any:
     return [plain(row) for row in array]
 
 
+def lines_object(lines: list[str], value: Any = None) -> dict[str, Any]:
+    """A result shown as lines of text: a tuple's numbers ("values", tuples as arrays; the
+    line too), a function's line ("function"), or help(NAME)'s text ("help")."""
+    if isinstance(value, tuple):
+        return {"values": _items(value), "shown": lines[0]}
+    if value is not None:
+        return {"function": lines[0]}
+    return {"help": lines}
+
+
+def _items(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_items(v) for v in value]
+    data = getattr(value, "data", value)
+    return plain(data) if isinstance(data, (np.ndarray, np.generic, float, int, bool)) else str(value)
+
+
 def analysis_object(a: Analysis) -> dict[str, Any]:
     s = a.stats
     obj: dict[str, Any] = {

@@ -125,3 +125,15 @@ def test_check_table_at_80_columns_never_cuts_where_status_or_numbers(folder):
             assert f"{o.max_abs_error:.2e}" in row and f"{o.max_rel_error:.2e}" in row, row
     if len(origin) < 40:
         assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_a_tuple_result_s_json_holds_its_numbers():
+    # (a helper's note: the numbers of a tuple were one line of text under the key "help")
+    import json as _json
+
+    from .test_cli import gradcalc as _gradcalc
+
+    doc = _json.loads(_gradcalc("eval", "value_and_grad(lambda v: sum(v ** 2))([1, 2])", "--json").stdout)
+    assert doc == {"values": [5.0, [2.0, 4.0]], "shown": "(5.0, [2.0, 4.0])"}
+    assert _json.loads(_gradcalc("eval", "sin", "--json").stdout) == {"function": "<built-in function sin>"}
+    assert list(_json.loads(_gradcalc("eval", "help(sin)", "--json").stdout)) == ["help"]
