@@ -398,7 +398,7 @@ def test_compositions_match_torch_func(p: Program, api: bool, gradients: str | N
 
 def test_the_command_runs_the_same_programs(tmp_path: Any) -> None:
     """Seeded programs as one script through `gradcalc run --json`: each value (a tuple as
-    the line the command prints for it) and each `grad of sum` it reports, against torch.
+    the line the command prints for it, "shown") and each `grad of sum` it reports, against torch.
     """
     chosen = list(seeded_programs(seed=7, count=16))
     script = tmp_path / "compositions.gc"
@@ -409,8 +409,8 @@ def test_the_command_runs_the_same_programs(tmp_path: Any) -> None:
     assert len(printed) == len(chosen) >= 12
     for p, shown in zip(chosen, printed):
         theirs = by_torch(p)
-        if "help" in shown:  # a tuple: one line of text
-            assert_matches(numbers(ast.literal_eval(shown["help"][0].replace("nan", "None"))), theirs, p, "gradcalc run --json")
+        if "values" in shown:  # a tuple: its numbers, and the line that shows it (which tells its tuples from arrays)
+            assert_matches(numbers(ast.literal_eval(shown["shown"].replace("nan", "None"))), theirs, p, "gradcalc run --json")
             continue
         assert_matches(numbers(shown["value"]), theirs, p, "gradcalc run --json")
         if p.variables:

@@ -316,7 +316,8 @@ def test_a_tuple_result_is_shown_as_python_shows_one_and_the_script_goes_on(tmp_
     done = gradcalc("run", str(script))
     assert done.returncode == 0 and "([1.0, 2.0], [3.0, 4.0])\n" in done.stdout and "value: 3.0" in done.stdout, done.stdout + done.stderr
     lines = [json.loads(line) for line in gradcalc("run", "--json", str(script)).stdout.splitlines()]
-    assert [line["line"] for line in lines] == [1, 3, 4] and lines[1]["help"] == ["([1.0, 2.0], [3.0, 4.0])"]
+    assert [line["line"] for line in lines] == [1, 3, 4] and lines[1]["values"] == [[1.0, 2.0], [3.0, 4.0]]
+    assert lines[1]["shown"] == "([1.0, 2.0], [3.0, 4.0])"
     shown = "(9.0, 6.0)\n"  # x**2 and 2x at 3
     assert gradcalc("eval", "value_and_grad(lambda x: x**2)(3)").stdout == shown
     assert gradcalc(stdin="value_and_grad(lambda x: x**2)(3)\n").stdout == shown
