@@ -75,6 +75,15 @@ def rebuilt(tree: Any, values: Sequence[Any]) -> Any:
     return build(tree)
 
 
+def _tensor_leaves(out: Any, what: str) -> list[Tensor]:
+    """The leaves of a function's result, which a derivative needs to be tensors."""
+    found = leaves(out)
+    for o in found:
+        if not isinstance(o, Tensor):
+            raise ArgumentError(f"{what}: the function's results must be tensors, got {type(o).__name__}")
+    return found
+
+
 def spread_axes(axes: Any, n: int, what: str = "in_axes") -> list[Any]:
     """One axis (or None) per argument."""
     if isinstance(axes, (list, tuple)):
@@ -215,10 +224,7 @@ def value_and_grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> C
 def _jacobians(one: Callable[..., Any], f: Callable[..., Any], argnums: Any) -> Callable[..., Any]:
     def jacobian(*args: Any) -> Any:
         y, inputs = call_at(f, argnums, args)
-        outs = leaves(y)
-        for o in outs:
-            if not isinstance(o, Tensor):
-                raise ArgumentError(f"jacobian: the function's results must be tensors, got {type(o).__name__}")
+        outs = _tensor_leaves(y, "jacobian")
         return rebuilt(y, [_shaped(argnums, row) for row in one(outs, inputs, create_graph=True)])  # (every input's block from one pass)
 
     return jacobian
@@ -264,10 +270,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
         raise ArgumentError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
     xs = [fresh(p) for p in primals]
     out = f(*xs)
-    outs = leaves(out)
-    for o in outs:
-        if not isinstance(o, Tensor):
-            raise ArgumentError(f"jvp: the function's results must be tensors, got {type(o).__name__}")
+    outs = _tensor_leaves(out, "jvp")
     return out, rebuilt(out, [tangent_of(o, xs, list(tangents), create_graph=True) for o in outs])
 
 

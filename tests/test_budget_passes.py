@@ -21,6 +21,10 @@ from tests.test_cli import GRADCALC
 
 ADDRESS_SPACE = 3_000_000_000  # ulimit -v: room for the budget below and the libraries, not for what the passes would take
 MEMORY = "700000000"
+# The memory budget, with a time budget far from it: under memory pressure (two test workers
+# each growing to gigabytes) the page faults of these statements' CPU time neared the 5 s
+# default, and the time budget stopped them first.
+MEMORY_ONLY = ("--max-memory", MEMORY, "--max-seconds", "120")
 ENV = {**os.environ, "NO_COLOR": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 # A vjp rule whose every use doubles its work: 2**40 calls, never finishing on its own.
@@ -97,8 +101,7 @@ def test_the_report_shares_the_statement_s_step_budget():
 @pytest.mark.parametrize("command", ["eval", "run", "repl"])
 def test_the_report_s_backward_pass_stops_at_the_memory_budget(tmp_path, command):
     source = CHAIN
-    # (a time budget far from the memory one: on a loaded machine the pass's CPU time neared 5 s)
-    budgets = ("--max-memory", MEMORY, "--max-seconds", "120")
+    budgets = MEMORY_ONLY
     if command == "eval":
         done, _ = run("eval", source, *budgets, limit_memory=True)
     elif command == "run":
@@ -146,7 +149,7 @@ def test_forward_mode_over_many_batches_gives_the_closed_form():
 
 
 def test_the_report_s_forward_passes_stop_at_the_memory_budget():
-    done, _ = run("eval", "--mode", "forward", CHAIN, "--max-memory", MEMORY, limit_memory=True)
+    done, _ = run("eval", "--mode", "forward", CHAIN, *MEMORY_ONLY, limit_memory=True)
     text = refused_by(done, "memory")
     assert "out of memory" not in text
 
@@ -187,7 +190,7 @@ def test_a_check_s_passes_stop_at_the_memory_budget(tmp_path):
     # 430 MB of graph, under the budget; the check's replays of batches of columns, over it.
     chain = "x = ones(300)\ny = x * ones(3000, 300)\nfor i in range(60): y = y * 1.0001\n"
     (tmp_path / "c.gc").write_text(chain + "check sum(y) wrt x\ncheck 2 * ones(3) == [2, 2, 2]\n")
-    done, _ = run("check", "--json", "c.gc", "--max-memory", MEMORY, cwd=tmp_path, limit_memory=True)
+    done, _ = run("check", "--json", "c.gc", *MEMORY_ONLY, cwd=tmp_path, limit_memory=True)
     results = json.loads(done.stdout)["checks"]
     assert [r["status"] for r in results] == ["error", "pass"], results
     assert "over the budget of 700,000,000" in results[0]["message"]
@@ -207,7 +210,7 @@ def test_a_plot_s_derivatives_stop_at_the_memory_budget():
     # At each point the value holds 480 MB; its first and second derivatives, built with
     # their graphs, more than as much again.
     expr = "y = x * ones(10**6)\n" + "".join("y = y * 1.0001\n" for _ in range(60)) + "sum(y)"
-    done, _ = run("plot", expr, "x=0:1", "--points", "2", "--csv", "--max-memory", MEMORY, limit_memory=True)
+    done, _ = run("plot", expr, "x=0:1", "--points", "2", "--csv", *MEMORY_ONLY, limit_memory=True)
     text = refused_by(done, "memory")
     assert "out of memory" not in text
 

@@ -68,13 +68,13 @@ def _terms(n: int) -> str:
 
 
 def test_a_statement_whose_graph_outgrows_the_memory_budget_is_refused():
-    done = slow_gradcalc("eval", _terms(12), "--max-memory", "400000000")
+    done = slow_gradcalc("eval", _terms(12), "--max-memory", "400000000", "--max-seconds", "120")
     assert done.returncode == 2
     assert "over the budget of 400,000,000 (--max-memory raises it)" in done.stderr, done.stderr
 
 
 def test_sixty_terms_stop_at_the_default_memory_budget():
-    done = slow_gradcalc("eval", "--json", _terms(60))
+    done = slow_gradcalc("eval", "--json", _terms(60), "--max-seconds", "120")  # (page faults under memory pressure neared 5 s of CPU)
     assert done.returncode == 2
     error = json.loads(done.stdout)["error"]
     assert error["kind"] == "memory" and "budget of 2,000,000,000" in error["message"]
