@@ -13,7 +13,7 @@ applied to its function values.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,16 +63,17 @@ def leaves(tree: Any) -> list[Any]:
 
 def rebuilt(tree: Any, values: Sequence[Any]) -> Any:
     """`tree` with its leaves replaced, in order, by `values`."""
-    it = iter(values)
+    return _built(tree, iter(values))
 
-    def build(node: Any) -> Any:
-        if isinstance(node, tuple):  # (a tuple of another type, the language's list of unequal tensors, comes back a tuple)
-            return tuple(build(part) for part in node)
-        if isinstance(node, list):
-            return [build(part) for part in node]
-        return next(it)
 
-    return build(tree)
+# (a function of its own, not a closure that calls itself: such a closure is a reference
+# cycle, which kept the values, a vmap's whole result, alive until the next collection)
+def _built(node: Any, values: Iterator[Any]) -> Any:
+    if isinstance(node, tuple):  # (a tuple of another type, the language's list of unequal tensors, comes back a tuple)
+        return tuple([_built(part, values) for part in node])
+    if isinstance(node, list):
+        return [_built(part, values) for part in node]
+    return next(values)
 
 
 def _tensor_leaves(out: Any, what: str) -> list[Tensor]:

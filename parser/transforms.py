@@ -326,16 +326,17 @@ def _result(value: Any, fresh: list[Tensor]) -> Any:
     transformations inside it, which have finished, are not (grad(lambda x: grad(lambda
     y: x*y*y)(2))(3) is a constant); inside one, the inputs of those around it are."""
     own = {id(unbatched(x)[0]) for x in fresh}  # (inside vmap: the physical inputs)
-    outermost = _RUNNING[0] == 1
+    return value if _outside(value, own, _RUNNING[0] == 1) else _constant(value)
 
-    def outside(item: Any) -> bool:  # connected to a variable outside: keep the graph
-        if isinstance(item, tuple):
-            return any(outside(part) for part in item)
-        return isinstance(item, Tensor) and item.requires_grad and any(
-            node.requires_grad and (node.name is not None if outermost else id(node) not in own)
-            for node in graph_leaves(unbatched(item)[0]))
 
-    return value if outside(value) else _constant(value)
+def _outside(item: Any, own: set[int], outermost: bool) -> bool:
+    """Whether `item` is connected to a variable outside the transformation (_result):
+    then it keeps its graph. (A function of its own: a closure calling itself is a cycle.)"""
+    if isinstance(item, tuple):
+        return any(_outside(part, own, outermost) for part in item)
+    return isinstance(item, Tensor) and item.requires_grad and any(
+        node.requires_grad and (node.name is not None if outermost else id(node) not in own)
+        for node in graph_leaves(unbatched(item)[0]))
 
 
 def _constant(value: Any) -> Any:

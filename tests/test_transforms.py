@@ -427,3 +427,72 @@ def test_the_api_vjp_of_a_function_with_tuple_results_takes_a_cotangent_per_resu
     np.testing.assert_allclose(got.data, want.numpy(), rtol=1e-13)
     with pytest.raises(Exception, match="one cotangent per result"):
         pullback((Tensor(u), Tensor(v)))
+
+
+API_FORMS = {
+    "vmap": lambda t: t.vmap(lambda r, w: ((r @ w).tanh() ** 2).sum(), in_axes=(0, None)),
+    "vmap of a tuple": lambda t: t.vmap(lambda r, w: ((r @ w).tanh(), ((r * 2).sum(),)), in_axes=(0, None)),
+    "vmap(grad)": lambda t: t.vmap(t.grad(lambda r, w: ((r @ w).tanh() ** 2).sum(), argnums=(0, 1)), in_axes=(0, None)),
+    "jacrev": lambda t: lambda X, w: t.jacrev(lambda v: (v @ w).tanh())(X[0]),
+    "jacfwd": lambda t: lambda X, w: t.jacfwd(lambda v, u: (v @ u).tanh(), argnums=(0, 1))(X[0], w),
+    "hessian": lambda t: lambda X, w: t.hessian(lambda v: ((v @ w).tanh()).sum())(X[0]),
+    "value_and_grad": lambda t: lambda X, w: t.value_and_grad(lambda v: ((v @ w) ** 2).sum())(X[0]),
+    "jvp": lambda t: lambda X, w: t.jvp(lambda v: ((v @ w).sin(), v * 2), (X[0],), (X[1],)),
+}
+
+
+@pytest.mark.parametrize("form", sorted(API_FORMS))
+def test_a_transform_s_result_is_freed_as_soon_as_it_is_dropped(form):
+    """Reference counting alone frees what a transformation returns: a helper that rebuilt
+    a result's tuples with a closure calling itself made a reference cycle holding the
+    values, so each vmap's whole result lived until the next collection (a third slower,
+    its arrays never reused: 2.1 -> 3.1 ms for vmap over 20,000 rows). No cycle may hold
+    one: with the collector off, the result's arrays die with it."""
+    import gc
+    import weakref
+
+    from gradcalc import autodiff as t
+    from gradcalc.autodiff import Tensor
+    from gradcalc.autodiff.transforms import leaves
+
+    rng = np.random.default_rng(9)
+    X, w = Tensor(rng.normal(size=(50, 8))), Tensor(rng.normal(size=(8, 8)))
+    run = API_FORMS[form](t)
+    run(X, w)  # (first: whatever the first call caches)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        out = run(X, w)
+        refs = [weakref.ref(leaf.data if hasattr(leaf, "data") else leaf) for leaf in leaves(out)]
+        del out
+        assert [r() is None for r in refs] == [True] * len(refs)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@pytest.mark.parametrize("source", [
+    "vmap(V, in_axes=(0, None))(X, W)", "vmap(grad(V, argnums=(0, 1)), in_axes=(0, None))(X, W)",
+    "jacfwd(lambda v: tanh(v @ W))(X[0])", "hessian(lambda v: sum(tanh(v @ W)))(X[0])",
+])
+def test_the_language_s_transform_results_are_freed_as_soon_as_they_are_dropped(source):
+    import gc
+    import weakref
+
+    from gradcalc.autodiff.transforms import leaves
+
+    session = Session()
+    rng = np.random.default_rng(9)
+    session.run_source(f"X = {rng.normal(size=(20, 4)).tolist()}\nW = {rng.normal(size=(4, 4)).tolist()}\n"
+                       "def V(x, W) = sum(tanh(x @ W) ** 2)")
+    session.run_source(source)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        [result] = session.run_source(source)
+        refs = [weakref.ref(leaf.data) for leaf in leaves(result.value)]
+        del result
+        assert [r() is None for r in refs] == [True] * len(refs)
+    finally:
+        if enabled:
+            gc.enable()
