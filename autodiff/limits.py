@@ -320,9 +320,9 @@ class StepBudget:
                 "(ops executed); is a recursion doubling its work? (--max-steps raises the budget)"
             ))
         if time.process_time() > self.deadline:
-            # Few steps in that time: each was an op on large tensors, not a runaway recursion.
+            # Many steps in that time: a recursion's, likely; few: each an op on large tensors.
             why = ("); is a recursion doubling its work?" if self.used >= MANY_STEPS else
-                   ", each on large tensors; CPU time counts every thread the matrix library runs)")
+                   ", each on large tensors; CPU time counts every thread the matrix library runs)" if self.used < FEW_STEPS else ")")
             self.exceeded(TimeLimitError(
                 f"{where + ': ' if where else ''}the statement ran over its time budget of {self.seconds:g} "
                 f"second{'' if self.seconds == 1 else 's'} of CPU time (after {self.used:,} steps{why} (--max-seconds raises the budget)"
@@ -340,8 +340,10 @@ class StepBudget:
 
 STEPS = StepBudget()
 # A statement that spent its time in this many steps or more was running many small ops
-# (the time message asks about a recursion), in fewer a few large ones.
+# (the time message asks about a recursion); in fewer than FEW_STEPS, a few large ones (it
+# says so); in between (17,000 steps of a loop on the JAX engine, one dispatch each) neither.
 MANY_STEPS = 100_000
+FEW_STEPS = 2_000
 
 
 def set_max_steps(n: int) -> int:
