@@ -103,6 +103,10 @@ def parse_recovering(source: str) -> tuple[Node, list[Range], list[BadStatement]
             # `y = [1, 2` left open swallows the lines after it: a line that starts with
             # `check` or `def` is a statement of its own, so the bad one ends before it.
             end = _before_statement_line(text, start, end)
+            carried, _ = _line_carried_on(text, stuck)
+            if carried is not None:  # `check x wrt` then `y = 3`: the bad statement ends with its line, the next is its own
+                line_end = text.find("\n", carried.end)
+                end = min(end, len(text) if line_end < 0 else line_end + 1)
             if len(bad) + 1 >= MAX_SYNTAX_ERRORS:
                 end = len(text)
             bad.append(BadStatement(error, start, end))

@@ -533,6 +533,8 @@ def test_a_bracket_never_closed_is_named_where_it_opened():
 
 @pytest.mark.parametrize(("source", "good"), [
     ("x ifa else b\nx + 1", "x + 1"), ("y = [1, 2\ncheck y\n", "check y"), ("1 +* 2; z = 3", "z = 3"),
+    # a line carried on by its last token, which the next line cannot follow: that line is its own statement
+    ("check x ** 2 wrt\ny = 3\n", "y = 3"), ("y = x +\nz = 3\n", "z = 3"),
 ])
 def test_one_bad_statement_costs_one_statement(source, good):
     tree, ranges, bad = parse_recovering(source)
