@@ -320,12 +320,10 @@ class StepBudget:
                 "(ops executed); is a recursion doubling its work? (--max-steps raises the budget)"
             ))
         if time.process_time() > self.deadline:
-            # Many steps in that time: a recursion's, likely; few: each an op on large tensors.
-            why = ("); is a recursion doubling its work?" if self.used >= MANY_STEPS else
-                   ", each on large tensors; CPU time counts every thread the matrix library runs)" if self.used < FEW_STEPS else ")")
             self.exceeded(TimeLimitError(
                 f"{where + ': ' if where else ''}the statement ran over its time budget of {self.seconds:g} "
-                f"second{'' if self.seconds == 1 else 's'} of CPU time (after {self.used:,} steps{why} (--max-seconds raises the budget)"
+                f"second{'' if self.seconds == 1 else 's'} of CPU time (after {self.used:,} steps{_time_hint(self.used)} "
+                "(--max-seconds raises the budget)"
             ))
         check_memory(where)
         self.granted = min(CHUNK, self.limit - self.used)
@@ -344,6 +342,15 @@ STEPS = StepBudget()
 # says so); in between (17,000 steps of a loop on the JAX engine, one dispatch each) neither.
 MANY_STEPS = 100_000
 FEW_STEPS = 2_000
+
+
+def _time_hint(steps: int) -> str:
+    """The end of the time budget's "(after N steps" and what those steps suggest."""
+    if steps >= MANY_STEPS:
+        return "); is a recursion doubling its work?"
+    if steps < FEW_STEPS:
+        return ", each on large tensors; CPU time counts every thread the matrix library runs)"
+    return ")"
 
 
 def set_max_steps(n: int) -> int:

@@ -150,10 +150,11 @@ def call_at(f: Callable[..., Any], argnums: int | Sequence[int], args: Sequence[
     elsewhere (a closure over an outer vmap's value) is found in its result, and f is
     called again with that one too."""
     picked = positions(argnums, len(args))
-    out, inputs = _call_fresh(f, args, picked, _levels_of(tuple(args)))
+    given = _levels_of(tuple(args))
+    out, inputs = _call_fresh(f, args, picked, given)
     sizes = _levels_of(out)
     if any(level not in unbatched(inputs[k])[1] for k in picked for level in sizes):
-        out, inputs = _call_fresh(f, args, picked, {**_levels_of(tuple(args)), **sizes})
+        out, inputs = _call_fresh(f, args, picked, {**given, **sizes})
     return out, [inputs[k] for k in picked]
 
 
@@ -162,7 +163,7 @@ def _call_fresh(f: Callable[..., Any], args: Sequence[Any], picked: list[int], s
     of `sizes` (repeated where it had none)."""
     inputs = list(args)
     for k in picked:
-        value, have = unbatched(inputs[k])
+        have = unbatched(inputs[k])[1]
         missing = {level: n for level, n in sizes.items() if level not in have}
         inputs[k] = fresh(_repeated(inputs[k], missing) if missing else inputs[k])
     return f(*inputs), inputs
@@ -197,7 +198,9 @@ def _scalar(y: Any, what: str) -> Tensor:
     return y
 
 
-def _shaped(argnums: Any, parts: list[Any]) -> Any:
+def by_argnums(argnums: Any, parts: Sequence[Any]) -> Any:
+    """One result per input picked by argnums, shaped as JAX gives them: the one for an
+    int, a tuple for a sequence."""
     return parts[0] if isinstance(argnums, int) else tuple(parts)
 
 
@@ -211,7 +214,7 @@ def grad_of(f: Callable[..., Any], argnums: int | Sequence[int] = 0, with_value:
     def gradient(*args: Any) -> Any:
         y, inputs = call_at(f, argnums, args)
         y = _scalar(y, "grad")
-        g = _shaped(argnums, backprop.grad(y, inputs, create_graph=True))
+        g = by_argnums(argnums, backprop.grad(y, inputs, create_graph=True))
         return (y, g) if with_value else g
 
     return gradient
@@ -226,7 +229,7 @@ def _jacobians(one: Callable[..., Any], f: Callable[..., Any], argnums: Any) -> 
     def jacobian(*args: Any) -> Any:
         y, inputs = call_at(f, argnums, args)
         outs = _tensor_leaves(y, "jacobian")
-        return rebuilt(y, [_shaped(argnums, row) for row in one(outs, inputs, create_graph=True)])  # (every input's block from one pass)
+        return rebuilt(y, [by_argnums(argnums, row) for row in one(outs, inputs, create_graph=True)])  # (every input's block from one pass)
 
     return jacobian
 
@@ -249,8 +252,8 @@ def hessian_of(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Calla
         y, inputs = call_at(f, argnums, args)
         y = _scalar(y, "hessian")
         grads = backprop.grad(y, inputs, create_graph=True, defer=False)  # (differentiated at once)
-        rows = [_shaped(argnums, row) for row in jacobian_of_gradient(grads, inputs)]  # (one forward pass for every block)
-        return _shaped(argnums, rows)
+        rows = [by_argnums(argnums, row) for row in jacobian_of_gradient(grads, inputs)]  # (one forward pass for every block)
+        return by_argnums(argnums, rows)
 
     return hess
 

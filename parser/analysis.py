@@ -40,7 +40,8 @@ class Analysis:
     differentiated (see `differentiated_nonfinite`): the derivative is there, finite or
     not, but the function it is of is not defined at this point (None otherwise).
     `tangent_passes` is how many forward passes found the gradients (None: one backward
-    pass did), pushing `tangents` tangents in all (one per element of each variable). `earlier` names the variables the output depends on an earlier value of
+    pass did), pushing `tangents` tangents in all (one per element of each variable).
+    `earlier` names the variables the output depends on an earlier value of
     (`earlier_values`), each with whether what the name holds now is in the graph.
     `span` is the place of the statement whose value this is (None when not known): what
     is computed from the analysis later (`--steps`) is placed there too."""

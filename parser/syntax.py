@@ -288,9 +288,8 @@ def _line_carried_on(source: str, stuck: Stuck) -> tuple[Token | None, Token | N
         elif t.kind in CLOSERS and opened:
             opened.pop()
         previous = t
-    line = place_of(source, token.start)[0]
-    bracket = opened[-1] if opened and place_of(source, opened[-1].start)[0] < line else None
-    if bracket is not None or ending is None or ending.kind not in CONTINUES or place_of(source, ending.start)[0] >= line:
+    bracket = opened[-1] if opened and place_of(source, opened[-1].start)[0] < place_of(source, token.start)[0] else None
+    if bracket is not None or ending is None or ending.kind not in CONTINUES:  # (`ending` ends an earlier line: a newline followed it)
         return None, bracket
     return ending, None
 

@@ -296,11 +296,6 @@ def _outputs(y: Any, what: str, f: FunctionValue) -> list[Tensor]:
     return [_tensor(o, what, "the function's result") for o in engine.leaves(y)]
 
 
-def _shaped(y: Any, parts: list[Any]) -> Any:
-    """`parts`, one per tensor of y, in y's tuples."""
-    return engine.rebuilt(y, parts)
-
-
 # How many transformations are being evaluated, the one at hand included (see _result).
 _RUNNING = [0]
 
@@ -357,7 +352,7 @@ def gradient_of(session: Any, f: FunctionValue, what: str, argnums: Any, args: l
     y, inputs = _call_at(session, f, what, argnums, args, kwargs)
     y = _scalar_output(y, what, f)
     grads = grad(y, inputs, create_graph=True)
-    g = tuple(grads) if isinstance(argnums, tuple) else grads[0]
+    g = engine.by_argnums(argnums, grads)
     return _result((y, g) if with_value else g, inputs)
 
 
@@ -368,14 +363,14 @@ def _blocks(one: Callable[..., Any], outs: Any, inputs: list[Any], argnums: Any,
     for out in outs:
         for x in inputs:
             check_size(out.shape + x.shape, what)
-    return [tuple(blocks) if isinstance(argnums, tuple) else blocks[0] for blocks in one(outs, inputs, create_graph=True)]
+    return [engine.by_argnums(argnums, blocks) for blocks in one(outs, inputs, create_graph=True)]
 
 
 def jacobian_of(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any], one: Any = jacobian) -> Any:
     """jacrev (`one` is jacobian: one backward pass of a batch of cotangents per output)
     or jacfwd (jacobian_forward: one forward pass of a batch of tangents)."""
     y, inputs = _call_at(session, f, what, argnums, args, kwargs)
-    return _result(_shaped(y, _blocks(one, _outputs(y, what, f), inputs, argnums, what)), inputs)
+    return _result(engine.rebuilt(y, _blocks(one, _outputs(y, what, f), inputs, argnums, what)), inputs)
 
 
 def hessian_of(session: Any, f: FunctionValue, what: str, argnums: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -385,7 +380,7 @@ def hessian_of(session: Any, f: FunctionValue, what: str, argnums: Any, args: li
     y, inputs = _call_at(session, f, what, argnums, args, kwargs)
     y = _scalar_output(y, what, f)
     rows = _blocks(engine.jacobian_of_gradient, grad(y, inputs, create_graph=True, defer=False), inputs, argnums, what)
-    return _result(tuple(rows) if isinstance(argnums, tuple) else rows[0], inputs)
+    return _result(engine.by_argnums(argnums, rows), inputs)
 
 
 
@@ -487,7 +482,7 @@ def jvp_at(session: Any, f: FunctionValue, rest: list[Any]) -> Any:
     y = session.call_function(f, list(xs), {})
     outs = _outputs(y, what, f)
     tangents = [tangent_of(o, xs, ts, create_graph=True) for o in outs]
-    return _result((_shaped(y, outs), _shaped(y, tangents)), xs)
+    return _result((engine.rebuilt(y, outs), engine.rebuilt(y, tangents)), xs)
 
 
 def vjp_at(session: Any, f: FunctionValue, rest: list[Any]) -> Any:

@@ -18,6 +18,7 @@ from gradcalc.autodiff.binding import split_args
 from gradcalc.autodiff.errors import EngineError
 from gradcalc.autodiff.limits import STEPS, check_size
 from gradcalc.autodiff.registry import OpDef
+from gradcalc.autodiff.shapes import broadcast_shapes
 from gradcalc.autodiff.tensor import to_array
 from gradcalc.autodiff.wiring import _refuse_broadcast, _refuse_outgrown
 
@@ -189,7 +190,7 @@ class EngineBackend(TensorBackend):
             return
         if len(stand_ins) > 1 and op.category in _ELEMENTWISE:
             try:
-                np.broadcast_shapes(*(s.shape for s in stand_ins))
+                broadcast_shapes(*(s.shape for s in stand_ins))
             except ValueError:
                 raise _arguments.reworded(op, nodes, params, ValueError("operands could not be broadcast together")) from None
             _refuse_broadcast(op, stand_ins)
