@@ -246,6 +246,15 @@ def _cut(result: Any, inputs: Any, always: bool = False) -> Any:
     return result
 
 
+def all_tensors(values: Any) -> bool:
+    """Whether every value is a Tensor as it is (the usual arguments: nothing to check).
+    A loop rather than all() of a generator, whose making costs more than the check."""
+    for v in values:
+        if type(v) is not Tensor:
+            return False
+    return True
+
+
 def _from_graph(inputs: Any) -> bool:
     """Whether an input has a gradient or was cut from a graph."""
     for i in inputs:
@@ -294,7 +303,10 @@ class TensorBackend:
 
     def binary(self, op: str, a: Any, b: Any) -> Any:
         op_def = REGISTRY[op]
-        return _cut(apply(op_def, (a, b), {}), (a, b), not op_def.has_gradient)  # (op_def(a, b) without its frame)
+        result = apply(op_def, (a, b), {})  # (op_def(a, b) without its frame)
+        if type(result) is Tensor and result.requires_grad:  # a node of the graph: nothing to cut (_cut's first test)
+            return result
+        return _cut(result, (a, b), not op_def.has_gradient)
 
     def unary(self, op: str, a: Any) -> Any:
         return _cut(-a, (a,)) if op == "neg" else a
@@ -338,8 +350,12 @@ class TensorBackend:
         return self._apply(op, [target, *args], kwargs)
 
     def _apply(self, op: OpDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if not kwargs and len(args) == op.n_in and all(type(arg) is Tensor for arg in args):  # f(x): nothing below to check
-            return self._run(op, args, [], {})
+        if not kwargs and len(args) == op.n_in and all_tensors(args):  # f(x): nothing below to check
+            inputs = tuple(args)
+            result = apply(op, inputs, {})
+            if type(result) is Tensor and result.requires_grad:  # (as in binary)
+                return result
+            return _cut(result, inputs, not op.has_gradient and len(inputs) > 0)
         n_in = len(args) if op.n_in is None else op.n_in
         if len(args) < n_in:
             raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")

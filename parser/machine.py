@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, collector_paused, is_grad_enabled, lookup, set_grad_enabled
 from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
 
-from .backends import BACKENDS, CONSTANTS, Backend, TensorList, to_param
+from .backends import BACKENDS, CONSTANTS, Backend, TensorList, all_tensors, to_param
 from .budgets import TOO_DEEP
 from .builtins import BUILTINS, BuiltinDef
 from .compiler import (
@@ -324,6 +324,7 @@ class Session:
         `local`) and return the value left on the stack (`inside`: the user function
         whose code it is, for the places of errors)."""
         backend = self.backend
+        variables = self.variables
         stack: list[Any] = []
         frames: list[tuple[list[Instruction], int, dict[str, Any] | None, UserFunction | None]] = []
         pc = 0
@@ -342,10 +343,14 @@ class Session:
                 steps.left -= 1  # every instruction of either engine is a step (limits.py)
                 if steps.left < 0:
                     steps.spent()  # raises when a budget (steps, time, memory) is over
-                if op == CONST:
-                    stack.append(backend.constant(arg))
-                elif op == LOAD:  # (a parameter, the commonest, without the call; None and ... are never one)
-                    stack.append(local[arg] if local is not None and arg in local else self._load(arg, local))
+                # (the commonest instructions first: each test of `op` costs every later one)
+                if op == LOAD:  # a parameter or a variable, the commonest, without the call (None and ... are neither)
+                    if local is not None and arg in local:
+                        stack.append(local[arg])
+                    elif arg in variables:
+                        stack.append(variables[arg])
+                    else:
+                        stack.append(self._load(arg, local))
                 elif op == BINARY:
                     b = stack.pop()
                     a = stack.pop()
@@ -357,8 +362,8 @@ class Session:
                         stack.append(backend.binary(arg, a, b))
                     except ShapeError:
                         raise LanguageError("shape", f"shapes do not fit for {SYMBOLS[arg]}: {tuple(a.shape)} {SYMBOLS[arg]} {tuple(b.shape)}") from None
-                elif op == UNARY:
-                    stack.append(backend.unary(arg, self._operand(stack.pop(), SYMBOLS[arg])))
+                elif op == CONST:
+                    stack.append(backend.constant(arg))
                 elif op == CALL or op == METHOD or op == CALL_VALUE:
                     if op == CALL_VALUE:
                         n_positional, keywords = arg
@@ -401,6 +406,8 @@ class Session:
                     params = dict(zip(callee.params, args))
                     code, pc, local, inside = callee.code, 0, params if closure is None else {**closure, **params}, callee
                     end = len(code)
+                elif op == UNARY:
+                    stack.append(backend.unary(arg, self._operand(stack.pop(), SYMBOLS[arg])))
                 elif op == FUNCTION:  # a lambda: its parameters' names, and the names it sees where it is made
                     stack.append(Defined(arg, local))
                 elif op == JUMP_IF_FALSE:  # (offsets from the next instruction: compiler.JUMP)
@@ -552,7 +559,7 @@ class Session:
             if not builtin.expression or (args and isinstance(args[0], FunctionValue)):
                 return builtin.run(self, args, kwargs)  # (its arguments as they are: load's are strings)
         try:
-            if kwargs or not all(type(a) is Tensor for a in args):  # (tensors alone, the usual call: nothing to check)
+            if kwargs or not all_tensors(args):  # (tensors alone, the usual call: nothing to check)
                 args = self._operands(name, args, kwargs, builtin)
             return self.backend.call(name, args, kwargs)
         except LanguageError as err:
