@@ -219,7 +219,7 @@ def _label(made: Tensor, node: Any, root: Any, differentiated: set[Any]) -> None
 
 def _seed(y: Tensor, grad: Any) -> np.ndarray:
     if grad is None:
-        return np.ones_like(y.data)
+        return np.ones(y.data.shape, y.data.dtype)  # (np.ones_like's Python layers cost more, once per backward pass)
     seed = to_array(grad)
     if seed.shape != y.shape:
         raise ValueError(f"the seed gradient has shape {seed.shape}, the output {y.shape}")

@@ -20,6 +20,7 @@ from gradcalc.autodiff.derivatives import Deferred
 from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.registry import OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
+from gradcalc.autodiff.tensor import new_tensor
 from gradcalc.autodiff.wiring import apply
 
 from .builtins import AUTODIFF, BUILTINS, GENERATION, Lines, is_value, names, on_scalar_engine
@@ -151,6 +152,10 @@ def _index_part(part: Any) -> Any:
         raise LanguageError("argument", "an index must be a whole number, a slice, a list of whole numbers or a mask, "
                                         f"not {len(part)} results; pick one with [k]")
     data = np.asarray(part.data)
+    if data.ndim == 0 and data.dtype == np.float64:  # a number, the commonest: x[:, 0]
+        number = float(data)
+        if number.is_integer() and abs(number) <= _LARGEST_INDEX:
+            return int(number)
     if data.dtype == np.bool_:
         return data  # a mask selects, as in NumPy (x[x > 0])
     if data.ndim == 0:
@@ -263,6 +268,20 @@ def _from_graph(inputs: Any) -> bool:
     return False
 
 
+# The arrays of the number literals run (every `x ** 2` of a loop's body makes its 2 again),
+# each made once and read-only, so that no op can change a number every later use shares.
+_CONSTANT_ARRAYS: dict[float, np.ndarray] = {}
+_MOST_CONSTANTS = 4096
+
+
+def _constant_array(value: float) -> np.ndarray:
+    if len(_CONSTANT_ARRAYS) >= _MOST_CONSTANTS:  # (a long session of ever new numbers keeps no more)
+        _CONSTANT_ARRAYS.clear()
+    data = _CONSTANT_ARRAYS[value] = np.array(value)
+    data.flags.writeable = False
+    return data
+
+
 class TensorBackend:
     """The default engine: n-dimensional NumPy tensors, every registry op."""
 
@@ -270,6 +289,12 @@ class TensorBackend:
     switch = ""  # (the scalar engine's messages say how to switch to this one)
 
     def constant(self, value: float) -> Tensor:
+        if type(value) is float and value == value and (value != 0.0 or math.copysign(1.0, value) > 0):
+            # (nan and -0.0 are made each time: as keys they would find another number's array)
+            data = _CONSTANT_ARRAYS.get(value)
+            if data is None:
+                data = _constant_array(value)
+            return new_tensor(data, (), None, None)
         return Tensor(value)
 
     def variable(self, value: Any, name: str) -> Any:
@@ -456,8 +481,8 @@ class TensorBackend:
             if not isinstance(k, int) or not -len(target) <= k < len(target):
                 raise LanguageError("argument", f"index {k} is out of range for {len(target)} results")
             return target[k]
-        index = tuple(_index_part(p) for p in parts)
-        picked = _cut(REGISTRY["getitem"](target, index=index[0] if len(index) == 1 else index), (target,))
+        index = tuple([_index_part(p) for p in parts])
+        picked = _cut(apply(REGISTRY["getitem"], (target,), {"index": index[0] if len(index) == 1 else index}), (target,))
         if isinstance(target, Tensor) and picked.dtype != target.dtype and not target.requires_grad:
             # Ops take booleans and integers as float64, but indexing only picks elements: a
             # mask's element is a boolean, a shape's a whole number (exactly: 0/1 and

@@ -377,6 +377,8 @@ def _expand(node: Node | Token, places: _Places) -> list[Task]:
         target, *parts = children
         return [target, *_visit_all(parts), (INDEX, len(parts), node)]
     if kind == "slice":
+        if all(c is None for c in children):  # `:` and `::`, the commonest: the slice itself, made once
+            return [(SLICE, slice(None), node)]
         return [*_visit_all(list(children)), (SLICE, None, node)]
     if kind == "tensor":
         items = [c for c in children if c is not None]

@@ -422,6 +422,9 @@ class Session:
                     parts = [_not_function(p, "[...]", none=True) for p in parts]
                     stack.append(backend.index(_not_function(stack.pop(), "[...]"), parts))
                 elif op == SLICE:
+                    if arg is not None:  # a slice without bounds, made by the compiler
+                        stack.append(arg)
+                        continue
                     stop_step = [stack.pop(), stack.pop()]
                     start = stack.pop()
                     stack.append(slice(*(None if v is None else _whole(v) for v in (start, stop_step[1], stop_step[0]))))

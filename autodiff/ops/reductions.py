@@ -91,12 +91,15 @@ def broadcast_number(g: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
+    if axis is None:  # the whole sum (each L2 term of a training step): no axis to check
+        return _add_reduce(x, axis=None, keepdims=keepdims)
     return _add_reduce(x, axis=checked_axis("sum", axis, np.ndim(x)), keepdims=keepdims)
 
 
 def _mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Any:
     # The mean of nothing is nan, as in NumPy, but without NumPy's RuntimeWarning.
-    axis = checked_axis("mean", axis, np.ndim(x))
+    if axis is not None:
+        axis = checked_axis("mean", axis, np.ndim(x))
     with np.errstate(invalid="ignore", divide="ignore"):
         return _add_reduce(x, axis=axis, keepdims=keepdims) / _count(np.shape(x), axis)
 

@@ -271,8 +271,11 @@ class Exporter:
             target = stack.pop()
             stack.append(Expr(f"_at({target.text}, ({', '.join(_index(p) for p in parts)},))"))
         elif op == SLICE:
-            step, stop, begin = stack.pop(), stack.pop(), stack.pop()
-            stack.append(Expr(f"slice({', '.join(_whole(p) for p in (begin, stop, step))})", kind="slice"))
+            if arg is not None:  # `:` (the compiler's slice without bounds)
+                stack.append(Expr("slice(None, None, None)", kind="slice"))
+            else:
+                step, stop, begin = stack.pop(), stack.pop(), stack.pop()
+                stack.append(Expr(f"slice({', '.join(_whole(p) for p in (begin, stop, step))})", kind="slice"))
         elif op == TENSOR:
             items = [stack.pop() for _ in range(arg)][::-1]
             stack.append(self._literal(items))
