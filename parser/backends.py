@@ -376,11 +376,10 @@ class TensorBackend:
 
     def _apply(self, op: OpDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if not kwargs and len(args) == op.n_in and all_tensors(args):  # f(x): nothing below to check
-            inputs = tuple(args)
-            result = apply(op, inputs, {})
+            result = apply(op, tuple(args), {})
             if type(result) is Tensor and result.requires_grad:  # (as in binary)
                 return result
-            return _cut(result, inputs, not op.has_gradient and len(inputs) > 0)
+            return _cut(result, args, not op.has_gradient and len(args) > 0)
         n_in = len(args) if op.n_in is None else op.n_in
         if len(args) < n_in:
             raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
