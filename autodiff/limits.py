@@ -334,7 +334,7 @@ class StepBudget:
         if self.used > self.limit:
             self.exceeded(StepLimitError(
                 f"{where + ': ' if where else ''}the statement ran over its budget of {self.limit:,} steps "
-                "(ops executed); is a recursion doubling its work? (--max-steps raises the budget)"
+                f"(ops executed){RECURSION_GUESS} (--max-steps raises the budget)"
             ))
         if time.process_time() > self.deadline:
             self.exceeded(TimeLimitError(
@@ -354,6 +354,9 @@ class StepBudget:
 
 
 STEPS = StepBudget()
+# What a budget's message guesses of a statement that ran many small steps; a loop, which
+# says it ran too long as a whole, drops the guess (parser/machine.py).
+RECURSION_GUESS = "; is a recursion doubling its work?"
 # A statement that spent its time in this many steps or more was running many small ops
 # (the time message asks about a recursion); in fewer than FEW_STEPS, a few large ones (it
 # says so); in between (17,000 steps of a loop on the JAX engine, one dispatch each) neither.
@@ -364,7 +367,7 @@ FEW_STEPS = 2_000
 def _time_hint(steps: int) -> str:
     """The end of the time budget's "(after N steps" and what those steps suggest."""
     if steps >= MANY_STEPS:
-        return "); is a recursion doubling its work?"
+        return ")" + RECURSION_GUESS
     if steps < FEW_STEPS:
         return ", each on large tensors; CPU time counts every thread the matrix library runs)"
     return ")"

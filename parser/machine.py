@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gradcalc.autodiff import EngineError, ShapeError, SizeLimitError, Tensor, collector_paused, is_grad_enabled, lookup, set_grad_enabled
-from gradcalc.autodiff.limits import STEPS, StepLimitError, step_budget
+from gradcalc.autodiff.limits import RECURSION_GUESS, STEPS, StepLimitError, step_budget
 
 from .backends import BACKENDS, CONSTANTS, Backend, TensorList, all_tensors, to_param
 from .budgets import TOO_DEEP
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_CALL_DEPTH = 200
 # Words that stand for NumPy's index markers: x[None] adds an axis, x[..., 0] skips axes.
 _INDEX_WORDS: dict[str, Any] = {"None": None, "...": Ellipsis}
+_STORING = frozenset({"assign", "unpack", "update"})  # the statements that give names values
 
 
 class ExpressionResult(NamedTuple):
@@ -183,6 +184,14 @@ class Session:
     def _run_statement(self, statement: Statement) -> Any:
         if statement.error is not None:  # a statement that did not compile (recover=True)
             raise statement.error
+        kind = statement.kind
+        if kind in _STORING:  # (the commonest statements first: a training loop's body is made of them)
+            value = self.evaluate(statement.code)
+            if kind == "update":
+                self.update(statement.targets[0], value)
+            else:
+                self._store(statement, value)
+            return None
         if statement.kind == "def":
             assert statement.function is not None
             self._define(statement.function)
@@ -221,12 +230,6 @@ class Session:
                 raise err.at(span) from None
             return HelpResult(lines, statement.text, statement.span)
         value = self.evaluate(statement.code)
-        if statement.kind == "assign" or statement.kind == "unpack":
-            self._store(statement, value)
-            return None
-        if statement.kind == "update":
-            self.update(statement.targets[0], value)
-            return None
         if isinstance(value, TensorList):
             raise value.error().at(statement.span)
         if isinstance(value, FunctionValue | tuple):
@@ -255,7 +258,14 @@ class Session:
             if len(bounds) == 3 and bounds[2] == 0:
                 raise LanguageError("argument", "range's step cannot be 0").at(statement.bounds[2][1])
             steps = ((i, f"{name} = {i}") for i in range(*bounds))
+        budget = STEPS
         for i, where in steps:
+            budget.left -= 1  # an iteration is a step (its body may run no instruction: a def)
+            if budget.left < 0:
+                try:
+                    budget.spent()
+                except StepLimitError as err:
+                    raise LanguageError(err.kind, _loop_budget(str(err), where)) from None
             if statement.over is None:
                 self.variables[name] = self.backend.counter(i)
             else:
@@ -265,7 +275,7 @@ class Session:
                     self._run_statement(inner)
                 except LanguageError as err:
                     if err.kind in _BUDGETS:  # placed at the loop, which ran too long as a whole
-                        err.message += f" (a loop is one statement, its iterations share the budget; stopped at {where})"
+                        err.message = _loop_budget(err.message, where)
                         raise
                     raise _in_iteration(err.at(inner.span), where) from None
 
@@ -329,7 +339,13 @@ class Session:
         frames: list[tuple[list[Instruction], int, dict[str, Any] | None, UserFunction | None]] = []
         pc = 0
         end = len(code)
+        # Every instruction of either engine is a step (limits.py). A block of instructions
+        # (a statement's, a function body's) is charged as a whole as it starts, and a jump
+        # gives back the instructions it skips: the same count, without a test per instruction.
         steps = STEPS
+        steps.left -= end
+        if steps.left < 0:
+            _spent(steps)
         while True:
             if pc >= end:
                 if not frames:
@@ -340,9 +356,6 @@ class Session:
             op, arg, span = code[pc]
             pc += 1
             try:
-                steps.left -= 1  # every instruction of either engine is a step (limits.py)
-                if steps.left < 0:
-                    steps.spent()  # raises when a budget (steps, time, memory) is over
                 # (the commonest instructions first: each test of `op` costs every later one)
                 if op == LOAD:  # a parameter or a variable, the commonest, without the call (None and ... are neither)
                     if local is not None and arg in local:
@@ -406,6 +419,9 @@ class Session:
                     params = dict(zip(callee.params, args))
                     code, pc, local, inside = callee.code, 0, params if closure is None else {**closure, **params}, callee
                     end = len(code)
+                    steps.left -= end  # (the body's instructions, as a block)
+                    if steps.left < 0:
+                        steps.spent()  # raises when a budget (steps, time, memory) is over
                 elif op == UNARY:
                     stack.append(backend.unary(arg, self._operand(stack.pop(), SYMBOLS[arg])))
                 elif op == FUNCTION:  # a lambda: its parameters' names, and the names it sees where it is made
@@ -413,8 +429,10 @@ class Session:
                 elif op == JUMP_IF_FALSE:  # (offsets from the next instruction: compiler.JUMP)
                     if not backend.truth(self._operand(stack.pop(), "if")):
                         pc += arg
+                        steps.left += arg  # (the instructions skipped were charged with the block)
                 elif op == JUMP:
                     pc += arg
+                    steps.left += arg
                 elif op == ATTR:
                     stack.append(backend.attribute(_not_function(stack.pop(), f".{arg}"), arg))
                 elif op == INDEX:
@@ -608,6 +626,20 @@ class Session:
         if value is None:
             raise LanguageError("argument", f"{where} needs a value")
         return _not_function(value, where)
+
+
+def _loop_budget(message: str, where: str) -> str:
+    """A budget's message for a loop that ran over it: the loop as a whole, where it stopped,
+    and no guess of a recursion (a loop of many iterations is enough)."""
+    return message.replace(RECURSION_GUESS, "") + f" (a loop is one statement, its iterations share the budget; stopped at {where})"
+
+
+def _spent(steps: Any) -> None:
+    """steps.spent() for a block's charge, its budget error placed at the statement."""
+    try:
+        steps.spent()
+    except StepLimitError as err:
+        raise LanguageError(err.kind, str(err)) from None
 
 
 def _file_name_hint(err: LanguageError, name: str, attribute: str) -> None:

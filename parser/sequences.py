@@ -38,6 +38,8 @@ def item(backend: Any, value: Any, i: int) -> Any:
 
 def unpacked(backend: Any, value: Any, count: int) -> list[Any]:
     """`value` unpacked into `count` names (`a, b = value`): its items, which must be `count`."""
+    if type(value) is tuple and len(value) == count:  # grad(L, (W1, b1)) into as many names: nothing to check
+        return list(value)
     names = f"{count} name{'s' * (count != 1)}"
     found = length(value, f"cannot unpack into {names}")
     if found != count:

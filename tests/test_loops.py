@@ -113,6 +113,36 @@ def test_one_budget_for_the_whole_loop_not_one_per_iteration():
     assert over.returncode == 2 and "budget of 100,000 steps" in over.stderr
 
 
+# Bodies that run no instruction of their own, or hardly any: before each iteration was a
+# step, `for i in range(10**12): def f(x) = x` counted nothing, so neither the step budget nor
+# the time budget (looked at when steps run out) ever stopped it: a hang (found in session 5).
+QUIET_BODIES = {
+    "a def": "    def f(x) = x\n",
+    "a vjp rule": "    vjp f(x, g) = g\n",
+    "a no_grad block of a def": "    with no_grad:\n        def g(x) = x\n",
+    "an empty loop": "    for j in range(0):\n        y = 1\n",
+}
+
+
+@pytest.mark.parametrize("body", QUIET_BODIES.values(), ids=QUIET_BODIES.keys())
+@pytest.mark.parametrize("budget", [("--max-steps", "1000", "budget of 1,000 steps"), ("--max-seconds", "0.3", "time budget of 0.3 seconds")],
+                         ids=["steps", "time"])
+def test_a_huge_loop_of_a_body_without_instructions_stops_at_its_budget(body, budget):
+    option, limit, words = budget
+    done = gradcalc(option, limit, "run", "-", stdin="def f(x) = x * 2\nfor i in range(10**12):\n" + body)  # (the helper's timeout: a hang fails)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert words in done.stderr and "its iterations share the budget; stopped at i = " in done.stderr
+    assert "recursion" not in done.stderr  # (a loop of many iterations is not a recursion)
+
+
+def test_a_loop_of_iterations_is_charged_a_step_each():
+    """The loop's own step per iteration, beside its body's instructions: 1,000 iterations of
+    a def fit in 1,100 steps and not in 900."""
+    source = "for i in range(1000):\n    def f(x) = x\n"
+    assert gradcalc("--max-steps", "1100", "run", "-", stdin=source).returncode == 0
+    assert gradcalc("--max-steps", "900", "run", "-", stdin=source).returncode == 2
+
+
 # ---- errors -------------------------------------------------------------------------------
 
 
