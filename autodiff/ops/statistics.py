@@ -20,8 +20,9 @@ RED = "reduction"
 
 
 def _divisor(shape: tuple[int, ...], axis: Axis, ddof: float) -> float:
-    """N - ddof, N the number of elements reduced over."""
-    return float(np.prod([shape[a] for a in normalize_axes(axis, len(shape))])) - ddof
+    """N - ddof, N the number of elements reduced over, and 0 where ddof is larger (as
+    NumPy's and PyTorch's: a variance is never negative; it is inf, or nan with no spread)."""
+    return max(float(np.prod([shape[a] for a in normalize_axes(axis, len(shape))])) - ddof, 0.0)
 
 
 def _var(x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0) -> Any:
