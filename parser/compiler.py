@@ -34,7 +34,7 @@ Instruction = tuple[int, Any, Span | None]  # (no span: an instruction the sourc
 
 BINARY_OPS = frozenset({"add", "sub", "mul", "div", "matmul", "pow", "floor_divide", "remainder"})  # nodes named as their ops
 COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
-AUGMENTED = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "div", "//=": "floor_divide", "%=": "remainder"}
+AUGMENTED = {"+=": "add", "-=": "sub", "*=": "mul", "/=": "div", "//=": "floor_divide", "%=": "remainder", "**=": "pow", "@=": "matmul"}
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "floor_divide": "//", "remainder": "%",
            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "neg": "-", "pos": "+"}
 

@@ -22,7 +22,7 @@ __all__ = [
 _READABLE = {
     "NAME": "a name", "NUMBER": "a number", "STRING": "a string", NEWLINE: "end of line", "_INDENT": "an indented block",
     "_DEDENT": "the end of the block",
-    END: "end of input", "COMPARE": "a comparison", "AUGOP": "'+=', '-=', '*=', '/=', '//=' or '%='", "POW": "'**'",
+    END: "end of input", "COMPARE": "a comparison", "AUGOP": "an update such as '+='", "POW": "'**'",
 }
 _EXPRESSION_STARTS = {"NAME", "NUMBER", "LPAR", "LSQB", "MINUS"}
 _OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "_FLOORDIV", "PERCENT", "AT", "POW", "COMPARE", "DOT", "LSQB", "LPAR", "IF"}

@@ -9,9 +9,14 @@ import json
 import numpy as np
 import pytest
 
+from gradcalc.parser.compiler import AUGMENTED
 from tests.test_cli import gradcalc
 
-OPERATORS = ["+=", "-=", "*=", "/=", "//=", "%="]
+# Every augmented operator of the language's table (Python's all: a test below holds the
+# table to Python's grammar) but @=, which numbers do not take: a test of its own below.
+OPERATORS = [op for op in AUGMENTED if op != "@="]
+# The scalar engine has no // or %, and takes constant exponents only (micrograd's Value).
+SCALAR_OPERATORS = [op for op in OPERATORS if op not in ("//=", "%=", "**=")]
 # Right-hand sides written so that they are Python too; f and g are defined in both.
 RIGHT_SIDES = [
     "3 if x > 0 else 2",
@@ -36,7 +41,7 @@ def python_value(start: str, operator: str, right: str) -> float:
     return float(namespace["x"])
 
 
-@pytest.mark.parametrize(("engine", "operators"), [("tensor", OPERATORS), ("scalar", OPERATORS[:4])])  # scalar: no // or %
+@pytest.mark.parametrize(("engine", "operators"), [("tensor", OPERATORS), ("scalar", SCALAR_OPERATORS)])
 def test_every_operator_with_every_jumping_right_side_matches_python(engine, operators):
     definitions = "".join(f"def {name}({param}) = {body}\n" for name, (param, body) in DEFINITIONS.items())
     cases = [(start, op, right) for start in ("7", "-7") for op in operators for right in RIGHT_SIDES]
@@ -64,7 +69,7 @@ def torch_derivative(torch, start: str, operator: str, right: str) -> float:
     return 0.0 if derivative is None else float(derivative)
 
 
-@pytest.mark.parametrize(("engine", "operators"), [("tensor", OPERATORS), ("scalar", OPERATORS[:4])])
+@pytest.mark.parametrize(("engine", "operators"), [("tensor", OPERATORS), ("scalar", SCALAR_OPERATORS)])
 def test_the_derivative_of_every_update_is_pytorchs(engine, operators):
     torch = pytest.importorskip("torch")
     definitions = "".join(f"def {name}({param}) = {body}\n" for name, (param, body) in DEFINITIONS.items())
@@ -76,6 +81,31 @@ def test_the_derivative_of_every_update_is_pytorchs(engine, operators):
     assert len(reports) == len(cases)
     for (start, op, right), got in zip(cases, reports):
         assert got["grads"].get("x0", 0.0) == torch_derivative(torch, start, op, right), (start, op, right, got)
+
+
+def test_the_table_holds_every_augmented_operator_of_python():
+    """Found by a helper's generated programs: `x **= 2` and `x @= M` were syntax errors."""
+    import token
+
+    pythons = {text for text in token.EXACT_TOKEN_TYPES if len(text) > 1 and text.endswith("=")
+               and text not in ("==", "!=", "<=", ">=", ":=", "->", "<<=", ">>=", "&=", "|=", "^=")}
+    assert pythons == set(AUGMENTED)  # (the bitwise ones have no meaning for real numbers here)
+
+
+@pytest.mark.parametrize("start", ["[1.5, -2]", "[[1.5, -2], [0.5, 3]]"])
+def test_matmul_update_is_pythons_and_its_derivative_pytorchs(start):
+    """`v @= M` is `v = v @ M`: value and the gradient of its sum by v's start and by M."""
+    torch = pytest.importorskip("torch")
+    matrix = [[2.0, -1.0], [0.5, 3.0]]
+    done = gradcalc("eval", "--json", f"v0 = {start}; v = v0; v @= M; v", f"M={matrix}")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    v0, m = (torch.tensor(eval(text), dtype=torch.float64, requires_grad=True) for text in (start, str(matrix)))  # noqa: S307
+    out = v0 @ m
+    np.testing.assert_array_equal(report["value"], out.detach().numpy())
+    dv0, dm = torch.autograd.grad(out.sum(), (v0, m))
+    np.testing.assert_array_equal(report["grads"]["v0"], dv0.numpy())
+    np.testing.assert_array_equal(report["grads"]["M"], dm.numpy())
 
 
 @pytest.mark.parametrize(("source", "value"), [
