@@ -37,8 +37,10 @@ def topological_order(root: Any) -> list[Any]:
             for parent in parents:
                 if parent not in seen:
                     mark(parent)
-                    push((parent, iter(parent._prev)))
-                    break
+                    if parent._prev:
+                        push((parent, iter(parent._prev)))
+                        break
+                    emit(parent)  # a leaf: done at once, without a turn on the stack
             else:
                 pop()
                 emit(node)
