@@ -162,19 +162,6 @@ def joined_shape(shapes: Sequence[Sequence[int]], axis: int, new_axis: bool) -> 
     return (*first[:axis], sum(int(s[axis]) if len(s) > axis else 0 for s in shapes), *first[axis + 1 :])
 
 
-def _basic_shape(shape: Sequence[int], parts: tuple[Any, ...]) -> tuple[int, ...] | None:
-    """indexed_shape of an index of Python ints and slices alone (x[:, 0], the commonest),
-    one part per leading axis; None for any other index."""
-    out: list[int] = []
-    for p, n in zip(parts, shape):
-        if type(p) is slice:
-            out.append(len(range(*p.indices(n))))
-        elif type(p) is not int:
-            return None
-    out.extend(shape[len(parts):])
-    return tuple(out)
-
-
 def indexed_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
     """The shape of x[index] for x of `shape`, worked out from the index alone.
 
@@ -183,15 +170,14 @@ def indexed_shape(shape: Sequence[int], index: Any) -> tuple[int, ...]:
     placed where NumPy places it: in place when they are adjacent, first otherwise. Nothing of the size of the
     result is built. A malformed index is left for the forward to report."""
     parts = index if isinstance(index, tuple) else (index,)
-    if len(parts) <= len(shape):
-        kept = _basic_shape(shape, parts)
-        if kept is not None:
-            return kept
-    used = sum(
-        (np.ndim(p) if isinstance(p, np.ndarray) and p.dtype == bool else 0 if p is None or p is Ellipsis else 1)
-        for p in parts
-    )
-    has_arrays = any(isinstance(p, np.ndarray) for p in parts)
+    used = 0  # the axes of x the parts take up
+    has_arrays = False
+    for p in parts:  # (one loop, not a sum and an any of generators: x[:, 0] is in every training step)
+        if isinstance(p, np.ndarray):
+            has_arrays = True
+            used += p.ndim if p.dtype == bool else 1
+        elif p is not None and p is not Ellipsis:
+            used += 1
     dims = list(shape)
     out: list[int] = []
     arrays: list[tuple[int, ...]] = []

@@ -152,18 +152,15 @@ def _index_part(part: Any) -> Any:
         raise LanguageError("argument", "an index must be a whole number, a slice, a list of whole numbers or a mask, "
                                         f"not {len(part)} results; pick one with [k]")
     data = np.asarray(part.data)
-    if data.ndim == 0 and data.dtype == np.float64:  # a number, the commonest: x[:, 0]
-        number = float(data)
-        if number.is_integer() and abs(number) <= _LARGEST_INDEX:
-            return int(number)
     if data.dtype == np.bool_:
         return data  # a mask selects, as in NumPy (x[x > 0])
-    if data.ndim == 0:
-        if not float(data.real).is_integer():
+    if data.ndim == 0:  # a number (x[:, 0]): as a Python float, its tests without NumPy's calls
+        number = float(data.real)
+        if not number.is_integer():
             raise LanguageError("argument", f"an index must be a whole number, got {data.item()!r}")
-        if abs(data.real) > _LARGEST_INDEX:
-            raise LanguageError("argument", f"index {data.real.item():g} is out of range for any axis")
-        return int(data.real)
+        if abs(number) > _LARGEST_INDEX:
+            raise LanguageError("argument", f"index {number:g} is out of range for any axis")
+        return int(number)
     if not np.all(np.equal(np.mod(data.real, 1), 0)):
         raise LanguageError("argument", "an index tensor must hold whole numbers")
     if data.size and np.max(np.abs(data.real)) > _LARGEST_INDEX:
