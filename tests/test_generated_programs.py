@@ -168,6 +168,8 @@ def ix(p: str, index: str) -> str:
 class Writer:
     """Writes one program, knowing each name's shape and whether it holds a variable."""
 
+    VECTOR = "V"  # the kind of a function's vector argument (the scalar writer's are numbers)
+
     def __init__(self, rng: random.Random, edges: bool = False) -> None:
         self.rng, self.edges = rng, edges
         self.names = dict(NAMES)
@@ -354,18 +356,18 @@ class Writer:
         return f"grad({y}, {x})", f"_grad({py}, {x})"
 
     def hessian(self, code: str, d: int) -> Code:
-        xs = self.variables_of("V")
-        if not xs:
-            return self.leaf(code)
-        x, (y, py), (v, pv) = self.pick(xs), self.expr("S", d), self.expr("V", d)
-        return f"hessian({y}, {x}) @ ({v})", f"_hessian({py}, {x}) @ ({pv})"
+        return self._second("hessian", "S", code, d)
 
     def jacobian(self, code: str, d: int) -> Code:
+        return self._second("jacobian", "V", code, d)
+
+    def _second(self, name: str, output: str, code: str, d: int) -> Code:
+        """hessian(y, x) @ v or jacobian(y, x) @ v by a vector variable x (y of kind `output`)."""
         xs = self.variables_of("V")
         if not xs:
             return self.leaf(code)
-        x, (y, py), (v, pv) = self.pick(xs), self.expr("V", d), self.expr("V", d)
-        return f"jacobian({y}, {x}) @ ({v})", f"_jacobian({py}, {x}) @ ({pv})"
+        x, (y, py), (v, pv) = self.pick(xs), self.expr(output, d), self.expr("V", d)
+        return f"{name}({y}, {x}) @ ({v})", f"_{name}({py}, {x}) @ ({pv})"
 
     def transform(self, code: str, d: int) -> Code:
         """grad or value_and_grad of a lambda that reads session variables, at an expression."""
@@ -384,14 +386,14 @@ class Writer:
     def call_f(self, code: str, d: int) -> Code:
         if "f" not in self.functions:
             return self.leaf(code)
-        (s, ps), (q, pq) = self.expr("S", d), self.expr("V", d)
+        (s, ps), (q, pq) = self.expr("S", d), self.expr(self.VECTOR, d)
         return self.pick([(f"f({s}, {q})", f"f({ps}, {pq})"), (f"f(s={s}, q={q})", f"f(s={ps}, q={pq})"),
                           (f"f(q={q}, s={s})", f"f(q={pq}, s={ps})"), (f"f({s}, q={q})", f"f({ps}, q={pq})")])
 
     def call_h(self, code: str, d: int) -> Code:
         if "h" not in self.functions:
             return self.leaf(code)
-        v, pv = self.expr("V", d)
+        v, pv = self.expr(self.VECTOR, d)
         return f"h({v})", f"h({pv})"
 
     def call_mk(self, code: str, d: int) -> Code:
@@ -522,14 +524,14 @@ class Writer:
 
     def define(self) -> None:
         if self.chance(0.7):
-            body, pbody = self.expr("V", 2)
+            body, pbody = self.expr(self.VECTOR, 2)
             self.emit(f"def f(s, q) = s * q + ({body})", f"def f(s, q):\n    return s * q + ({pbody})", 0)
             self.functions.append("f")
         if self.chance(0.5):
-            body, pbody = self.expr("V", 2)
+            body, pbody = self.expr(self.VECTOR, 2)
             self.emit(f"h = lambda z: tanh(z) * ({body})", f"h = lambda z: torch.tanh(z) * ({pbody})", 0)
             self.functions.append("h")
-        if self.chance(0.5):
+        if self.VECTOR == "V" and self.chance(0.5):  # (a closure over the vector v: the tensor writer's)
             self.emit("def mk(k) = lambda z: z * k + v", "def mk(k):\n    return lambda z: z * k + v", 0)
             self.functions.append("mk")
         if self.chance(0.5):
@@ -552,6 +554,8 @@ class Writer:
 
 class ScalarWriter(Writer):
     """Programs of numbers only, in what the scalar engine runs (its ops, constant exponents)."""
+
+    VECTOR = "S"
 
     def __init__(self, rng: random.Random, edges: bool = False) -> None:
         super().__init__(rng, edges)
@@ -580,19 +584,6 @@ class ScalarWriter(Writer):
         if op == "/":
             return f"({a}) / (2 + tanh({b}))", f"({pa}) / (2 + torch.tanh({pb}))"
         return f"({a}) {op} ({b})", f"({pa}) {op} ({pb})"
-
-    def call_f(self, code: str, d: int) -> Code:
-        if "f" not in self.functions:
-            return self.leaf(code)
-        (s, ps), (q, pq) = self.expr("S", d), self.expr("S", d)
-        return self.pick([(f"f({s}, {q})", f"f({ps}, {pq})"), (f"f(s={s}, q={q})", f"f(s={ps}, q={pq})"),
-                          (f"f(q={q}, s={s})", f"f(q={pq}, s={ps})"), (f"f({s}, q={q})", f"f({ps}, q={pq})")])
-
-    def call_h(self, code: str, d: int) -> Code:
-        if "h" not in self.functions:
-            return self.leaf(code)
-        s, ps = self.expr("S", d)
-        return f"h({s})", f"h({ps})"
 
     def augmented(self, indent: int) -> None:
         n, (e, pe), op = self.name(), self.expr("S", 3), self.pick(["+=", "-=", "*=", "/="])
@@ -632,20 +623,6 @@ class ScalarWriter(Writer):
         for _ in range(self.rng.randint(1, 2)):
             self.statement(indent + 1)
         self.in_no_grad = False
-
-    def define(self) -> None:
-        if self.chance(0.7):
-            body, pbody = self.expr("S", 2)
-            self.emit(f"def f(s, q) = s * q + ({body})", f"def f(s, q):\n    return s * q + ({pbody})", 0)
-            self.functions.append("f")
-        if self.chance(0.5):
-            body, pbody = self.expr("S", 2)
-            self.emit(f"h = lambda z: tanh(z) * ({body})", f"h = lambda z: torch.tanh(z) * ({pbody})", 0)
-            self.functions.append("h")
-        if self.chance(0.5):
-            self.emit("def r(s, n) = s if n < 1 else tanh(r(s, n - 1)) * s + n",
-                      "def r(s, n):\n    return s if n < 1 else torch.tanh(r(s, n - 1)) * s + n", 0)
-            self.functions.append("r")
 
     def program(self) -> Program:
         for n in self.names:
