@@ -130,13 +130,32 @@ def _in_folders(files: list[Path], as_json: bool) -> list[Path]:
     found: list[Path] = []
     for path in files:
         if str(path) != "-" and path.is_dir():
-            inside = sorted(path.rglob("*.gc"))
+            inside = [p for p in sorted(path.rglob("*.gc")) if _script_in_walk(p, as_json)]
             if not inside:
                 usage_error(f"{path} is a folder with no .gc files in it", as_json)
             found += inside
         else:
             found.append(path)
     return found
+
+
+def _script_in_walk(path: Path, as_json: bool) -> bool:
+    """Whether the folder walk's `path` is a script to read: a regular file or a link to
+    one. A named pipe, socket or device is refused before anything is opened, as a data
+    file is: opening a pipe waits for a writer that may never come, and nothing in a
+    folder is a pipe on purpose (one named as FILE, `check <(...)`, is read). A path that
+    cannot be looked at (a dangling link, a loop) is kept, so that reading it says why, as
+    for a file named on the command line."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return True
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        usage_error(f"{path}: is not a regular file (a device, a pipe or a socket); in a folder, gradcalc check "
+                    f"reads only files (name a pipe itself to read it)", as_json)
+    return True
 
 
 def report_checks(outcomes: list[CheckOutcome], as_json: bool, rich: bool, github: bool = False) -> None:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import random
 import re
 import resource
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -292,8 +294,6 @@ def test_a_symlink_to_a_script_runs_it(tmp_path):
     assert done.returncode == 0 and "== link.gc:2  x * 3\nvalue: 6.0\n" in done.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="check FOLDER opens every *.gc path under it, a named pipe included, and waits "
-                   "forever for a writer (cli.md: a pipe is read only when given on purpose, as `-` or <(...))")
 def test_check_of_a_folder_holding_a_named_pipe_does_not_hang(tmp_path):
     (tmp_path / "a.gc").write_text("x = 2\ncheck x ** 2\n")
     os.mkfifo(tmp_path / "b.gc")
@@ -302,6 +302,72 @@ def test_check_of_a_folder_holding_a_named_pipe_does_not_hang(tmp_path):
     except subprocess.TimeoutExpired:
         pytest.fail("gradcalc check hung on the named pipe b.gc in the folder")
     assert done.returncode in (1, 2) and "b.gc" in done.stdout + done.stderr
+
+
+def _special(path: Path, kind: str) -> None:
+    """Make a file of `kind` at `path`: a named pipe, a socket, or a link to one or to a device."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":  # (bound by a relative name: a socket's path is limited to about 100 bytes)
+        with socket.socket(socket.AF_UNIX) as listener:
+            listener.bind(os.path.relpath(path))
+    elif kind == "link to a fifo":
+        os.mkfifo(path.with_name(path.name + ".pipe"))
+        path.symlink_to(path.name + ".pipe")
+    else:  # a link to a character device
+        path.symlink_to("/dev/null")
+
+
+SPECIAL = ["fifo", "socket", "link to a fifo", "link to a device"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_check_of_a_folder_reads_only_its_files(tmp_path, monkeypatch, seed):
+    """Random folders of scripts, links to scripts and things that are not files, at random
+    depths: gradcalc check FOLDER runs every file's checks, or, when the walk meets a pipe, a
+    socket or a device, refuses it by name before reading anything; never a hang."""
+    monkeypatch.chdir(tmp_path)
+    rng = random.Random(seed)
+    folders = [Path("d")]
+    scripts, specials = [], []
+    kinds = [rng.choice(["file", "file", "link to a file", "subfolder"]) for _ in range(rng.randint(0, 10))]
+    if seed % 2:  # half the folders hold one or two things that are not files, anywhere in the walk
+        kinds += rng.choices(SPECIAL, k=rng.randint(1, 2))
+        rng.shuffle(kinds)
+    for i, kind in enumerate(kinds):
+        where = rng.choice(folders) / f"s{i}.gc"
+        where.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "subfolder":
+            folders.append(rng.choice(folders) / f"sub{i}")
+        elif kind == "file":
+            where.write_text(f"x = {i + 1}\ncheck x ** 2\n")
+            scripts.append(where)
+        elif kind == "link to a file":
+            target = Path("outside") / f"t{i}.gc"  # (outside the folder: it is checked once, through the link)
+            target.parent.mkdir(exist_ok=True)
+            target.write_text(f"y = {i + 1}\ncheck sin(y)\n")
+            where.symlink_to(os.path.relpath(target, where.parent))
+            scripts.append(where)
+        else:
+            _special(where, kind)
+            specials.append(where)
+    Path("d").mkdir(exist_ok=True)
+    try:
+        done = raw_run(["check", "d"], timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"gradcalc check hung on one of {specials}")
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    if specials:
+        assert done.returncode == 2 and done.stdout == "", done.stderr
+        [line] = done.stderr.splitlines()
+        named = line.removeprefix("error: ").partition(": is not a regular file (a device, a pipe or a socket)")[0]
+        assert Path(named) in specials, line
+    elif scripts:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.endswith(f"{len(scripts)} passed, 0 failed, 0 errors\n"), done.stdout
+        assert {line.split()[1].rpartition(":")[0] for line in done.stdout.splitlines()[:-1]} == {str(s) for s in scripts}
+    else:
+        assert done.returncode == 2 and done.stderr == "error: d is a folder with no .gc files in it\n", done.stderr
 
 
 @pytest.mark.xfail(strict=True, reason="check FOLDER takes a subfolder named c.gc for a file: 'cannot read c.gc: Is a "
