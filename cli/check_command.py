@@ -141,7 +141,8 @@ def _in_folders(files: list[Path], as_json: bool) -> list[Path]:
 
 def _script_in_walk(path: Path, as_json: bool) -> bool:
     """Whether the folder walk's `path` is a script to read: a regular file or a link to
-    one. A named pipe, socket or device is refused before anything is opened, as a data
+    one. A folder named like a script (`c.gc/`) is not: the walk goes into it as into any
+    other (and not through a link to one, as rglob does not). A named pipe, socket or device is refused before anything is opened, as a data
     file is: opening a pipe waits for a writer that may never come, and nothing in a
     folder is a pipe on purpose (one named as FILE, `check <(...)`, is read). A path that
     cannot be looked at (a dangling link, a loop) is kept, so that reading it says why, as
@@ -152,7 +153,9 @@ def _script_in_walk(path: Path, as_json: bool) -> bool:
         mode = path.stat().st_mode
     except OSError:
         return True
-    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+    if stat.S_ISDIR(mode):
+        return False
+    if not stat.S_ISREG(mode):
         usage_error(f"{path}: is not a regular file (a device, a pipe or a socket); in a folder, gradcalc check "
                     f"reads only files (name a pipe itself to read it)", as_json)
     return True

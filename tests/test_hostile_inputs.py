@@ -323,22 +323,30 @@ SPECIAL = ["fifo", "socket", "link to a fifo", "link to a device"]
 
 @pytest.mark.parametrize("seed", range(10))
 def test_check_of_a_folder_reads_only_its_files(tmp_path, monkeypatch, seed):
-    """Random folders of scripts, links to scripts and things that are not files, at random
-    depths: gradcalc check FOLDER runs every file's checks, or, when the walk meets a pipe, a
-    socket or a device, refuses it by name before reading anything; never a hang."""
+    """Random folders of scripts, links to scripts, subfolders (some named like a script,
+    some empty), links to folders and things that are not files, at random depths: gradcalc
+    check FOLDER runs the checks of every file it reaches without following a link to a
+    folder, or, when the walk meets a pipe, a socket or a device, refuses it by name before
+    reading anything; never a hang."""
     monkeypatch.chdir(tmp_path)
     rng = random.Random(seed)
     folders = [Path("d")]
     scripts, specials = [], []
-    kinds = [rng.choice(["file", "file", "link to a file", "subfolder"]) for _ in range(rng.randint(0, 10))]
+    kinds = [rng.choice(["file", "file", "link to a file", "subfolder", "link to a folder"]) for _ in range(rng.randint(0, 10))]
     if seed % 2:  # half the folders hold one or two things that are not files, anywhere in the walk
         kinds += rng.choices(SPECIAL, k=rng.randint(1, 2))
         rng.shuffle(kinds)
     for i, kind in enumerate(kinds):
         where = rng.choice(folders) / f"s{i}.gc"
         where.parent.mkdir(parents=True, exist_ok=True)
-        if kind == "subfolder":
-            folders.append(rng.choice(folders) / f"sub{i}")
+        if kind == "subfolder":  # named like a script or not, and walked into either way
+            folders.append(rng.choice(folders) / rng.choice([f"sub{i}", f"sub{i}.gc"]))
+            folders[-1].mkdir(parents=True)  # (an empty one too)
+        elif kind == "link to a folder":  # (named like a script; the walk does not follow it)
+            target = Path("elsewhere") / f"f{i}"
+            target.mkdir(parents=True)
+            (target / "inside.gc").write_text("z = 1\ncheck z ** 3\n")
+            where.symlink_to(os.path.relpath(target, where.parent), target_is_directory=True)
         elif kind == "file":
             where.write_text(f"x = {i + 1}\ncheck x ** 2\n")
             scripts.append(where)
@@ -370,8 +378,6 @@ def test_check_of_a_folder_reads_only_its_files(tmp_path, monkeypatch, seed):
         assert done.returncode == 2 and done.stderr == "error: d is a folder with no .gc files in it\n", done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="check FOLDER takes a subfolder named c.gc for a file: 'cannot read c.gc: Is a "
-                   "directory', exit 2, and the folder's real checks never run (cli.md: every .gc file under it)")
 def test_check_of_a_folder_with_a_subfolder_named_like_a_script(tmp_path):
     (tmp_path / "a.gc").write_text("x = 2\ncheck x ** 2\n")
     (tmp_path / "c.gc").mkdir()
