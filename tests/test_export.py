@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from gradcalc.autodiff import Tensor, grad
-from gradcalc.parser import ExpressionResult, Session, compile_program
+from gradcalc.parser import ExpressionResult, LanguageError, Session, compile_program
 from gradcalc.parser.analysis import variables_in
 from tests.test_cli import gradcalc
 
@@ -91,3 +91,89 @@ def test_what_a_module_cannot_hold_is_refused_by_name(tmp_path):
     assert done.returncode == 2 and "a vjp rule of yours is not exported" in done.stderr and f"{rule}:2:1" in done.stderr
     wrong = gradcalc("export", str(rule), "--to", "numpy")
     assert wrong.returncode == 2 and "--to must be jax or torch" in wrong.stderr
+
+
+# ---- programs that rebind their variables ---------------------------------------------------------------
+# Found by a helper's hostile inputs: `x = 1; x = x + 1; x` exported a function returning its
+# parameter x (1.0): the result's function began at the name's first value and skipped the
+# rebinding. Generated programs rebind names by assignment, augmented assignment, loops,
+# unpacking and `with no_grad:` steps; each result's function at INPUTS must give gradcalc's
+# value and its gradient gradcalc's (Python's `exec` of the same program is the value's oracle).
+_REBINDS = [
+    "{x} = {x} * {k} + {y}", "{x} += {y} * {k}", "{x} *= {k}", "{x}, {y} = {y}, {x} * {k}",
+    "for i in range(3): {x} = {x} * {k} + i", "with no_grad:\n    {x} -= {k} * 0.1", "{y} = {x} - {k}",
+]
+
+
+def _rebinding_program(rng) -> str:
+    lines = [f"a = {rng.choice([1.5, -2.0, 0.5])}", f"b = {rng.choice([3.0, -0.25, 2.0])}"]
+    for _ in range(rng.randint(1, 5)):
+        x, y = rng.sample(["a", "b"], 2)
+        lines.append(rng.choice(_REBINDS).format(x=x, y=y, k=rng.choice([2, 3, -1])))
+    lines.append(rng.choice(["a * b", "a + b ** 2", "check a * b", "b - a"]))
+    return "\n".join(lines) + "\n"
+
+
+def _python_value(program: str) -> float:
+    import contextlib
+
+    namespace: dict = {"no_grad": contextlib.nullcontext()}
+    *statements, last = program.strip().splitlines()
+    exec("\n".join(statements), namespace)  # noqa: S102
+    return float(eval(last.removeprefix("check "), namespace))  # noqa: S307
+
+
+@pytest.mark.parametrize("library", ["jax", "torch"])
+def test_a_program_that_rebinds_its_variables_exports_its_values_and_gradients(library):
+    import random
+
+    pytest.importorskip(library)
+    from gradcalc.parser.engines.export import write_module
+
+    rng = random.Random(5)
+    exported = 0
+    for _ in range(60):
+        source = _rebinding_program(rng)
+        [*_, (value, named)] = gradcalcs_results_of(source)
+        leaves = variables_in(value)
+        try:
+            module = write_module(source, "p.gc", library)
+        except LanguageError as err:
+            # Refused, by name, where one function of the result's variables cannot give it: a
+            # name standing for two of its variables, or a value read before the name was given
+            # the one the result uses (a `with no_grad:` step between two uses).
+            assert "names two variables" in err.message or "before it was given the value" in err.message, err.message
+            assert "with no_grad" in source or len({leaf.name for leaf in leaves}) < len(leaves), source
+            continue
+        assert len({leaf.name for leaf in leaves}) == len(leaves), source
+        exported += 1
+        namespace: dict = {}
+        exec(compile(module, "exported", "exec"), namespace)  # noqa: S102
+        name = namespace["RESULTS"][-1]
+        given = namespace["inputs"](name)
+        theirs = float(np.asarray(namespace[name](**given)))
+        assert theirs == pytest.approx(_python_value(source), rel=1e-12), source
+        assert theirs == pytest.approx(float(value.data), rel=1e-12), source
+        if f"{name}_grad" in namespace:
+            their_grads = namespace[f"{name}_grad"](*given.values())
+            ours = grad(value, [named[n] for n in given]) if value.requires_grad else [np.zeros(()) for _ in given]
+            for key, t, o in zip(given, their_grads, ours):
+                close(np.asarray(t.detach() if hasattr(t, "detach") else t), np.asarray(getattr(o, "data", o)), f"{source} d/d{key}")
+    assert exported >= 30  # (most programs rebind without a no_grad step between two uses of a name)
+
+
+def gradcalcs_results_of(source: str) -> list[tuple[object, dict[str, object]]]:
+    path = Path("/nonexistent/p.gc")
+    found = []
+
+    def record(session, statement, value):
+        named = {leaf.name: leaf for leaf in variables_in(value)}
+        named.update({n: session.variables[n] for n in statement.wrt if n not in named})
+        found.append((value, named))
+
+    session = Session(on_check=record, base_dir=path.parent)
+    for statement in compile_program(source).statements:
+        result = session.run_statement(statement)
+        if isinstance(result, ExpressionResult):
+            record(session, statement, result.value)
+    return found

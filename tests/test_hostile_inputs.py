@@ -527,9 +527,6 @@ def _python_value(program: str) -> float:
 REBINDING = ["x = 1\nx = x + 1\nx", "x = 2\nx = x * 3\ncheck x ** 2", "w = 2\nfor i in range(3): w = w * 2\nw"]
 
 
-@pytest.mark.xfail(strict=True, reason="export of a program that rebinds a variable: the result's function starts from the "
-                   "name's first value and skips the rebinding (x = 1; x = x + 1; x exports 1.0, Python gives 2.0; the loop "
-                   "exports 2.0 for 16.0); engines.md: a result's function runs the statements it needs, in order")
 @pytest.mark.parametrize("program", REBINDING, ids=["rebound", "check after rebinding", "loop"])
 def test_export_of_a_rebound_variable_gives_python_s_value(tmp_path, program):
     pytest.importorskip("torch")

@@ -124,7 +124,8 @@ _COMMON_HELPERS = '''
 
 def _p(value):
     """A parameter (an axis, a shape, a count) from a value: a whole number, or a tuple of them."""
-    data = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value, dtype=float).reshape(-1)
+    # (tolist, not NumPy: inside torch.func a tensor made there is wrapped and has no storage to read)
+    data = np.asarray(value.detach().cpu().tolist() if hasattr(value, "detach") else value, dtype=float).reshape(-1)
     items = tuple(int(v) if float(v).is_integer() else float(v) for v in data)
     return items[0] if np.ndim(value) == 0 else items
 
@@ -481,9 +482,10 @@ class Exporter:
                 raise _refused(s, f"a {s.kind} statement is not exported")
         return lines
 
-    def result_function(self, name: str, statement: Statement, before: list[Statement], params: list[str]) -> list[str]:
+    def result_function(self, name: str, statement: Statement, before: list[Statement], params: list[str],
+                        origins: dict[str, int]) -> list[str]:
         """def NAME(params): the statements `before` that the result needs, then its value."""
-        slice_ = _slice(statement, before, set(params), self)
+        slice_ = _slice(statement, before, origins, self)
         inline: dict[str, list[Instruction]] = {}
         lines = [f"def {name}({', '.join(self.name(p) for p in params)}):", f'    """{_docstring(statement)}"""']
         lines += self.body(slice_, "    ", inline)
@@ -598,20 +600,30 @@ def _defines(s: Statement) -> set[str]:
     return found
 
 
-def _slice(target: Statement, before: list[Statement], params: set[str], exporter: Exporter) -> list[Statement]:
-    """The statements before `target` that compute what it reads (not its parameters)."""
-    needed = _statement_reads(target, exporter) - params
+def _slice(target: Statement, before: list[Statement], origins: dict[str, int], exporter: Exporter) -> list[Statement]:
+    """The statements before `target` that compute what it reads. A parameter p is given the
+    value its name had after statement origins[p]: the statements after that one that
+    rebind p (x = x + 1, a loop) are kept, those up to it are not needed for p."""
+    needed = _statement_reads(target, exporter)
     kept: list[Statement] = []
-    for s in reversed(before):
+    for index in range(len(before) - 1, -1, -1):
+        s = before[index]
         if s.kind in ("def", "expr", "check", "error", "vjp"):
             continue
+        given = {p for p, at in origins.items() if at >= index}  # the parameters, from here back
         defined = _defines(s)
-        if not defined & needed:
+        if not defined & (needed - given):
             continue
         kept.append(s)
         if s.kind == "assign" or s.kind == "unpack":
             needed -= defined
-        needed |= _statement_reads(s, exporter) - params
+        reads = _statement_reads(s, exporter)
+        earlier = reads & given - defined if s.kind in ("assign", "unpack") else reads & given
+        if earlier:  # it reads a value the name held before the one the function is given
+            name = sorted(earlier)[0]
+            raise _refused(target, f"{name} is read at line {s.span[0]} before it was given the value this result "
+                                   f"uses (inside with no_grad: or by an assignment): give one of them another name")
+        needed |= reads
         if s.kind == "for":
             needed -= {s.targets[0]}
     return kept[::-1]
@@ -736,10 +748,12 @@ class Result:
     """A result of the program, as gradcalc computed it: the statement, and the named
     leaves of its graph (the exported function's parameters) with their values."""
 
-    __slots__ = ("statement", "index", "params", "values", "value")
+    __slots__ = ("statement", "index", "params", "values", "value", "origins")
 
-    def __init__(self, statement: Statement, index: int, params: list[str], values: list[np.ndarray], value: Any) -> None:
+    def __init__(self, statement: Statement, index: int, params: list[str], values: list[np.ndarray], value: Any,
+                 origins: dict[str, int]) -> None:
         self.statement, self.index, self.params, self.values, self.value = statement, index, params, values, value
+        self.origins = origins  # each parameter's statement: where its value was given (the statements after it recompute it)
 
 
 def results_of(program: Program, base_dir: Any = None) -> list[Result]:
@@ -749,19 +763,32 @@ def results_of(program: Program, base_dir: Any = None) -> list[Result]:
 
     found: list[Result] = []
     current: list[int] = [0]
+    # The statement that bound each variable (a leaf) a name held: a result's parameter is
+    # the value a name had there, and the statements after it that rebind the name
+    # (x = x + 1, a loop) belong to the result's function. (The leaves are kept, so that no
+    # other object takes one's id.)
+    bound: dict[int, tuple[Any, int]] = {}
 
     def record(session: Any, statement: Statement, value: Any) -> None:
         leaves = variables_in(value) if hasattr(value, "parents") else []
         named = {leaf.name: leaf for leaf in leaves}
+        if len(named) < len(leaves):  # a function has one parameter per name
+            twice = next(leaf.name for leaf in leaves if named[leaf.name] is not leaf)
+            raise _refused(statement, f"{twice} names two variables in this result (a value it held before it was given "
+                                      "another, inside with no_grad: or by an assignment): give one of them another name")
         for name in statement.wrt:
             if name not in named and name in session.variables:
                 named[name] = session.variables[name]
-        found.append(Result(statement, current[0], list(named), [np.asarray(v.data) for v in named.values()], value))
+        origins = {name: bound.get(id(leaf), (None, current[0]))[1] for name, leaf in named.items()}
+        found.append(Result(statement, current[0], list(named), [np.asarray(v.data) for v in named.values()], value, origins))
 
     session = Session(on_check=record, base_dir=base_dir)
     for index, statement in enumerate(program.statements):
         current[0] = index
         result = session.run_statement(statement)
+        for value in session.variables.values():
+            if getattr(value, "op", True) is None and id(value) not in bound:
+                bound[id(value)] = (value, index)
         if isinstance(result, ExpressionResult):
             record(session, statement, result.value)
         elif result is not None and not isinstance(result, CheckStatementResult):
@@ -791,7 +818,7 @@ def write_module(source: str, origin: str, library: str, base_dir: Any = None) -
         name = f"line_{result.statement.span[0]}"
         name = name if name not in names else f"{name}_{sum(n.startswith(name) for n in names) + 1}"
         names.append(name)
-        functions += exporter.result_function(name, result.statement, program.statements[: result.index], result.params)
+        functions += exporter.result_function(name, result.statement, program.statements[: result.index], result.params, result.origins)
         differentiable = result.params and np.asarray(result.value.data).dtype.kind == "f"
         if differentiable:
             functions += ["", "", f"{name}_grad = _grad({name}, {tuple(range(len(result.params)))})  # {grad_of}.grad of sum({name})"]
