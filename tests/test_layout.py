@@ -311,3 +311,29 @@ def test_the_repl_knows_the_input_is_complete_when_python_does(texts):
             assert complete == python, pending.lines
         if complete:
             pending.clear()
+
+
+# Found by a helper's hostile inputs: a run of blank lines was one repetition of a group in
+# the newline's pattern, for which Python's regular expressions keep a state per line to
+# backtrack into: a script of 1,000,000 blank lines (1 MB) took 850 MB to read. The
+# pattern takes its run of newlines without backtracking now (possessive).
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("around", ["{run}", "x = 2{run}y = x", "for i in range(2):{run}    z = i{run}"])
+def test_a_long_run_of_blank_lines_is_read_in_little_memory(newline, around):
+    import tracemalloc
+
+    from gradcalc.parser import compile_program
+
+    run = newline * 200_000
+    source = around.format(run=run) + newline
+    tracemalloc.start()
+    try:
+        compiled = compile_program(source)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 30_000_000, peak  # (the source itself is 0.2 to 0.4 MB; it was 200 MB)
+    def shape(statements: Any) -> list[Any]:  # (the places differ: the blank lines are lines)
+        return [(s.kind, [(op, arg) for op, arg, _ in s.code], shape(s.body)) for s in statements]
+
+    assert shape(compiled.statements) == shape(compile_program(around.format(run=newline) + newline).statements)
