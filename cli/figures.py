@@ -219,6 +219,36 @@ def _viridis(t: float) -> tuple[int, int, int]:
     return r, g, b
 
 
+def _braille_in_ascii(cell: int) -> str:
+    """The ASCII character that looks most like a braille cell: its dots' rows (bits 0 and
+    3 are the top row, 1 and 4, 2 and 5 the middle ones, 6 and 7 the bottom)."""
+    rows = [r for r, bits in enumerate((0b1001, 0b10010, 0b100100, 0b11000000)) if cell & bits]
+    if not rows:
+        return " "
+    top, bottom = rows[0], rows[-1]
+    if bottom - top >= 2:
+        return "|"
+    return "'" if top == 0 else "." if bottom == 3 else "-"
+
+
+_ASCII_PICTURE = {
+    **{0x2800 + cell: _braille_in_ascii(cell) for cell in range(256)},
+    **{ord(box): plain for box, plain in zip("─│┌┐└┘├┤┬┴┼", "-|+++++++++")},
+    **{ord(arrow): plain for arrow, plain in zip(ARROWS, ">/^\\</v\\")},
+}
+
+
+def fit_encoding(picture: str, encoding: str | None) -> str:
+    """`picture` drawn in ASCII (braille as ' - . |, box lines as - | +, arrows as > / ^ ...)
+    when `encoding` (stdout's: an ASCII or Latin-1 locale) cannot hold it: escaping each
+    character, as other output is, would make every cell six columns wide."""
+    try:
+        picture.encode(encoding or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return picture.translate(_ASCII_PICTURE)
+    return picture
+
+
 # ---- figure files ---------------------------------------------------------------------
 
 

@@ -203,13 +203,12 @@ def _title(request: PlotRequest) -> str:
 
 
 def terminal_text(request: PlotRequest, data: Curve | Surface, colour: bool) -> str:
-    from .figures import curve_text, surface_text, terminal_size
+    from .figures import curve_text, fit_encoding, surface_text, terminal_size
 
     width, height = terminal_size()
     height = min(height - 2, 40)
-    if isinstance(data, Curve):
-        return curve_text(data, _title(request), width, height, colour)
-    return surface_text(data, _title(request), width, height, colour)
+    draw = curve_text if isinstance(data, Curve) else surface_text
+    return fit_encoding(draw(data, _title(request), width, height, colour), getattr(sys.stdout, "encoding", None))
 
 
 def plot_action(

@@ -6,6 +6,7 @@ for the second. Both are raised past click as exceptions it does not know.
 """
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import os
@@ -51,7 +52,37 @@ class _GuardedStream:
 
 def guard_stdout() -> None:
     if not isinstance(sys.stdout, _GuardedStream):
+        _write_any_character(sys.stdout)
         sys.stdout = _GuardedStream(sys.stdout)  # type: ignore[assignment]
+
+
+_ESCAPE_ERRORS = "gradcalc.escape"
+
+
+def _escape(err: UnicodeError) -> tuple[str | bytes, int]:
+    """The replacement for a character stdout's encoding cannot hold (ε or é in an ASCII or
+    Latin-1 locale, braille anywhere but UTF-8). A byte of a file name or argument that was
+    not valid text (decoded as U+DC80..U+DCFF, Python's surrogateescape) goes out as that
+    byte, so the name reads as it did; any other character as a Python escape (\u03b5), as
+    stderr writes it."""
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    char = err.object[err.start]
+    if 0xDC80 <= ord(char) <= 0xDCFF:
+        return bytes([ord(char) - 0xDC00]), err.start + 1
+    return char.encode("ascii", "backslashreplace").decode("ascii"), err.start + 1
+
+
+def _write_any_character(stream: Any) -> None:
+    """Make `stream` write every character, escaping what its encoding cannot hold: a report
+    holds ε, ─ and a user's names, and a UnicodeEncodeError midway would end the command as
+    an internal error with half its output. An error handler the user chose (other than
+    Python's defaults, strict and, in a C locale, surrogateescape) is kept."""
+    if getattr(stream, "errors", None) not in ("strict", "surrogateescape") or not hasattr(stream, "reconfigure"):
+        return
+    codecs.register_error(_ESCAPE_ERRORS, _escape)
+    with contextlib.suppress(OSError, ValueError):  # (a closed stdout fails later, where it says so)
+        stream.reconfigure(errors=_ESCAPE_ERRORS)
 
 
 def output_failed(err: OSError) -> int:
