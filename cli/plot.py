@@ -207,8 +207,11 @@ def terminal_text(request: PlotRequest, data: Curve | Surface, colour: bool) -> 
 
     width, height = terminal_size()
     height = min(height - 2, 40)
-    draw = curve_text if isinstance(data, Curve) else surface_text
-    return fit_encoding(draw(data, _title(request), width, height, colour), getattr(sys.stdout, "encoding", None))
+    if isinstance(data, Curve):
+        picture = curve_text(data, _title(request), width, height, colour)
+    else:
+        picture = surface_text(data, _title(request), width, height, colour)
+    return fit_encoding(picture, getattr(sys.stdout, "encoding", None))
 
 
 def plot_action(
