@@ -25,6 +25,7 @@ from gradcalc.autodiff.limits import check_size, max_elements, max_input_bytes
 
 from .builtins import LOAD_HELP
 from .errors import LanguageError, place_of, too_large
+from .lexer import is_name
 
 SUFFIXES = (".npy", ".npz", ".csv", ".json")
 
@@ -298,7 +299,7 @@ def npz_keys(path: Path) -> list[str]:
 
 
 def _checked_name(name: str, binding: str) -> str:
-    if not name.isidentifier() or name.startswith("__"):
+    if not is_name(name) or name.startswith("__"):
         raise LanguageError("argument", f"bad binding {binding!r}: {name!r} is not a usable variable name; write NAME=@FILE")
     return name
 

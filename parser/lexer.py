@@ -72,6 +72,16 @@ COMMENTS = frozenset({"COMMENT"})
 NAMES = frozenset(RENAMES)  # the terminals keywords are read as (NAME)
 
 
+_NAME = re.compile(dict(tables.TERMINALS)["NAME"])
+
+
+def is_name(text: str) -> bool:
+    """Whether `text`, whole, is a name the language reads (grammar.lark's NAME, ASCII, not a
+    keyword): what a binding on the command line or a data file's member may be called.
+    (str.isidentifier also takes names the language cannot read back: é, ñ.)"""
+    return _NAME.fullmatch(text) is not None and text not in KEYWORDS
+
+
 def tokens(text: str, start: int = 0) -> Iterator[Token]:
     """Every token of `text` from `start` on, comments and continuations included, read
     without the parser: a keyword is its keyword terminal wherever it is. A character no

@@ -249,6 +249,26 @@ def test_a_bad_binding_file_is_a_clear_error(tmp_path):
     assert missing.returncode == 2 and "nothing.npy: cannot read" in missing.stderr
 
 
+# Found by a helper's hostile inputs: a data file's members and a file's own name were
+# accepted as names by str.isidentifier, which takes names the language cannot read back
+# (`é` bound, then `é * 2` a syntax error). A name is what the grammar's NAME reads.
+@pytest.mark.parametrize("member", ["é", "données", "x²", "if", "lambda", "__x"])
+def test_a_member_named_what_the_language_cannot_read_is_refused(tmp_path, member):
+    np.savez(tmp_path / "d.npz", **{member: np.array([1.0, 2.0])})
+    with pytest.raises(LanguageError, match="is not a usable variable name"):
+        file_bindings("@d.npz", tmp_path)
+    done = gradcalc("eval", "1", "@d.npz", cwd=tmp_path)
+    assert done.returncode == 2 and "is not a usable variable name" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("member", ["x", "W_1", "_b", "Xtrain2"])
+def test_a_member_named_as_the_language_reads_is_bound(tmp_path, member):
+    np.savez(tmp_path / "d.npz", **{member: np.array([1.0, 2.0])})
+    assert [n for n, _ in file_bindings("@d.npz", tmp_path)] == [member]
+    done = gradcalc("eval", f"sum({member} * 2)", "@d.npz", "--json", cwd=tmp_path)
+    assert done.returncode == 0 and json.loads(done.stdout)["value"] == 6.0, done.stderr
+
+
 def test_load_in_a_script_reads_beside_the_script(tmp_path):
     folder = tmp_path / "model"
     (folder / "data").mkdir(parents=True)
