@@ -2,7 +2,9 @@
 
 click turns a broken pipe into exit status 1 (the "check failed" status) and Ctrl-C into
 a silent 130; gradcalc wants a quiet exit that is not 1 for the first, and `interrupted`
-for the second. Both are raised past click as exceptions it does not know.
+for the second. Both are raised past click as exceptions it does not know. A write to
+stderr that fails has nowhere to be reported: it is dropped, and the command ends with
+its own status.
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ class Interrupted(BaseException):
 
 
 class _GuardedStream:
+    """stdout: a failed write raises StdoutError."""
+
     def __init__(self, stream: Any) -> None:
         self._stream = stream
 
@@ -38,22 +42,39 @@ class _GuardedStream:
         try:
             return self._stream.write(text)
         except OSError as err:
-            raise StdoutError(err) from None
+            self._failed(err)
+            return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
         except OSError as err:
-            raise StdoutError(err) from None
+            self._failed(err)
+
+    def _failed(self, err: OSError) -> None:
+        raise StdoutError(err) from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 
+class _QuietStream(_GuardedStream):
+    """stderr: a failed write (its reader gone, `gradcalc eval nosuch 2>&1 | true`, or a
+    full disk) is dropped, and so is the rest, so that the error being reported keeps its
+    own exit status. Raised, it would end in the internal-error handler, whose own line
+    fails too, and Python would exit 1, the "a check failed" status."""
+
+    def _failed(self, err: OSError) -> None:
+        _discard(self._stream)
+
+
 def guard_stdout() -> None:
+    """Guard stdout and stderr (both named here: the entry point calls this alone)."""
     if not isinstance(sys.stdout, _GuardedStream):
         _write_any_character(sys.stdout)
         sys.stdout = _GuardedStream(sys.stdout)  # type: ignore[assignment]
+    if sys.stderr is not None and not isinstance(sys.stderr, _GuardedStream):
+        sys.stderr = _QuietStream(sys.stderr)  # type: ignore[assignment]
 
 
 _ESCAPE_ERRORS = "gradcalc.escape"
@@ -63,7 +84,7 @@ def _escape(err: UnicodeError) -> tuple[str | bytes, int]:
     """The replacement for a character stdout's encoding cannot hold (ε or é in an ASCII or
     Latin-1 locale, braille anywhere but UTF-8). A byte of a file name or argument that was
     not valid text (decoded as U+DC80..U+DCFF, Python's surrogateescape) goes out as that
-    byte, so the name reads as it did; any other character as a Python escape (\u03b5), as
+    byte, so the name reads as it did; any other character as a Python escape (\\u03b5), as
     stderr writes it."""
     if not isinstance(err, UnicodeEncodeError):
         raise err
@@ -88,13 +109,20 @@ def _write_any_character(stream: Any) -> None:
 def output_failed(err: OSError) -> int:
     """Stop writing to stdout for good and return the exit status: quiet for a reader that
     went away (`| head`), one line on stderr for anything else (a full disk)."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.__stdout__.fileno())  # type: ignore[union-attr]  # (None: AttributeError, as before) the buffered rest goes nowhere at exit
+    _discard(sys.__stdout__)
     if err.errno == errno.EPIPE:
         return BROKEN_PIPE_STATUS
     print(f"error: cannot write to stdout: {err.strerror or err}", file=sys.stderr)
     return 2
+
+
+def _discard(stream: Any) -> None:
+    """Send what is still buffered for `stream`, and all that follows, nowhere: a flush at
+    exit that failed again would print Python's own complaint and exit 120."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 def reader_gone() -> bool:

@@ -257,14 +257,48 @@ def test_every_command_into_a_closed_pipe_exits_141_quietly(tmp_path, name):
     assert done.stderr == b"", done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="an error written to a stderr whose reader went away (`gradcalc eval nosuch 2>&1 "
-                   "| true`) exits 1, the 'a check failed' status: the BrokenPipeError of stderr falls to the internal-error "
-                   "handler, whose own print fails too")
 @pytest.mark.parametrize("argv", [["eval", "nosuch"], ["run", "/nonexistent/a.gc"], ["eval", "(1"]],
                          ids=["name error", "missing file", "syntax error"])
 def test_an_error_into_a_closed_pipe_is_not_status_1(argv):
     done = _into_closed_pipe(argv, stderr_too=True)
     assert done.returncode in (2, 141), done.returncode
+
+
+STDERR_WRITERS = {  # commands that write to stderr: errors of each kind, a report sent there, a failing check
+    "name error": (["eval", "nosuch"], None),
+    "syntax error": (["eval", "(1"], None),
+    "missing file": (["run", "/nonexistent/a.gc"], None),
+    "unknown option (typer)": (["eval", "--bogus", "x"], None),
+    "bad range": (["plot", "sin(x)", "x=3:1"], None),
+    "error in stdin": (["run", "-"], "x = 2\nx * nosuch\n"),
+    "report on stderr": (["eval", "x*2", "x=3", "--dot", "-"], None),
+    "failing check": (["eval", "check x**2 == 2*x + 1", "x=3"], None),  # (status 1, and nothing on stderr)
+    "json error": (["eval", "--json", "nosuch"], None),
+}
+
+
+def _closed_pipe_end() -> int:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    return write_end
+
+
+@pytest.mark.parametrize("sink", ["closed pipe", "full disk"])
+@pytest.mark.parametrize("name", list(STDERR_WRITERS))
+def test_a_stderr_that_cannot_be_written_keeps_the_command_s_status(name, sink):
+    """Whatever a command writes to a stderr whose reader went away or whose disk is full is
+    dropped, and the command exits as it does with a working stderr (stdout is left as is)."""
+    argv, stdin = STDERR_WRITERS[name]
+    given = stdin.encode() if stdin is not None else None
+    usual = subprocess.run([*GRADCALC, *argv], input=given, capture_output=True, env=plain_env(), timeout=60)
+    target = _closed_pipe_end() if sink == "closed pipe" else os.open("/dev/full", os.O_WRONLY)
+    try:
+        done = subprocess.run([*GRADCALC, *argv], input=given, stdout=subprocess.PIPE, stderr=target, env=plain_env(), timeout=60)
+    finally:
+        os.close(target)
+    assert (usual.stderr != b"" or name == "failing check") and usual.returncode in (0, 1, 2)
+    assert done.returncode == usual.returncode, (done.returncode, usual.returncode)
+    assert done.stdout == usual.stdout
 
 
 # ---- JSON stays JSON --------------------------------------------------------------------------
