@@ -230,8 +230,8 @@ def run_action(
     choose_engine(engine, device, as_json)
     refuse_graph_options(engine, [("--tree", tree)], as_json)
     refuse_save_suffix(save, as_json)
-    paths, bindings = split_bindings(files)
-    return run_sources(read_sources(paths, max_input), engine, as_json, style(digits, full), tree, bindings, save)
+    paths, bindings = split_bindings(files, as_json)
+    return run_sources(read_sources(paths, max_input, as_json), engine, as_json, style(digits, full), tree, bindings, save)
 
 
 def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, style: Any, tree: bool,
@@ -246,7 +246,7 @@ def run_sources(sources: list[tuple[str, str]], engine: str, as_json: bool, styl
 
     out = render.renderer(style)
     code = 0
-    bound = bound_or_exit(bindings or [], engine)
+    bound = bound_or_exit(bindings or [], engine, as_json)
     last: tuple[str, Analysis | HelpResult] | None = None  # the last result shown, where it was: what --save writes
     for origin, source in sources:
         session = Session(

@@ -102,10 +102,10 @@ def check_action(
 
     choose_against(engine, device, against, as_json)
     defaults = CheckDefaults(method=method, mode=mode, atol=tol, rtol=tol, against=against, engine=engine, device=device)
-    files, bindings = split_bindings(files)
-    sources, bound = read_sources(_in_folders(files, as_json), max_input), bound_or_exit(bindings, engine)
+    files, bindings = split_bindings(files, as_json)
+    sources, bound = read_sources(_in_folders(files, as_json), max_input, as_json), bound_or_exit(bindings, engine, as_json)
     if junit is not None:  # refused before any check runs (a file a check loads is refused when the report is written)
-        refuse_overwriting(junit, "--junit-xml")
+        refuse_overwriting(junit, "--junit-xml", as_json)
     # A bar for a long batch, on a terminal only: counting the checks lexes every file.
     total = sum(count_checks(s) for _, s in sources) if render.use_rich(sys.stderr) else 0
     progress, done = render.LateProgress("checking"), itertools.count(1)

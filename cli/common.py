@@ -156,14 +156,14 @@ def usage_error(text: str, as_json: bool = False) -> NoReturn:
     raise SystemExit(2)
 
 
-def refuse_overwriting(output: Path, option: str) -> None:
+def refuse_overwriting(output: Path, option: str, as_json: bool = False) -> None:
     """Exit 2 when writing `output` would replace, or write through a link to, a file
     the command has read so far (write_file refuses it again when it comes to write)."""
     from gradcalc.parser.datafiles import read_by_this_command
 
     source = read_by_this_command(output)
     if source is not None:
-        usage_error(f"{option} {output} would overwrite the input file {source}; name another file")
+        usage_error(f"{option} {output} would overwrite the input file {source}; name another file", as_json)
 
 
 def write_file(path: Path, data: str | bytes) -> None:

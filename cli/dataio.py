@@ -29,7 +29,7 @@ Bound = list[tuple[str, Any]]  # (name, numpy array) for every bound variable
 SAVE_SUFFIXES = (".npz", ".json")
 
 
-def split_bindings(arguments: list[Path]) -> tuple[list[Path], list[str]]:
+def split_bindings(arguments: list[Path], as_json: bool = False) -> tuple[list[Path], list[str]]:
     """FILE and NAME=VALUE arguments apart: an argument is a binding when it starts with
     '@' or is NAME=... with NAME a name, and no such file exists. No FILE exits 2."""
     files: list[Path] = []
@@ -43,11 +43,11 @@ def split_bindings(arguments: list[Path]) -> tuple[list[Path], list[str]]:
         else:
             files.append(argument)
     if not files:
-        usage_error("no FILE given: NAME=VALUE arguments only bind variables for the files")
+        usage_error("no FILE given: NAME=VALUE arguments only bind variables for the files", as_json)
     return files, bindings
 
 
-def bound_or_exit(bindings: list[str], engine: str) -> Bound:
+def bound_or_exit(bindings: list[str], engine: str, as_json: bool = False) -> Bound:
     """Each binding evaluated once, in order (later ones may use earlier ones), as arrays
     that every file's session receives as fresh leaves (apply_bindings). A bad binding is
     reported with a caret into it, and exits with status 2."""
@@ -55,7 +55,7 @@ def bound_or_exit(bindings: list[str], engine: str) -> Bound:
     try:
         bind(session, bindings)
     except BindingError as err:
-        fail(err.error, err.source, as_json=False)
+        fail(err.error, err.source, as_json)
     # (a function value, f='lambda x: x ** 2', is bound as it is)
     return [(name, value if isinstance(value, FunctionValue) else np.asarray(value.data)) for name, value in session.variables.items()]
 

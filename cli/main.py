@@ -64,12 +64,26 @@ def _declared_words(parse_args: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return parse_args(self, ctx, args)
         except _click_exceptions.UsageError as err:
+            as_json = _asks_for_json(any(getattr(p, "name", None) == "as_json" for p in self.params), given)
             message = _in_declared_words(self, err)
-            if message is None or ctx.resilient_parsing:  # (shell completion reads on past errors)
-                raise
-            usage_error(message, "--json" in given and any(getattr(p, "name", None) == "as_json" for p in self.params))
+            if ctx.resilient_parsing or (message is None and not as_json):  # (shell completion reads on past errors)
+                raise  # click's own words, with the usage line
+            usage_error(message or _with_usage(err, ctx), as_json)
 
     return parse
+
+
+def _asks_for_json(has_json: bool, words: list[str]) -> bool:
+    """Whether `words`, a command's, give it --json (before any `--`), when it has that option."""
+    words = words[: words.index("--")] if "--" in words else words
+    return has_json and "--json" in words
+
+
+def _with_usage(err: Any, ctx: Any) -> str:
+    """click's message for an error it alone finds (a missing argument, an extra one), with
+    the usage line it would print above it: under --json it is the error document's message."""
+    message = err.format_message().rstrip(".")
+    return f"{message[:1].lower()}{message[1:]}; usage: {ctx.get_usage().removeprefix('Usage: ').strip()}"
 
 
 def _in_declared_words(command: Any, err: Any) -> str | None:
@@ -88,8 +102,15 @@ class _Command(typer.core.TyperCommand):
     parse_args = _declared_words(typer.core.TyperCommand.parse_args)
 
 
+_WORDS = "gradcalc.words"  # ctx.meta: the words the group was given (its callback no longer sees the command's)
+
+
 class _Group(typer.core.TyperGroup):
-    parse_args = _declared_words(typer.core.TyperGroup.parse_args)
+    _parse_args = _declared_words(typer.core.TyperGroup.parse_args)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> Any:
+        ctx.meta[_WORDS] = list(args)
+        return self._parse_args(ctx, args)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         """click's lookup, with what a word that is no command was probably meant to be."""
@@ -229,7 +250,10 @@ def _pass_options_down(ctx: typer.Context, name: str) -> None:
         if source is None or source.name != "COMMANDLINE":  # by name: typer may bring its own click
             continue
         if option.key not in accepted:
-            usage_error(f"{option.names[0]} does not apply to `gradcalc {name}`")
+            words = ctx.meta.get(_WORDS, [])
+            after = words[words.index(name) + 1 :] if name in words else []
+            has_json = any(declared.key == "as_json" for declared in COMMANDS[name].options)
+            usage_error(f"{option.names[0]} does not apply to `gradcalc {name}`", _asks_for_json(has_json, after))
         defaults[option.key] = ctx.params[option.key]
     if defaults:
         ctx.default_map = {**(ctx.default_map or {}), name: {**((ctx.default_map or {}).get(name) or {}), **defaults}}

@@ -321,16 +321,12 @@ def test_eval_json_is_one_valid_document_at_every_edge(expression, status):
     assert "internal error" not in done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="eval --json without EXPR prints typer's usage text and no JSON document; cli.md: "
-                   "every error under --json, a wrong option included, is an error document on stdout")
 def test_eval_json_without_an_expression_is_an_error_document():
     done = raw_run(["eval", "--json"])
     assert done.returncode == 2
     assert json.loads(done.stdout)["error"]["kind"] == "usage"
 
 
-@pytest.mark.xfail(strict=True, reason="run --json on a file it cannot read (missing, not UTF-8) prints no JSON at all, "
-                   "where an error inside a file and an unknown option are JSON objects (cli.md, JSON)")
 @pytest.mark.parametrize("content", [None, b"\xff\xfex\x00=\x001\x00"], ids=["missing", "not UTF-8"])
 def test_run_json_of_a_file_it_cannot_read_is_an_error_object(tmp_path, content):
     script = tmp_path / "s.gc"
@@ -340,6 +336,60 @@ def test_run_json_of_a_file_it_cannot_read_is_an_error_object(tmp_path, content)
     assert done.returncode == 2
     [line] = done.stdout.splitlines()
     assert "error" in json.loads(line)
+
+
+JSON_ERRORS = {  # command, its words (--json goes in among them), stdin: every way each command with --json can fail
+    "eval, no EXPR": ("eval", [], None),
+    "eval, an unknown option": ("eval", ["x", "--bogus"], None),
+    "eval, an option without its value": ("eval", ["x", "x=1", "--digits"], None),
+    "eval, a value out of range": ("eval", ["x", "x=1", "--digits", "99"], None),
+    "eval, a global option it does not take": ("--max-seconds 5 --engine scalar eval", ["x", "x=1", "--mode", "forward"], None),
+    "eval, stdin closed": ("eval", ["-"], "closed"),
+    "run, no FILE": ("run", [], None),
+    "run, a missing file": ("run", ["missing.gc"], None),
+    "run, not UTF-8": ("run", ["utf16.gc"], None),
+    "run, a folder": ("run", ["folder"], None),
+    "run, too large": ("run", ["ok.gc", "--max-input-bytes", "3"], None),
+    "run, bindings alone": ("run", ["x=1"], None),
+    "run, a bad binding": ("run", ["ok.gc", "x=(1"], None),
+    "run, stdin closed": ("run", ["-"], "closed"),
+    "run, an unknown option": ("run", ["ok.gc", "--bogus"], None),
+    "check, no FILE": ("check", [], None),
+    "check, a missing file": ("check", ["missing.gc"], None),
+    "check, not UTF-8": ("check", ["utf16.gc"], None),
+    "check, a folder without scripts": ("check", ["folder"], None),
+    "check, a pipe in a folder": ("check", ["piped"], None),
+    "check, bindings alone": ("check", ["x=1"], None),
+    "check, a bad binding": ("check", ["ok.gc", "x=(1"], None),
+    "check, --junit-xml over its input": ("check", ["ok.gc", "--junit-xml", "ok.gc"], None),
+    "check, a global option it does not take": ("--digits 4 check", ["ok.gc"], None),
+    "check, a bad --method": ("check", ["ok.gc", "--method", "nope"], None),
+    "plot, no EXPR": ("plot", [], None),
+    "plot, no range": ("plot", ["sin(x)"], None),
+    "plot, --csv too": ("plot", ["sin(x)", "x=0:1", "--csv"], None),
+    "plot, an extra argument": ("plot", ["sin(x)", "x=0:1", "y=0:1", "z=0:1"], None),
+}
+
+
+@pytest.mark.parametrize("name", list(JSON_ERRORS))
+def test_every_error_under_json_is_one_error_document(tmp_path, name):
+    """Each command's errors with --json (put at a random place among its words): exit 2, and
+    stdout holds one line, the error document, whose message stderr says too."""
+    (tmp_path / "ok.gc").write_text("x = 2\ncheck x ** 2\n")
+    (tmp_path / "utf16.gc").write_bytes(b"\xff\xfex\x00=\x001\x00")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "piped").mkdir()
+    os.mkfifo(tmp_path / "piped" / "p.gc")
+    command, words, stdin = JSON_ERRORS[name]
+    words = list(words)
+    words.insert(random.Random(name).randint(0, len(words)), "--json")
+    kwargs = {"stdin": subprocess.DEVNULL} if stdin is None else {"preexec_fn": lambda: os.close(0)}
+    done = raw_run([*command.split(), *words], cwd=tmp_path, timeout=30, **kwargs)
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    [line] = done.stdout.splitlines()
+    error = json.loads(line)["error"]
+    assert set(error) >= {"kind", "message", "line", "column"}, error
+    assert done.stderr.startswith(f"error: {error['message']}"), (error, done.stderr)
 
 
 def test_run_json_interrupted_leaves_whole_lines(tmp_path):
