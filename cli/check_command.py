@@ -189,11 +189,10 @@ def _report(outcomes: list[CheckOutcome], rich: bool, console: Any = None, githu
             print("\n".join(github_lines(o, check_line(o))) if github else check_line(o))
         print(_summary(outcomes))
         return
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = console or Console()
+    console = console or render.console()
     wheres = [f"{o.file}:{o.line}" for o in outcomes]
     numbers = [("", "") if o.status == "error" else (f"{o.max_abs_error:.2e}", f"{o.max_rel_error:.2e}") for o in outcomes]
     variables = [", ".join(o.variables) for o in outcomes]

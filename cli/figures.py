@@ -16,6 +16,7 @@ import numpy as np
 from gradcalc.parser import LanguageError
 
 from .common import OutputFileError, write_file
+from .render import MIN_COLUMNS
 from .sampling import Curve, Surface, column_names
 
 INSTALL_PLOT = "pip install 'gradcalc[plot]'"  # plotext and matplotlib
@@ -68,9 +69,9 @@ def _ansi(text: str, colour: int, on: bool) -> str:
 
 
 def terminal_size() -> tuple[int, int]:
-    """The window's columns and rows (COLUMNS and LINES win), at least 40 x 12."""
+    """The window's columns and rows (COLUMNS and LINES win), at least MIN_COLUMNS x 12."""
     size = shutil.get_terminal_size((80, 24))
-    return max(size.columns, 40), max(size.lines, 12)
+    return max(size.columns, MIN_COLUMNS), max(size.lines, 12)
 
 
 def _plotext() -> Any:

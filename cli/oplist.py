@@ -113,7 +113,6 @@ def ops_action(name: str | None, *, markdown: bool, digits: int | None) -> int:
         return 0
     rows = op_rows()
     if render.use_rich(sys.stdout):
-        from rich.console import Console
         from rich.table import Table
 
         table = Table(show_edge=False, pad_edge=False)
@@ -121,7 +120,7 @@ def ops_action(name: str | None, *, markdown: bool, digits: int | None) -> int:
             table.add_column(column)
         for _name, signature, category, has_grad, doc in rows:
             table.add_row(signature, category, "yes" if has_grad else "-", doc)
-        Console().print(table)
+        render.console().print(table)
         return 0
     width = max(len(r[1]) for r in rows)
     for _name, signature, _category, has_grad, doc in rows:

@@ -5,6 +5,7 @@ imports rich at all (start-up time), and nothing is wrapped or coloured.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -24,6 +25,38 @@ TREE_LIMIT = 400  # lines of a tree shown before it is cut short
 
 def use_rich(stream: TextIO) -> bool:
     return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+MIN_COLUMNS = 40  # the narrowest terminal drawn for; a narrower one wraps the lines itself
+
+
+def console(stderr: bool = False, **options: Any) -> Any:
+    """A rich Console on stdout (or stderr) that is never narrower than MIN_COLUMNS. rich
+    takes COLUMNS as it is: at 0 it prints nothing at all, not even an error, and at 1 a
+    character a line, its tables without their names and numbers. COLUMNS of 0 (or none)
+    means the terminal's own width, as for shutil.get_terminal_size."""
+    return _console_class()(stderr=stderr, **options)
+
+
+@functools.cache
+def _console_class() -> Any:
+    import shutil
+
+    from rich.console import Console, ConsoleDimensions
+
+    class WideEnough(Console):
+        @property
+        def size(self) -> ConsoleDimensions:
+            width, height = Console.size.fget(self)  # type: ignore[attr-defined]
+            if width <= 0:
+                width = shutil.get_terminal_size((80, 24)).columns
+            return ConsoleDimensions(max(width, MIN_COLUMNS), height)
+
+        @size.setter
+        def size(self, new_size: tuple[int, int]) -> None:
+            Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+    return WideEnough
 
 
 class Style(NamedTuple):
@@ -182,9 +215,7 @@ def _first_nonfinite_place(value: np.ndarray) -> str:
 class RichRenderer(PlainRenderer):
     def __init__(self, style: Style) -> None:
         super().__init__(style)
-        from rich.console import Console
-
-        self.console = Console(highlight=False)
+        self.console = console(highlight=False)
 
     def write(self, text: str = "") -> None:
         self.console.print(text, markup=False)
@@ -205,8 +236,10 @@ class RichRenderer(PlainRenderer):
         if a.grads:
             title = "gradient of sum(output)" if a.grad_of else "gradient"
             table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-            table.add_column("variable", style="cyan")
-            table.add_column("shape", style="dim")
+            # Folded, never cut with an ellipsis: on a narrow terminal a name or a number
+            # takes more lines, and the report keeps every character of each.
+            table.add_column("variable", style="cyan", overflow="fold")
+            table.add_column("shape", style="dim", overflow="fold")
             table.add_column("d output / d variable", overflow="fold")
             room = self.console.width - max(len(n) for n in a.grads) - 12
             for name, g in a.grads.items():
@@ -348,10 +381,9 @@ class LateProgress:
         if self.bar is None:
             if time.monotonic() - self.start < self.delay or not use_rich(sys.stderr):
                 return
-            from rich.console import Console
             from rich.progress import Progress
 
-            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar = Progress(console=console(stderr=True), transient=True)
             self.bar.start()
             self.task = self.bar.add_task(self.label, total=total)
         self.bar.update(self.task, completed=done)
@@ -404,8 +436,6 @@ def _stderr_line(label: str, colour: str, text: str) -> None:
     if sys.stderr is None:  # stderr closed: nowhere to say it
         return
     if use_rich(sys.stderr):
-        from rich.console import Console
-
-        Console(stderr=True, highlight=False).print(f"[{colour}]{label}:[/] {_escape(text)}")
+        console(stderr=True, highlight=False).print(f"[{colour}]{label}:[/] {_escape(text)}")
     else:
         print(f"{label}: {text}", file=sys.stderr)

@@ -430,8 +430,9 @@ def _entry(usage: str, text: str) -> list[tuple[str, int]]:
 
 
 def terminal_width() -> int | None:
-    """The terminal's columns, or None when stdout is not a terminal (a pipe gets no hard wraps)."""
-    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    """The terminal's columns (at least render.MIN_COLUMNS, as for results), or None when
+    stdout is not a terminal (a pipe gets no hard wraps)."""
+    return max(shutil.get_terminal_size().columns, render.MIN_COLUMNS) if sys.stdout.isatty() else None
 
 
 def hanging(line: str, width: int, indent: int) -> list[str]:
