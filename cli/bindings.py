@@ -6,6 +6,7 @@ VALUE is an expression run like an assignment (it may use names bound before it)
 from __future__ import annotations
 
 from gradcalc.parser import LanguageError, Session, compile_program
+from gradcalc.parser.lexer import KEYWORDS, is_name
 
 
 class BindingError(Exception):
@@ -15,6 +16,12 @@ class BindingError(Exception):
     def __init__(self, error: LanguageError, source: str) -> None:
         super().__init__(error.message)
         self.error, self.source = error, source
+
+
+def writable_name(name: str) -> bool:
+    """A name a binding may give: one the language reads (ASCII: `é=3` would bind what no
+    program can use), or a keyword, which the session refuses in its own words."""
+    return is_name(name) or name in KEYWORDS
 
 
 def bind(session: Session, bindings: list[str]) -> None:
@@ -44,7 +51,10 @@ def _bind(session: Session, binding: str, bound: set[str]) -> None:
 
     name, sep, text = binding.partition("=")
     name = name.strip()
-    if not sep or not name.isidentifier() or not text.strip():
+    if sep and text.strip() and name.isidentifier() and not writable_name(name):
+        raise LanguageError("argument", f"bad binding {binding!r}: {name} is not a name the language reads (names are ASCII "
+                                        "letters, digits and _, as in x_1)")
+    if not sep or not writable_name(name) or not text.strip():
         raise LanguageError("argument", f"bad binding {binding!r}: write NAME=VALUE, as in x=3 or W='randn(3, 3, seed=0)'")
     if name.startswith("__"):
         raise LanguageError("safety", f"bad binding {binding!r}: names starting with '__' are not allowed")

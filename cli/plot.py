@@ -23,7 +23,7 @@ from gradcalc.parser import LanguageError, Session, compile_program
 from gradcalc.parser.budgets import command_budget
 
 from . import render
-from .bindings import BindingError, bind
+from .bindings import BindingError, bind, writable_name
 from .common import fail, prepare_engine, usage_error
 from .jsonout import dumps, plain
 from .options import COMMANDS, OptionError
@@ -75,7 +75,7 @@ def parse_range(binding: str) -> Range:
     name, _, value = binding.partition("=")
     name = name.strip()
     low_text, _, high_text = value.partition(":")
-    if not name.isidentifier():
+    if not writable_name(name):
         raise _error(f"bad range {binding!r}: write NAME=A:B, as in x=-2:2")
     if ":" in high_text:
         raise _error(f"bad range {binding!r}: a range has two ends, as in {name}=-2:2")
