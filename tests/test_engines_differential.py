@@ -584,7 +584,7 @@ OUT_OF_BOUNDS = ["x[5]", "x[-4]", "M[2, 0]", "M[0, 3]", "x[[0, 7]]", "M[1:][1, 0
 BATCH.add("out-of-bounds", [f"x = [0.5, -1.0, 2.0]\nM = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]\n{p}" for p in OUT_OF_BOUNDS], ON_JAX)
 
 
-@pytest.mark.parametrize("engine", engines(ON_JAX, jax="--engine jax: an index out of bounds is clamped to the nearest element, a silent wrong answer"))
+@pytest.mark.parametrize("engine", engines(ON_JAX))
 def test_an_index_out_of_bounds_is_an_error(reports, engine: str) -> None:
     """`gradcalc eval 'x[5]' 'x=[1,2]' --engine jax` prints value 2.0 (and grad [0, 1]):
     JAX clamps an index out of bounds to the last element (x[-4] is x[0]), silently. NumPy,
@@ -700,9 +700,7 @@ HUGE_NORMS = [  # (program; value; gradient by x): the squares overflow, the nor
 BATCH.add("huge-norms", [p for p, *_ in HUGE_NORMS])
 
 
-@pytest.mark.parametrize("engine", engines(
-    torch="--engine torch: torch.linalg.vector_norm squares without scaling: inf where the norm is finite (docs/engines.md lists only the tiny-elements row)",
-    jax="--engine jax: the norm squares without scaling: inf where the norm is finite (docs/engines.md lists only the tiny-elements row)"))
+@pytest.mark.parametrize("engine", engines())
 def test_the_norm_of_huge_elements(reports, engine: str) -> None:
     """`gradcalc eval 'norm(x)' 'x=[3e200, 4e200]' --engine torch` (and jax): value inf,
     gradient [0, 0]; the norm is 5e200 (math.hypot's answer), gradient x / norm(x) = [0.6,

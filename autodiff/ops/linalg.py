@@ -644,6 +644,8 @@ norm = defop(
              note="shared equally"),
         Edge("tiny elements", [[1e-200, 1e-200]], math.sqrt(2.0) * 1e-200, ([math.sqrt(0.5), math.sqrt(0.5)],), order=1,
              torch="0; gradient 0", note="scaled by the largest |x|, as hypot"),
+        Edge("huge elements", [[3e200, 4e200]], 5e200, ([0.6, 0.8],), order=1, torch="inf; gradient 0",
+             note="scaled by the largest |x|, as hypot: the squares overflow, the norm does not"),
     ),
     batch=along_axis(),
     torch=Torch(

@@ -109,6 +109,11 @@ def op_transpose(x: Any, axes: Any = ()) -> Any:
 
 
 def op_getitem(x: Any, index: Any) -> Any:
+    # JAX clamps an index past the end (x[5] of 3 elements is x[2]) where NumPy, PyTorch and
+    # the tensor engine refuse it: the index is checked as NumPy would take it first, on a
+    # view of x's shape with no elements behind it (the parts are the language's own:
+    # Python ints, slices, None, ..., NumPy arrays of whole numbers or a mask).
+    np.broadcast_to(np.empty((), dtype=bool), tuple(x.shape))[index]
     return x[index]
 
 
@@ -172,7 +177,17 @@ def op_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> A
         return jnp.sum(jnp.abs(x), axis=axis, keepdims=keepdims)
     if p == float("inf"):
         return jnp.max(jnp.abs(x), axis=axis, keepdims=keepdims)
-    return jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims))
+    if x.size == 0:
+        return jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims))
+    # Scaled by the largest |x| (held constant: the norm is homogeneous), as the tensor
+    # engine's: the squares of 1e200 overflow, of 1e-200 underflow, the norm is neither.
+    top = lax.stop_gradient(jnp.max(jnp.abs(x), axis=axis, keepdims=True))
+    scale = jnp.where((top > 0) & (top < jnp.inf), top, 1.0)
+    # (behind a barrier: where x is a constant of a jitted program, XLA's simplifier would
+    # rewrite (x / s) * (x / s) as (x * x) / (s * s), which overflows again: nan)
+    scaled = lax.optimization_barrier(x / scale)
+    out = jnp.sqrt(jnp.sum(scaled * scaled, axis=axis, keepdims=True)) * scale
+    return out if keepdims else jnp.reshape(out, jnp.sum(x, axis=axis).shape)
 
 
 def op_var(x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) -> Any:

@@ -102,7 +102,15 @@ def op_std(x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) ->
 
 
 def op_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
-    return torch.linalg.vector_norm(x, ord=_norm_order(ord), dim=_dims(x, axis), keepdim=keepdims)
+    p, dims = _norm_order(ord), _dims(x, axis)
+    if p in (1, float("inf")) or x.numel() == 0 or not x.ndim:
+        return torch.linalg.vector_norm(x, ord=p, dim=dims, keepdim=keepdims)
+    # Scaled by the largest |x| (held constant: the norm is homogeneous), as the tensor
+    # engine's: the squares of 1e200 overflow, of 1e-200 underflow, the norm is neither.
+    top = x.detach().abs().amax(dim=dims, keepdim=True)
+    scale = torch.where((top > 0) & (top < float("inf")), top, torch.ones_like(top))
+    out = torch.linalg.vector_norm(x / scale, ord=p, dim=dims, keepdim=True) * scale
+    return out if keepdims else out.reshape(torch.linalg.vector_norm(x.detach(), ord=p, dim=dims).shape)
 
 
 def op_argmax(x: Any, axis: Any = None) -> Any:
