@@ -177,3 +177,15 @@ def gradcalcs_results_of(source: str) -> list[tuple[object, dict[str, object]]]:
         if isinstance(result, ExpressionResult):
             record(session, statement, result.value)
     return found
+
+
+@pytest.mark.parametrize(("library", "name"), [("jax", "JAX"), ("torch", "PyTorch")])
+def test_export_without_its_library_says_which_to_install(monkeypatch, library, name):
+    """Found by CI, whose first environment has neither library: export --to jax was an
+    internal error (ModuleNotFoundError) where it copies the adapters that import JAX."""
+    from gradcalc.parser.engines.export import write_module
+
+    monkeypatch.setitem(sys.modules, library, None)  # (importing it raises ModuleNotFoundError)
+    monkeypatch.delitem(sys.modules, f"gradcalc.parser.engines.{library}_ops", raising=False)
+    with pytest.raises(LanguageError, match=rf"export --to {library} needs {name} installed.*pip install 'gradcalc\[{library}\]'"):
+        write_module("x = 2\ncheck x ** 2\n", "c.gc", library)

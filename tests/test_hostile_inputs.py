@@ -285,6 +285,8 @@ CLOSED_STDOUT = {
 
 @pytest.mark.parametrize("name", list(CLOSED_STDOUT))
 def test_every_command_into_a_closed_pipe_exits_141_quietly(tmp_path, name):
+    if name == "export":
+        pytest.importorskip("jax")  # (export --to jax copies adapters that import JAX; without it, an error says so)
     checks = tmp_path / "c.gc"
     checks.write_text("x = 2\ncheck x ** 2\n")
     done = _into_closed_pipe([a.format(checks=checks) for a in CLOSED_STDOUT[name]])

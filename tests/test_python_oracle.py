@@ -76,7 +76,7 @@ OPERATORS: dict[str, tuple[int, str]] = {
     "//": (PRODUCT, "np.floor_divide"), "%": (PRODUCT, "np.remainder"), "**": (POWER, "_pow"), "^": (POWER, "_pow"),
 }
 AUGMENTED = {"+=": "np.add", "-=": "np.subtract", "*=": "np.multiply", "/=": "np.divide", "//=": "np.floor_divide",
-             "%=": "np.remainder"}
+             "%=": "np.remainder", "**=": "_pow", "@=": "np.matmul"}
 COMPARISONS = {"<": "np.less", "<=": "np.less_equal", ">": "np.greater", ">=": "np.greater_equal", "==": "np.equal",
                "!=": "np.not_equal"}
 REDUCTIONS = {"sum": "np.sum", "mean": "np.mean", "max": "np.max", "min": "np.min"}
@@ -492,9 +492,8 @@ class Writer:
         if kind == "assign":
             e = self.slot(shape, 3)
             return f"{name} = {e.text}", f"{name} = {e.python}", False
-        e = self.slot(self.pick([shape, ()]), 3)
-        op = self.pick(sorted(AUGMENTED))
-        return f"{name} {op} {e.text}", f"{name} = {AUGMENTED[op]}({name}, {e.python})", False
+        text, python, _ = self.update(name, shape, [shape, ()])
+        return text, python, False
 
     def s_assign(self) -> tuple[str, str]:
         shape = self.pick(SHAPES)
@@ -512,11 +511,19 @@ class Writer:
             return self.s_assign()
         name = self.pick(sorted(self.variables))
         shape = self.variables[name]
-        right_shape = self.pick([shape, ()] + ([s for s in SHAPES if len(s) == 2 and s[1:] == shape] if len(shape) == 1 else []))
-        e = self.slot(right_shape, 3)
+        text, python, self.variables[name] = self.update(
+            name, shape, [shape, ()] + ([s for s in SHAPES if len(s) == 2 and s[1:] == shape] if len(shape) == 1 else []))
+        return text, python
+
+    def update(self, name: str, shape: tuple[int, ...], right_shapes: list[tuple[int, ...]]) -> tuple[str, str, tuple[int, ...]]:
+        """`name OP= e` and its Python, and the name's shape after it: e of one of
+        `right_shapes` (broadcasting), or for @= a square matrix that keeps the shape."""
         op = self.pick(sorted(AUGMENTED))
-        self.variables[name] = broadcast(shape, right_shape)
-        return f"{name} {op} {e.text}", f"{name} = {AUGMENTED[op]}({name}, {e.python})"
+        if op == "@=" and shape[-1:] != (2,):
+            op = "+="  # (@= needs a last axis a square matrix of SHAPES fits)
+        right = (2, 2) if op == "@=" else self.pick(right_shapes)
+        e = self.slot(right, 3)
+        return f"{name} {op} {e.text}", f"{name} = {AUGMENTED[op]}({name}, {e.python})", shape if op == "@=" else broadcast(shape, right)
 
     def s_def(self) -> tuple[str, str]:
         name = f"f{len(self.functions)}"

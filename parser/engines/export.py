@@ -503,7 +503,13 @@ class Exporter:
         """The op table's adapters the module calls, and the helpers they call, as source."""
         import importlib
 
-        module = importlib.import_module(f"gradcalc.parser.engines.{self.library}_ops")
+        try:
+            module = importlib.import_module(f"gradcalc.parser.engines.{self.library}_ops")
+        except ModuleNotFoundError as err:  # (the adapters are copied from the module that imports the library)
+            name = {"jax": "JAX", "torch": "PyTorch"}[self.library]
+            raise LanguageError("argument", f"export --to {self.library} needs {name} installed (its adapters are copied from "
+                                            f"gradcalc's own, which import it; missing: {err.name}): pip install "
+                                            f"'gradcalc[{self.library}]'") from None
         wanted = sorted(self.adapters | {"op_getitem"})
         seen: list[str] = []
         queue = list(wanted)
