@@ -756,12 +756,10 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
 
 
 @pytest.mark.parametrize("kind", [
-    pytest.param("constant", marks=pytest.mark.xfail(strict=True, reason="--engine torch: the derivative of a constant y is an internal error (an "
-                                                                             "ndarray has no requires_grad); the tensor and JAX engines give zeros")),
+    "constant",
     pytest.param("forward-over-reverse", marks=pytest.mark.xfail(strict=True, reason="--engine torch: hessian(f), hvp and jacfwd(jacrev(f)) of "
                                                                                          "std and norm are internal errors (forward over their backward)")),
-    pytest.param("empty-jacobian", marks=pytest.mark.xfail(strict=True, reason="--engine torch: jacobian(y, x) of an empty y is an internal error; "
-                                                                                   "docs/language.md's own example jacobian(x[0:0] * 2, x) among them")),
+    "empty-jacobian",
 ])
 def test_what_crashes_on_torch_checks_on_gradcalcs_engine(checked, kind: str) -> None:
     """`gradcalc eval 'grad(0.1, x)' x=2 --engine torch`, `gradcalc eval 'hessian(std)(x)'

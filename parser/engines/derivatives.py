@@ -80,7 +80,7 @@ def _torch_derivative(library: Any, kind: str, y: EngineValue, xs: list[Any], re
         gradient = _torch_derivative(library, "grad", y, xs, True)[0]
         return [_torch_jacobian(torch, gradient, xs[0], recorded).reshape(tuple(xs[0].shape) * 2)]
     if kind == "grad":
-        if not out.requires_grad:
+        if not getattr(out, "requires_grad", False):  # (a constant: maybe a NumPy array, grad(0.1, x))
             return [torch.zeros_like(x) for x in xs]
         found = torch.autograd.grad(out.sum(), xs, create_graph=recorded, retain_graph=True, allow_unused=True)
         return [torch.zeros_like(x) if g is None else g for x, g in zip(xs, found)]
@@ -90,7 +90,7 @@ def _torch_derivative(library: Any, kind: str, y: EngineValue, xs: list[Any], re
 def _torch_jacobian(torch: Any, out: Any, x: Any, recorded: bool) -> Any:
     """d out / d x, shape out.shape + x.shape: one backward pass per output element, batched."""
     shape = tuple(out.shape) + tuple(x.shape)
-    if not out.requires_grad:
+    if not getattr(out, "requires_grad", False) or out.numel() == 0:  # (a constant, or nothing to differentiate)
         return torch.zeros(shape, dtype=torch.float64, device=x.device)
     m = max(out.numel(), 1)
     seeds = torch.eye(m, dtype=out.dtype, device=out.device).reshape((m, *out.shape))
