@@ -20,7 +20,7 @@ from gradcalc.autodiff.derivatives import Deferred
 from gradcalc.autodiff.limits import check_size
 from gradcalc.autodiff.registry import OpDef
 from gradcalc.autodiff.scalar import SCALAR_FUNCTIONS
-from gradcalc.autodiff.tensor import new_tensor
+from gradcalc.autodiff.tensor import new_tensor, to_array
 from gradcalc.autodiff.wiring import apply
 
 from .builtins import AUTODIFF, BUILTINS, GENERATION, Lines, is_value, names, on_scalar_engine
@@ -265,20 +265,6 @@ def _from_graph(inputs: Any) -> bool:
     return False
 
 
-# The arrays of the number literals run (every `x ** 2` of a loop's body makes its 2 again),
-# each made once and read-only, so that no op can change a number every later use shares.
-_CONSTANT_ARRAYS: dict[float, np.ndarray] = {}
-_MOST_CONSTANTS = 4096
-
-
-def _constant_array(value: float) -> np.ndarray:
-    if len(_CONSTANT_ARRAYS) >= _MOST_CONSTANTS:  # (a long session of ever new numbers keeps no more)
-        _CONSTANT_ARRAYS.clear()
-    data = _CONSTANT_ARRAYS[value] = np.array(value)
-    data.flags.writeable = False
-    return data
-
-
 class TensorBackend:
     """The default engine: n-dimensional NumPy tensors, every registry op."""
 
@@ -286,13 +272,7 @@ class TensorBackend:
     switch = ""  # (the scalar engine's messages say how to switch to this one)
 
     def constant(self, value: float) -> Tensor:
-        if type(value) is float and value == value and (value != 0.0 or math.copysign(1.0, value) > 0):
-            # (nan and -0.0 are made each time: as keys they would find another number's array)
-            data = _CONSTANT_ARRAYS.get(value)
-            if data is None:
-                data = _constant_array(value)
-            return new_tensor(data, (), None, None)
-        return Tensor(value)
+        return new_tensor(to_array(value), (), None, None)  # (Tensor(value) without its keyword arguments and defaults)
 
     def variable(self, value: Any, name: str) -> Any:
         """The value bound to a name. A constant the user gave (a number, a literal, a
