@@ -26,6 +26,10 @@ RUFF = Path(sys.executable).with_name("ruff")
 
 def gradcalcs_results(path: Path) -> list[tuple[object, dict[str, object]]]:
     """Each result's value, and the nodes of the names the check or expression depends on."""
+    return gradcalcs_results_of(path.read_text(), path.parent)
+
+
+def gradcalcs_results_of(source: str, base_dir: Path | None = None) -> list[tuple[object, dict[str, object]]]:
     found = []
 
     def record(session, statement, value):
@@ -33,8 +37,8 @@ def gradcalcs_results(path: Path) -> list[tuple[object, dict[str, object]]]:
         named.update({n: session.variables[n] for n in statement.wrt if n not in named})
         found.append((value, named))
 
-    session = Session(on_check=record, base_dir=path.parent)
-    for statement in compile_program(path.read_text()).statements:
+    session = Session(on_check=record, base_dir=base_dir)
+    for statement in compile_program(source).statements:
         result = session.run_statement(statement)
         if isinstance(result, ExpressionResult):
             record(session, statement, result.value)
@@ -161,22 +165,6 @@ def test_a_program_that_rebinds_its_variables_exports_its_values_and_gradients(l
                 close(np.asarray(t.detach() if hasattr(t, "detach") else t), np.asarray(getattr(o, "data", o)), f"{source} d/d{key}")
     assert exported >= 30  # (most programs rebind without a no_grad step between two uses of a name)
 
-
-def gradcalcs_results_of(source: str) -> list[tuple[object, dict[str, object]]]:
-    path = Path("/nonexistent/p.gc")
-    found = []
-
-    def record(session, statement, value):
-        named = {leaf.name: leaf for leaf in variables_in(value)}
-        named.update({n: session.variables[n] for n in statement.wrt if n not in named})
-        found.append((value, named))
-
-    session = Session(on_check=record, base_dir=path.parent)
-    for statement in compile_program(source).statements:
-        result = session.run_statement(statement)
-        if isinstance(result, ExpressionResult):
-            record(session, statement, result.value)
-    return found
 
 
 @pytest.mark.parametrize(("library", "name"), [("jax", "JAX"), ("torch", "PyTorch")])
