@@ -773,7 +773,6 @@ def test_what_crashes_on_torch_checks_on_gradcalcs_engine(checked, kind: str) ->
     assert not wrong and len(checked[kind]) == len(CHECKED[kind]), "\n".join(wrong)
 
 
-@pytest.mark.xfail(strict=True, reason="check --against: the 'values differ' message prints NumPy scalars' repr, np.float64(0.0)")
 def test_a_disagreement_in_values_prints_plain_numbers(checked) -> None:
     """`gradcalc check FILE --against torch` on `check softmax(x[0:2] * [1.0, inf])`: "(engines
     disagree: the values differ at out[0]: gradcalc np.float64(0.0), PyTorch np.float64(nan))";

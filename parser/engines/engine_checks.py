@@ -196,8 +196,8 @@ def against(session: Any, statement: Any, value: Any, leaves: list[Any], result:
         return
     if values_differ:
         flat = int(np.argmax(np.abs(np.ravel(theirs.data) - np.ravel(value.data))))
-        said = (f"the values differ at out{position(value.shape, flat)}: gradcalc {np.ravel(value.data)[flat]!r}, "
-                f"{title} {np.ravel(theirs.data)[flat]!r}")
+        said = (f"the values differ at out{position(value.shape, flat)}: gradcalc {np.ravel(value.data)[flat].item()!r}, "
+                f"{title} {np.ravel(theirs.data)[flat].item()!r}")  # (Python's numbers: NumPy 2's repr is np.float64(0.0))
     else:
         assert worst is not None
         name, shape = (leaves[worst.k].name or "?"), leaves[worst.k].shape
