@@ -51,11 +51,10 @@ def _bind(session: Session, binding: str, bound: set[str]) -> None:
 
     name, sep, text = binding.partition("=")
     name = name.strip()
-    if sep and text.strip() and name.isidentifier() and not writable_name(name):
-        raise LanguageError("argument", f"bad binding {binding!r}: {name} is not a name the language reads (names are ASCII "
-                                        "letters, digits and _, as in x_1)")
     if not sep or not writable_name(name) or not text.strip():
-        raise LanguageError("argument", f"bad binding {binding!r}: write NAME=VALUE, as in x=3 or W='randn(3, 3, seed=0)'")
+        why = (f"{name} is not a name the language reads (names are ASCII letters, digits and _, as in x_1)"
+               if sep and text.strip() and name.isidentifier() else "write NAME=VALUE, as in x=3 or W='randn(3, 3, seed=0)'")
+        raise LanguageError("argument", f"bad binding {binding!r}: {why}")
     if name.startswith("__"):
         raise LanguageError("safety", f"bad binding {binding!r}: names starting with '__' are not allowed")
     if name in bound:

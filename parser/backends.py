@@ -353,10 +353,7 @@ class TensorBackend:
 
     def _apply(self, op: OpDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if not kwargs and len(args) == op.n_in and all_tensors(args):  # f(x): nothing below to check
-            result = apply(op, tuple(args), {})
-            if type(result) is Tensor and result.requires_grad:  # (as in binary)
-                return result
-            return _cut(result, args, not op.has_gradient and len(args) > 0)
+            return self._run(op, args, [], {})
         n_in = len(args) if op.n_in is None else op.n_in
         if len(args) < n_in:
             raise LanguageError("argument", f"{op.signature} needs {n_in} input{'s' * (n_in != 1)}, got {len(args)}")
@@ -391,7 +388,10 @@ class TensorBackend:
         """The op on its inputs, with its parameters checked: `params` positional after the
         inputs, `named` by keyword (the JAX and PyTorch engines run it on their arrays)."""
         if not params and not named:
-            return _cut(apply(op, tuple(inputs), {}), inputs, not op.has_gradient and len(inputs) > 0)
+            result = apply(op, tuple(inputs), {})
+            if type(result) is Tensor and result.requires_grad:  # (as in binary)
+                return result
+            return _cut(result, inputs, not op.has_gradient and len(inputs) > 0)
         return _cut(op(*inputs, *params, **named), inputs, not op.has_gradient and len(inputs) > 0)
 
     def _sequence(self, value: Any, op: OpDef) -> list[Any]:

@@ -192,14 +192,14 @@ class Session:
             else:
                 self._store(statement, value)
             return None
-        if statement.kind == "def":
+        if kind == "def":
             assert statement.function is not None
             self._define(statement.function)
             return None
-        if statement.kind == "for":
+        if kind == "for":
             self._loop(statement)
             return None
-        if statement.kind == NO_GRAD:
+        if kind == NO_GRAD:
             with set_grad_enabled(False):
                 for inner in statement.body:
                     try:
@@ -207,13 +207,13 @@ class Session:
                     except LanguageError as err:
                         raise err.at(inner.span) from None
             return None
-        if statement.kind == "vjp":
+        if kind == "vjp":
             from .user_rules import define_rule
 
             function = define_rule(self, statement)
             self.functions[function.name] = function
             return None
-        if statement.kind == "check":
+        if kind == "check":
             if self.on_check is None:
                 raise LanguageError("argument", "check statements run with `gradcalc check` or `gradcalc run`").at(statement.span)
             value = self.evaluate(statement.code)
@@ -221,7 +221,7 @@ class Session:
                 raise LanguageError("argument", f"check needs a value, and this is {describe_value(value)}: check it at a point, "
                                                 "as in check f(x)").at(statement.span)
             return CheckStatementResult(statement.text, statement.span, self.on_check(self, statement, value))
-        topic = _statement_form(statement.code) if statement.kind == "expr" else None
+        topic = _statement_form(statement.code) if kind == "expr" else None
         if topic is not None:
             form, name, span = topic
             try:

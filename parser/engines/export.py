@@ -482,9 +482,10 @@ class Exporter:
                 raise _refused(s, f"a {s.kind} statement is not exported")
         return lines
 
-    def result_function(self, name: str, statement: Statement, before: list[Statement], params: list[str],
-                        origins: dict[str, int]) -> list[str]:
-        """def NAME(params): the statements `before` that the result needs, then its value."""
+    def result_function(self, name: str, statement: Statement, before: list[Statement], origins: dict[str, int]) -> list[str]:
+        """def NAME(params): the statements `before` that the result needs, then its value;
+        `origins` holds the parameters, each with the statement that gave it its value."""
+        params = list(origins)
         slice_ = _slice(statement, before, origins, self)
         inline: dict[str, list[Instruction]] = {}
         lines = [f"def {name}({', '.join(self.name(p) for p in params)}):", f'    """{_docstring(statement)}"""']
@@ -824,7 +825,7 @@ def write_module(source: str, origin: str, library: str, base_dir: Any = None) -
         name = f"line_{result.statement.span[0]}"
         name = name if name not in names else f"{name}_{sum(n.startswith(name) for n in names) + 1}"
         names.append(name)
-        functions += exporter.result_function(name, result.statement, program.statements[: result.index], result.params, result.origins)
+        functions += exporter.result_function(name, result.statement, program.statements[: result.index], result.origins)
         differentiable = result.params and np.asarray(result.value.data).dtype.kind == "f"
         if differentiable:
             functions += ["", "", f"{name}_grad = _grad({name}, {tuple(range(len(result.params)))})  # {grad_of}.grad of sum({name})"]
