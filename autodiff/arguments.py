@@ -93,6 +93,8 @@ def shown(value: Any) -> str:
 
 
 def _whole(value: Any) -> bool:
+    if type(value) is int:  # (the usual parameter, an axis or a length: no trip through the ABCs below)
+        return -_LARGEST <= value <= _LARGEST
     return isinstance(value, Integral) and not isinstance(value, bool) and -_LARGEST <= int(value) <= _LARGEST
 
 
@@ -101,7 +103,10 @@ def _fits(value: Any, kind: str) -> bool:
         return _whole(value)
     if kind is WHOLES:
         if isinstance(value, (tuple, list)):  # pad's widths may be pairs: [[1, 2], [0, 1]]
-            return all(_whole(v) or (isinstance(v, (tuple, list)) and all(_whole(w) for w in v)) for v in value)
+            for v in value:  # (a loop, not all() of a generator: a shape is checked at every reshape a batched pass makes)
+                if not (_whole(v) or (isinstance(v, (tuple, list)) and all(_whole(w) for w in v))):
+                    return False
+            return True
         return _whole(value)
     if kind is TRUTH:
         return isinstance(value, (bool, np.bool_)) or (isinstance(value, Integral) and value in (0, 1))

@@ -29,17 +29,18 @@ def _inverse_axes(axes: tuple[int, ...], ndim: int) -> tuple[int, ...]:
 
 
 reshape = defop(
-    "reshape", lambda x, shape: np.reshape(x, shape), (lambda m, g, ans, x, shape: m.reshape(g, shape=x.shape),),
+    # (the array's methods here and below: np.reshape's wrapper costs as much as the reshape, which a batched pass makes often)
+    "reshape", lambda x, shape: x.reshape(shape), (lambda m, g, ans, x, shape: m.reshape(g, shape=x.shape),),
     doc="the same elements in a new shape (one dimension may be -1)", category=SHAPE, method=True,
     aliases=("view",),  # PyTorch's x.view(2, 3): the same values wherever PyTorch's view works
-    variadic="shape", out_shape=lambda x, shape: np.reshape(x, shape).shape,  # a view: nothing allocated
+    variadic="shape", out_shape=lambda x, shape: x.reshape(shape).shape,  # a view: nothing allocated
     complex_safe=True, check=Check(shapes=(((3, 4),),), params={"shape": (2, 6)}),
     jvp=LINEAR,
     batch=RESHAPE,
     torch=Torch(lambda t, x, shape: x.reshape(shape)),
 )
 flatten = defop(
-    "flatten", lambda x: np.reshape(x, -1), (lambda m, g, ans, x: m.reshape(g, shape=x.shape),),
+    "flatten", lambda x: x.reshape(-1), (lambda m, g, ans, x: m.reshape(g, shape=x.shape),),
     doc="the elements as a 1-d tensor", category=SHAPE, method=True, complex_safe=True,
     check=Check(shapes=(((3, 4),), ((2, 3, 2),))),
     jvp=LINEAR,
@@ -47,7 +48,7 @@ flatten = defop(
     torch=Torch(lambda t, x: x.reshape(-1)),
 )
 transpose = defop(
-    "transpose", lambda x, axes=(): np.transpose(x, axes or None),
+    "transpose", lambda x, axes=(): x.transpose(axes or None),
     (lambda m, g, ans, x, axes=(): m.transpose(g, axes=_inverse_axes(axes, x.ndim)),),
     doc="axes reversed, or permuted as given (x.T reverses)", category=SHAPE, method=True, variadic="axes",
     complex_safe=True, check=Check(shapes=(((3, 4),), ((2, 3, 4),))),
