@@ -54,6 +54,8 @@ def public_ops() -> dict[str, OpDef]:
 def to_param(value: Any, what: str, counts: bool = True) -> Any:
     """A language value as an op parameter, a vector as a tuple: a whole number as int
     where the parameter `counts` things (an axis, a shape), else the float it is."""
+    if type(value) is int:  # (an option's default, argnums=0: no trip through NumPy for what it already is)
+        return value if counts else float(value)
     if isinstance(value, str) or value is None:
         return value
     if type(value) is Batched:  # inside vmap: a parameter (an axis, a shape, a count) is one for all rows
