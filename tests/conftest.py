@@ -1,6 +1,7 @@
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
@@ -10,3 +11,47 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 # Overflow and domain errors are expected in several tests; NumPy's RuntimeWarnings
 # about them are noise there.
 np.seterr(all="ignore")
+
+
+# CI runs the suite twice: first as the README's command runs it (without the oracle and
+# engine extras), then, with them installed, only what the first run skipped. Every test
+# that needs an extra skips without it, so the second run adds each comparison once instead
+# of running again whole every file that holds one. The skips are kept in pytest's cache:
+# a test's id where it skipped, a file's where the whole module skipped.
+SKIPPED = "gradcalc/skipped"
+_skipped: set[str] = set()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--only-skipped", action="store_true",
+                     help="run only the tests (and files) that the last run skipped (CI's oracle pass)")
+
+
+def pytest_collectreport(report):
+    if report.skipped:
+        _skipped.add(report.nodeid)
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skipped.add(report.nodeid)
+
+
+def pytest_sessionfinish(session):
+    config = session.config
+    # xdist's controller sees every worker's reports; a worker would write only its part
+    if not hasattr(config, "workerinput") and not config.getoption("--only-skipped") and getattr(config, "cache", None):
+        config.cache.set(SKIPPED, sorted(_skipped))
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--only-skipped"):
+        return
+    recorded = config.cache.get(SKIPPED, None)
+    if recorded is None:
+        raise pytest.UsageError("--only-skipped: pytest's cache holds no earlier run's skips; run the suite first")
+    wanted = set(recorded)
+    keep = [item for item in items if item.nodeid in wanted or item.nodeid.split("::")[0] in wanted]
+    kept = {id(item) for item in keep}
+    config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+    items[:] = keep

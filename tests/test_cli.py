@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-BIN = Path(sys.executable).with_name("gradcalc")
-GRADCALC = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "gradcalc.cli"]
+from tests.launch import GRADCALC, run  # noqa: F401 (GRADCALC: other test files import it from here)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def gradcalc(*args, stdin=None, env=None, cwd=None):
     environment = {**os.environ, "NO_COLOR": "1", "COLUMNS": "80", **(env or {})}
-    done = subprocess.run([*GRADCALC, *args], input=stdin, capture_output=True, text=True, env=environment, cwd=cwd, timeout=60)
+    done = run(list(args), input=stdin, env=environment, cwd=cwd, timeout=60)
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     return done
 

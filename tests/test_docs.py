@@ -5,6 +5,7 @@ import importlib.util
 import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from gradcalc.parser import Session
 from gradcalc.parser.check_statements import make_check_handler
+from tests import launch
 
 from .test_cli import gradcalc
 
@@ -150,6 +152,23 @@ DATA_COMMAND = re.compile(r"^python -c ")
 LIBRARY_ENGINE = re.compile(r"--(?:engine|against|to)[ =](jax|torch)\b|against=(jax|torch)")
 
 
+# Shell syntax beyond words, quotes and `NAME=value` before the command: run by bash.
+_SHELL_SYNTAX = re.compile(r"[|&;<>()$`*?\[\]{}~\\]")
+
+
+def _shell(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A docs command's output as a terminal shows it (stdout and stderr in one), run as bash
+    would run it; a plain `gradcalc ...` line by the tests' launcher (tests/launch.py)."""
+    unquoted = re.sub(r"'[^']*'|\"[^\"\\$`]*\"", "", command)
+    if _SHELL_SYNTAX.search(unquoted):
+        return subprocess.run(["bash", "-c", command + " 2>&1"], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    words = shlex.split(command, comments=True)
+    while "=" in words[0]:
+        name, value = words.pop(0).split("=", 1)
+        env = {**env, name: value}
+    return launch.run(words[1:], cwd=cwd, env=env, timeout=120, merged=True)
+
+
 @pytest.mark.parametrize("place, steps", SHELL_EXAMPLES, ids=[p for p, _ in SHELL_EXAMPLES])
 def test_shell_examples_in_the_docs_print_what_they_show(place, steps, tmp_path):
     """Each `$ gradcalc ...` line runs in a fresh folder (with examples/), and its output
@@ -176,7 +195,7 @@ def test_shell_examples_in_the_docs_print_what_they_show(place, steps, tmp_path)
         for library in {a or b for a, b in LIBRARY_ENGINE.findall(command + "\n" + made)}:
             if importlib.util.find_spec(library) is None:
                 pytest.skip(f"{place}: needs {library} (pip install 'gradcalc[{library}]')")
-        done = subprocess.run(["bash", "-c", command + " 2>&1"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+        done = _shell(command, cwd=tmp_path, env=env)
         actual = done.stdout.rstrip("\n").splitlines()
         excerpt = " # " in command
         expected = ["...", *shown, "..."] if excerpt else shown

@@ -59,9 +59,9 @@ import numpy as np
 import pytest
 
 from gradcalc.parser import LanguageError
+from tests.launch import run
 
 from . import test_generated_programs as generated
-from .test_cli import GRADCALC
 
 torch = pytest.importorskip("torch")
 
@@ -74,7 +74,7 @@ ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "80", "OMP_NUM_THREADS": "1"}
 
 
 def command(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([*GRADCALC, *args], capture_output=True, text=True, env=ENV, timeout=600)
+    done = run(list(args), env=ENV, timeout=600)
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     return done
 

@@ -18,7 +18,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import warnings
 from collections.abc import Iterator
 
@@ -29,7 +28,7 @@ from hypothesis import strategies as st
 
 from gradcalc.parser.backends import AUTODIFF_FUNCTIONS, public_ops
 from gradcalc.parser.builtins import BUILTINS as TABLE
-from tests.test_cli import GRADCALC
+from tests.launch import run
 
 KINDS = {
     "function": "sin", "lambda": "lambda t: t * 2", "def": "f", "tuple": "(1, 2)", "results": "value_and_grad(f)(2.0)",
@@ -141,8 +140,7 @@ ALL = [program for name in BUILTINS for program in programs(name)] + list(form_p
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(ALL))
 def test_a_sample_through_the_real_command_answers_clearly(program):
-    done = subprocess.run([*GRADCALC, "eval", "--json", PRELUDE + program], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "NO_COLOR": "1"})
+    done = run(["eval", "--json", PRELUDE + program], timeout=60, env={**os.environ, "NO_COLOR": "1"})
     assert_clear(program, done.returncode, done.stdout, done.stderr)
 
 

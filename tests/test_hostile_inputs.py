@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.launch import run
 from tests.test_cli import GRADCALC, gradcalc
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -39,7 +40,7 @@ def plain_env(**extra: str) -> dict[str, str]:
 def raw_run(argv: list[str], timeout: float = 60, **kwargs) -> subprocess.CompletedProcess[str]:
     """gradcalc without the shared helper's assertions, for cases that must fail first."""
     kwargs.setdefault("env", plain_env())
-    return subprocess.run([*GRADCALC, *argv], capture_output=True, text=True, timeout=timeout, **kwargs)
+    return run(argv, timeout=timeout, **kwargs)
 
 
 def on_terminal(*args: str, columns: str) -> tuple[int | None, str]:

@@ -6,22 +6,19 @@ tests/test_python_oracle.py hold the class against Python's exec."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from gradcalc.parser import compile_program
 from gradcalc.parser.compiler import JUMP, JUMP_IF_FALSE, UserFunction
-
-from .test_cli import GRADCALC
+from tests.launch import run
 
 PRODUCT = "def f(x, y) = x * y\n"
 
 
 def eval_json(program: str, *bindings: str) -> dict:
     """`gradcalc eval --json program bindings`, stopped by the test if it runs for ever."""
-    done = subprocess.run([*GRADCALC, "eval", "--json", "--max-seconds", "20", program, *bindings],
-                          capture_output=True, text=True, timeout=60)
+    done = run(["eval", "--json", "--max-seconds", "20", program, *bindings], timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
 

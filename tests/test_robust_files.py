@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import zipfile
 from pathlib import Path
 
@@ -23,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_cli import GRADCALC, gradcalc
+from tests.launch import run
+from tests.test_cli import gradcalc
 
 # ---- outputs never replace inputs -------------------------------------------------------------
 
@@ -256,8 +256,7 @@ def test_a_named_pipe_as_a_data_file_is_refused_at_once(tmp_path, suffix, how):
     os.mkfifo(tmp_path / f"pipe{suffix}")
     spec = f"pipe{suffix}:W" if how == "npz member" else f"pipe{suffix}"
     argv = ["eval", f'sum(load("{spec}"))'] if how == "load" else ["eval", "sum(v)", f"v=@{spec}"]
-    done = subprocess.run([*GRADCALC, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "NO_COLOR": "1"})
+    done = run(argv, cwd=tmp_path, timeout=30, env={**os.environ, "NO_COLOR": "1"})
     assert done.returncode == 2, done.stdout + done.stderr
     first = done.stderr.splitlines()[0]  # (load() is then placed: line 1, column 5, and a caret)
     assert first.startswith(f"error: pipe{suffix}: is not a regular file (a device or a pipe); gradcalc reads data from files"), done.stderr
@@ -267,8 +266,7 @@ def test_a_named_pipe_as_a_data_file_is_refused_at_once(tmp_path, suffix, how):
 def test_a_named_pipe_bound_in_a_check_file_is_an_error_of_that_check(tmp_path):
     os.mkfifo(tmp_path / "pipe.csv")
     (tmp_path / "c.gc").write_text('x = 2\ncheck sum(load("pipe.csv")) * x\ncheck x ** 2\n')
-    done = subprocess.run([*GRADCALC, "check", "c.gc"], cwd=tmp_path, capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "NO_COLOR": "1"})
+    done = run(["check", "c.gc"], cwd=tmp_path, timeout=30, env={**os.environ, "NO_COLOR": "1"})
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("ERROR") and "pipe.csv: is not a regular file" in lines[0], done.stdout

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.launch import run
 from tests.test_cli import GRADCALC, gradcalc
 
 RUNAWAY = "def f(n) = f(n-1) + f(n-1) if n > 0 else 1; f(60)"
@@ -23,7 +24,7 @@ RUNAWAY = "def f(n) = f(n-1) + f(n-1) if n > 0 else 1; f(60)"
 def slow_gradcalc(*args: str) -> subprocess.CompletedProcess[str]:
     """gradcalc with time to reach a budget on a loaded machine."""
     env = {**os.environ, "NO_COLOR": "1"}
-    done = subprocess.run([*GRADCALC, *args], capture_output=True, text=True, env=env, timeout=600)
+    done = run(list(args), env=env, timeout=600)
     assert "Traceback" not in done.stdout + done.stderr
     return done
 

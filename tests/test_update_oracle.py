@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,8 +35,7 @@ import pytest
 from gradcalc.parser import Session, compile_program
 from gradcalc.parser.analysis import analyze
 from gradcalc.parser.machine import ExpressionResult
-
-from .test_cli import GRADCALC
+from tests.launch import run
 
 torch = pytest.importorskip("torch")
 
@@ -537,7 +535,7 @@ def agree(source: str, python: str, variables: list[str], through_command: bool 
         assert close(by_report[n], grads[n]), f"report's grad {n}: gradcalc {by_report[n]}, torch {grads[n]}{where}"
         assert close(by_grad[n], grads[n]), f"grad(out, {n}): gradcalc {by_grad[n]}, torch {grads[n]}{where}"
     if through_command:
-        done = subprocess.run([*GRADCALC, "eval", "--json", source], capture_output=True, text=True, timeout=60)
+        done = run(["eval", "--json", source], timeout=60)
         assert done.returncode == 0, done.stdout + done.stderr + where
         report = json.loads(done.stdout)
         assert close(report["value"], values[-1]), where

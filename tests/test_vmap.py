@@ -4,8 +4,6 @@ command, scripts and check files."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +14,11 @@ from hypothesis import strategies as st
 from gradcalc.parser import LanguageError, Session
 from gradcalc.parser.functions import Defined
 from gradcalc.parser.machine import ExpressionResult
+from tests.launch import run
 
 torch = pytest.importorskip("torch")
 tf = torch.func
 
-GRADCALC = [sys.executable, "-m", "gradcalc"]
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(6, 3))
 W = RNG.normal(size=(3, 2))
@@ -176,17 +174,17 @@ def test_where_batches_and_shape_facts_are_each_rows():
 
 def test_vmap_through_the_command_a_script_and_a_check_file(tmp_path):
     np.save(tmp_path / "data.npy", X)
-    done = subprocess.run([*GRADCALC, "eval", V + "vmap(grad(V), in_axes=(0, None))(X, W)", "X=@" + str(tmp_path / "data.npy"),
-                           "W=randn(3, 2, seed=1)", "--json"], capture_output=True, text=True)
+    done = run(["eval", V + "vmap(grad(V), in_axes=(0, None))(X, W)", "X=@" + str(tmp_path / "data.npy"),
+                           "W=randn(3, 2, seed=1)", "--json"])
     assert done.returncode == 0, done.stderr
     script = tmp_path / "per_example.gc"
     script.write_text(V + "W = randn(3, 2, seed=1)\nG = vmap(grad(V), in_axes=(0, None))(load('data.npy'), W)\nsum(G)\n")
-    done = subprocess.run([*GRADCALC, "run", str(script)], capture_output=True, text=True, cwd=tmp_path)
+    done = run(["run", str(script)], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     checks = tmp_path / "checks.gc"
     checks.write_text(V + "W = randn(3, 2, seed=1)\nX = load('data.npy')\ncheck vmap(V, in_axes=(0, None))(X, W)\n"
                       "check sum(vmap(grad(V), in_axes=(0, None))(X, W)) wrt W\n")
-    done = subprocess.run([*GRADCALC, "check", str(checks)], capture_output=True, text=True, cwd=tmp_path)
+    done = run(["check", str(checks)], cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout or "PASS" in done.stdout
 
@@ -223,8 +221,7 @@ def test_an_index_of_a_mask_inside_vmap_is_the_rows_index_of_it(index):
 
     X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [0.0, 3.0, 2.5]])
     expected = np.stack([eval(f"(row > 2){index}") for row in X])  # noqa: S307 - the index forms above
-    done = subprocess.run([*GRADCALC, "eval", f"vmap(lambda r: (r > 2){index})(X)", f"X={X.tolist()}", "--json"],
-                          capture_output=True, text=True, check=False)
+    done = run(["eval", f"vmap(lambda r: (r > 2){index})(X)", f"X={X.tolist()}", "--json"])
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["dtype"] == "bool"
@@ -248,8 +245,7 @@ def test_a_vjp_rule_indexing_a_mask_of_its_cotangent_batches_under_jacrev():
 
     x = torch.tensor([1.0, 2.0], dtype=torch.float64)
     expected = torch.autograd.functional.jacobian(U.apply, x).numpy()
-    done = subprocess.run([*GRADCALC, "eval", "def u(x) = x * 2; vjp u(x, g) = g * 2 * (g > -1)[0]; jacrev(u)(x)", "x=[1,2]", "--json"],
-                          capture_output=True, text=True, check=False)
+    done = run(["eval", "def u(x) = x * 2; vjp u(x, g) = g * 2 * (g > -1)[0]; jacrev(u)(x)", "x=[1,2]", "--json"])
     assert done.returncode == 0, done.stderr
     np.testing.assert_array_equal(np.array(json.loads(done.stdout)["value"]), expected)
 
@@ -277,7 +273,7 @@ def test_a_vjp_rule_dividing_its_cotangent_rows_by_zero_gives_pytorchs_jacobian(
         x = torch.tensor(point, dtype=torch.float64)
         expected = torch.autograd.functional.jacobian(U.apply, x).numpy()
         program = f"def s(x) = x**2; vjp s(x, g) = {rule}; jacrev(s)(x)"
-        done = subprocess.run([*GRADCALC, "eval", program, f"x={point}", "--json"], capture_output=True, text=True, check=False)
+        done = run(["eval", program, f"x={point}", "--json"])
         assert done.returncode == 0, done.stderr
         got = np.array(json.loads(done.stdout)["value"], dtype=float)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(expected), err_msg=program)
@@ -285,8 +281,7 @@ def test_a_vjp_rule_dividing_its_cotangent_rows_by_zero_gives_pytorchs_jacobian(
 
 
 def test_a_mask_of_a_row_used_as_an_index_inside_vmap_is_refused_at_its_place():
-    done = subprocess.run([*GRADCALC, "eval", "vmap(lambda r: r[(r > 2)[0:1]])(X)", "X=[[1,2,3],[4,5,6]]"],
-                          capture_output=True, text=True, check=False)
+    done = run(["eval", "vmap(lambda r: r[(r > 2)[0:1]])(X)", "X=[[1,2,3],[4,5,6]]"])
     assert done.returncode == 2
     assert "an index would differ from one row of the batch to another" in done.stderr
     assert "column 16" in done.stderr and "Traceback" not in done.stderr
@@ -295,8 +290,7 @@ def test_a_mask_of_a_row_used_as_an_index_inside_vmap_is_refused_at_its_place():
 # ---- derivatives of what does not depend on the batched input ------------------------------------
 
 def test_a_per_row_gradient_of_a_constant_keeps_its_shape_through_the_command():
-    done = subprocess.run([*GRADCALC, "eval", "vmap(grad(lambda t: 3.0))([1, 2, 3])"],
-                          capture_output=True, text=True)
+    done = run(["eval", "vmap(grad(lambda t: 3.0))([1, 2, 3])"])
     assert "value: [0.0, 0.0, 0.0]  (shape 3)" in done.stdout, done.stdout + done.stderr
 
 
@@ -349,8 +343,7 @@ def test_vmap_over_no_rows_gives_an_empty_batch(source, oracle):
 
 def test_vmap_over_no_rows_of_a_data_file_through_the_command(tmp_path):
     np.save(tmp_path / "none.npy", np.zeros((0, 4)))
-    done = subprocess.run([*GRADCALC, "eval", "vmap(grad(lambda r: sum(tanh(r) ** 2)))(X)", f"X=@{tmp_path / 'none.npy'}"],
-                          capture_output=True, text=True)
+    done = run(["eval", "vmap(grad(lambda r: sum(tanh(r) ** 2)))(X)", f"X=@{tmp_path / 'none.npy'}"])
     assert done.returncode == 0 and "(shape 0x4)" in done.stdout, done.stdout + done.stderr
 
 
@@ -375,9 +368,9 @@ def test_per_example_gradients_differentiated_again_need_no_batch_of_matrices(tm
     rows, weights = rng.normal(size=(2000, 8)), rng.normal(size=(8, 8))
     np.save(tmp_path / "X.npy", rows)
     np.save(tmp_path / "W.npy", weights)
-    done = subprocess.run([*GRADCALC, "eval", "--json", "--max-elements", "100000",
+    done = run(["eval", "--json", "--max-elements", "100000",
                            "def V(x, W) = sum(tanh(x @ W) ** 2); vmap(grad(V), in_axes=(0, None))(X, W)",
-                           f"X=@{tmp_path / 'X.npy'}", f"W=@{tmp_path / 'W.npy'}"], capture_output=True, text=True)
+                           f"X=@{tmp_path / 'X.npy'}", f"W=@{tmp_path / 'W.npy'}"])
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     W = torch.tensor(weights, requires_grad=True)
