@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gradcalc.parser import Session
@@ -32,7 +32,9 @@ NUMBERS = ["0", "1", "2", "0.5", "3.25", "1e-3", "100", "1e300"]
 PRELUDE = """
 import numpy as np
 def _pow(a, b):
-    a, b = np.float64(a), np.float64(b)
+    # On 0-d arrays, as the engines compute: a NumPy scalar's ** is C's pow, which gives
+    # (-0.0) ** 0.5 = 0.0 where NumPy's power on arrays (and PyTorch's) gives sqrt's -0.0.
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return np.where((a == -np.inf) & (b != np.round(b)), np.nan, a ** b)[()]
 def _truth(c):
     return bool(c != 0)
@@ -128,6 +130,11 @@ def close(a: Any, b: Any, rtol: float = 1e-9, atol: float = 1e-300) -> bool:
     return bool(np.allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=rtol, atol=atol, equal_nan=True))
 
 
+# Found by this test in CI: -0.0 ** 0.5 gave 0.0 in the oracle (a NumPy scalar's pow) and
+# the engines' -0.0 (NumPy's power on arrays, as PyTorch's), so 1 / a had the other sign.
+@example(("a = ((-(0) * (0 * 0))) ** 0.5\n(-((1 / a)) + ((0 * a) * (a) ** 2))\n",
+          PRELUDE + "a = _pow(np.multiply(np.negative(np.float64(0)), np.multiply(np.float64(0), np.float64(0))), 0.5)\n"
+          "_out.append(np.add(np.negative(np.divide(np.float64(1), a)), np.multiply(np.multiply(np.float64(0), a), _pow(a, 2))))\n"))
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(programs())
 def test_scalar_programs_give_what_python_gives_and_what_the_tensor_engine_gives(program):
