@@ -51,7 +51,8 @@ def pytest_collection_modifyitems(config, items):
     if recorded is None:
         raise pytest.UsageError("--only-skipped: pytest's cache holds no earlier run's skips; run the suite first")
     wanted = set(recorded)
-    keep = [item for item in items if item.nodeid in wanted or item.nodeid.split("::")[0] in wanted]
-    kept = {id(item) for item in keep}
-    config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+    keep, drop = [], []
+    for item in items:
+        (keep if item.nodeid in wanted or item.nodeid.split("::")[0] in wanted else drop).append(item)
+    config.hook.pytest_deselected(items=drop)
     items[:] = keep

@@ -14,7 +14,7 @@ itself, so each child starts from the state a fresh `gradcalc` starts from, with
 imports done. (Importing JAX and PyTorch starts no threads; each child starts its own.)
 
 What a fork cannot give, a real start does: a command whose environment changes what
-Python reads when it starts (PYTHON*, LANG, LC_*) runs as a real process, and so does
+Python or a library reads when it starts (_STARTUP below) runs as a real process, and so does
 every command when GRADCALC_TEST_LAUNCH=exec. Tests of the start-up itself, of signals,
 terminals and closed streams start the real `gradcalc` with subprocess, as before.
 """
@@ -32,6 +32,7 @@ from pathlib import Path
 
 BIN = Path(sys.executable).with_name("gradcalc")
 GRADCALC = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "gradcalc.cli"]
+_ARGV0 = str(BIN) if BIN.exists() else "gradcalc"  # a forked child's sys.argv[0]
 # Read as a process starts, by Python itself or by the libraries as they load (threads,
 # allocators, JAX's configuration): a child of the server has the server's.
 _STARTUP = ("PYTHON", "LANG", "LC_", "OPENBLAS_", "OMP_", "MKL_", "JAX_", "XLA_", "TORCH", "MALLOC_")
@@ -50,8 +51,7 @@ def run(args: list[str], *, input: str | bytes | None = None, env: dict[str, str
         return subprocess.run([*GRADCALC, *args], input=input, env=environment, cwd=cwd,  # type: ignore[call-overload]
                               timeout=timeout, text=text, **streams, **popen)
     data = input.encode() if isinstance(input, str) else input
-    returncode, out, err = _server().run([GRADCALC[0], *args] if BIN.exists() else ["gradcalc", *args],
-                                         data, environment, str(cwd or os.getcwd()), timeout, merged)
+    returncode, out, err = _server().run([_ARGV0, *args], data, environment, str(cwd or os.getcwd()), timeout, merged)
     if text:
         out, err = _decoded(out), _decoded(err)
     return subprocess.CompletedProcess([*GRADCALC, *args], returncode, out, err)

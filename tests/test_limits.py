@@ -11,7 +11,6 @@ import re
 import resource
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,9 +32,8 @@ from gradcalc.autodiff.limits import (
     step_budget,
 )
 from gradcalc.parser import LanguageError, Session, compile_program
+from tests.launch import GRADCALC
 
-BIN = Path(sys.executable).with_name("gradcalc")
-GRADCALC = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "gradcalc.cli"]
 MEMORY = 600 << 20  # bytes: room for a few tensors at the cap (80 MB each), not for 10^8
 
 
