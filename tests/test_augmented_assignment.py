@@ -70,6 +70,7 @@ def torch_derivative(torch, start: str, operator: str, right: str) -> float:
 
 
 @pytest.mark.parametrize(("engine", "operators"), [("tensor", OPERATORS), ("scalar", SCALAR_OPERATORS)])
+@pytest.mark.slow
 def test_the_derivative_of_every_update_is_pytorchs(engine, operators):
     torch = pytest.importorskip("torch")
     definitions = "".join(f"def {name}({param}) = {body}\n" for name, (param, body) in DEFINITIONS.items())

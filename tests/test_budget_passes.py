@@ -62,6 +62,7 @@ def refused_by(done: subprocess.CompletedProcess[str], kind: str, status: int = 
 # ---- the report's backward pass -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_time_message_asks_about_a_recursion_only_after_many_steps():
     """Found by a new user: a few products of large matrices over the time budget were asked
     'is a recursion doubling its work?'. Few steps in the time are each on large tensors."""
@@ -188,6 +189,7 @@ def test_a_check_through_an_exponential_rule_stops_at_the_time_budget_and_the_ne
     assert cpu < 8, cpu
 
 
+@pytest.mark.slow
 def test_a_check_s_passes_stop_at_the_memory_budget(tmp_path):
     # 430 MB of graph, under the budget; the check's replays of batches of columns, over it.
     chain = "x = ones(300)\ny = x * ones(3000, 300)\nfor i in range(60): y = y * 1.0001\n"
@@ -230,6 +232,7 @@ NOTEBOOK_CELLS = [
 ]
 
 
+@pytest.mark.slow
 def test_a_notebook_cell_s_report_stops_at_the_time_and_memory_budgets():
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

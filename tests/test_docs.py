@@ -170,6 +170,7 @@ def _shell(command: str, cwd: Path, env: dict[str, str]) -> subprocess.Completed
 
 
 @pytest.mark.parametrize("place, steps", SHELL_EXAMPLES, ids=[p for p, _ in SHELL_EXAMPLES])
+@pytest.mark.slow
 def test_shell_examples_in_the_docs_print_what_they_show(place, steps, tmp_path):
     """Each `$ gradcalc ...` line runs in a fresh folder (with examples/), and its output
     (stdout and stderr, as a terminal shows them) must be the lines shown under it. `$ cat

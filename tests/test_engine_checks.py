@@ -33,6 +33,7 @@ def engine(request):
     return request.param
 
 
+@pytest.mark.slow
 def test_checks_run_on_the_engine(tmp_path, engine):
     path = tmp_path / "file.gc"
     path.write_text(FILE + "def g(t) = t * t\nvjp g(t, u) = u * 3 * t\ncheck sum(g(x))\n")
@@ -45,6 +46,7 @@ def test_checks_run_on_the_engine(tmp_path, engine):
     assert done.returncode == 1
 
 
+@pytest.mark.slow
 def test_a_second_engine_sits_beside_every_check(tmp_path, engine):
     path = tmp_path / "file.gc"
     path.write_text(FILE)
@@ -55,6 +57,7 @@ def test_a_second_engine_sits_beside_every_check(tmp_path, engine):
     assert all(c["against"]["engine"] == engine and c["against"]["max_abs_error"] < 1e-12 for c in doc["checks"])
 
 
+@pytest.mark.slow
 def test_engines_disagreeing_is_a_verdict_of_its_own(tmp_path):
     pytest.importorskip("jax")
     pytest.importorskip("torch")
@@ -70,6 +73,7 @@ def test_engines_disagreeing_is_a_verdict_of_its_own(tmp_path):
     assert [c["status"] for c in doc["checks"]] == ["disagree", "pass"] and doc["summary"]["disagree"] == 1
 
 
+@pytest.mark.slow
 def test_a_wrong_rule_fails_and_the_second_engine_agrees_with_it(tmp_path, engine):
     # Both engines use the user's rule: the check fails on the math, not on gradcalc.
     path = tmp_path / "rule.gc"

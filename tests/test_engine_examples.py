@@ -50,6 +50,7 @@ def roomy():
 
 @pytest.mark.parametrize("library", ["jax", "torch"])
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+@pytest.mark.slow
 def test_each_example_gives_the_tensor_engines_values_and_gradients(library, path, roomy):
     pytest.importorskip(library)
     from gradcalc.parser.engines.engine_checks import engine_jacobians

@@ -132,6 +132,7 @@ def close(a: Any, b: Any, what: str) -> None:
 
 @pytest.mark.parametrize("library", LIBRARIES)
 @pytest.mark.parametrize("name", sorted(n for n, op in REGISTRY.items() if op.public))
+@pytest.mark.slow
 def test_each_counterpart_gives_the_tensor_engines_values_and_gradients(library, name):
     lib = loaded(library)
     op = REGISTRY[name]
@@ -162,6 +163,7 @@ def test_an_op_without_a_counterpart_is_refused_by_name(library):
         backend._run(REGISTRY["sech"], [backend.constant(1.0)], [], {})
 
 
+@pytest.mark.slow
 def test_the_docs_list_every_edge_where_a_library_differs():
     """docs/engines.md's table of the edges where a counterpart gives other numbers than
     gradcalc's convention (each op's Edge records), as the libraries give them now."""

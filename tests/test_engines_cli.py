@@ -40,6 +40,7 @@ def test_the_seed_expression_gives_its_published_value_and_gradients(engine):
     assert f"graph: kept by {'JAX' if engine == 'jax' else 'PyTorch'}, not gradcalc" in done.stdout
 
 
+@pytest.mark.slow
 def test_micrographs_sanity_case_and_named_intermediates(engine):
     # micrograd's test_sanity_check: y = -20, dy/dx = 46 at x = -4; z's adjoint is dy/dz = relu'(z)... by hand below.
     program = "z = 2 * x + 2 + x; q = z.relu() + z * x; h = (z * z).relu(); y = h + q + q * x; y"
@@ -50,6 +51,7 @@ def test_micrographs_sanity_case_and_named_intermediates(engine):
     assert doc["graph"] is None and doc["engine"]["name"] == engine
 
 
+@pytest.mark.slow
 def test_derivatives_and_transformations_give_closed_forms(engine):
     program = ("def f(t) = t ** 3 * w; g = grad(f); "
                "[grad(f(x), x), grad(grad(f(x), x), x), g(x), grad(g(x), w), hessian(f(x), x), jvp(f, x, 1)[1], hvp(f, x, 1)]")
@@ -60,6 +62,7 @@ def test_derivatives_and_transformations_give_closed_forms(engine):
     assert doc["grads"]["x"] == pytest.approx(6 * x * w * 3 + 6 * w * 3 + 6 * x, rel=1e-14)
 
 
+@pytest.mark.slow
 def test_vmap_of_a_per_row_gradient_and_a_closure(engine):
     program = "vmap(grad(lambda r: sum(r ** 2) * w))(X)"
     doc = json.loads(gradcalc("eval", program, "X=[[1, 2], [3, 4]]", "w=3", "--engine", engine, "--json").stdout)
@@ -67,6 +70,7 @@ def test_vmap_of_a_per_row_gradient_and_a_closure(engine):
     assert doc["grads"]["X"] == [[6.0, 6.0], [6.0, 6.0]] and doc["grads"]["w"] == 20.0
 
 
+@pytest.mark.slow
 def test_a_rule_of_yours_is_the_librarys_custom_derivative(engine):
     # The rule's gradient is softmax, finite where the body's overflows (docs/transforms.md).
     program = "def lse(x) = log(sum(exp(x))); vjp lse(x, g) = g * softmax(x); lse(v)"
@@ -75,6 +79,7 @@ def test_a_rule_of_yours_is_the_librarys_custom_derivative(engine):
     assert doc["grads"]["v"] == pytest.approx([1 / (1 + e), e / (1 + e)], rel=1e-15)
 
 
+@pytest.mark.slow
 def test_what_needs_gradcalcs_graph_says_so(engine):
     for flag in (["--tree"], ["--dot", "g.dot"]):
         done = gradcalc("eval", "x * 2", "x=1", "--engine", engine, *flag)
@@ -86,6 +91,7 @@ def test_what_needs_gradcalcs_graph_says_so(engine):
         assert steps.returncode == 2 and "--steps" in steps.stderr
 
 
+@pytest.mark.slow
 def test_a_gpu_asked_for_where_there_is_none_is_said_plainly(engine):
     import importlib
 
@@ -107,12 +113,14 @@ def test_a_missing_extra_names_the_one_to_install(tmp_path, engine):
     assert f"pip install 'gradcalc[{engine}]'" in done.stderr
 
 
+@pytest.mark.slow
 def test_an_op_error_is_the_tensor_engines_message(engine):
     done = gradcalc("eval", "[1, 2] + [1, 2, 3]", "--engine", engine)
     tensor = gradcalc("eval", "[1, 2] + [1, 2, 3]")
     assert done.returncode == tensor.returncode == 2 and done.stderr == tensor.stderr
 
 
+@pytest.mark.slow
 def test_plot_gives_the_derivatives_by_the_library(engine):
     done = gradcalc("plot", "tanh(x)", "x=-1:1", "--points", "5", "--engine", engine, "--csv")
     assert done.returncode == 0, done.stderr
@@ -156,6 +164,7 @@ def test_the_notebook_magic_takes_the_engine(engine, monkeypatch):
     assert float(cell.value) == 27.0 and float(cell.grads["y"]) == 18.0
 
 
+@pytest.mark.slow
 def test_on_jax_a_program_runs_under_jit_and_the_report_says_so():
     pytest.importorskip("jax")
     done = gradcalc("eval", "h = tanh(x * w); sum(h * h)", "x=[0.5, -1]", "w=2", "--engine", "jax")

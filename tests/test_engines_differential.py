@@ -272,6 +272,7 @@ def pinned_class(engine: str, ours: dict[str, Any], theirs: dict[str, Any], sour
 
 
 @pytest.mark.parametrize("engine", LIBRARIES)
+@pytest.mark.slow
 def test_generated_programs_give_pytorchs_numbers_on_every_engine(reports, engine: str) -> None:
     """Each generated program's value and every gradient its report gives, on the engine,
     against the same program written in PyTorch float64 (the writer's oracle); where the
@@ -761,6 +762,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
                                                                                          "std and norm are internal errors (forward over their backward)")),
     "empty-jacobian",
 ])
+@pytest.mark.slow
 def test_what_crashes_on_torch_checks_on_gradcalcs_engine(checked, kind: str) -> None:
     """`gradcalc eval 'grad(0.1, x)' x=2 --engine torch`, `gradcalc eval 'hessian(std)(x)'
     'x=[1,2,4]' --engine torch`, `gradcalc eval 'jacobian(x[0:0] * 2, x)' 'x=[1,2,3]' --engine
@@ -875,6 +877,7 @@ def exported(reports, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exp
 
 
 @pytest.mark.parametrize("library_name", LIBRARIES)
+@pytest.mark.slow
 def test_exported_straight_line_programs_give_the_reports_numbers(exported, library_name: str) -> None:
     """Generated programs of user functions, lambdas, closures, grad / hessian / jacobian,
     grad(lambda), value_and_grad, where, comparisons, masks, indexing and reductions, each

@@ -186,6 +186,7 @@ def test_every_form_given_every_kind_of_value_through_the_magic():
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(ALL), min_size=12, max_size=12, unique=True))
+@pytest.mark.slow
 def test_a_sample_in_a_real_kernel_shows_clearly(sample):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

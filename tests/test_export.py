@@ -58,6 +58,7 @@ def close(theirs, ours, what):
 
 @pytest.mark.parametrize("library", ["jax", "torch"])
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
+@pytest.mark.slow
 def test_the_exported_module_gives_gradcalcs_values_and_gradients(tmp_path, library, example):
     pytest.importorskip(library)
     out = tmp_path / f"{example.stem}_{library}.py"

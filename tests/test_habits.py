@@ -214,6 +214,7 @@ def test_derivative_words_ask_did_you_mean_grad(name):
     assert done.returncode == 2 and f"unknown function '{name}': did you mean grad? grad(y, x) is dy/dx" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_help_tells_about_spellings():
     for name, spelling in ACCEPTED.items():
         assert f"{spelling.usage}: {spelling.meaning}" in gradcalc("eval", f"help({name})").stdout
@@ -244,6 +245,7 @@ def test_mathematics_as_typeset_gets_a_hint_at_its_place(source, words, place):
 # ---- JAX's tuples ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_jax_s_tuples_are_written_as_in_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
@@ -312,6 +314,7 @@ def test_every_accepted_spelling_is_in_the_language_reference():
 
 
 @pytest.mark.parametrize("engine", ["jax", "torch"])
+@pytest.mark.slow
 def test_the_spellings_mean_the_same_on_every_engine(engine):
     if engine == "jax":
         pytest.importorskip("jax")

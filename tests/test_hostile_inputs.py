@@ -588,6 +588,7 @@ def test_a_hundred_thousand_nested_brackets_run_and_unclosed_ones_are_placed(tmp
     assert len(done.stderr.splitlines()[1]) < 200  # the line shown is cut, not 100,000 brackets
 
 
+@pytest.mark.slow
 def test_an_error_at_the_end_of_a_400000_character_line_is_placed_and_cut(tmp_path):
     (tmp_path / "long.gc").write_text("x = 1\ny = " + "+".join(["x"] * 200_000) + " + nosuch\n")
     done = gradcalc("run", "long.gc", cwd=tmp_path)
@@ -656,6 +657,7 @@ def test_a_bound_name_is_one_the_program_can_use():
 # ---- the REPL: Ctrl-C, and history it cannot keep ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_loop_and_in_load_keeps_the_repl_all_or_nothing(tmp_path):
     script = tmp_path / "slow.gc"
     script.write_text("a = 1\ndef f(n) = f(n-1) + f(n-1) if n > 0 else 1\nf(60)\nb = 2\n")

@@ -412,6 +412,7 @@ def test_deeply_nested_parentheses_evaluate():
     assert value("x = 3\n" + "(" * depth + "x" + ")" * depth) == 3.0
 
 
+@pytest.mark.slow
 def test_sum_of_a_hundred_thousand_terms():
     source = "x = 1\n" + " + ".join(["x"] * 100_000)
     s = Session()
@@ -720,12 +721,14 @@ RANDOM_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=[
 
 @settings(max_examples=1200)
 @given(TOKEN_SOUP)
+@pytest.mark.slow
 def test_fuzz_token_sequences_raise_only_language_errors(source):
     run_anything(source)
 
 
 @settings(max_examples=1000)
 @given(RANDOM_TEXT)
+@pytest.mark.slow
 def test_fuzz_random_text_raises_only_language_errors(source):
     run_anything(source)
 

@@ -145,6 +145,7 @@ def pythons(node: ast.stmt) -> tuple[Any, ...]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
+@pytest.mark.slow
 def test_statements_and_blocks_are_read_as_python_reads_them(texts):
     text, python_text = texts
     module = python_reads(python_text)
@@ -164,6 +165,7 @@ def python_tokens(text: str) -> list[tuple[str, tuple[int, int]]]:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
+@pytest.mark.slow
 def test_the_tokens_the_parser_gets_are_pythons_less_its_newlines(texts):
     text, python_text = texts
     assume(python_reads(python_text) is not None)
@@ -224,6 +226,7 @@ def _tab_sizes_agree(text: str) -> bool:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spoiled())
+@pytest.mark.slow
 def test_bad_layout_is_a_message_at_its_place(case):
     text, python_text, _ = case
     try:
@@ -262,6 +265,7 @@ def test_each_kind_of_bad_layout_has_its_words_and_place(text, message, place):
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
+@pytest.mark.slow
 def test_statement_end_is_where_the_parser_ends_each_statement(texts):
     text, python_text = texts
     assume(python_reads(python_text) is not None)
@@ -292,6 +296,7 @@ def python_says(text: str) -> bool | None:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
+@pytest.mark.slow
 def test_the_repl_knows_the_input_is_complete_when_python_does(texts):
     text, python_text = texts
     assume(python_reads(python_text) is not None)

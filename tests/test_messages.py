@@ -124,6 +124,7 @@ def calls(draw):
 
 @settings(max_examples=int(os.environ.get("MESSAGES_EXAMPLES", "600")))
 @given(calls())
+@pytest.mark.slow
 def test_no_call_of_any_op_answers_in_python_s_or_numpy_s_words(call):
     session = Session()
     session.run_source("M = [[1, 2], [3, 4]]; v = [1, 2, 3]; s = 2")

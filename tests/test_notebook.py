@@ -41,6 +41,7 @@ def cell_with(executed: list, source: str):
     return cell
 
 
+@pytest.mark.slow
 def test_a_line_magic_shows_value_gradients_statistics_and_the_graph(executed):
     page = outputs(cell_with(executed, "%gradcalc '(a*b"), "text/html")
     a, c = 2.0, 10.0
@@ -257,6 +258,7 @@ def value_of(page: str) -> str:
     return html.unescape(re.search(r'<b>value</b> <pre style="display:inline">([^<]*)</pre>', page).group(1))
 
 
+@pytest.mark.slow
 def test_an_engine_option_applies_to_its_line_or_cell_only(magics):
     scalar = shown(magics, "%gradcalc x*x x=3 --engine scalar")
     assert value_of(scalar) == "9.0" and grads_of(scalar) == {"x": 6.0}

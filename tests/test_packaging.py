@@ -9,6 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 import tomllib
 
 import gradcalc
@@ -48,6 +49,7 @@ def test_the_test_extra_brings_a_setuptools_that_builds_wheels():
     assert installed >= (70, 1), REINSTALL
 
 
+@pytest.mark.slow
 def test_the_wheel_ships_py_typed_and_every_package(tmp_path):
     # Built from a copy: a build in the checkout leaves build/ behind, and two test
     # workers building at once would share it.

@@ -163,6 +163,7 @@ def test_github_escaping_follows_the_actions_toolkit():
     assert command("error", CheckOutcome(text="t", line=1, status="error", file="<stdin>"), "x", "m") == "::error line=1,title=x::m"
 
 
+@pytest.mark.slow
 def test_wrt_names_and_warnings_come_in_one_order_whatever_the_run(tmp_path):
     """Variables off the value's graph (grad(x*2, x) is constant in x) are listed, and
     warned about, in the order the expression names them, after those on it: the same in

@@ -205,6 +205,7 @@ def ours(node: object) -> object:
 
 @settings(max_examples=600)
 @given(python_expressions)
+@pytest.mark.slow
 def test_trees_and_places_are_pythons(source):
     """Where the languages agree, every node is the node Python's parser gives, with the
     same start and end in the source (Python's brackets: `(a + b) * c`'s product starts
@@ -375,6 +376,7 @@ EXPRESSIONS = {"add", "sub", "mul", "div", "matmul", "pow", "floor_divide", "rem
 
 @settings(max_examples=300)
 @given(programs)
+@pytest.mark.slow
 def test_each_node_is_placed_on_exactly_its_own_text(source):
     """Programs of every statement form, with blanks, comments, continuations and newlines
     inside brackets: the text of an expression node's range, parsed alone, is that node
@@ -394,6 +396,7 @@ def test_each_node_is_placed_on_exactly_its_own_text(source):
             assert alone.kind == "expr_stmt" and shape(alone.children[0]) == shape(node), (source, source[node.start:node.end])
 
 
+@pytest.mark.slow
 def test_most_generated_programs_parse():
     """Otherwise the test above would pass without testing anything."""
     parsed = []
@@ -442,6 +445,7 @@ def larks_lexer() -> tuple[re.Pattern[str], dict[str, dict[str, str]]]:
 
 @settings(max_examples=1500)
 @given(st.text(alphabet="abcfiexX019_.+-*/^=<>!%@()[],:;'\"#\\ \t\n\r٣é", max_size=12))
+@pytest.mark.slow
 def test_the_lexers_order_of_terminals_lexes_as_larks(text):
     """generate.py puts common terminals first; where that could change a match it keeps
     Lark's order, the oracle here."""

@@ -174,6 +174,7 @@ def y_ticks(panel: str) -> list[float]:
     return [float(t.replace("\u2212", "-")) for t in labels]
 
 
+@pytest.mark.slow
 def test_svg_has_one_panel_per_order_with_axis_labels(tmp_path):
     pytest.importorskip("matplotlib")
     from gradcalc.cli.figures import FILE_COLOURS
@@ -198,6 +199,7 @@ def test_svg_has_one_panel_per_order_with_axis_labels(tmp_path):
     assert re.findall(r'<g id="curve-([^"]+)">', two.read_text()) == ["f", "df/dx"]
 
 
+@pytest.mark.slow
 def test_each_order_has_its_own_scale_in_a_file(tmp_path):
     """tan on [-3, 3]: f within tens, f'' in the tens of thousands; one axis for both made
     tan look flat. 1/x on [-2, 2] is odd, so its panel is symmetric about 0."""
@@ -350,6 +352,7 @@ def elementwise_expressions(draw, depth=3):
 
 
 @given(elementwise_expressions())
+@pytest.mark.slow
 def test_the_vector_pass_agrees_with_point_by_point(expr):
     """Whatever the expression, one vector pass (when taken) gives the numbers that
     evaluating each point on its own gives."""
@@ -415,6 +418,7 @@ def _box_and_points(panel: str) -> tuple[tuple[float, float, float, float], list
     ("abs(x)", "x=-3:3"), ("relu(x)", "x=-3:3"), ("-relu(-x)", "x=-3:3"), ("x**2", "x=-1:1"), ("tanh(x)", "x=-3:3"),
     ("relu(x - 1) + relu(-1 - x)", "x=-3:3"), ("maximum(x, 0.5) * x", "x=-2:2"), ("-abs(x)", "x=-3:3"), ("exp(x)", "x=-2:2"),
 ])
+@pytest.mark.slow
 def test_no_legend_covers_a_curve(tmp_path, expr, span):
     """The maximum of f in a kink plot (abs, relu: at a corner) and every other point of
     each curve are outside each panel's legend."""

@@ -113,6 +113,7 @@ def test_outcomes_and_what_a_failure_shows(project):
     assert "Traceback" not in out and "gradcalc/parser" not in out
 
 
+@pytest.mark.slow
 def test_k_x_and_last_failed_select_checks(project):
     selected = pytest_run("examples", "-k", "exp and not seed", "--collect-only", "-q", cwd=project)
     assert [line for line in selected.stdout.splitlines() if "::" in line] == [
@@ -131,6 +132,7 @@ def test_k_x_and_last_failed_select_checks(project):
     assert "2 failed, 1 passed, 1 warning, 2 errors in" in again.stdout  # setup.gc:4's own check passes; its setup's error stays
 
 
+@pytest.mark.slow
 def test_collection_is_opt_in_by_the_paths_given_or_testpaths(project):
     (project / "tests" / "inside.gc").write_text("t = 2\ncheck t * t\n")
 
@@ -151,6 +153,7 @@ def test_collection_is_opt_in_by_the_paths_given_or_testpaths(project):
     assert len(collected()) == 1 + 1 + 11
 
 
+@pytest.mark.slow
 def test_xdist_gives_the_results_of_a_serial_run(project):
     serial = pytest_run("examples", "--junitxml", "serial.xml", "-q", cwd=project)
     spread = pytest_run("examples", "-n", "2", "--junitxml", "spread.xml", "-q", cwd=project)
@@ -177,6 +180,7 @@ def test_the_plugin_and_the_command_import_nothing_heavy_until_used():
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_a_bare_pytest_among_check_files_says_how_to_run_them(tmp_path):
     """Collection is opt-in by place, so a bare `pytest` in a folder of .gc files runs
     nothing (exit 5, as pytest has it) and says how to switch the plugin on; each way it
@@ -201,6 +205,7 @@ def test_a_bare_pytest_among_check_files_says_how_to_run_them(tmp_path):
     assert off.returncode == 5 and "gradcalc:" not in off.stdout
 
 
+@pytest.mark.slow
 def test_a_failed_setup_counts_as_in_gradcalc_check(tmp_path):
     """One failed setup statement is one error in both, and the checks after it run:
     gradcalc check says 3 passed, 1 error; pytest, serially and over two workers, the same."""
@@ -264,6 +269,7 @@ def test_a_broken_or_empty_file_is_a_failing_item_and_the_others_run(project):
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+@pytest.mark.slow
 def test_pytest_counts_each_file_as_gradcalc_check_does(project, workers):
     """Passed, failed and errors, file by file: a check that cannot run is an error in both."""
     for name, text in BROKEN.items():
@@ -281,6 +287,7 @@ STATEMENTS = [  # the kinds of statement a check file holds: setup, checks of ea
 ]
 
 
+@pytest.mark.slow
 def test_random_check_files_count_alike_in_pytest_and_gradcalc_check(tmp_path):
     """Seeded random files of every kind of statement (setup, passing, failing and erroring
     checks, setup errors, syntax errors; files with no check): per file, pytest's passed,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -761,6 +762,7 @@ def agree(source: str, python: str, exact: bool) -> None:
 
 @settings(max_examples=EXAMPLES)
 @given(programs())
+@pytest.mark.slow
 def test_generated_programs_give_what_python_gives(program):
     agree(*program)
 
@@ -898,6 +900,7 @@ class _BracketNewlines:
             yield Token("_DEDENT", "")
 
 
+@pytest.mark.slow
 def test_the_generator_covers_every_rule_of_the_grammar():
     """Every alternative of every rule in grammar.lark is used by some generated program,
     every alternative with an `expr` slot is seen with a conditional in it (the slot of an

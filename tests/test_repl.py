@@ -325,6 +325,7 @@ def test_a_large_matrix_is_summarised_one_row_per_line_on_a_terminal():
     assert "of 10000 elements shown" in text
 
 
+@pytest.mark.slow
 def test_a_long_bracketed_paste_is_parsed_once_not_once_per_line(capsys, monkeypatch):
     from gradcalc.cli import repl as repl_module
 

@@ -88,6 +88,7 @@ def pasted_programs(draw):
 
 @settings(max_examples=40, deadline=None)
 @given(pasted_programs())
+@pytest.mark.slow
 def test_pasted_loops_leave_what_python_s_repl_leaves(lines):
     render.forget_notices()
     with contextlib.redirect_stderr(io.StringIO()):

@@ -136,6 +136,7 @@ def _bomb() -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.slow
 def test_a_compressed_bomb_is_refused_from_its_header(tmp_path):
     (tmp_path / "bomb.npz").write_bytes(_bomb())
     for binding in ("v=@bomb.npz", "@bomb.npz", "v=@bomb.npz:W"):

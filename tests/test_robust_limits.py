@@ -36,6 +36,7 @@ def test_a_runaway_statement_stops_at_its_time_budget():
     assert "[line 1, column 45]" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_default_time_budget_is_a_few_seconds_of_cpu():
     started = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = slow_gradcalc("eval", RUNAWAY, "--max-steps", "1000000000")
@@ -74,6 +75,7 @@ def test_a_statement_whose_graph_outgrows_the_memory_budget_is_refused():
     assert "over the budget of 400,000,000 (--max-memory raises it)" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_sixty_terms_stop_at_the_default_memory_budget():
     done = slow_gradcalc("eval", "--json", _terms(60), "--max-seconds", "120")  # (page faults under memory pressure neared 5 s of CPU)
     assert done.returncode == 2
@@ -100,6 +102,7 @@ def _peak_of(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[st
     return subprocess.CompletedProcess(args, status, "", "\n".join(lines)), peak
 
 
+@pytest.mark.slow
 def test_an_eleven_million_row_csv_is_refused_while_read_within_a_few_times_the_cap(tmp_path):
     (tmp_path / "rows.csv").write_bytes(b"1.5\n" * 11_000_000)
     done, peak = _peak_of(["eval", "sum(x)", "x=@rows.csv"], tmp_path)
@@ -222,6 +225,7 @@ def test_ctrl_c_prints_only_interrupted_and_exits_130(tmp_path, name):
     assert not (tmp_path / "report.xml").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_check_j2_never_prints_a_traceback(tmp_path):
     (tmp_path / "checks.gc").write_text(SLOW_CHECKS)
     for busy in (0.8, 1.5, 2.5):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -137,6 +138,7 @@ def close(a: Any, b: Any, rtol: float = 1e-9, atol: float = 1e-300) -> bool:
           "_out.append(np.add(np.negative(np.divide(np.float64(1), a)), np.multiply(np.multiply(np.float64(0), a), _pow(a, 2))))\n"))
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(programs())
+@pytest.mark.slow
 def test_scalar_programs_give_what_python_gives_and_what_the_tensor_engine_gives(program):
     source, python = program
     namespace: dict[str, Any] = {"_out": []}

@@ -392,6 +392,7 @@ def check(p: Program, api: bool, gradients: str | None = None) -> None:
 
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(programs(), st.booleans(), st.sampled_from([None, "reverse", "forward"]))
+@pytest.mark.slow
 def test_compositions_match_torch_func(p: Program, api: bool, gradients: str | None) -> None:
     check(p, api, gradients)
 

@@ -543,6 +543,7 @@ def agree(source: str, python: str, variables: list[str], through_command: bool 
             assert close(report["grads"].get(n, np.zeros_like(grads[n])), grads[n]), f"gradcalc eval's grad {n}{where}"
 
 
+@pytest.mark.slow
 def test_programs_of_updates_loops_and_steps_mean_what_pytorch_computes():
     rng = random.Random(SEED)
     for k in range(PROGRAMS):
