@@ -47,13 +47,12 @@ def pytest_sessionfinish(session):
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--only-skipped"):
         _keep_only_the_skipped(config, items)
-    # The files that hold long tests first: xdist hands tests out in this order, so the two
-    # workers of a two-core run end on short ones together instead of one waiting a minute
-    # for the other. A file's tests stay together and in order: a module's fixture (a batch
-    # of programs run once for all its tests) is computed again on each worker its tests
-    # reach, which sorting the tests themselves did (55 s more in the engines' comparison).
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    # The long tests first: xdist hands tests out in this order, so the two workers of a
+    # two-core run end on short ones together instead of one waiting minutes for the other
+    # (files in order left the engines' comparisons and torch.func's for the end: 150 s of
+    # one idle core). A file whose module fixture is costly keeps its tests on one worker
+    # with `pytestmark = pytest.mark.xdist_group(...)` (addopts' --dist loadgroup).
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _keep_only_the_skipped(config, items):

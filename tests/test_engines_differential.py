@@ -64,6 +64,8 @@ from tests.launch import run
 from . import test_generated_programs as generated
 
 torch = pytest.importorskip("torch")
+# One worker for the file: its module fixtures run every program on every engine once, for all its tests.
+pytestmark = pytest.mark.xdist_group("engines_differential")
 
 HAS_JAX = importlib.util.find_spec("jax") is not None
 LIBRARIES = ("torch", "jax") if HAS_JAX else ("torch",)

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
+# One worker for the file: its module fixtures run the tour and the magics in a Jupyter kernel once.
+pytestmark = pytest.mark.xdist_group("notebook")
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "docs" / "notebook.ipynb"
 
