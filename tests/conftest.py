@@ -48,10 +48,9 @@ def pytest_collection_modifyitems(config, items):
     if config.getoption("--only-skipped"):
         _keep_only_the_skipped(config, items)
     # The long tests first: xdist hands tests out in this order, so the two workers of a
-    # two-core run end on short ones together instead of one waiting minutes for the other
-    # (files in order left the engines' comparisons and torch.func's for the end: 150 s of
-    # one idle core). A file whose module fixture is costly keeps its tests on one worker
-    # with `pytestmark = pytest.mark.xdist_group(...)` (addopts' --dist loadgroup).
+    # two-core run end on short ones together instead of one waiting minutes for the other.
+    # A file whose module fixture is costly keeps its tests on one worker with
+    # `pytestmark = pytest.mark.xdist_group(...)` (addopts' --dist loadgroup).
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
