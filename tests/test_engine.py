@@ -1,9 +1,12 @@
 """The engine's contract: regressions from other engines, depth, higher order, numerics, graphs."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import shutil
 import subprocess
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -26,7 +29,6 @@ from gradcalc.autodiff import (
 )
 from gradcalc.autodiff.errors import ShapeError, SizeLimitError
 from gradcalc.cli.formatting import graph_dot
-from tests.test_transforms import collector_off
 
 
 def leaf(x, name=None):
@@ -119,6 +121,18 @@ def test_self_product_of_an_intermediate():
 
 
 # ---- depth ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """Python's cyclic collector off inside the block, as it was after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @pytest.mark.parametrize("make", [Value, leaf], ids=["scalar", "tensor"])

@@ -3,10 +3,7 @@ command (`gradcalc run --json`, `eval`, `check`) and the session the REPL uses, 
 closed forms and torch.func in float64."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -16,6 +13,7 @@ from hypothesis import strategies as st
 from gradcalc.parser import LanguageError, Session
 
 from .test_cli import gradcalc
+from .test_engine import collector_off
 
 
 def run_values(tmp_path, program: str) -> list:
@@ -442,18 +440,6 @@ API_FORMS = {
     "value_and_grad": lambda t: lambda X, w: t.value_and_grad(lambda v: ((v @ w) ** 2).sum())(X[0]),
     "jvp": lambda t: lambda X, w: t.jvp(lambda v: ((v @ w).sin(), v * 2), (X[0],), (X[1],)),
 }
-
-
-@contextlib.contextmanager
-def collector_off() -> Iterator[None]:
-    """Python's cyclic collector off inside the block, as it was after."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @pytest.mark.parametrize("form", sorted(API_FORMS))
