@@ -369,6 +369,14 @@ def defaults(op: OpDef) -> dict[str, Any]:
     return {name: default for name, _, default in _parameters(op.forward) if default is not _NO_DEFAULT}
 
 
+def reshaped(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """t in `shape`: t itself when it has that shape already. For the rules' own reshapes
+    (a Jacobian's rows, a lift and its drop), which are often to the shape a value has;
+    each through the op costs as much as a small op. A reshape the program asks for, and
+    the identity node `fresh` makes, still go through the op."""
+    return t if tuple(t.shape) == shape else TENSOR_MATH.reshape(t, shape=shape)  # type: ignore[no-any-return]
+
+
 def logical_reshape(shape: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
     """`new` with its -1 worked out for an item of `shape`, as np.reshape would; NumPy's
     error in an item's numbers when it does not fit."""
@@ -431,7 +439,7 @@ def _scaling(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batche
         return None
     if op.name == "div" and not other.data.all():  # the dense rows' 0 / 0 off the diagonal is nan, which scaled rows would lose
         return None
-    at = TENSOR_MATH.reshape(other if tuple(other.shape) == shape else TENSOR_MATH.broadcast_to(other, shape=shape), shape=(rows.diag.size,))
+    at = reshaped(other if tuple(other.shape) == shape else TENSOR_MATH.broadcast_to(other, shape=shape), (rows.diag.size,))
     d = TENSOR_MATH.div(rows.diag, at) if op.name == "div" else TENSOR_MATH.mul(rows.diag, at) if k == 0 else TENSOR_MATH.mul(at, rows.diag)
     return scaled_rows(d, shape, rows.levels)
 
@@ -465,11 +473,11 @@ def _product(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Tensor
     # without a copy of n**2 elements (and, on a virtual machine, their fresh pages' faults).
     unscaled = not d.requires_grad and bool((d.data == 1.0).all())
     if k == 1 and shape in ((n,), (n, 1)) and other.shape[1] == n:  # A @ (d_j e_j) = d_j A[:, j]
-        columns = m.transpose(other if unscaled else m.mul(other, m.reshape(d, shape=(1, n))), axes=(1, 0))
-        return batched(m.reshape(columns, shape=(n, other.shape[0]) + shape[1:]), rows.levels)
+        columns = m.transpose(other if unscaled else m.mul(other, d), axes=(1, 0))  # (d, of shape (n,), scales the columns)
+        return batched(reshaped(columns, (n, other.shape[0]) + shape[1:]), rows.levels)
     if k == 0 and shape in ((n,), (1, n)) and other.shape[0] == n:  # (d_j e_j) @ B = d_j B[j, :]
         scaled = other if unscaled else m.mul(m.reshape(d, shape=(n, 1)), other)
-        return batched(m.reshape(scaled, shape=(n,) + shape[:-1] + (other.shape[1],)), rows.levels)
+        return batched(reshaped(scaled, (n,) + shape[:-1] + (other.shape[1],)), rows.levels)
     return None
 
 
@@ -656,7 +664,7 @@ def _tile(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], params
 TILE = BatchRule("own", _tile, "reps of 1 for the batch axes")
 
 
-BATCH_TIMES_MATRIX = [True]  # the product of a batch and one matrix as NumPy broadcasts it (tests turn it off to compare)
+BATCH_TIMES_MATRIX = [True]  # the product of a batch and one matrix, either side, as NumPy broadcasts it (tests turn it off to compare)
 
 
 def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], params: dict[str, Any]) -> Any:
@@ -675,6 +683,11 @@ def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], para
         # rows x k x m per-row products summed).
         matmul_shape(*items)  # (a mismatch in the items' words)
         return call(m, op, a, b)
+    if fb and not fa and na == 2 and BATCH_TIMES_MATRIX[0]:
+        # One matrix times a batch: matrices as matmul broadcasts a, vectors as the batch
+        # times a.T (each row's a @ v), one (rows, k) @ (k, n) product either way.
+        matmul_shape(*items)
+        return call(m, op, a, b) if nb_ >= 2 else call(m, op, b, m.transpose(a, axes=(1, 0)))
     if na == 1:
         a = m.reshape(a, shape=tuple(a.shape[:-1]) + (1, a.shape[-1]))
     if nb_ == 1:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .backprop import _seed, _undefined_stays_undefined, _zeros_of, backprop
-from .batching import Batched, batched, from_level, identity_rows, merged, new_level, rebased, unbatched
+from .batching import Batched, batched, from_level, identity_rows, merged, new_level, rebased, reshaped, unbatched
 from .forward import NoJVPError, jacobian_forward
 from .limits import check_size
 from .namespaces import TENSOR_MATH
@@ -274,7 +274,7 @@ def jacobian(f_out: Tensor | Sequence[Tensor], x: Tensor | Sequence[Tensor], cre
                     continue
                 rows = from_level(g if isinstance(g, Tensor) else Tensor(g), level, len(xlev), n)  # (x's batch, out's elements, x's item)
                 shape = tuple(rows.shape[: len(xlev)]) + tuple(f_out.shape) + tuple(targets[k].shape)
-                out[k] = batched(TENSOR_MATH.reshape(rows, shape=shape), xlev)
+                out[k] = batched(reshaped(rows, shape), xlev)
     return out[0] if isinstance(x, Tensor) else out
 
 

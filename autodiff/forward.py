@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .backprop import PASSES, collector_paused, topological_order
-from .batching import Batched, batched, from_level, identity_rows, merged, new_level, rebased, unbatched
+from .batching import Batched, batched, from_level, identity_rows, merged, new_level, rebased, reshaped, unbatched
 from .errors import ArgumentError
 from .guards import masked
 from .limits import STEPS, check_size
@@ -349,7 +349,7 @@ def _forward_blocks(ys: list[Tensor], xs: list[Tensor], create_graph: bool) -> l
             offset = 0
             for k in live:
                 block = columns if len(live) == 1 else TENSOR_MATH.getitem(columns, index=(Ellipsis, slice(offset, offset + sizes[k])))
-                grid[i][k] = batched(TENSOR_MATH.reshape(block, shape=tuple(block.shape[:-1]) + tuple(xs[k].shape)), ylev)
+                grid[i][k] = batched(reshaped(block, tuple(block.shape[:-1]) + tuple(xs[k].shape)), ylev)
                 offset += sizes[k]
     return _zeros_where_none(grid, ys, xs)
 

@@ -463,24 +463,29 @@ def test_diagonal_batches_at_second_order_give_the_dense_batches(name):
 
 @pytest.mark.parametrize("item", [(4,), (3, 4), (2, 3, 4)])
 @pytest.mark.parametrize("levels", [1, 2])
-def test_a_batch_times_one_matrix_is_the_lifted_product(item, levels):
-    """vmap of x @ W over batches of vectors and matrices (nested too): values, gradients by
-    both and second derivatives as the general rule's lifted stack of products gives them."""
+@pytest.mark.parametrize("side", ["batch @ W", "W @ batch"])
+def test_a_batch_times_one_matrix_is_the_lifted_product(item, levels, side):
+    """vmap of x @ W and of W @ x over batches of vectors and matrices (nested too): values,
+    gradients by both and second derivatives as the general rule's lifted stack of products
+    gives them."""
     from gradcalc.autodiff import batching as b
     from gradcalc.autodiff import grad, vmap
     from gradcalc.autodiff import ops as T
 
     rng = np.random.default_rng(len(item) + 10 * levels)
-    X, W = rng.normal(size=(2,) * (levels - 1) + (5,) + item), rng.normal(size=(4, 3))
+    if side == "W @ batch":  # the items' first axis (a vector's only one) meets W's columns
+        item = item[-1:] if len(item) == 1 else item[:-2] + item[-1:] + item[-2:-1]
+    X, W = rng.normal(size=(2,) * (levels - 1) + (5,) + item), rng.normal(size=(4, 3) if side == "batch @ W" else (3, 4))
+    product = (lambda r, v: r @ v) if side == "batch @ W" else (lambda r, v: v @ r)
 
     def both() -> list[np.ndarray]:
         x, w = Tensor(X, requires_grad=True), Tensor(W, requires_grad=True)
-        f = lambda r, v: T.sum(T.tanh(r @ v) ** 2)  # noqa: E731
+        f = lambda r, v: T.sum(T.tanh(product(r, v)) ** 2)  # noqa: E731
         mapped = grad(f)
         for _ in range(levels):
             mapped = vmap(mapped, in_axes=(0, None))
         per_row = mapped(x, w)
-        values = vmap(lambda r: r @ w)(x) if levels == 1 else vmap(vmap(lambda r: r @ w))(x)
+        values = vmap(lambda r: product(r, w))(x) if levels == 1 else vmap(vmap(lambda r: product(r, w)))(x)
         first = grad(T.sum(per_row * per_row), [x, w], create_graph=True)
         second = grad(T.sum(first[1] * first[1]) + T.sum(first[0]), [x, w])
         return [values.data, per_row.data, *(g.data for g in first), *(g.data for g in second)]

@@ -240,6 +240,8 @@ def _matmul_da(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
         # check and product), without their three calls, which cost more than an 8x8 product.
         check_size((g.shape[0], b.shape[0]), "matmul")
         return g @ b.T
+    if a.ndim == 1 and b.ndim == 2:  # a vector times a matrix: g @ b.T, a vector times a matrix too
+        return _matrix_product(m, g, _swap_last(m, b))
     g2, _, b2 = _matmul_operands(m, g, a, b)
     # Not a bare @: on a plain backward pass `@` would be NumPy's, skipping the
     # element cap, and the (..., n, k) stack can be far larger than a, b or the output.
@@ -252,6 +254,8 @@ def _matmul_db(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     if m is ARRAY_MATH and g.ndim == 2 and a.ndim == 2:  # as in _matmul_da
         check_size((a.shape[1], g.shape[1]), "matmul")
         return a.T @ g
+    if a.ndim == 2 and b.ndim == 1:  # a matrix times a vector: a.T @ g, without lifting g and b to columns
+        return _matrix_product(m, _swap_last(m, a), g)
     g2, a2, _ = _matmul_operands(m, g, a, b)
     db = _matrix_product(m, _swap_last(m, a2), g2)
     if b.ndim == 1:  # drop the column axis the lift added
