@@ -137,6 +137,35 @@ def test_vmap_of_every_op_is_the_stacked_slices(op):
         np.testing.assert_allclose(second.data, expected, **TOL, err_msg=f"{op.name} second derivative by input {k0}, in_axes={axes}")
 
 
+@pytest.mark.parametrize("op", [op for op in OPS if op.has_gradient and (op.check is None or op.check.second_order)], ids=ids)
+def test_per_row_gradients_of_every_op_differentiate_again_as_each_row_does(op):
+    """vmap(grad(f)) of f = the op's weighted sum, differentiated again by the batch it was
+    given, against each row's own second derivative: the per-example gradients of a
+    training step, differentiated again (the checks above take grad outside vmap; here
+    grad's pass runs inside it, on batched cotangents, and is recorded)."""
+    from gradcalc.autodiff import grad_of
+
+    slices = _slices(op, seed=len(op.name) + 7)
+    params, n = slices[0][1], len(slices[0][0])
+    k0 = _differentiated(op, n)[0]
+    rng = np.random.default_rng(3)
+    weights = [rng.uniform(0.5, 1.5, o.shape) for o in _outputs(op, params, [Tensor(x) for x in slices[0][0]])]
+
+    def piece(*ts):
+        return sum((o * Tensor(w)).sum() for o, w in zip(_outputs(op, params, ts), weights) if o.data.dtype.kind == "f")
+
+    xs = [Tensor(np.stack([xs_i[c] for xs_i, _ in slices]), requires_grad=True) for c in range(n)]
+    per_row = vmap(grad_of(piece, argnums=k0))(*xs)
+    v = rng.uniform(-1, 1, per_row.shape)
+    got = grad((per_row * Tensor(v)).sum(), xs[k0])
+    want = []
+    for i, (inputs, _) in enumerate(slices):
+        ts = [Tensor(x, requires_grad=True) for x in inputs]
+        g = grad(piece(*ts), ts[k0], create_graph=True)
+        want.append(grad((g * Tensor(v[i])).sum(), ts[k0]).data)
+    np.testing.assert_allclose(got.data, np.stack(want), **TOL, err_msg=f"{op.name}: the per-row gradients' gradient by input {k0}")
+
+
 def _single_output(op, params, n_out, j):
     return lambda *ts: _outputs(op, params, ts)[j]
 
