@@ -15,6 +15,7 @@ from gradcalc.autodiff.batching import batched, from_level, new_level
 from gradcalc.autodiff.forward import NoJVPError, jacobian_forward, push_forward
 from gradcalc.autodiff.graph import derivative_words, first_nonfinite_gradient
 from gradcalc.autodiff.limits import max_elements
+from gradcalc.autodiff.tensor import all_finite
 
 from .backends import TensorBackend
 from .budgets import report_budget
@@ -235,7 +236,7 @@ def _analyze(
     else:
         grads, passes, tangents = _backward(output, order, nodes), None, None
     root, culprit = output, None
-    if not _finite(value):
+    if not all_finite(value):
         culprit = first_nonfinite(output, order)
         # An op on constants alone records no graph (`log(0)`, or `log(0) + x`, where the
         # add's input is the constant -inf): evaluated again with constants recorded, the
@@ -245,7 +246,7 @@ def _analyze(
             if traced is not None:
                 root, culprit = traced, first_nonfinite(traced)
     # (the blame reads the gradients a backward pass leaves on the nodes)
-    finite = all(_finite(g) for g in grads.values())
+    finite = all(all_finite(g) for g in grads.values())
     blamed = None if finite or mode == "forward" else _first_bad_gradient(order, list(grads.values()))
     undefined = differentiated_nonfinite(order)
     if undefined is not None and not undefined.parents and not undefined.name and session is not None and code is not None:
@@ -274,7 +275,7 @@ def differentiated_nonfinite(order: list[Any]) -> Any | None:
         while origin is not None and id(origin.output) not in seen:
             y = origin.output
             seen.add(id(y))
-            if not _finite(y.data):
+            if not all_finite(y.data):
                 return first_nonfinite(y)
             origin = made_by(y)
     return None
@@ -372,10 +373,6 @@ def _first_bad_gradient(order: list[Any], reported: list[Any]) -> tuple[Any, Any
             if grad is not None and np.isnan(grad).any():
                 return node, parent
     return blamed
-
-
-def _finite(data: Any) -> bool:
-    return bool(np.all(np.isfinite(data)))
 
 
 class _ConstantsRecorded(TensorBackend):

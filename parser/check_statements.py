@@ -21,6 +21,7 @@ import numpy as np
 from gradcalc.autodiff import SizeLimitError, Tensor, topological_order
 from gradcalc.autodiff.forward import NoJVPError
 from gradcalc.autodiff.gradcheck import MODES, CheckResult, extreme_inside, gradcheck_graph, position, relative_error, suspect_ops
+from gradcalc.autodiff.tensor import all_finite
 
 from .analysis import differentiated_nonfinite, rebound_leaves, undefined_note, variables_in
 from .backends import to_param
@@ -255,19 +256,13 @@ def _explain(value: Tensor, result: CheckResult, infinite: str, order: list[Any]
 def _not_finite_derivative(jacobians: list[np.ndarray], value: Tensor, leaves: list[Tensor]) -> str:
     """The first entry of the reverse-mode Jacobians that is not finite, as a reason ('' if none)."""
     for jacobian, leaf in zip(jacobians, leaves):
-        if _finite(jacobian):
+        if all_finite(jacobian):
             continue
         flat, found = _first_not_finite(jacobian)
         row, column = divmod(flat, jacobian.shape[1])
         where = f"d out{position(value.shape, row)} / d {leaf.name or '?'}{position(leaf.shape, column)}"
         return f"the derivative is not finite at this point ({found!r} at {where}), so there is no number to check it against"
     return ""
-
-
-def _finite(data: Any) -> bool:
-    """Whether every entry is finite: in one pass (the sum of the squares is finite only
-    then, unless it overflows: then each entry is tested), every check asks it twice."""
-    return math.isfinite(abs(np.vdot(data, data))) or bool(np.isfinite(data).all())
 
 
 def _first_not_finite(data: Any) -> tuple[int, Any]:
@@ -278,7 +273,7 @@ def _first_not_finite(data: Any) -> tuple[int, Any]:
 
 def _not_finite(data: Any) -> str:
     """Why a check cannot pass when the function is not finite at the point ('' if it is)."""
-    if _finite(data):
+    if all_finite(data):
         return ""
     flat, found = _first_not_finite(data)
     return (
@@ -306,7 +301,7 @@ def _compare_values(session: Any, statement: Statement, left: Tensor, atol: floa
         outcome.status = "fail"
         outcome.message = f"shapes differ: left {a.shape}, right {b.shape}"
         return outcome
-    if not _finite(a):  # nan meets nan, inf meets inf: equal, but say that it is not a number that was checked
+    if not all_finite(a):  # nan meets nan, inf meets inf: equal, but say that it is not a number that was checked
         flat, found = _first_not_finite(a)
         outcome.warnings.append(f"the value is not finite at this point ({found!r} at left{position(a.shape, flat)}): "
                                 "where both sides agree there, they agree as inf or nan, not as numbers")

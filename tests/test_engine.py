@@ -482,3 +482,26 @@ def test_the_context_managers_restore_what_they_found():
             assert not gc.isenabled()  # the inner block found it paused and leaves it so
             raise RuntimeError
     assert gc.isenabled()
+
+
+# ---- all_finite: one pass for the usual answer, each entry tested otherwise ----------------------
+
+_ENTRIES = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e308, -1e308, 1e200, 5e-324, -0.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ENTRIES, max_size=12), st.lists(_ENTRIES, max_size=12), st.sampled_from(["real", "complex", "transposed", "0-d"]))
+@example([1e200, 1e200], [], "real")  # the squares overflow, every entry finite
+@example([1e308], [1e308], "complex")
+@example([], [], "real")
+def test_all_finite_is_its_definition(real, imaginary, layout):
+    from gradcalc.autodiff.tensor import all_finite
+
+    data = np.array(real, dtype=float)
+    if layout == "complex":
+        data = data + 1j * np.resize(np.array(imaginary or [0.0]), data.shape)
+    elif layout == "transposed" and data.size:
+        data = np.resize(data, (3, len(real))).T  # a view in Fortran order
+    elif layout == "0-d":
+        data = np.array(real[0] if real else 0.0)
+    assert all_finite(data) == bool(np.isfinite(data).all())

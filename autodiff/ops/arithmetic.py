@@ -11,6 +11,7 @@ from ..forward import DIAGONAL, LINEAR, MULTILINEAR
 from ..guards import guarded, masked  # noqa: F401  (the ops' VJPs take them from here too)
 from ..limits import check_size, matmul_shape
 from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, Reference, Torch, defop
+from ..tensor import all_finite
 
 ARITH = "arithmetic"
 
@@ -71,16 +72,13 @@ def _pow(a: Any, b: Any) -> Any:
     # follows for array exponents, gives (-inf) ** 0.5 = inf and (-inf) ** -0.5 = 0.
     if is_real(a):
         # Screened without np.any, which cost a power of numbers ten times the power
-        # itself: a number is compared as it is, and an array whose sum of squares is
-        # finite holds no infinity.
+        # itself: a number is compared as it is, and an array of finite entries holds no
+        # infinity.
         if a.ndim == 0:
             if a != _MINUS_INF:
                 return out
-        else:
-            flat = a.ravel()  # (as in masked)
-            squares = flat.dot(flat)
-            if squares == squares and squares != np.inf:
-                return out
+        elif all_finite(a):
+            return out
     elif isinstance(a, (np.ndarray, np.complexfloating)) and a.dtype.kind == "c":  # (complex step)
         return out
     if np.isrealobj(a) and np.isrealobj(b) and np.any(np.asarray(a) == -np.inf):
