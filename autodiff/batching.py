@@ -43,7 +43,7 @@ from .errors import ArgumentError, ShapeError
 from .limits import check_size, matmul_shape
 from .namespaces import TENSOR_MATH
 from .shapes import broadcast_shapes
-from .tensor import Tensor, all_finite, is_grad_enabled, set_grad_enabled
+from .tensor import Tensor, is_grad_enabled, set_grad_enabled, squares_finite
 
 if TYPE_CHECKING:
     from .registry import OpDef
@@ -414,8 +414,10 @@ def _diagonal_input(inputs: Sequence[Any]) -> tuple[int, Any] | None:
 
 def _finite(t: Tensor) -> bool:
     """No inf or nan: the dense rows would hold 0 * inf = nan beside each row's element,
-    which the scaled rows' exact zeros must not hide (the two paths give the same numbers)."""
-    return all_finite(t.data)
+    which the scaled rows' exact zeros must not hide (the two paths give the same numbers).
+    An entry whose square overflows sends the batch the dense way too: a derivative taken
+    through the Jacobian again squares it, and 0 * inf appears in the dense rows there."""
+    return squares_finite(t.data)
 
 
 def _scaling(op: OpDef, inputs: Sequence[Any], params: dict[str, Any]) -> Batched | None:
@@ -677,12 +679,12 @@ def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], para
         # the batch axes itself, so the physical product is the batch's (for vectors, one
         # (rows, k) @ (k, m) product, whose gradient by b is one a.T @ g, not a stack of
         # rows x k x m per-row products summed).
-        matmul_shape(*items)  # (a mismatch in the items' words)
+        _refuse_unfit(m, op, items)
         return call(m, op, a, b)
     if fb and not fa and na == 2 and BATCH_TIMES_MATRIX[0]:
         # One matrix times a batch: matrices as matmul broadcasts a, vectors as the batch
         # times a.T (each row's a @ v), one (rows, k) @ (k, n) product either way.
-        matmul_shape(*items)
+        _refuse_unfit(m, op, items)
         return call(m, op, a, b) if nb_ >= 2 else call(m, op, b, m.transpose(a, axes=(1, 0)))
     if na == 1:
         a = m.reshape(a, shape=tuple(a.shape[:-1]) + (1, a.shape[-1]))
@@ -694,6 +696,15 @@ def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], para
     out = call(m, op, a, b)
     item = matmul_shape(*items)
     return m.reshape(out, shape=tuple(out.shape[:nb]) + tuple(item))
+
+
+def _refuse_unfit(m: Any, op: OpDef, items: list[tuple[int, ...]]) -> None:
+    """Items whose inner dimensions differ: the op's own error for one item of each shape
+    (stand-ins of zeros, no memory), not for the physical operands, whose shapes hold the
+    batch and, for a matrix times a batch of vectors, come transposed and swapped."""
+    left, right = items
+    if left[-1] != (right[0] if len(right) == 1 else right[-2]):
+        call(m, op, *(Tensor(np.broadcast_to(np.zeros(()), shape)) for shape in items))
 
 
 MATMUL = BatchRule("own", _matmul, "1-d items lifted to matrices, the batch axes leading the stacks", diagonal=_product)

@@ -64,14 +64,19 @@ def to_array(value: Any) -> np.ndarray:
     return array.astype(np.float64)
 
 
-def all_finite(data: Any) -> bool:
-    """Whether every entry of an array is finite, in one pass for the usual answer: the sum
-    of the squares is nan or inf when an entry is (no inf - inf: squares, and complex
-    squares of an infinite entry, are inf or nan), or when a huge entry overflows it, and
-    only then is each entry tested. (The array's own `dot`: np.vdot's dispatch costs more
-    than the product on small arrays.)"""
+def squares_finite(data: Any) -> bool:
+    """Whether the sum of the squares of an array's entries is finite, in one pass: not
+    when an entry is nan or inf (no inf - inf: squares, and complex squares of an
+    infinite entry, are inf or nan), nor when a huge entry overflows it. (The array's own
+    `dot`: np.vdot's dispatch costs more than the product on small arrays.)"""
     flat = data.ravel("K") if type(data) is np.ndarray else np.asarray(data).ravel()
-    return math.isfinite(abs(flat.dot(flat))) or bool(np.isfinite(flat).all())
+    return math.isfinite(abs(flat.dot(flat)))
+
+
+def all_finite(data: Any) -> bool:
+    """Whether every entry of an array is finite: squares_finite's one pass for the usual
+    answer, each entry tested only when that sum is not finite."""
+    return squares_finite(data) or bool(np.isfinite(np.asarray(data)).all())
 
 
 class Tensor:

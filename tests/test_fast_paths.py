@@ -458,6 +458,31 @@ def test_diagonal_batches_at_second_order_give_the_dense_batches(name):
         np.testing.assert_array_equal(one, other)
 
 
+@pytest.mark.parametrize("mode", ["jacfwd", "jacrev", "hessian"])
+def test_a_matrix_whose_squares_overflow_takes_the_dense_rows(mode):
+    """A finite matrix with an entry of 1e200: the Jacobian is the same either way, but a
+    derivative taken through it again squares that entry, and the dense rows' 0 * inf is
+    nan there where the scaled rows had none (found by a helper's hostile inputs). The
+    scaled rows step aside for it, so both paths (and PyTorch) give nan."""
+    from gradcalc.autodiff import batching as b
+    from gradcalc.autodiff import grad, hessian, jacfwd, jacrev
+    from gradcalc.autodiff import ops as T
+
+    transform = {"jacfwd": jacfwd, "jacrev": jacrev, "hessian": hessian}[mode]
+
+    def both() -> list[np.ndarray]:
+        x, W = Tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True), Tensor(np.array([[1e200, 1.0, 2.0]]), requires_grad=True)
+        J = transform(lambda v, M: T.sum((v @ M.T) ** 2.0))(x, W)
+        return [J.data, *(g.data for g in grad(T.sum(J * J), [x, W]))]
+
+    with np.errstate(all="ignore"):
+        fast = both()
+        with _switched(b.DIAGONAL_BATCHES, False):
+            dense = both()
+    for one, other in zip(fast, dense):
+        np.testing.assert_array_equal(one, other)
+
+
 # ---- a batch times one matrix: NumPy's broadcast product ----------------------------------------
 
 
@@ -496,6 +521,26 @@ def test_a_batch_times_one_matrix_is_the_lifted_product(item, levels, side):
     for one, other in zip(fast, lifted):
         assert one.shape == other.shape
         np.testing.assert_allclose(one, other, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize(("product", "rows"), [("W @ r", (5, 6)), ("r @ W", (5, 6)), ("W @ r", (5, 6, 2)), ("r @ W", (5, 2, 6))])
+def test_items_that_do_not_fit_one_matrix_are_refused_in_their_own_shapes(product, rows):
+    """vmap of W @ r or r @ W with items that do not fit W: the error names W's shape and
+    one item's, in the order written, on both paths; not the physical batch's (transposed
+    and swapped for W times a batch of vectors; found by a helper)."""
+    from gradcalc.autodiff import batching as b
+    from gradcalc.autodiff import vmap
+    from gradcalc.autodiff.errors import ShapeError
+
+    W = Tensor(np.ones((3, 4)))
+    f = (lambda r: W @ r) if product == "W @ r" else (lambda r: r @ W)
+    item = str(rows[1:])
+    shown = f"(3, 4) and {item}" if product == "W @ r" else f"{item} and (3, 4)"
+    for on in (True, False):
+        with _switched(b.BATCH_TIMES_MATRIX, on), pytest.raises(ShapeError) as caught:
+            vmap(f)(Tensor(np.ones(rows)))
+        if on:  # (the general path reports its lifted stack: (3, 4) and (5, 6, 1))
+            assert f"the shapes {shown} do not fit together" in str(caught.value)
 
 
 # ---- the ledger and this file name the same tests -------------------------------------------------
