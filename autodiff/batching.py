@@ -674,18 +674,15 @@ def _matmul(m: Any, op: OpDef, nb: int, args: list[Any], flags: list[bool], para
     if na == 0 or nb_ == 0:  # the op's own error, for one item
         call(m, op, a[(0,) * nb] if fa else a, b[(0,) * nb] if fb else b)
     items = [tuple(a.shape[nb:] if fa else a.shape), tuple(b.shape[nb:] if fb else b.shape)]
-    if fa and not fb and nb_ == 2 and BATCH_TIMES_MATRIX[0]:
-        # A batch of vectors or matrices times one matrix: matmul broadcasts the matrix over
-        # the batch axes itself, so the physical product is the batch's (for vectors, one
-        # (rows, k) @ (k, m) product, whose gradient by b is one a.T @ g, not a stack of
-        # rows x k x m per-row products summed).
+    if fa != fb and (nb_ if fa else na) == 2 and BATCH_TIMES_MATRIX[0]:
+        # A batch and one matrix, either side: matmul broadcasts the matrix over the batch
+        # axes itself, so the physical product is the batch's (for a batch of vectors times
+        # the matrix, one (rows, k) @ (k, m) product, whose gradient by the matrix is one
+        # a.T @ g, not a stack of rows x k x m per-row products summed).
         _refuse_unfit(m, op, items)
+        if fb and nb_ == 1:  # the matrix times a batch of vectors: each row's a @ v, as the batch times a.T
+            return call(m, op, b, m.transpose(a, axes=(1, 0)))
         return call(m, op, a, b)
-    if fb and not fa and na == 2 and BATCH_TIMES_MATRIX[0]:
-        # One matrix times a batch: matrices as matmul broadcasts a, vectors as the batch
-        # times a.T (each row's a @ v), one (rows, k) @ (k, n) product either way.
-        _refuse_unfit(m, op, items)
-        return call(m, op, a, b) if nb_ >= 2 else call(m, op, b, m.transpose(a, axes=(1, 0)))
     if na == 1:
         a = m.reshape(a, shape=tuple(a.shape[:-1]) + (1, a.shape[-1]))
     if nb_ == 1:

@@ -76,7 +76,7 @@ def squares_finite(data: Any) -> bool:
 def all_finite(data: Any) -> bool:
     """Whether every entry of an array is finite: squares_finite's one pass for the usual
     answer, each entry tested only when that sum is not finite."""
-    return squares_finite(data) or bool(np.isfinite(np.asarray(data)).all())
+    return squares_finite(data) or bool(np.isfinite(data).all())
 
 
 class Tensor:

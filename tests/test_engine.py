@@ -1,12 +1,9 @@
 """The engine's contract: regressions from other engines, depth, higher order, numerics, graphs."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
 import shutil
 import subprocess
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -16,6 +13,7 @@ from hypothesis import strategies as st
 from gradcalc.autodiff import (
     Tensor,
     Value,
+    collector_paused,
     first_nonfinite,
     grad,
     graph_stats,
@@ -123,18 +121,6 @@ def test_self_product_of_an_intermediate():
 # ---- depth ------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def collector_off() -> Iterator[None]:
-    """Python's cyclic collector off inside the block, as it was after."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 @pytest.mark.parametrize("make", [Value, leaf], ids=["scalar", "tensor"])
 @pytest.mark.slow
 def test_million_node_chain(make):
@@ -143,7 +129,7 @@ def test_million_node_chain(make):
     # of the build's time on the tensor engine, three quarters on the scalar one's closures).
     x = make(0.5)
     y = x
-    with collector_off():
+    with collector_paused():
         for _ in range(10**6):
             y = y + 1.0
     y.backward()
