@@ -102,6 +102,24 @@ def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(np.broadcast_shapes(*shapes))
 
 
+# A strategy is validated the first time it is drawn from: made once, not at every draw
+# (validating new strategies was a fifth of the time spent writing programs). Keys hold
+# each option's type, as 1, 1.0 and True are equal.
+_FRACTION = st.floats(0, 1)
+_SAMPLED: dict[tuple[Any, ...], st.SearchStrategy[Any]] = {}
+
+
+def _sampled(options: list[Any]) -> st.SearchStrategy[Any]:
+    try:
+        key = tuple((type(o), o) for o in options)
+        found = _SAMPLED.get(key)
+    except TypeError:  # (options that do not hash)
+        return st.sampled_from(options)
+    if found is None:
+        found = _SAMPLED[key] = st.sampled_from(options)
+    return found
+
+
 class Writer:
     """Writes one program, remembering what each name holds so that every program runs."""
 
@@ -116,10 +134,10 @@ class Writer:
         self.exact = True
 
     def pick(self, options: list[Any]) -> Any:
-        return self.draw(st.sampled_from(options))
+        return self.draw(_sampled(options))
 
     def chance(self, p: float) -> bool:
-        return self.draw(st.floats(0, 1)) < p
+        return self.draw(_FRACTION) < p
 
     def names(self) -> dict[str, tuple[int, ...]]:
         return self.variables if self.scope is None else self.scope
