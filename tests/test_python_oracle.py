@@ -109,7 +109,7 @@ _FRACTION = st.floats(0, 1)
 _SAMPLED: dict[tuple[Any, ...], st.SearchStrategy[Any]] = {}
 
 
-def _sampled(options: list[Any]) -> st.SearchStrategy[Any]:
+def sampled(options: list[Any]) -> st.SearchStrategy[Any]:
     try:
         key = tuple((type(o), o) for o in options)
         found = _SAMPLED.get(key)
@@ -134,7 +134,7 @@ class Writer:
         self.exact = True
 
     def pick(self, options: list[Any]) -> Any:
-        return self.draw(_sampled(options))
+        return self.draw(sampled(options))
 
     def chance(self, p: float) -> bool:
         return self.draw(_FRACTION) < p

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from gradcalc.parser import Session
 from gradcalc.parser.analysis import analyze
 from gradcalc.parser.machine import ExpressionResult
+from tests.test_python_oracle import sampled
 
 EXAMPLES = int(os.environ.get("ORACLE_EXAMPLES", "200"))
 FUNCTIONS = {
@@ -52,7 +53,7 @@ class ScalarWriter:
         self.params: list[str] | None = None
 
     def pick(self, options: list[Any]) -> Any:
-        return self.draw(st.sampled_from(options))
+        return self.draw(sampled(options))
 
     def expr(self, depth: int) -> tuple[str, str]:
         names = self.params if self.params is not None else self.variables
