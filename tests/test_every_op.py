@@ -18,6 +18,7 @@ from hypothesis.extra.numpy import arrays
 from gradcalc.autodiff import REGISTRY, Tensor, grad
 from gradcalc.autodiff.binding import describe_signature
 from gradcalc.autodiff.gradcheck import gradcheck
+from tests.strategies import sampled
 
 DIFFERENTIABLE = [op for op in REGISTRY.values() if op.has_gradient]
 NO_GRADIENT = [op for op in REGISTRY.values() if not op.has_gradient]
@@ -39,7 +40,7 @@ def draw_case(op, data):
         seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
         inputs, params = spec.make(np.random.default_rng(seed))
     else:
-        shapes = data.draw(st.sampled_from(spec.shapes), label="shapes")
+        shapes = data.draw(sampled(spec.shapes), label="shapes")
         elements = st.floats(spec.low, spec.high, allow_nan=False, allow_infinity=False)
         # Each element drawn on its own (no fill value): arrays of repeated values are ties
         # for sort and max and the origin for atan2, kinks that assume() then rejects, and

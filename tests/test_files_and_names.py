@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradcalc.parser import LanguageError, Session
+from tests.strategies import sampled
 from tests.test_cli import gradcalc
 
 # ---- load() reads the program's folder --------------------------------------------------------------
@@ -153,8 +154,8 @@ def bindings(draw):
     """A few bindings of the names, and a use of one: (gradcalc source, Python source)."""
     ours, python = [], ["import math", "e, pi, inf, nan = math.e, math.pi, math.inf, math.nan"]
     for _ in range(draw(st.integers(1, 4))):
-        name = draw(st.sampled_from(NAMES))
-        kind = draw(st.sampled_from(["def", "number", "parameter"]))
+        name = draw(sampled(NAMES))
+        kind = draw(sampled(["def", "number", "parameter"]))
         if kind == "def":
             ours.append(f"def {name}(x) = x * 10")
             python.append(f"def {name}(x): return x * 10")
@@ -165,8 +166,8 @@ def bindings(draw):
         else:  # a function whose parameter is called like a def elsewhere
             ours.append(f"def f(x, {name}) = {name}(x)")
             python.append(f"def f(x, {name}): return {name}(x)")
-    name = draw(st.sampled_from(NAMES))
-    use = draw(st.sampled_from(["{n}(2)", "{n} + 1", "f(2, 3)", "f(2, lambda t: t + 1)"]))
+    name = draw(sampled(NAMES))
+    use = draw(sampled(["{n}(2)", "{n} + 1", "f(2, 3)", "f(2, lambda t: t + 1)"]))
     if "f(" in use and not any(line.startswith("def f(") for line in ours):
         use = "{n}(2)"
     ours.append(use.format(n=name))

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from gradcalc.autodiff.limits import indexed_shape, set_max_steps
 from gradcalc.parser import LanguageError, Session
+from tests.strategies import sampled
 
 # Each layer wraps the expression E built so far.
 LAYERS = {
@@ -100,12 +101,12 @@ def test_indexed_shape_agrees_with_numpy(data):
     axis = 0
     while axis < len(shape) and data.draw(st.booleans()):
         n = shape[axis]
-        kind = data.draw(st.sampled_from(["int", "slice", "array", "none", "bool"]))
+        kind = data.draw(sampled(["int", "slice", "array", "none", "bool"]))
         if kind == "int":
             parts.append(data.draw(st.integers(-n, n - 1)))
         elif kind == "slice":
             parts.append(slice(data.draw(st.none() | st.integers(-n, n)), data.draw(st.none() | st.integers(-n, n)),
-                               data.draw(st.sampled_from([None, 1, 2, -1]))))
+                               data.draw(sampled([None, 1, 2, -1]))))
         elif kind == "array":
             dims = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2)))
             parts.append(np.asarray(data.draw(st.lists(st.integers(-n, n - 1), min_size=int(np.prod(dims)), max_size=int(np.prod(dims))))).reshape(dims))

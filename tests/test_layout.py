@@ -30,6 +30,7 @@ from gradcalc.parser import LanguageError
 from gradcalc.parser.layout import DEDENT, INDENT, NO_SUCH_BLOCK, TOO_DEEP, Layout
 from gradcalc.parser.lexer import END, NEWLINE
 from gradcalc.parser.syntax import Node, PendingInput, count_checks, parse_statements, parse_tree, statement_end
+from tests.strategies import kept, sampled
 
 # ---- programs that are also Python --------------------------------------------------------------
 
@@ -41,18 +42,19 @@ INDENT_UNITS = [" ", "  ", "    ", "\t", "\t  "]
 BREAK = "\x00"
 
 
+@kept  # (drawn inside other draws: one strategy per arguments)
 @st.composite
 def expressions(draw: Any, depth: int = 0) -> str:
     """An expression; inside brackets it may run over lines (with blanks and comments)."""
     if depth > 2 or draw(st.booleans()):
-        return draw(st.sampled_from([*NAMES, "1", "2.5", "1e3"]))
+        return draw(sampled([*NAMES, "1", "2.5", "1e3"]))
     left, right = draw(expressions(depth + 1)), draw(expressions(depth + 1))
-    operator = draw(st.sampled_from([" + ", " - ", " * ", " / ", " ** ", " @ "]))
-    form = draw(st.sampled_from(["plain", "paren", "list", "call"]))
+    operator = draw(sampled([" + ", " - ", " * ", " / ", " ** ", " @ "]))
+    form = draw(sampled(["plain", "paren", "list", "call"]))
     if form == "plain":
         return left + operator + right
     # Inside brackets a newline is a blank: after the operator or a comma, before the closer.
-    gap = draw(st.sampled_from(["", "\n", "\n    ", "  # note\n  ", "\n\n        ", " \t\n"]))
+    gap = draw(sampled(["", "\n", "\n    ", "  # note\n  ", "\n\n        ", " \t\n"]))
     if form == "paren":
         return f"({left}{operator.rstrip()}{gap or ' '}{right})"
     if form == "list":
@@ -60,14 +62,15 @@ def expressions(draw: Any, depth: int = 0) -> str:
     return f"f({left},{gap or ' '}{right})"
 
 
+@kept
 @st.composite
 def simple_statements(draw: Any) -> str:
-    form = draw(st.sampled_from(["assign", "expr", "augmented", "continued", "operator"]))
-    name, value = draw(st.sampled_from(NAMES)), draw(expressions())
+    form = draw(sampled(["assign", "expr", "augmented", "continued", "operator"]))
+    name, value = draw(sampled(NAMES)), draw(expressions())
     if form == "assign":
         return f"{name} = {value}"
     if form == "augmented":
-        return f"{name} {draw(st.sampled_from(['+=', '-=', '*=']))} {value}"
+        return f"{name} {draw(sampled(['+=', '-=', '*=']))} {value}"
     if form == "continued":  # a `\` joins the next line
         return f"{name} = {value} + \\\n    {draw(expressions())}"
     if form == "operator":  # so does an operator that ends the line (where Python has a `\`)
@@ -75,27 +78,28 @@ def simple_statements(draw: Any) -> str:
     return value
 
 
+@kept
 @st.composite
 def lines_of(draw: Any, indent: str, depth: int) -> list[str]:
     """The lines of a block of statements at `indent` (blank and comment lines among them)."""
     lines: list[str] = []
     for _ in range(draw(st.integers(1, 3))):
         for _ in range(draw(st.integers(0, 1))):  # a blank or comment line, at any indentation
-            lines.append(draw(st.sampled_from(["", "   ", "# a comment", "  # indented comment", "\t"])))
-        kind = draw(st.sampled_from(["simple", "simple", "two", "block", "one-line"] if depth < 3 else ["simple", "two"]))
-        comment = draw(st.sampled_from(["", "", "  # why"]))
+            lines.append(draw(sampled(["", "   ", "# a comment", "  # indented comment", "\t"])))
+        kind = draw(sampled(["simple", "simple", "two", "block", "one-line"] if depth < 3 else ["simple", "two"]))
+        comment = draw(sampled(["", "", "  # why"]))
         if kind == "simple":
             lines.append(indent + draw(simple_statements()) + comment)
         elif kind == "two":  # two statements on a line
             lines.append(f"{indent}{draw(simple_statements())}; {draw(simple_statements())}{comment}")
         else:
-            head = draw(st.sampled_from(["for i in range(3):", "for row in [x, y]:", "with no_grad:"]))
+            head = draw(sampled(["for i in range(3):", "for row in [x, y]:", "with no_grad:"]))
             if kind == "one-line":
                 body = "; ".join(draw(st.lists(simple_statements(), min_size=1, max_size=2)))
                 lines.append(f"{indent}{head} {body}{comment}")
             else:
                 lines.append(indent + head + comment)
-                lines += draw(lines_of(indent + draw(st.sampled_from(INDENT_UNITS)), depth + 1))
+                lines += draw(lines_of(indent + draw(sampled(INDENT_UNITS)), depth + 1))
     return lines
 
 
@@ -105,9 +109,9 @@ def programs(draw: Any) -> tuple[str, str]:
     that ends a line): its lines, each with trailing blanks or not, joined by LF or CRLF,
     with or without a final newline."""
     lines = draw(lines_of("", 0))
-    lines = [line + draw(st.sampled_from(["", "", " ", "\t "])) for line in lines]
-    newline = draw(st.sampled_from(["\n", "\r\n"]))
-    text = newline.join("\n".join(lines).split("\n")) + draw(st.sampled_from(["", newline, newline + newline]))
+    lines = [line + draw(sampled(["", "", " ", "\t "])) for line in lines]
+    newline = draw(sampled(["\n", "\r\n"]))
+    text = newline.join("\n".join(lines).split("\n")) + draw(sampled(["", newline, newline + newline]))
     return text.replace(BREAK, " " + newline), text.replace(BREAK, "\\" + newline)
 
 
@@ -190,13 +194,13 @@ def spoiled(draw: Any) -> tuple[str, str, str]:
     """A program with one thing wrong with its layout, as ours and as Python's text
     (programs), and what."""
     lines = draw(lines_of("", 0))
-    how = draw(st.sampled_from(["indent", "dedent", "open bracket", "no body", "tab"]))
+    how = draw(sampled(["indent", "dedent", "open bracket", "no body", "tab"]))
     # (mostly a line of a block: outside blocks indentation means nothing)
     inside = [j for j, text in enumerate(lines) if text[:1].isspace() and text.strip() and not text.strip().startswith("#")]
-    i = draw(st.sampled_from(inside)) if inside and how != "open bracket" and draw(st.booleans()) else draw(st.integers(0, len(lines) - 1))
+    i = draw(sampled(inside)) if inside and how != "open bracket" and draw(st.booleans()) else draw(st.integers(0, len(lines) - 1))
     line = lines[i]
     if how == "indent":
-        lines[i] = draw(st.sampled_from([" ", "  ", "\t"])) + line
+        lines[i] = draw(sampled([" ", "  ", "\t"])) + line
     elif how == "dedent":
         lines[i] = line[draw(st.integers(1, 3)):] if line[:1].isspace() else line
     elif how == "open bracket":
@@ -205,8 +209,8 @@ def spoiled(draw: Any) -> tuple[str, str, str]:
         lines.insert(i, "for i in range(2):")
     else:
         lines[i] = line.replace("    ", "\t", 1)
-    newline = draw(st.sampled_from(["\n", "\r\n"]))
-    text = newline.join("\n".join(lines).split("\n")) + draw(st.sampled_from(["", newline]))
+    newline = draw(sampled(["\n", "\r\n"]))
+    text = newline.join("\n".join(lines).split("\n")) + draw(sampled(["", newline]))
     return text.replace(BREAK, " " + newline), text.replace(BREAK, "\\" + newline), how
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from gradcalc.parser import LanguageError, Session
 from gradcalc.parser.backends import public_ops
+from tests.strategies import sampled
 from tests.test_augmented_assignment import evaluates_to
 from tests.test_cli import gradcalc
 
@@ -112,11 +113,11 @@ KEYWORDS = ["axis", "dim", "keepdims", "keepdim", "foo", "x", "shape", "seed", "
 def calls(draw):
     """A call of any op, right or wrong: any number of arguments of any kind, keywords
     known to the op, known to others or unknown, as a function or as a method."""
-    name = draw(st.sampled_from(sorted(public_ops())))
+    name = draw(sampled(sorted(public_ops())))
     op = public_ops()[name]
     args = draw(st.lists(st.sampled_from(VALUES), max_size=4))
     keys = draw(st.lists(st.sampled_from(sorted({*op.param_names, *KEYWORDS})), max_size=2, unique=True))
-    written = [*args, *(f"{k}={draw(st.sampled_from(VALUES))}" for k in keys)]
+    written = [*args, *(f"{k}={draw(sampled(VALUES))}" for k in keys)]
     if args and draw(st.booleans()):
         return f"({args[0]}).{name}({', '.join(written[1:])})"
     return f"{name}({', '.join(written)})"

@@ -20,6 +20,7 @@ from gradcalc.parser import LanguageError, compile_program, generate
 from gradcalc.parser.compiler import BINARY, CALL, CONST, JUMP, JUMP_IF_FALSE, LOAD, METHOD
 from gradcalc.parser.lexer import PATTERN, Token, tokens
 from gradcalc.parser.syntax import Node, parse_recovering, parse_statements, parse_tree
+from tests.strategies import sampled
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = ["lexer.py", "layout.py", "driver.py", "syntax.py", "tables.py", "compiler.py", "machine.py", "errors.py", "records.py"]
@@ -346,23 +347,23 @@ expression = st.recursive(atom, extend, max_leaves=12)
 @st.composite
 def any_statement(draw) -> str:
     e = draw(expression)
-    form = draw(st.sampled_from(["expr", "assign", "multi", "aug", "def", "check", "check_eq", "keyword"]))
+    form = draw(sampled(["expr", "assign", "multi", "aug", "def", "check", "check_eq", "keyword"]))
     target = draw(word)
     if form == "assign":
         return f"{target} = {e}"
     if form == "multi":
         return f"{target}, y = {e}"
     if form == "aug":
-        return f"{target} {draw(st.sampled_from(['+=', '-=', '*=', '/=', '//=', '%=']))} {e}"
+        return f"{target} {draw(sampled(['+=', '-=', '*=', '/=', '//=', '%=']))} {e}"
     if form == "def":
         return f"def {target}({', '.join(draw(st.lists(word, max_size=3)))}) = {e}"
     if form == "check":
         wrt = draw(st.lists(word, max_size=2))
-        return f"check {e}" + (f" wrt {', '.join(wrt)}" if wrt else "") + draw(st.sampled_from(["", " tol=1e-3", " at=1 h=2"]))
+        return f"check {e}" + (f" wrt {', '.join(wrt)}" if wrt else "") + draw(sampled(["", " tol=1e-3", " at=1 h=2"]))
     if form == "check_eq":
         return f"check {e} == {draw(expression)}"
     if form == "keyword":
-        return f"{draw(st.sampled_from(['check', 'def', 'lambda', 'true', 'false']))} = {e}"
+        return f"{draw(sampled(['check', 'def', 'lambda', 'true', 'false']))} = {e}"
     return e
 
 

@@ -17,6 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.strategies import sampled
+
 from .test_cli import gradcalc
 from .test_repl import data_home, drive  # noqa: F401  (data_home, autouse: the REPL's history stays out of $HOME)
 
@@ -344,10 +346,10 @@ UNARY = ["sin", "cos", "tanh", "sigmoid", "relu", "abs", "softplus"]
 def elementwise_expressions(draw, depth=3):
     """Random compositions of elementwise ops in x (and a bound w)."""
     if depth == 0 or draw(st.booleans()):
-        return draw(st.sampled_from(["x", "w", "0.5", "x", "2"]))
+        return draw(sampled(["x", "w", "0.5", "x", "2"]))
     if draw(st.booleans()):
-        return f"{draw(st.sampled_from(UNARY))}({draw(elementwise_expressions(depth - 1))})"
-    op = draw(st.sampled_from(["+", "-", "*"]))
+        return f"{draw(sampled(UNARY))}({draw(elementwise_expressions(depth - 1))})"
+    op = draw(sampled(["+", "-", "*"]))
     return f"({draw(elementwise_expressions(depth - 1))} {op} {draw(elementwise_expressions(depth - 1))})"
 
 

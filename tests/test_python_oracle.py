@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from gradcalc.parser import LanguageError, Session, compile_program
 from gradcalc.parser.machine import ExpressionResult, FunctionResult
+from tests.strategies import sampled
 
 EXAMPLES = int(os.environ.get("ORACLE_EXAMPLES", "400"))
 GRAMMAR = Path(__file__).resolve().parent.parent / "parser" / "grammar.lark"
@@ -102,24 +103,6 @@ def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(np.broadcast_shapes(*shapes))
 
 
-# A strategy is validated the first time it is drawn from: made once, not at every draw
-# (validating new strategies was a fifth of the time spent writing programs). Keys hold
-# each option's type, as 1, 1.0 and True are equal.
-_FRACTION = st.floats(0, 1)
-_SAMPLED: dict[tuple[Any, ...], st.SearchStrategy[Any]] = {}
-
-
-def sampled(options: list[Any]) -> st.SearchStrategy[Any]:
-    try:
-        key = tuple((type(o), o) for o in options)
-        found = _SAMPLED.get(key)
-    except TypeError:  # (options that do not hash)
-        return st.sampled_from(options)
-    if found is None:
-        found = _SAMPLED[key] = st.sampled_from(options)
-    return found
-
-
 class Writer:
     """Writes one program, remembering what each name holds so that every program runs."""
 
@@ -137,7 +120,7 @@ class Writer:
         return self.draw(sampled(options))
 
     def chance(self, p: float) -> bool:
-        return self.draw(_FRACTION) < p
+        return self.draw(st.floats(0, 1)) < p
 
     def names(self) -> dict[str, tuple[int, ...]]:
         return self.variables if self.scope is None else self.scope
@@ -701,12 +684,12 @@ def programs(draw: Callable[[Any], Any]) -> tuple[str, str, bool]:
     pairs = [writer.statement() for _ in range(draw(st.integers(1, 7)))]
     if draw(st.integers(0, 9)) == 0:
         pairs.append(writer.s_keyword_target())
-    source = draw(st.sampled_from(["", "\n", "# start\n", ";" if not pairs[0][0].startswith(BLOCKS) else ""]))
+    source = draw(sampled(["", "\n", "# start\n", ";" if not pairs[0][0].startswith(BLOCKS) else ""]))
     for k, (text, _) in enumerate(pairs):
         # A loop begins a line (its body is indented against that line) and takes the rest
         # of its last line: what follows it begins a line of its own.
         loop = text.startswith(BLOCKS) or (k + 1 < len(pairs) and pairs[k + 1][0].startswith(BLOCKS))
-        source += text + draw(st.sampled_from(LINE_ENDS if loop else SEPARATORS))
+        source += text + draw(sampled(LINE_ENDS if loop else SEPARATORS))
     python = PRELUDE + "\n".join(p for _, p in pairs) + "\n"
     return source, python, writer.exact
 

@@ -24,6 +24,7 @@ from gradcalc.autodiff.replay import Tape
 from gradcalc.parser import Session, compile_program
 from gradcalc.parser.check_statements import make_check_handler
 from gradcalc.parser.errors import LanguageError
+from tests.strategies import sampled
 from tests.test_every_op import draw_case, outputs_of
 
 STEP = {"complex": COMPLEX_STEP, "central": CENTRAL_STEP}
@@ -369,13 +370,13 @@ SHAPES = {"a": (), "b": (), "c": (3,), "d": (2, 3), "f": (40,)}
 @st.composite
 def expressions(draw, depth=3):
     if depth == 0 or draw(st.booleans()):
-        name = draw(st.sampled_from(sorted(SHAPES)))
-        return name if name != "f" else draw(st.sampled_from(["sum(f)", "mean(f * a)", "f[0:3]", "sum(tanh(f) * f)"]))
+        name = draw(sampled(sorted(SHAPES)))
+        return name if name != "f" else draw(sampled(["sum(f)", "mean(f * a)", "f[0:3]", "sum(tanh(f) * f)"]))
     if draw(st.booleans()):
-        return f"{draw(st.sampled_from(UNARY))}({draw(expressions(depth - 1))})"
+        return f"{draw(sampled(UNARY))}({draw(expressions(depth - 1))})"
     if draw(st.integers(0, 5)) == 0:
         return f"sum({draw(expressions(depth - 1))}, axis=-1)"
-    return f"({draw(expressions(depth - 1))} {draw(st.sampled_from(BINARY))} {draw(expressions(depth - 1))})"
+    return f"({draw(expressions(depth - 1))} {draw(sampled(BINARY))} {draw(expressions(depth - 1))})"
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from gradcalc.parser import Session
 from gradcalc.parser.analysis import analyze
 from gradcalc.parser.machine import ExpressionResult
-from tests.test_python_oracle import sampled
+from tests.strategies import sampled
 
 EXAMPLES = int(os.environ.get("ORACLE_EXAMPLES", "200"))
 FUNCTIONS = {

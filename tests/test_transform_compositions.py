@@ -37,6 +37,7 @@ from gradcalc import autodiff
 from gradcalc.autodiff import Tensor, ops
 from gradcalc.parser import Session
 from gradcalc.parser.analysis import analyze
+from tests.strategies import sampled
 
 from .test_cli import gradcalc
 
@@ -252,7 +253,7 @@ def _kind_of(body: str) -> str:
 
 @st.composite
 def programs(draw: st.DrawFn) -> Program:
-    return program(lambda options: draw(st.sampled_from(options)))
+    return program(lambda options: draw(sampled(options)))
 
 
 def seeded_programs(seed: int, count: int) -> list[Program]:
