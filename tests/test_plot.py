@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.strategies import sampled
+from tests.strategies import kept, sampled
 
 from .test_cli import gradcalc
 from .test_repl import data_home, drive  # noqa: F401  (data_home, autouse: the REPL's history stays out of $HOME)
@@ -342,6 +342,7 @@ def test_repl_plot_uses_the_session(capsys, tmp_path):
 UNARY = ["sin", "cos", "tanh", "sigmoid", "relu", "abs", "softplus"]
 
 
+@kept  # (drawn inside its own draws: one strategy per depth)
 @st.composite
 def elementwise_expressions(draw, depth=3):
     """Random compositions of elementwise ops in x (and a bound w)."""

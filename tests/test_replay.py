@@ -24,7 +24,7 @@ from gradcalc.autodiff.replay import Tape
 from gradcalc.parser import Session, compile_program
 from gradcalc.parser.check_statements import make_check_handler
 from gradcalc.parser.errors import LanguageError
-from tests.strategies import sampled
+from tests.strategies import kept, sampled
 from tests.test_every_op import draw_case, outputs_of
 
 STEP = {"complex": COMPLEX_STEP, "central": CENTRAL_STEP}
@@ -367,6 +367,7 @@ BINARY = ["+", "-", "*", "/"]
 SHAPES = {"a": (), "b": (), "c": (3,), "d": (2, 3), "f": (40,)}
 
 
+@kept  # (drawn inside its own draws: one strategy per depth)
 @st.composite
 def expressions(draw, depth=3):
     if depth == 0 or draw(st.booleans()):
