@@ -115,8 +115,8 @@ def calls(draw):
     known to the op, known to others or unknown, as a function or as a method."""
     name = draw(sampled(sorted(public_ops())))
     op = public_ops()[name]
-    args = draw(st.lists(st.sampled_from(VALUES), max_size=4))
-    keys = draw(st.lists(st.sampled_from(sorted({*op.param_names, *KEYWORDS})), max_size=2, unique=True))
+    args = draw(st.lists(sampled(VALUES), max_size=4))
+    keys = draw(st.lists(sampled(sorted({*op.param_names, *KEYWORDS})), max_size=2, unique=True))
     written = [*args, *(f"{k}={draw(sampled(VALUES))}" for k in keys)]
     if args and draw(st.booleans()):
         return f"({args[0]}).{name}({', '.join(written[1:])})"
