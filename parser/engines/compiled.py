@@ -6,8 +6,15 @@ own, and under `jax.grad` traced again at each call. A program that takes a grad
 loop (`for k in range(100): L = loss(w); ... grad(L, w)`) records a graph of the same shape
 in every iteration, so the graph's shape (its ops, parameters and wiring, the shapes of
 its leaves) keys a cache of jitted functions of the leaves' values: the first iteration
-compiles, the others run XLA's code. Graphs with calls of the user's functions (a
-transformation's, a rule's) are replayed op by op, as before.
+compiles, the others run XLA's code.
+
+A graph with calls (a derivative, a transformed function, a function with a rule of
+yours) has no such key: its calls run the user's code again. When compiling pays at once
+(a check's Jacobians, a report's adjoints) it is compiled for this use alone, which still
+beats the eager replay: JAX's eager transformations lower and compile every primitive of
+the derivative's own rules on its own (a check of a second derivative took 40 s op by op).
+A call whose code asks for a traced value as a number (a branch on it) cannot be
+compiled; that graph is replayed op by op, as before.
 """
 from __future__ import annotations
 
@@ -16,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .values import EngineValue, OpStep
+from .library import ValueDependent
+from .values import EngineValue, OpStep, replay, value_of
 
 if TYPE_CHECKING:
     from .library import Library
@@ -139,13 +147,44 @@ def jitted(library: Library, purpose: Hashable, order: Sequence[EngineValue], ou
         return None
     planned = plan(order, outputs, inputs, offsets)
     if planned is None:
-        return None
+        return _CompiledOnce(library, order, outputs, inputs, offsets, make) if calls >= EAGER_CALLS else None
     key, leaves = planned
     seen = _SEEN[(purpose, key)] = _SEEN.get((purpose, key), 0) + 1
     if seen < 2 and calls < EAGER_CALLS and (purpose, key) not in _CACHE:
         return None
     function = compiled(library, purpose, key, make)
-    from .values import value_of
-
     bound = [value_of(leaf) for leaf in leaves]
     return lambda input_values, offset_values: function(bound, list(input_values), list(offset_values))
+
+
+class _CompiledOnce:
+    """`make(run)` of a graph with calls, compiled for this graph alone: `run` replays it
+    (values.replay, whose calls read the values it substitutes). Called as jitted's
+    functions are; `eager` once a call's code has asked for a traced value as a number
+    (jit traces the leaves, which the replay op by op reads as they are), after which the
+    same function runs op by op."""
+
+    __slots__ = ("function", "fast", "bound", "eager")
+
+    def __init__(self, library: Library, order: Sequence[EngineValue], outputs: Sequence[EngineValue], inputs: Sequence[EngineValue],
+                 offsets: Sequence[EngineValue], make: Callable[[Callable[..., list[Any]]], Callable[..., Any]]) -> None:
+        given = {id(n) for n in inputs}
+        leaves = [n for n in order if not n._prev and id(n) not in given]
+        nodes = list(order)
+
+        def run(leaf_values: list[Any], input_values: list[Any], offset_values: list[Any]) -> list[Any]:
+            values = {**{id(n): v for n, v in zip(leaves, leaf_values)}, **{id(n): v for n, v in zip(inputs, input_values)}}
+            return replay(library, outputs, values, nodes, {id(n): v for n, v in zip(offsets, offset_values)})
+
+        self.function = make(run)
+        self.fast = library.jax.jit(self.function)  # type: ignore[attr-defined]
+        self.bound = [value_of(leaf) for leaf in leaves]
+        self.eager = False
+
+    def __call__(self, input_values: Sequence[Any], offset_values: Sequence[Any]) -> Any:
+        if not self.eager:
+            try:
+                return self.fast(self.bound, list(input_values), list(offset_values))
+            except ValueDependent:
+                self.eager = True
+        return self.function(self.bound, list(input_values), list(offset_values))
