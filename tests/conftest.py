@@ -61,9 +61,18 @@ def _keep_only_the_skipped(config, items):
     recorded = cache.get(SKIPPED, None)
     if recorded is None:
         raise pytest.UsageError("--only-skipped: pytest's cache holds no earlier run's skips; run the suite first")
-    wanted = set(recorded)
+    wanted = {_ungrouped(nodeid) for nodeid in recorded}
     keep, drop = [], []
     for item in items:
-        (keep if item.nodeid in wanted or item.nodeid.split("::")[0] in wanted else drop).append(item)
+        nodeid = _ungrouped(item.nodeid)
+        (keep if nodeid in wanted or nodeid.split("::")[0] in wanted else drop).append(item)
     config.hook.pytest_deselected(items=drop)
     items[:] = keep
+
+
+def _ungrouped(nodeid):
+    """A test's id without the `@group` xdist's loadgroup puts after it in a worker (the
+    recorded reports have it; an item being collected may not yet), as xdist reads it: an
+    `@` after the parameters' closing bracket."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
