@@ -289,7 +289,7 @@ def test_the_parser_s_pattern_matches_at_every_position(text):
     assert all(PATTERN.match(text, at) is not None for at in range(len(text) + 1))
 
 
-@pytest.mark.parametrize("tail", [" " * 400_000, "\t" * 400_000, " " * 400_000 + "$"])
+@pytest.mark.parametrize("tail", [" " * 400_000, "\t" * 400_000, " " * 400_000 + "$"], ids=["spaces", "tabs", "a character after"])
 def test_a_long_run_of_trailing_blanks_reads_as_fast_as_none(tmp_path, tail):
     script = tmp_path / "blanks.gc"
     script.write_text("x = 2\nx * 3" + tail)
