@@ -9,12 +9,13 @@ its leaves) keys a cache of jitted functions of the leaves' values: the first it
 compiles, the others run XLA's code.
 
 A graph with calls (a derivative, a transformed function, a function with a rule of
-yours) has no such key: its calls run the user's code again. When compiling pays at once
-(a check's Jacobians, a report's adjoints) it is compiled for this use alone, which still
-beats the eager replay: JAX's eager transformations lower and compile every primitive of
-the derivative's own rules on its own (a check of a second derivative took 40 s op by op).
-A call whose code asks for a traced value as a number (a branch on it) cannot be
-compiled; that graph is replayed op by op, as before.
+yours) has no such key: its calls run the user's code again. Where compiling pays at once
+(a check's Jacobians, a derivative, a report's adjoints) it is compiled for this use
+alone, which still beats the eager replay: JAX's eager transformations lower and compile
+every primitive of the derivative's own rules on its own (`gradcalc check
+examples/second_order.gc --engine jax`: 19 s op by op, 7 s so). jit traces the graph's
+leaves, which the eager replay reads as they are: a call whose code reads one as a number
+(an index, a parameter) runs the same function op by op.
 """
 from __future__ import annotations
 
