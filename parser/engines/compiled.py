@@ -140,10 +140,10 @@ def forget() -> None:
 def jitted(library: Library, purpose: Hashable, order: Sequence[EngineValue], outputs: Sequence[EngineValue], inputs: Sequence[EngineValue],
            offsets: Sequence[EngineValue], make: Callable[[Callable[..., list[Any]]], Callable[..., Any]], calls: int = 1) -> Callable[..., Any] | None:
     """On JAX, `make(run)` compiled for this graph's shape, as a function of the inputs' and
-    offsets' values (the leaves' own are bound). None elsewhere, for a graph with calls, and
-    the first time a graph of this shape is asked for unless it will be called `calls` >=
-    EAGER_CALLS times: compiling costs more than a few eager runs, and most graphs (a
-    check's, a one-shot expression's) are run once."""
+    offsets' values (the leaves' own are bound); a graph with calls compiled for this use
+    alone (_CompiledOnce). None elsewhere, and the first time a graph is asked for unless
+    it will be called `calls` >= EAGER_CALLS times: compiling costs more than a few eager
+    runs, and most graphs (a check's, a one-shot expression's) are run once."""
     if library.name != "jax":
         return None
     planned = plan(order, outputs, inputs, offsets)
