@@ -10,6 +10,7 @@ import numpy as np
 
 from .batching import Batched, lazy_physical
 from .namespaces import ARRAY_MATH
+from .tensor import squares_finite
 
 
 def masked(m: Any, g: Any, out: Any) -> Any:
@@ -38,6 +39,19 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     if type(out) is Batched or type(g) is Batched:  # (a batch's raw arrays are its physical ones: the mask by ops)
         return m.where(m.mul(m.eq(g, 0.0), m.ne(out, out)), 0.0, out)
     return m.where((m.raw(g) == 0) & np.isnan(raw), 0.0, out)
+
+
+def scaled(m: Any, g: Any, factor: Any) -> Any:
+    """masked(m, g, g * factor): the usual VJP, a gradient times a local derivative. With
+    every entry of the factor finite, the product is nan only where g is nan or inf, never
+    where g is 0, so there is nothing to mask; that is tested on the factor, which is
+    smaller than the product when g is a batch (a Jacobian's tangents times one row's
+    derivative), and the product is tested only when the factor is not finite."""
+    out = g * factor
+    raw = factor if m is ARRAY_MATH else lazy_physical(factor).data if type(factor) is Batched else m.raw(factor)
+    if squares_finite(raw):
+        return out
+    return masked(m, g, out)
 
 
 def guarded(m: Any, unreached: Any, out: Any) -> Any:

@@ -208,11 +208,12 @@ def _copy(node: ast.expr) -> ast.expr:
 # Helpers that keep a gradient exact at nan and inf without changing its math, and what
 # they compute otherwise: masked(m, g, out) and guarded(m, unreached, out) are out (they
 # only keep a zero upstream gradient from turning into nan), gate(m, g, factor) is g * factor (exactly 0 where the
-# factor is 0).
+# factor is 0), and so is scaled(m, g, factor) (masked(m, g, g * factor)).
 _GUARDS: dict[str, Callable[[list[ast.expr]], ast.expr]] = {
     "masked": lambda args: args[1],
     "guarded": lambda args: args[1],
     "gate": lambda args: ast.BinOp(left=args[0], op=ast.Mult(), right=args[1]),
+    "scaled": lambda args: ast.BinOp(left=args[0], op=ast.Mult(), right=args[1]),
 }
 
 

@@ -34,10 +34,11 @@ from hypothesis.extra import numpy as hnp
 import gradcalc.autodiff.gradcheck as gradcheck_module
 from gradcalc.autodiff import Tensor, grad, no_grad, ops, topological_order
 from gradcalc.autodiff.errors import SizeLimitError
+from gradcalc.autodiff.forward import _settled
 from gradcalc.autodiff.gradcheck import gradcheck_graph
 from gradcalc.autodiff.limits import STEPS, matmul_shape, step_budget
 from gradcalc.autodiff.ops import arithmetic
-from gradcalc.autodiff.ops.arithmetic import _pow_dbase, masked
+from gradcalc.autodiff.ops.arithmetic import _pow_dbase, masked, scaled
 from gradcalc.autodiff.ops.elementwise import _relu
 from gradcalc.autodiff.registry import ARRAY_MATH, REGISTRY, TENSOR_MATH
 from gradcalc.autodiff.replay import Tape
@@ -147,6 +148,56 @@ def test_masked_sees_every_nan_whatever_the_layout():
         expected = np.where(np.isnan(out), 0.0, out)
         assert same(masked(ARRAY_MATH, g, out), expected)
         assert same(masked(ARRAY_MATH, np.ones(out.shape), out), out)
+
+
+FACTOR_EDGES = [NAN, INF, -INF, 0.0, -0.0, 5e-324, 1.0, -2.5, 1e154, 1e200, -1e308]
+
+
+@pytest.mark.parametrize("layout", ["same shape", "a batch of rows", "0-d", "numbers", "complex"])
+def test_scaled_is_masked_of_the_product(layout):
+    """scaled(m, g, f) tests the factor instead of the product: bit for bit masked(m, g, g * f),
+    whatever the factor holds (nan, inf, zeros of either sign, squares that overflow), on
+    arrays and recorded Tensors, and with g a batch of rows of the factor's shape."""
+    rng = np.random.default_rng(7)
+    cases = []
+    for edge in FACTOR_EDGES:
+        f = rng.uniform(-2, 2, 4)
+        f[1] = edge
+        g = rng.uniform(-2, 2, (len(G_EDGES), 4))
+        g[:, 1] = G_EDGES  # (every g beside every factor edge)
+        if layout == "same shape":
+            cases += [(row, f) for row in g]
+        elif layout == "a batch of rows":
+            cases.append((g, f))
+        elif layout == "0-d":
+            cases += [(np.array(b), np.array(edge)) for b in G_EDGES]
+        elif layout == "numbers":
+            cases += [(np.float64(b), edge) for b in G_EDGES]
+        else:
+            cases.append((g + 1j * g[::-1], f - 1j * f[::-1]))
+    for g, f in cases:
+        with np.errstate(all="ignore"):
+            expected = masked(ARRAY_MATH, g, g * f)
+            assert same(scaled(ARRAY_MATH, g, f), expected), (g, f)
+            if np.ndim(g) and np.ndim(f):
+                gt, ft = Tensor(g, requires_grad=True), Tensor(f, requires_grad=True)
+                assert same(scaled(TENSOR_MATH, gt, ft).data, masked(TENSOR_MATH, gt, gt * ft).data), (g, f)
+
+
+@pytest.mark.parametrize("edge", [NAN, INF, -INF, 0.0, 1e200, 1.0])
+def test_a_settled_tangent_is_its_definition(edge):
+    """forward.py's _settled tests a term for nan in one pass first: where it finds none the
+    term is returned as it is, and a term with nan (or inf, or squares that overflow)
+    still gets x * (z * 0) at its nan entries."""
+    z_data = np.array([[1.0, edge, -0.0], [edge * 0.0 if np.isfinite(edge) else NAN, 2.0, 3.0]])
+    z, x = Tensor(z_data, requires_grad=True), Tensor(np.array([0.5, -1.5, 2.0]), requires_grad=True)
+    with np.errstate(all="ignore"):
+        out = _settled(TENSOR_MATH, z, x)
+        lost = np.isnan(z_data)
+        expected = np.where(lost, (z + x * (z * 0.0)).data, z_data)
+    assert same(out.data, expected)
+    if not lost.any():
+        assert out is z
 
 
 # ---- relu's forward and VJP on real arrays and single numbers --------------------------------------

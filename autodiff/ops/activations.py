@@ -13,7 +13,7 @@ import numpy as np
 
 from ..registry import ARRAY_MATH, Check, Edge, Reference, Torch
 from . import torch_calls
-from .arithmetic import elementwise, masked, near_zero
+from .arithmetic import elementwise, near_zero, scaled
 from .special import TWO_OVER_SQRT_PI, erfc, exp_of_minus_square, product_rounding_error, square_rounding_error
 
 SQRT_HALF = math.sqrt(0.5)
@@ -116,9 +116,9 @@ def _tanh_gelu_slope(m: Any, x: Any) -> Any:
 
 def _gelu_vjp(m: Any, g: Any, ans: Any, x: Any, approximate: str = "none") -> Any:
     if approximate == "tanh":
-        return masked(m, g, g * _tanh_gelu_slope(m, x))
+        return scaled(m, g, _tanh_gelu_slope(m, x))
     # d/dx [x Phi(x)] = Phi(x) + x phi(x).
-    return masked(m, g, g * (0.5 * m.erfc(-SQRT_HALF * x) + x * INV_SQRT_2PI * exp_of_minus_square(m, x, 0.5)))
+    return scaled(m, g, (0.5 * m.erfc(-SQRT_HALF * x) + x * INV_SQRT_2PI * exp_of_minus_square(m, x, 0.5)))
 
 
 def _gelu_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -161,7 +161,7 @@ def _silu_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     h = m.exp(0.5 * m.where(negative, x, 0.0))
     rest = logistic(m, -x)
     left = h * (1.0 + x * rest) * h * rest
-    return masked(m, g, g * m.where(negative, left, logistic(m, x) * (1.0 + x * rest)))
+    return scaled(m, g, m.where(negative, left, logistic(m, x) * (1.0 + x * rest)))
 
 
 silu = elementwise(
@@ -185,7 +185,7 @@ def _softsign(x: Any) -> Any:
 def _softsign_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     # (1 / d) * (1 / d), not 1 / d**2: differentiated again, d**4 overflowed from 1e77 on.
     r = 1.0 / (1.0 + m.abs(x))
-    return masked(m, g, g * (r * r))
+    return scaled(m, g, (r * r))
 
 
 softsign = elementwise(
@@ -202,7 +202,7 @@ softsign = elementwise(
 
 
 logsigmoid = elementwise(
-    "logsigmoid", lambda x: -np.logaddexp(0.0, -x), lambda m, g, ans, x: masked(m, g, g * logistic(m, -x)),
+    "logsigmoid", lambda x: -np.logaddexp(0.0, -x), lambda m, g, ans, x: scaled(m, g, logistic(m, -x)),
     "log(sigmoid(x)) = -softplus(-x), finite for any x (-1000 at x = -1000)", complex_safe=False, method=False,
     rule="g * sigmoid(-x)",
     edges=(Edge("far in the left tail", [-1000.0], -1000.0, (1.0,), note="exact: -softplus(-x)"),),
@@ -234,7 +234,7 @@ leaky_relu = elementwise(
 def _elu_vjp(m: Any, g: Any, ans: Any, x: Any, alpha: float = 1.0) -> Any:
     positive = m.raw(x) > 0
     # exp of the negative part only, so large positive x cannot overflow into 0 * inf.
-    return masked(m, g, g * m.where(positive, 1.0, alpha * m.exp(m.where(positive, 0.0, x))))
+    return scaled(m, g, m.where(positive, 1.0, alpha * m.exp(m.where(positive, 0.0, x))))
 
 
 elu = elementwise(

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..batching import MATMUL, SCALING, Batched
 from ..forward import DIAGONAL, LINEAR, MULTILINEAR
-from ..guards import guarded, masked  # noqa: F401  (the ops' VJPs take them from here too)
+from ..guards import guarded, masked, scaled  # noqa: F401  (the ops' VJPs take them from here too)
 from ..limits import check_size, matmul_shape
 from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, Reference, Torch, defop
 from ..tensor import all_finite
@@ -100,7 +100,7 @@ sub = defop(
     torch=Torch("torch.sub"),
 )
 mul = defop(
-    "mul", _mul, (lambda m, g, ans, a, b: masked(m, g, g * b), lambda m, g, ans, a, b: masked(m, g, g * a)),
+    "mul", _mul, (lambda m, g, ans, a, b: scaled(m, g, b), lambda m, g, ans, a, b: scaled(m, g, a)),
     doc="a * b, elementwise with broadcasting", category=ARITH, n_in=2, complex_safe=True, method=True,
     operators=("__mul__", "__rmul__"), check=Check(shapes=BINARY_SHAPES), jvp=DIAGONAL,
     batch=SCALING,
@@ -171,7 +171,7 @@ def _pow_dexponent(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     # no derivative in b and log gives nan to say so. Only called when b requires grad.
     flat = (m.raw(a) == 0) & (np.real(m.raw(b)) >= 0)
     log_a = m.log(m.where(flat, 1.0, a)) if flat.any() else m.log(a)
-    return masked(m, g, g * (ans * log_a))
+    return scaled(m, g, (ans * log_a))
 
 
 pow_ = defop(

@@ -11,7 +11,7 @@ from ..forward import DIAGONAL
 from ..registry import ARRAY_MATH, BINARY_SHAPES, Check, Edge, Reference, Torch, defop
 from ..tensor import Tensor, to_array
 from . import torch_calls
-from .arithmetic import ELEM, ONE, ZERO_NUMBER, elementwise, is_real, masked, near_zero
+from .arithmetic import ELEM, ONE, ZERO_NUMBER, elementwise, is_real, masked, near_zero, scaled
 
 
 def _gate(m: Any, g: Any, factor: Any) -> Any:
@@ -92,18 +92,18 @@ def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     if m is ARRAY_MATH and is_real(x):  # no graph: the same values as below, with NumPy's own calls
         if not x.ndim:  # (NumPy gives scalars for 0-d arrays, which have no place to write to)
             s = 1.0 / np.cosh(np.minimum(np.abs(x), _COSH_MAX))
-            return masked(m, g, g * (s * s))
+            return scaled(m, g, (s * s))
         s = np.abs(x)  # in place: no temporaries
         np.minimum(s, _COSH_MAX, out=s)
         np.cosh(s, out=s)
         np.divide(ONE, s, out=s)
         s *= s
-        return masked(m, g, g * s)
+        return scaled(m, g, s)
     # On a graph (and for complex steps) through sech, whose own derivative -sech tanh
     # keeps tanh'' = -2 sech**2 tanh a normal number out to |x| = 350 (through 1 / cosh,
     # the quotient rule's 1 / cosh**3 underflowed from 250 on).
     s = m.sech(x)
-    return masked(m, g, g * (s * s))
+    return scaled(m, g, (s * s))
 
 
 _SECH_FAR = np.array(700.0)
@@ -113,9 +113,13 @@ def _sech(x: Any) -> Any:
     if np.iscomplexobj(x):  # complex step: the analytic form
         return 1.0 / np.cosh(x)
     # 1 / cosh(x); past 700, where cosh would overflow, 2 e**-|x| (the e**-2|x| beside it
-    # is below the last digit).
+    # is below the last digit). The tail is made only when an entry reaches it: a derivative
+    # of tanh takes a sech, and the tail's four passes were half of its cost.
     size = np.abs(x)
-    return np.where(size < _SECH_FAR, 1.0 / np.cosh(np.minimum(size, _SECH_FAR)), 2.0 * np.exp(-size))
+    near = 1.0 / np.cosh(np.minimum(size, _SECH_FAR))
+    if size.max(initial=0.0) < _SECH_FAR:
+        return near
+    return np.where(size < _SECH_FAR, near, 2.0 * np.exp(-size))
 
 
 sech = defop(
@@ -131,11 +135,11 @@ def _sigmoid_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     # again it gives -sech(x / 2)**2 tanh(x / 2) / 4, where the product rule on
     # sigmoid(x) sigmoid(-x) leaves sigmoid(-x) - sigmoid(x), which cancels near 0.
     s = m.sech(0.5 * x)
-    return masked(m, g, g * (0.25 * (s * s)))
+    return scaled(m, g, (0.25 * (s * s)))
 
 
 exp = elementwise(
-    "exp", lambda x: np.exp(x), lambda m, g, ans, x: masked(m, g, g * ans), "e ** x",
+    "exp", lambda x: np.exp(x), lambda m, g, ans, x: scaled(m, g, ans), "e ** x",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [math.inf, 0.0], ([math.inf, 0.0],), order=1),),
     torch=Torch("torch.exp", agrees_at=(([[1000.0, -1000.0, 700.0]], {}),)),
     reference=Reference("exp(x)", "exp(x)", "spread(-700, 700)", second="exp(x)"),
@@ -161,7 +165,7 @@ sqrt = elementwise(
     reference=Reference("sqrt(x)", "1 / (2 * sqrt(x))", "magnitudes(-300, 300)", second="-1 / (4 * x * sqrt(x))"),
 )
 sin = elementwise(
-    "sin", lambda x: np.sin(x), lambda m, g, ans, x: masked(m, g, g * m.cos(x)), "sine", torch=Torch("torch.sin"),
+    "sin", lambda x: np.sin(x), lambda m, g, ans, x: scaled(m, g, m.cos(x)), "sine", torch=Torch("torch.sin"),
     reference=Reference("sin(x)", "cos(x)", "spread(-1e4, 1e4)", second="-sin(x)"),
 )
 cos = elementwise(
@@ -169,7 +173,7 @@ cos = elementwise(
     reference=Reference("cos(x)", "-sin(x)", "spread(-1e4, 1e4)", second="-cos(x)"),
 )
 tan = elementwise(
-    "tan", lambda x: np.tan(x), lambda m, g, ans, x: masked(m, g, g * (1 + ans * ans)), "tangent", low=-1.2, high=1.2,
+    "tan", lambda x: np.tan(x), lambda m, g, ans, x: scaled(m, g, (1 + ans * ans)), "tangent", low=-1.2, high=1.2,
     torch=Torch("torch.tan"),
     reference=Reference("tan(x)", "1 / cos(x) ** 2", "spread(-1.57, 1.57)", second="2 * tan(x) / cos(x) ** 2"),
 )
@@ -191,7 +195,7 @@ sigmoid = elementwise(
     reference=Reference("logistic(x)", "logistic(x) * logistic(-x)", "spread(-700, 700)", second="-logistic(x) * logistic(-x) * tanh(x / 2)"),
 )
 softplus = elementwise(
-    "softplus", _softplus, lambda m, g, ans, x: masked(m, g, g * m.sigmoid(x)), "log(1 + e ** x), without overflow",
+    "softplus", _softplus, lambda m, g, ans, x: scaled(m, g, m.sigmoid(x)), "log(1 + e ** x), without overflow",
     edges=(Edge("far in the right tail", [25.0], 25.0 + math.log1p(math.exp(-25.0)), (1.0 / (1.0 + math.exp(-25.0)),),
                 second=(math.exp(-25.0) / (1.0 + math.exp(-25.0)) ** 2,),
                 torch="second derivative 0 past 20 (softplus is x there)", note="the second derivative keeps its digits"),),

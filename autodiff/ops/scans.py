@@ -15,7 +15,7 @@ from ..batching import Batched, along_axis
 from ..forward import LINEAR
 from ..registry import Check, Edge, Torch, defop
 from . import torch_calls
-from .arithmetic import guarded, masked
+from .arithmetic import guarded, masked, scaled
 
 SCAN = "reduction"
 _SHAPES = (((5,),), ((3, 4),))
@@ -74,7 +74,7 @@ def _cumprod_vjp(m: Any, g: Any, ans: Any, x: Any, axis: int | None = None) -> A
     # products of the other elements are formed without dividing (exact, as for prod).
     if _divisible(m.raw(x)):
         # (g * ans guarded: a running product that overflowed passes 0 where g is 0)
-        return m.reshape(reverse_cumsum(m, masked(m, g, g * ans), _scan_axis(axis)), shape=x.shape) / x
+        return m.reshape(reverse_cumsum(m, scaled(m, g, ans), _scan_axis(axis)), shape=x.shape) / x
     xt, order = _scanned_last(m, x, axis)
     gt = m.transpose(g, axes=order)
     n = xt.shape[-1]

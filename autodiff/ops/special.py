@@ -14,7 +14,7 @@ import numpy as np
 
 from ..forward import DIAGONAL
 from ..registry import BINARY_SHAPES, Check, Edge, Reference, Torch, defop
-from .arithmetic import ELEM, elementwise, masked, near_zero
+from .arithmetic import ELEM, elementwise, masked, near_zero, scaled
 
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
@@ -81,7 +81,7 @@ def _gaussian(m: Any, x: Any) -> Any:
 
 
 erf = elementwise(
-    "erf", lambda x: _real_only(_erf, x), lambda m, g, ans, x: masked(m, g, g * _gaussian(m, x)),
+    "erf", lambda x: _real_only(_erf, x), lambda m, g, ans, x: scaled(m, g, _gaussian(m, x)),
     "error function 2/sqrt(pi) * integral of exp(-t**2) from 0 to x", complex_safe=False,
     rule="g * 2 / sqrt(pi) * exp(-x**2)",
     edges=(Edge("at +-inf", [[math.inf, -math.inf]], [1.0, -1.0], ([0.0, 0.0],), second=([0.0, 0.0],),
@@ -126,12 +126,12 @@ exp2 = elementwise(
     ),
 )
 expm1 = elementwise(
-    "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: masked(m, g, g * m.exp(x)), "e ** x - 1, accurate for small x",
+    "expm1", lambda x: np.expm1(x), lambda m, g, ans, x: scaled(m, g, m.exp(x)), "e ** x - 1, accurate for small x",
     torch=Torch("torch.expm1", agrees_at=(([[-1000.0, 1000.0, 1e-20]], {}),)),
     reference=Reference("expm1(x)", "exp(x)", "spread(-700, 700)", second="exp(x)"),
 )
 square = elementwise(
-    "square", lambda x: x * x, lambda m, g, ans, x: masked(m, g, g * (2.0 * x)), "x * x", torch=Torch("torch.square"),
+    "square", lambda x: x * x, lambda m, g, ans, x: scaled(m, g, (2.0 * x)), "x * x", torch=Torch("torch.square"),
     reference=Reference("x * x", "2 * x", "spread(-1e150, 1e150)", second="mpf(2)"),
 )
 def away_from_zero(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -160,11 +160,11 @@ reciprocal = elementwise(
 
 # ---- hyperbolic functions and their inverses --------------------------------------------
 sinh = elementwise(
-    "sinh", lambda x: np.sinh(x), lambda m, g, ans, x: masked(m, g, g * m.cosh(x)), "hyperbolic sine", torch=Torch("torch.sinh"),
+    "sinh", lambda x: np.sinh(x), lambda m, g, ans, x: scaled(m, g, m.cosh(x)), "hyperbolic sine", torch=Torch("torch.sinh"),
     reference=Reference("sinh(x)", "cosh(x)", "spread(-700, 700)", second="sinh(x)"),
 )
 cosh = elementwise(
-    "cosh", lambda x: np.cosh(x), lambda m, g, ans, x: masked(m, g, g * m.sinh(x)), "hyperbolic cosine", torch=Torch("torch.cosh"),
+    "cosh", lambda x: np.cosh(x), lambda m, g, ans, x: scaled(m, g, m.sinh(x)), "hyperbolic cosine", torch=Torch("torch.cosh"),
     reference=Reference("cosh(x)", "sinh(x)", "spread(-700, 700)", second="cosh(x)"),
 )
 def _one_minus_square(x: Any) -> Any:
@@ -177,7 +177,7 @@ def _one_minus_square(x: Any) -> Any:
 # written out: the product rule's (1 - x) - (1 + x) cancels near 0, and made the second
 # derivative of atanh 0 at 1e-300 (it is 2e-300). For asin, acos and atanh.
 one_minus_square = defop(
-    "one_minus_square", _one_minus_square, (lambda m, g, ans, x: masked(m, g, g * (-2.0 * x)),), doc="(1 - x)(1 + x)",
+    "one_minus_square", _one_minus_square, (lambda m, g, ans, x: scaled(m, g, (-2.0 * x)),), doc="(1 - x)(1 + x)",
     category=ELEM, complex_safe=True, public=False, check=Check(), jvp=DIAGONAL,
     reference=Reference("1 - x * x", "-2 * x", "spread(-1e150, 1e150)", second="mpf(-2)"),
 )
@@ -252,7 +252,7 @@ def _atan_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
         return masked(m, g, g / (1.0 + x * x))
     r = 1.0 / m.hypot(x, 1.0)
     near = m.where(far, 0.0, x)
-    return masked(m, g, g * m.where(far, r * r, 1.0 / (1.0 + near * near)))
+    return scaled(m, g, m.where(far, r * r, 1.0 / (1.0 + near * near)))
 
 
 atan = elementwise(
