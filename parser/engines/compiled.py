@@ -31,10 +31,8 @@ if TYPE_CHECKING:
     from .library import Library
 
 Plan = tuple[Hashable, list[EngineValue]]
-EAGER_CALLS = 32  # calls of one graph from which compiling it pays at once
 _CACHE: dict[Hashable, Callable[..., Any]] = {}
 LARGEST_CACHE = 64  # compiled functions kept (the oldest go first: each holds its machine code)
-_SEEN: dict[Hashable, int] = {}  # how often each graph's shape was asked for: compiled from the second time
 
 
 def plan(order: Sequence[EngineValue], outputs: Sequence[EngineValue], inputs: Sequence[EngineValue] = (),
@@ -134,25 +132,21 @@ def compiled(library: Library, purpose: Hashable, key: Hashable, make: Callable[
 def forget() -> None:
     """Drop every compiled function (Library.relieve)."""
     _CACHE.clear()
-    _SEEN.clear()
 
 
 def jitted(library: Library, purpose: Hashable, order: Sequence[EngineValue], outputs: Sequence[EngineValue], inputs: Sequence[EngineValue],
-           offsets: Sequence[EngineValue], make: Callable[[Callable[..., list[Any]]], Callable[..., Any]], calls: int = 1) -> Callable[..., Any] | None:
+           offsets: Sequence[EngineValue], make: Callable[[Callable[..., list[Any]]], Callable[..., Any]]) -> Callable[..., Any] | None:
     """On JAX, `make(run)` compiled for this graph's shape, as a function of the inputs' and
     offsets' values (the leaves' own are bound); a graph with calls compiled for this use
-    alone (_CompiledOnce). None elsewhere, and the first time a graph is asked for unless
-    it will be called `calls` >= EAGER_CALLS times: compiling costs more than a few eager
-    runs, and most graphs (a check's, a one-shot expression's) are run once."""
+    alone (_CompiledOnce). None on the other engines. Every caller compiles at once: what
+    it compiles (a check's Jacobians, a derivative, a report's adjoints) runs JAX's own
+    transformations, which op by op lower and compile every primitive of their rules."""
     if library.name != "jax":
         return None
     planned = plan(order, outputs, inputs, offsets)
     if planned is None:
-        return _CompiledOnce(library, order, outputs, inputs, offsets, make) if calls >= EAGER_CALLS else None
+        return _CompiledOnce(library, order, outputs, inputs, offsets, make)
     key, leaves = planned
-    seen = _SEEN[(purpose, key)] = _SEEN.get((purpose, key), 0) + 1
-    if seen < 2 and calls < EAGER_CALLS and (purpose, key) not in _CACHE:
-        return None
     function = compiled(library, purpose, key, make)
     bound = [value_of(leaf) for leaf in leaves]
     return lambda input_values, offset_values: function(bound, list(input_values), list(offset_values))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradcalc.autodiff import topological_order
 
-from .compiled import EAGER_CALLS, jitted
+from .compiled import jitted
 from .values import CallStep, EngineValue, replay
 
 if TYPE_CHECKING:
@@ -47,8 +47,7 @@ def expression_derivative(backend: EngineBackend, kind: str, y: EngineValue, tar
         found = _torch_derivative(library, kind, y, xs, recorded)
     else:  # compiled once for a graph of this shape (a loop records the same graph each time)
         fast = jitted(library, ("derivative", kind), order, [y], targets, [],
-                      lambda run: lambda leaves, inputs, _: differentiated(library, kind, lambda *a: run(leaves, list(a), [])[0], inputs, y.shape),
-                      calls=EAGER_CALLS)  # (compiled at once: JAX's eager transformations compile every op's rules one by one)
+                      lambda run: lambda leaves, inputs, _: differentiated(library, kind, lambda *a: run(leaves, list(a), [])[0], inputs, y.shape))
         found = fast(xs, []) if fast is not None else again(library, values)
     record = recorded and any(p.requires_grad for p in parents)
     made = []

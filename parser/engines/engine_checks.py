@@ -21,7 +21,7 @@ from gradcalc.autodiff import topological_order
 from gradcalc.autodiff.gradcheck import CENTRAL_STEP, compare, describe_worst, numerical_jacobian, position, resolve_tolerances
 
 from ..errors import LanguageError
-from .compiled import EAGER_CALLS, jitted
+from .compiled import jitted
 from .table import LIBRARIES
 from .values import EngineValue, replay
 
@@ -46,8 +46,7 @@ def engine_jacobians(backend: Any, value: EngineValue, leaves: list[EngineValue]
     kind, argnums = "jacfwd" if mode == "forward" else "jacrev", tuple(range(len(leaves)))
     zeros = [library.array(np.zeros(leaf.shape)) for leaf in leaves]
     fast = jitted(library, ("jacobian", kind), order, [value], [], leaves,
-                  lambda run: lambda bound, _, offsets: library.transform(kind, lambda *o: run(bound, [], list(o))[0], argnums)(*offsets),
-                  calls=EAGER_CALLS)  # (one compiled function costs less than JAX's eager transformations op by op)
+                  lambda run: lambda bound, _, offsets: library.transform(kind, lambda *o: run(bound, [], list(o))[0], argnums)(*offsets))
     found = fast([], zeros) if fast is not None else library.transform(kind, f, argnums)(*zeros)
     return [library.host(j).astype(np.float64).reshape(value.size, leaf.size) for j, leaf in zip(found, leaves)]
 
@@ -58,8 +57,7 @@ def numeric_jacobians(backend: Any, value: EngineValue, leaves: list[EngineValue
     order = topological_order(value)
     keys = [id(leaf) for leaf in leaves]
 
-    fast = jitted(library, "value", order, [value], [], leaves, lambda run: lambda bound, _, offsets: run(bound, [], offsets)[0],
-                  calls=EAGER_CALLS)
+    fast = jitted(library, "value", order, [value], [], leaves, lambda run: lambda bound, _, offsets: run(bound, [], offsets)[0])
 
     def f(offsets: list[np.ndarray]) -> np.ndarray:
         if fast is not None:
@@ -97,7 +95,7 @@ def check_jacobians(backend: Any, value: EngineValue, leaves: list[EngineValue],
 
         return both
 
-    fast = jitted(library, ("check", kind), topological_order(value), [value], [], leaves, make, calls=EAGER_CALLS)
+    fast = jitted(library, ("check", kind), topological_order(value), [value], [], leaves, make)
     if fast is None:
         return engine_jacobians(backend, value, leaves, mode), numeric_jacobians(backend, value, leaves)
     analytic, numeric = fast([], [np.zeros(leaf.shape) for leaf in leaves])

@@ -17,7 +17,7 @@ import numpy as np
 from gradcalc.autodiff import topological_order
 
 from ..analysis import Analysis, earlier_values, named_values, reported_names, variables_in, without_gradient
-from .compiled import EAGER_CALLS, jitted
+from .compiled import jitted
 from .library import load
 from .table import LIBRARIES
 from .values import EngineValue, replay
@@ -90,8 +90,7 @@ def adjoints(backend: EngineBackend, output: EngineValue, nodes: list[EngineValu
     keys = [id(n) for n in nodes]
     zeros = [np.zeros(n.shape) for n in nodes]
     fast = jitted(library, "adjoints", order, [output], [], nodes,
-                  lambda run: lambda leaves, _, offsets: library.transform("grad", lambda o: run(leaves, [], o)[0].sum(), 0)(offsets),
-                  calls=EAGER_CALLS)  # (compiled at once: JAX's eager grad compiles every op's rules one by one)
+                  lambda run: lambda leaves, _, offsets: library.transform("grad", lambda o: run(leaves, [], o)[0].sum(), 0)(offsets))
     if fast is not None:
         return [library.host(g) for g in fast([], zeros)]
 
