@@ -23,24 +23,25 @@ shows it (where docs/engines.md's table of conventions states a difference, an o
 derivative at a kink, a tie or an infinity, it is no finding; neither is torch's
 0 * inf = nan where gradcalc passes back 0, docs/engine.md):
 
-- silent wrong answers: --engine jax clamps an index out of bounds (x[5] of 3 elements is
-  x[2]); prod's gradient where the product under- or overflows (tensor and torch engines:
-  prod / x, 0 or inf, where the product of the others is finite); the norm of elements whose
-  squares overflow (torch and jax: inf, not 1e300); the third derivative of logcumsumexp on
-  torch (nan, not 0);
-- internal errors on --engine torch: the derivative of a constant (grad(0.1, x)), hessian(f),
-  hvp and jacfwd(jacrev(f)) of std and norm, jacobian of an empty output;
+- a silent wrong answer: the third derivative of logcumsumexp on torch (nan, not 0);
+- internal errors on --engine torch: hessian(f), hvp and jacfwd(jacrev(f)) of std and norm;
 - refusals of what the tensor engine computes: slices with a negative step and negative
   indices inside grad(f) on torch, a derivative of abs differentiated again and vmap over
   an empty batch on torch (both with a message about tracing), grad of a whole number on jax
   (JAX's own message);
 - the engines split: grad inside `with no_grad:` of a derivative that came out constant;
   reports that list names the value does not depend on (torch, jax) or a named constant
-  derivative as a variable (jax); `check --against`'s message prints np.float64(0.0);
+  derivative as a variable (jax);
 - export: a loop's number indexed, a slice with a negative step (torch), grad of a whole
-  number, a mixed second derivative refused. Two more were found here and fixed beside this
-  file while it was written (a rebound variable, a range loop's gradient on torch): their
-  tests pass now.
+  number, a mixed second derivative refused.
+
+Found here and fixed since, their tests passing now: --engine jax clamped an index out of
+bounds (x[5] of 3 elements was x[2]); prod's gradient where the product under- or
+overflows (prod / x, 0 or inf, where the product of the others is finite); the norm of
+elements whose squares overflow on torch and jax (inf, not 1e300); on torch, the
+derivative of a constant and the Jacobian of an empty output (internal errors);
+`check --against`'s message printing np.float64(0.0); in export, a rebound variable and a
+range loop's gradient on torch.
 """
 from __future__ import annotations
 
