@@ -216,7 +216,47 @@ def op_broadcast_to(x: Any, shape: Any) -> Any:
 
 def op_getitem(x: Any, index: Any) -> Any:
     parts = index if isinstance(index, tuple) else (index,)
-    return x[tuple(torch.as_tensor(p, device=x.device) if isinstance(p, np.ndarray) else p for p in parts)]
+    x, parts = _forward_steps(x, parts)
+    # NumPy counts an int among index arrays as an index array too, so arrays set apart by a
+    # slice put their axes first (x[0, :, [0, 1]] of a 2 x 3 x 4 x is 2 x 3); PyTorch counts
+    # it as a plain int (3 x 2). Among arrays, an int goes in as an array of one element.
+    arrays = any(getattr(p, "ndim", 0) for p in parts)
+    return x[tuple(torch.as_tensor(p, device=x.device) if isinstance(p, np.ndarray)
+                   else torch.tensor([p], device=x.device) if arrays and type(p) is int else p for p in parts)]
+
+
+def _forward_steps(x: Any, parts: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+    """x and an index's parts with each slice of negative step (x[::-1], x[2::-2]) made a
+    slice of positive step along that axis of x flipped: the same elements in the same
+    order, which PyTorch's slicing, without negative steps, can take."""
+    if not any(type(p) is slice and p.step is not None and p.step < 0 for p in parts):
+        return x, parts
+    read = sum(_axes_read(p) for p in parts)
+    axis, flipped, out = 0, [], []
+    for p in parts:
+        if p is Ellipsis:
+            axis += x.ndim - read
+        elif type(p) is slice and p.step is not None and p.step < 0:
+            picked = range(*p.indices(x.shape[axis]))
+            if picked:  # (element i of the axis is element n - 1 - i of the flipped one)
+                first = x.shape[axis] - 1 - picked[0]
+                flipped.append(axis)
+                p = slice(first, first - p.step * (len(picked) - 1) + 1, -p.step)
+            else:
+                p = slice(0, 0)
+            axis += 1
+        else:
+            axis += _axes_read(p)
+        out.append(p)
+    return (torch.flip(x, flipped) if flipped else x), tuple(out)
+
+
+def _axes_read(part: Any) -> int:
+    """How many axes of the indexed tensor an index part reads: a mask as many as it has,
+    None (a new axis) and ... (counted apart) none, anything else one."""
+    if part is None or part is Ellipsis:
+        return 0
+    return int(part.ndim) if str(getattr(part, "dtype", "")).endswith("bool") else 1
 
 
 def op_concatenate(*xs: Any, axis: int = 0) -> Any:
