@@ -259,7 +259,15 @@ class TorchLibrary(Library):
             return np.asarray(value)
         try:
             return value.detach().cpu().numpy()  # type: ignore[no-any-return]
-        except RuntimeError as err:  # a tensor torch.func is transforming
+        except RuntimeError:  # a tensor torch.func is transforming
+            pass
+        # Inside torch.func.grad every op's result is wrapped, a constant's too (z[-1], z[n - 1]),
+        # and has no storage to copy; its numbers are known all the same, as they are to the
+        # tensor engine's grad(f), which runs f define-by-run. Inside vmap they differ by row:
+        # PyTorch refuses them, and so do we.
+        try:
+            return np.asarray(value.detach().cpu().tolist(), dtype=str(value.dtype).removeprefix("torch."))
+        except RuntimeError as err:
             raise ValueDependent("torch") from err
 
     def is_array(self, value: Any) -> bool:
