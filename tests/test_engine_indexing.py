@@ -87,3 +87,26 @@ def test_indexing_through_the_command_on_torch(source: str, binding: str, value:
     record = json.loads(done.stdout)
     np.testing.assert_allclose(record["value"], value)
     np.testing.assert_allclose(next(iter(record["grads"].values())), gradient)
+
+
+def test_the_numbers_of_a_tensor_inside_torch_func_grad() -> None:
+    """Inside torch.func.grad every op's result is wrapped and has no storage to copy; the
+    torch library reads its numbers all the same, with their dtype and shape (an empty
+    index keeps its integers), and refuses them inside vmap, where they differ by row."""
+    from torch.func import grad, vmap
+
+    from gradcalc.parser.engines.library import ValueDependent, load
+
+    library = load("torch", "cpu")
+    seen: list[np.ndarray] = []
+
+    def f(z: Any) -> Any:
+        seen.append(library.host(torch.zeros((0, 3), dtype=torch.int64) + 1))
+        seen.append(library.host(z * 2))
+        return z.sum()
+
+    grad(f)(torch.tensor([0.5, -1.0]))
+    assert seen[0].dtype == np.int64 and seen[0].shape == (0, 3)
+    np.testing.assert_array_equal(seen[1], [1.0, -2.0])
+    with pytest.raises(ValueDependent):
+        vmap(lambda r: library.host(r * 2))(torch.ones((2, 3)))

@@ -118,7 +118,7 @@ def _gelu_vjp(m: Any, g: Any, ans: Any, x: Any, approximate: str = "none") -> An
     if approximate == "tanh":
         return scaled(m, g, _tanh_gelu_slope(m, x))
     # d/dx [x Phi(x)] = Phi(x) + x phi(x).
-    return scaled(m, g, (0.5 * m.erfc(-SQRT_HALF * x) + x * INV_SQRT_2PI * exp_of_minus_square(m, x, 0.5)))
+    return scaled(m, g, 0.5 * m.erfc(-SQRT_HALF * x) + x * INV_SQRT_2PI * exp_of_minus_square(m, x, 0.5))
 
 
 def _gelu_case(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -185,7 +185,7 @@ def _softsign(x: Any) -> Any:
 def _softsign_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     # (1 / d) * (1 / d), not 1 / d**2: differentiated again, d**4 overflowed from 1e77 on.
     r = 1.0 / (1.0 + m.abs(x))
-    return scaled(m, g, (r * r))
+    return scaled(m, g, r * r)
 
 
 softsign = elementwise(

@@ -171,7 +171,7 @@ def _pow_dexponent(m: Any, g: Any, ans: Any, a: Any, b: Any) -> Any:
     # no derivative in b and log gives nan to say so. Only called when b requires grad.
     flat = (m.raw(a) == 0) & (np.real(m.raw(b)) >= 0)
     log_a = m.log(m.where(flat, 1.0, a)) if flat.any() else m.log(a)
-    return scaled(m, g, (ans * log_a))
+    return scaled(m, g, ans * log_a)
 
 
 pow_ = defop(

@@ -92,7 +92,7 @@ def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     if m is ARRAY_MATH and is_real(x):  # no graph: the same values as below, with NumPy's own calls
         if not x.ndim:  # (NumPy gives scalars for 0-d arrays, which have no place to write to)
             s = 1.0 / np.cosh(np.minimum(np.abs(x), _COSH_MAX))
-            return scaled(m, g, (s * s))
+            return scaled(m, g, s * s)
         s = np.abs(x)  # in place: no temporaries
         np.minimum(s, _COSH_MAX, out=s)
         np.cosh(s, out=s)
@@ -103,7 +103,7 @@ def _tanh_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     # keeps tanh'' = -2 sech**2 tanh a normal number out to |x| = 350 (through 1 / cosh,
     # the quotient rule's 1 / cosh**3 underflowed from 250 on).
     s = m.sech(x)
-    return scaled(m, g, (s * s))
+    return scaled(m, g, s * s)
 
 
 _SECH_FAR = np.array(700.0)
@@ -135,7 +135,7 @@ def _sigmoid_vjp(m: Any, g: Any, ans: Any, x: Any) -> Any:
     # again it gives -sech(x / 2)**2 tanh(x / 2) / 4, where the product rule on
     # sigmoid(x) sigmoid(-x) leaves sigmoid(-x) - sigmoid(x), which cancels near 0.
     s = m.sech(0.5 * x)
-    return scaled(m, g, (0.25 * (s * s)))
+    return scaled(m, g, 0.25 * (s * s))
 
 
 exp = elementwise(
@@ -173,7 +173,7 @@ cos = elementwise(
     reference=Reference("cos(x)", "-sin(x)", "spread(-1e4, 1e4)", second="-cos(x)"),
 )
 tan = elementwise(
-    "tan", lambda x: np.tan(x), lambda m, g, ans, x: scaled(m, g, (1 + ans * ans)), "tangent", low=-1.2, high=1.2,
+    "tan", lambda x: np.tan(x), lambda m, g, ans, x: scaled(m, g, 1 + ans * ans), "tangent", low=-1.2, high=1.2,
     torch=Torch("torch.tan"),
     reference=Reference("tan(x)", "1 / cos(x) ** 2", "spread(-1.57, 1.57)", second="2 * tan(x) / cos(x) ** 2"),
 )

@@ -131,7 +131,7 @@ expm1 = elementwise(
     reference=Reference("expm1(x)", "exp(x)", "spread(-700, 700)", second="exp(x)"),
 )
 square = elementwise(
-    "square", lambda x: x * x, lambda m, g, ans, x: scaled(m, g, (2.0 * x)), "x * x", torch=Torch("torch.square"),
+    "square", lambda x: x * x, lambda m, g, ans, x: scaled(m, g, 2.0 * x), "x * x", torch=Torch("torch.square"),
     reference=Reference("x * x", "2 * x", "spread(-1e150, 1e150)", second="mpf(2)"),
 )
 def away_from_zero(rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -177,7 +177,7 @@ def _one_minus_square(x: Any) -> Any:
 # written out: the product rule's (1 - x) - (1 + x) cancels near 0, and made the second
 # derivative of atanh 0 at 1e-300 (it is 2e-300). For asin, acos and atanh.
 one_minus_square = defop(
-    "one_minus_square", _one_minus_square, (lambda m, g, ans, x: scaled(m, g, (-2.0 * x)),), doc="(1 - x)(1 + x)",
+    "one_minus_square", _one_minus_square, (lambda m, g, ans, x: scaled(m, g, -2.0 * x),), doc="(1 - x)(1 + x)",
     category=ELEM, complex_safe=True, public=False, check=Check(), jvp=DIAGONAL,
     reference=Reference("1 - x * x", "-2 * x", "spread(-1e150, 1e150)", second="mpf(-2)"),
 )

@@ -266,7 +266,8 @@ class TorchLibrary(Library):
         # tensor engine's grad(f), which runs f define-by-run. Inside vmap they differ by row:
         # PyTorch refuses them, and so do we.
         try:
-            return np.asarray(value.detach().cpu().tolist(), dtype=str(value.dtype).removeprefix("torch."))
+            kind = getattr(np, str(value.dtype).removeprefix("torch."), None)  # (an empty list keeps its dtype and shape)
+            return np.asarray(value.detach().cpu().tolist(), dtype=kind).reshape(tuple(value.shape))
         except RuntimeError as err:
             raise ValueDependent("torch") from err
 
