@@ -218,8 +218,8 @@ def op_getitem(x: Any, index: Any) -> Any:
     parts = index if isinstance(index, tuple) else (index,)
     x, parts = _forward_steps(x, parts)
     # NumPy counts an int among index arrays as an index array too, so arrays set apart by a
-    # slice put their axes first (x[0, :, [0, 1]] of a 2 x 3 x 4 x is 2 x 3); PyTorch counts
-    # it as a plain int (3 x 2). Among arrays, an int goes in as an array of one element.
+    # slice put their axes first (x[0, :, [0, 1]] is 2 x 3 for an x of 2 x 3 x 4); PyTorch
+    # counts it as a plain int (3 x 2). Among arrays, an int goes in as an array of one element.
     arrays = any(getattr(p, "ndim", 0) for p in parts)
     return x[tuple(torch.as_tensor(p, device=x.device) if isinstance(p, np.ndarray)
                    else torch.tensor([p], device=x.device) if arrays and type(p) is int else p for p in parts)]
