@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from .backprop import PASSES, collector_paused, topological_order
-from .batching import Batched, batched, from_level, identity_rows, lazy_physical, merged, new_level, rebased, reshaped, unbatched
+from .batching import Batched, batched, from_level, identity_rows, merged, new_level, rebased, reshaped, unbatched
 from .errors import ArgumentError
-from .guards import masked
+from .guards import masked, tested
 from .limits import STEPS, check_size
 from .registry import ARRAY_MATH, TENSOR_MATH, OpDef
 from .shapes import broadcast_shapes
@@ -88,9 +88,7 @@ def _settled(m: Any, z: Any, x: Any) -> Any:
     mode), where their own graph may say 0 (relu's rule at nan: g times a constant nan)."""
     if m is not TENSOR_MATH or not isinstance(z, Tensor) or not isinstance(x, Tensor) or not (z.requires_grad or x.requires_grad):
         return z  # (a plain pass)
-    # (most terms have no nan: one pass without a mask first, over scaled rows' diagonal
-    # alone when their dense rows are not made: a finite diagonal makes finite rows)
-    if squares_finite(lazy_physical(z).data if type(z) is Batched else z.data):
+    if squares_finite(tested(m, z)):  # (most terms have no nan: one pass without a mask first)
         return z
     lost = np.isnan(z.data)
     if not lost.any():

@@ -27,8 +27,7 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     (The array's own `dot`, not np.vdot, whose dispatch through NumPy's function
     protocol costs more than the product on the small arrays where this matters.)
     """
-    # (a batch of scaled rows: its diagonal holds every value but exact zeros, so the test need not make the rows)
-    raw = out if m is ARRAY_MATH else lazy_physical(out).data if type(out) is Batched else m.raw(out)
+    raw = tested(m, out)
     if type(raw) is np.ndarray and raw.ndim:
         flat = raw.ravel("K")  # (in memory order: a view of a transposed product too, not a copy)
         total = flat.dot(flat)
@@ -48,10 +47,18 @@ def scaled(m: Any, g: Any, factor: Any) -> Any:
     smaller than the product when g is a batch (a Jacobian's tangents times one row's
     derivative), and the product is tested only when the factor is not finite."""
     out = g * factor
-    raw = factor if m is ARRAY_MATH else lazy_physical(factor).data if type(factor) is Batched else m.raw(factor)
-    if squares_finite(raw):
+    if squares_finite(tested(m, factor)):
         return out
     return masked(m, g, out)
+
+
+def tested(m: Any, value: Any) -> Any:
+    """The numbers a nan test reads of a value: its array, or for a batch of scaled rows not
+    yet made dense their diagonal, which holds every value but exact zeros (the test need
+    not make the rows)."""
+    if m is ARRAY_MATH:
+        return value
+    return lazy_physical(value).data if type(value) is Batched else m.raw(value)
 
 
 def guarded(m: Any, unreached: Any, out: Any) -> Any:

@@ -229,14 +229,14 @@ def _forward_steps(x: Any, parts: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]
     """x and an index's parts with each slice of negative step (x[::-1], x[2::-2]) made a
     slice of positive step along that axis of x flipped: the same elements in the same
     order, which PyTorch's slicing, without negative steps, can take."""
-    if not any(type(p) is slice and p.step is not None and p.step < 0 for p in parts):
+    if not any(_backward(p) for p in parts):
         return x, parts
     read = sum(_axes_read(p) for p in parts)
     axis, flipped, out = 0, [], []
     for p in parts:
         if p is Ellipsis:
             axis += x.ndim - read
-        elif type(p) is slice and p.step is not None and p.step < 0:
+        elif _backward(p):
             picked = range(*p.indices(x.shape[axis]))
             if picked:  # (element i of the axis is element n - 1 - i of the flipped one)
                 first = x.shape[axis] - 1 - picked[0]
@@ -249,6 +249,11 @@ def _forward_steps(x: Any, parts: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]
             axis += _axes_read(p)
         out.append(p)
     return (torch.flip(x, flipped) if flipped else x), tuple(out)
+
+
+def _backward(part: Any) -> bool:
+    """Whether an index part is a slice with a negative step."""
+    return type(part) is slice and part.step is not None and part.step < 0
 
 
 def _axes_read(part: Any) -> int:
