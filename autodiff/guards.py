@@ -27,7 +27,7 @@ def masked(m: Any, g: Any, out: Any) -> Any:
     (The array's own `dot`, not np.vdot, whose dispatch through NumPy's function
     protocol costs more than the product on the small arrays where this matters.)
     """
-    raw = tested(m, out)
+    raw = out if m is ARRAY_MATH else tested(m, out)  # (a plain pass, the common one, without the call)
     if type(raw) is np.ndarray and raw.ndim:
         flat = raw.ravel("K")  # (in memory order: a view of a transposed product too, not a copy)
         total = flat.dot(flat)
@@ -47,7 +47,7 @@ def scaled(m: Any, g: Any, factor: Any) -> Any:
     smaller than the product when g is a batch (a Jacobian's tangents times one row's
     derivative), and the product is tested only when the factor is not finite."""
     out = g * factor
-    if squares_finite(tested(m, factor)):
+    if squares_finite(factor if m is ARRAY_MATH else tested(m, factor)):
         return out
     return masked(m, g, out)
 
