@@ -193,3 +193,27 @@ def test_export_without_its_library_says_which_to_install(monkeypatch, library, 
     monkeypatch.delitem(sys.modules, f"gradcalc.parser.engines.{library}_ops", raising=False)
     with pytest.raises(LanguageError, match=rf"export --to {library} needs {name} installed.*pip install 'gradcalc\[{library}\]'"):
         write_module("x = 2\ncheck x ** 2\n", "c.gc", library)
+
+
+def test_an_adapter_with_rules_of_its_own_is_copied_whole(tmp_path):
+    """The torch adapter of logcumsumexp is an autograd.Function (PyTorch's own backward
+    of it gave a third derivative of nan): the module gets the class and the helpers its
+    rules call, passes ruff, and its Hessian's gradient is gradcalc's, 0 (closed form:
+    logcumsumexp(x + t) = logcumsumexp(x) + t, so the sum of the Hessian is 0 at every x)."""
+    pytest.importorskip("torch")
+    program = tmp_path / "scan.gc"
+    program.write_text("x = [0.3, 0.55, 0.7]\nhessian(sum(logcumsumexp(x) * [1, 2, 3]), x)\n")
+    out = tmp_path / "scan_torch.py"
+    done = gradcalc("export", str(program), "--to", "torch", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    linted = subprocess.run([str(RUFF), "check", "--isolated", "--select", "E,F,W,I,B,UP", "--ignore", "B905,E501", str(out)],
+                            capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout
+    module = imported(out)
+    (value, named), = gradcalcs_results(program)
+    x = module.inputs("line_2")["x"]
+    close(module.line_2(x).detach().numpy(), value.data, "the Hessian")
+    (third,) = module.line_2_grad(x)
+    ours = grad(value.sum(), named["x"])
+    close(third.detach().numpy(), ours.data, "the Hessian's gradient")
+    close(third.detach().numpy(), np.zeros(3), "the Hessian's gradient, closed form")

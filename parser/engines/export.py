@@ -519,10 +519,26 @@ class Exporter:
             if name in seen:
                 continue
             seen.append(name)
-            function = getattr(module, name)
-            queue += [n for n in function.__code__.co_names if inspect.isfunction(getattr(module, n, None))
-                      and getattr(module, n).__module__ in (module.__name__, REFUSALS)]
+            queue += [n for n in _names_read(getattr(module, name)) if _copyable(getattr(module, n, None), module.__name__)]
         return [_copied(name, getattr(module, name)) for name in sorted(seen)]
+
+
+def _names_read(definition: Any) -> set[str]:
+    """The global names a function reads, or a class's functions do (an autograd.Function's
+    forward, backward and jvp)."""
+    if inspect.isfunction(definition):
+        return set(definition.__code__.co_names)
+    found: set[str] = set()
+    for member in vars(definition).values():
+        function = getattr(member, "__func__", member)  # (a staticmethod's function)
+        if inspect.isfunction(function):
+            found |= set(function.__code__.co_names)
+    return found
+
+
+def _copyable(definition: Any, module: str) -> bool:
+    """A function or class the adapters' module defines (or the shared refusals): copied."""
+    return (inspect.isfunction(definition) or inspect.isclass(definition)) and definition.__module__ in (module, REFUSALS)
 
 
 # The checks both engines share (autodiff/ops/refusals.py), copied in under the name the

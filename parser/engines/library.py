@@ -259,8 +259,10 @@ class TorchLibrary(Library):
             return np.asarray(value)
         try:
             return value.detach().cpu().numpy()  # type: ignore[no-any-return]
-        except RuntimeError:  # a tensor torch.func is transforming
+        except RuntimeError:  # a tensor torch.func is transforming, or one of PyTorch's zero tensors
             pass
+        if value._is_zerotensor():  # (a derivative PyTorch knows is 0, sign's: a tensor without storage)
+            return np.zeros(tuple(value.shape), dtype=getattr(np, str(value.dtype).removeprefix("torch."), None))
         # Inside torch.func.grad every op's result is wrapped, a constant's too (z[-1], z[n - 1]),
         # and has no storage to copy; its numbers are known all the same, as they are to the
         # tensor engine's grad(f), which runs f define-by-run. Inside vmap they differ by row:

@@ -135,7 +135,50 @@ def op_cumprod(x: Any, axis: Any = None) -> Any:
 
 
 def op_logcumsumexp(x: Any, axis: Any = None) -> Any:
-    return _scanned(torch.logcumsumexp, x, axis)
+    return _scanned(_LogCumSumExp.apply, x, axis)
+
+
+class _LogCumSumExp(torch.autograd.Function):
+    """torch.logcumsumexp with derivatives of every order. PyTorch's own backward works in
+    log space (the log of the gradient), and its derivative where the gradient is 0 is
+    nan: the third derivative of a logcumsumexp came out nan where it is 0. These rules
+    are the tensor engine's (autodiff/ops/scans.py), made of ops that differentiate again:
+    d ans_i / d x_j is the softmax of the prefix x_0..x_i at j, and a zero gradient or
+    tangent adds exactly 0, even beside the nan of a prefix that is all -inf."""
+
+    generate_vmap_rule = True  # (the rules are torch ops, which vmap batches)
+
+    @staticmethod
+    def forward(x: Any, dim: int) -> Any:
+        return torch.logcumsumexp(x, dim)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+        ctx.dim = inputs[1]
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> Any:
+        (x,) = ctx.saved_tensors
+        column = g.movedim(ctx.dim, -1).unsqueeze(-1)  # [..., i, 1]
+        terms = torch.where(column == 0, 0.0, column * _prefix_softmax(x, ctx.dim))
+        return terms.sum(-2).movedim(-1, ctx.dim), None
+
+    @staticmethod
+    def jvp(ctx: Any, t: Any, _: Any) -> Any:
+        (x,) = ctx.saved_tensors
+        row = t.movedim(ctx.dim, -1).unsqueeze(-2)  # [..., 1, j]
+        terms = torch.where(row == 0, 0.0, row * _prefix_softmax(x, ctx.dim))
+        return terms.sum(-1).movedim(-1, ctx.dim)
+
+
+def _prefix_softmax(x: Any, dim: int) -> Any:
+    """[..., i, j], the scanned axis last: exp(x_j - logcumsumexp(x)_i) for j <= i, 0 above."""
+    xt = x.movedim(dim, -1)
+    n = xt.shape[-1]
+    lower = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+    return torch.where(lower, torch.softmax(torch.where(lower, xt.unsqueeze(-2), -torch.inf), dim=-1), 0.0)
 
 
 def op_softmax(x: Any, axis: Any = -1) -> Any:
