@@ -219,27 +219,69 @@ def higher(library: Any, op: Any, inputs: list[np.ndarray], params: dict[str, An
     return [[library.host(g.detach()) for g in gs] for gs in found]
 
 
+def forward_over_reverse(library: Any, op: Any, inputs: list[np.ndarray], params: dict[str, Any], diff: list[int],
+                         weights: list[np.ndarray], directions: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    """The same derivatives by torch.func, as the torch engine's hessian, hvp and
+    jacfwd(jacrev) take them: the gradient, the Hessian along the first direction (a
+    jvp of the gradient), and the gradient of that along the second (reverse over it)."""
+    func = library.torch.func
+    arrays = [library.array(np.asarray(x, dtype=np.float64)) for x in inputs]
+    at = tuple(arrays[k] for k in diff)
+    argnums = tuple(range(len(diff)))
+
+    def weighted(*xs: Any) -> Any:
+        full = list(arrays)
+        for k, x in zip(diff, xs):
+            full[k] = x
+        out = library.function(op.name)(*full, **params)
+        return sum((o * library.array(w)).sum() for o, w in zip(list(out) if isinstance(out, tuple) else [out], weights))
+
+    def hvp(*xs: Any) -> Any:
+        return func.jvp(lambda *zs: func.grad(weighted, argnums=argnums)(*zs), xs, tuple(library.array(d) for d in directions[0]))[1]
+
+    def along(*xs: Any) -> Any:
+        return sum((h * library.array(d)).sum() for h, d in zip(hvp(*xs), directions[1]))
+
+    found = [func.grad(weighted, argnums=argnums)(*at), hvp(*at), func.grad(along, argnums=argnums)(*at)]
+    return [[library.host(g) for g in gs] for gs in found]
+
+
 # PyTorch's derivatives of derivatives are formulas written by hand (derivatives.yaml), each
 # op's own; JAX's are its primitives' JVP rules composed, and compiling each primitive at
 # each shape took 3 minutes of CI here (run by hand on 2026-12-05, all 100 ops agreed).
-@pytest.mark.parametrize("name", sorted(n for n, op in REGISTRY.items() if op.public and op.has_gradient))
+# Found by this test and not yet fixed (each shows in the report of `gradcalc eval
+# 'hessian(lambda A: det(A))(A)' 'A=[[1,2],[0.5,3]]' --engine torch`, whose "grad of sum A"
+# is a third derivative by torch.func's forward over reverse):
+OPEN = {
+    "det": "torch.func's third derivative of det (forward over reverse, then reverse) is not 0, det of a 2 x 2 being quadratic",
+    "slogdet": "torch.func's third derivative of slogdet (forward over reverse, then reverse) is not the tensor engine's",
+    "solve": "torch.func's third derivative of solve (forward over reverse, then reverse) is not the tensor engine's",
+    "huber": "PyTorch has no forward-mode rule for huber_loss_backward: hessian(f) of huber is refused",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OPEN[n])) if n in OPEN else n
+                                  for n in sorted(n for n, op in REGISTRY.items() if op.public and op.has_gradient)])
 @pytest.mark.slow
 def test_each_torch_counterpart_gives_the_tensor_engines_higher_derivatives(name):
     """Second and third derivatives (of sum(w * op(x)) along random directions) on the
-    torch engine against the tensor engine's, on the op's Check inputs: a library's
-    derivative rule that does not differentiate again (logcumsumexp's, in log space, gave
-    a third derivative of nan where it is 0) shows here, whichever op it is."""
+    torch engine against the tensor engine's, on the op's Check inputs, by autograd and by
+    torch.func's forward over reverse: a library's derivative rule that does not
+    differentiate again (logcumsumexp's, in log space, gave a third derivative of nan where
+    it is 0; std's and norm's, set in place, could not be differentiated forward over
+    reverse and then again) shows here, whichever op it is."""
     lib = loaded("torch")
     op = REGISTRY[name]
-    for seed in (0, 1):
+    for seed in (0,):  # (one draw: a rule that does not differentiate again fails at every point)
         for inputs, params in cases(op, seed):
             diff = differentiated(op, inputs)
             rng = np.random.default_rng(seed)
             weights = [rng.uniform(0.5, 1.5, np.shape(v)) for v in ours(op, inputs, params, [], None)[0]]
             directions = [[rng.uniform(-1, 1, np.shape(inputs[k])) for k in diff] for _ in range(max(ORDERS))]
             mine = higher(None, op, inputs, params, diff, weights, directions)
-            theirs_ = higher(lib, op, inputs, params, diff, weights, directions)
-            for order in ORDERS:
-                for k, a, b in zip(diff, theirs_[order - 1], mine[order - 1]):
-                    np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-9, atol=1e-9, equal_nan=True,
-                                               err_msg=f"{name} {params}: derivative of order {order} by input {k}")
+            for how, found in (("autograd", higher), ("torch.func, forward over reverse", forward_over_reverse)):
+                theirs_ = found(lib, op, inputs, params, diff, weights, directions)
+                for order in ORDERS:
+                    for k, a, b in zip(diff, theirs_[order - 1], mine[order - 1]):
+                        np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-9, atol=1e-9, equal_nan=True,
+                                                   err_msg=f"{name} {params}: derivative of order {order} by input {k} ({how})")

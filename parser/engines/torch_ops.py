@@ -98,7 +98,16 @@ def op_var(x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) ->
 
 
 def op_std(x: Any, axis: Any = None, keepdims: bool = False, ddof: float = 0) -> Any:
-    return torch.std(x, dim=_dims(x, axis), keepdim=keepdims, correction=ddof)
+    return _root(op_var(x, axis, keepdims, ddof), 2.0)
+
+
+def _root(s: Any, p: float) -> Any:
+    """s ** (1 / p) of s >= 0, its derivative 0 where s is 0 (torch.std's and
+    vector_norm's convention, and gradcalc's). Their own rules set that 0 in place, which
+    PyTorch refuses to differentiate a third time (forward over reverse: a Hessian's
+    gradient); this does it with a select, which differentiates again. A nan stays nan."""
+    zero = s == 0
+    return torch.where(zero, 0.0, torch.where(zero, 1.0, s) ** (1.0 / p))
 
 
 def op_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Any:
@@ -109,7 +118,11 @@ def op_norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> A
     # engine's: the squares of 1e200 overflow, of 1e-200 underflow, the norm is neither.
     top = x.detach().abs().amax(dim=dims, keepdim=True)
     scale = torch.where((top > 0) & (top < float("inf")), top, torch.ones_like(top))
-    out = torch.linalg.vector_norm(x / scale, ord=p, dim=dims, keepdim=True) * scale
+    y = x / scale
+    if p > 1:  # (torch's vector_norm for these is what _root replaces)
+        out = _root((y.abs() ** p).sum(dim=dims, keepdim=True), p) * scale
+    else:
+        out = torch.linalg.vector_norm(y, ord=p, dim=dims, keepdim=True) * scale
     return out if keepdims else out.reshape(torch.linalg.vector_norm(x.detach(), ord=p, dim=dims).shape)
 
 
