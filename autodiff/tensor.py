@@ -116,7 +116,8 @@ class Tensor:
     mT: Tensor
 
     def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
-        self.data = to_array(data)
+        # (an array of a kept dtype, the usual data, is to_array's answer without its call)
+        self.data = data if type(data) is np.ndarray and data.dtype in _KEPT else to_array(data)
         self.grad = None
         self.requires_grad = requires_grad
         self._prev = ()
