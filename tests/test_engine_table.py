@@ -256,7 +256,6 @@ OPEN = {
     "det": "torch.func's third derivative of det (forward over reverse, then reverse) is not 0, det of a 2 x 2 being quadratic",
     "slogdet": "torch.func's third derivative of slogdet (forward over reverse, then reverse) is not the tensor engine's",
     "solve": "torch.func's third derivative of solve (forward over reverse, then reverse) is not the tensor engine's",
-    "huber": "PyTorch has no forward-mode rule for huber_loss_backward: hessian(f) of huber is refused",
 }
 
 

@@ -26,8 +26,7 @@ derivative at a kink, a tie or an infinity, it is no finding; neither is torch's
 - refusals of what the tensor engine computes: vmap over an empty batch on torch (with a
   message about tracing), grad of a whole number on jax (JAX's own message);
 - a silent wrong answer on torch: the third derivatives of det, slogdet and solve by
-  torch.func, forward over reverse and then reverse (pinned in tests/test_engine_table.py,
-  with huber's hessian, which torch refuses);
+  torch.func, forward over reverse and then reverse (pinned in tests/test_engine_table.py);
 - the engines split: grad inside `with no_grad:` of a derivative that came out constant;
   reports that list names the value does not depend on (torch, jax) or a named constant
   derivative as a variable (jax);
@@ -743,7 +742,8 @@ def test_the_third_derivative_of_logcumsumexp(reports, engine: str) -> None:
 CHECKED = {  # class -> checks (after x = [0.3, 0.55, 0.7], s = 1.5, E = zeros((0, 3)) + x): each passes on gradcalc's engine
     "constant": ["grad(0.1, x)", "jacobian(3.0, x)", "hessian(3.0, x)", "grad(len(x), x) + x"],
     "forward-over-reverse": ["hessian(lambda z: std(z))(x)", "hvp(norm, x, [1.0, 0.5, -1.0])", "jacfwd(jacrev(lambda z: std(z, ddof=1)))(x)",
-                             "hessian(lambda z: norm(z) * s)(x)"],
+                             "hessian(lambda z: norm(z) * s)(x)", "hvp(lambda z: huber(z, 0.5 * z), x, x)",
+                             "jacfwd(grad(lambda z: huber(z, 0.5 * z, delta=0.1)))(x)"],
     "empty-jacobian": ["jacobian(x[0:0] * 2, x)", "jacobian(x[0:0] * s, s)", "jacobian(E * s, x)"],
 }
 # a documented difference (docs/engines.md: softmax with inf, gradcalc [1, 0], PyTorch nan): the verdict's message

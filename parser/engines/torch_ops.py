@@ -440,8 +440,12 @@ def op_l1_loss(pred: Any, target: Any, reduction: str = "mean") -> Any:
 
 def op_huber(pred: Any, target: Any, delta: float = 1.0, reduction: str = "mean") -> Any:
     _positive_delta(delta)
-    a, b = torch.broadcast_tensors(pred, target)
-    return _reduce(F.huber_loss(a, b, delta=delta, reduction="none"), reduction)
+    # c (d - c / 2), c the error clipped to [-delta, delta]: d^2 / 2 within delta, delta (|d| -
+    # delta / 2) beyond, to the last bit. Not F.huber_loss, whose backward has no forward-mode
+    # rule in PyTorch: hessian(f) of it was refused.
+    d = pred - target
+    c = d.clamp(-delta, delta)
+    return _reduce(c * (d - 0.5 * c), reduction)
 
 
 # Constructors: constants, made as the tensor engine makes them (rand and randn with
