@@ -23,9 +23,9 @@ shows it (where docs/engines.md's table of conventions states a difference, an o
 derivative at a kink, a tie or an infinity, it is no finding; neither is torch's
 0 * inf = nan where gradcalc passes back 0, docs/engine.md):
 
-- refusals of what the tensor engine computes: vmap over an empty batch on torch (with a
-  message about tracing), grad of a whole number on jax (JAX's own message);
-- a silent wrong answer on torch: the third derivatives of det, slogdet and solve by
+- refusals of what the tensor engine computes: grad of a whole number on jax (JAX's own
+  message);
+- a silent wrong answer on torch: the third derivatives of det and slogdet by
   torch.func, forward over reverse and then reverse (pinned in tests/test_engine_table.py);
 - the engines split: grad inside `with no_grad:` of a derivative that came out constant;
   reports that list names the value does not depend on (torch, jax) or a named constant
@@ -44,7 +44,8 @@ computed inside grad(f) on torch (z[-1], z[len(z) - 1]: every result is wrapped 
 export, a rebound variable and a range loop's gradient on torch; on torch, the third
 derivative of logcumsumexp (nan, not 0: a silent wrong answer) and a derivative of abs
 differentiated again (refused: PyTorch's zero tensor, which has no storage, was unread);
-internal errors on torch for hessian(f), hvp and jacfwd(jacrev(f)) of std and norm.
+internal errors on torch for hessian(f), hvp and jacfwd(jacrev(f)) of std and norm; the
+third derivative of solve on torch by torch.func; vmap over an empty batch on torch.
 """
 from __future__ import annotations
 
@@ -581,12 +582,13 @@ EMPTY_BATCHES = [  # (program; value; d sum / ds): vmap over an empty batch of a
 BATCH.add("empty-batches", [f"s = 1.5\n{p}" for p, *_ in EMPTY_BATCHES], ON_TORCH)
 
 
-@pytest.mark.parametrize("engine", engines(ON_TORCH, torch="--engine torch: vmap over an empty batch of a function with a reduction and a closure is refused"))
+@pytest.mark.parametrize("engine", engines(ON_TORCH))
 def test_vmap_over_an_empty_batch(reports, engine: str) -> None:
     """`gradcalc eval 'vmap(lambda r: sum(r * r) * s)(E)' 'E=zeros((0, 3))' s=1.5 --engine
-    torch`: "needs a number that PyTorch is tracing" (torch.func.vmap itself raises an
+    torch` said "needs a number that PyTorch is tracing" (torch.func.vmap itself raises an
     IndexError on an empty batch there); the tensor and JAX engines give the empty result
-    and 0 by s, as vmap's definition (one result per row, none here) does."""
+    and 0 by s, as vmap's definition (one result per row, none here) does, and so does the
+    torch engine now (TorchLibrary._vmap: one row of zeros added, and cut off)."""
     assert_each(EMPTY_BATCHES, instances("empty-batches", engine, reports), lambda case, r: expect(case[1], {"s": case[2]})(case, r))
 
 
@@ -739,12 +741,14 @@ def test_the_third_derivative_of_logcumsumexp(reports, engine: str) -> None:
 
 # ---- found: `gradcalc check --against torch` -------------------------------------------------------------
 
-CHECKED = {  # class -> checks (after x = [0.3, 0.55, 0.7], s = 1.5, E = zeros((0, 3)) + x): each passes on gradcalc's engine
+CHECKED = {  # class -> checks (after x = [0.3, 0.55, 0.7], s = 1.5, E = zeros((0, 3)) + x, M a 3 x 3): each passes on gradcalc's engine
     "constant": ["grad(0.1, x)", "jacobian(3.0, x)", "hessian(3.0, x)", "grad(len(x), x) + x"],
     "forward-over-reverse": ["hessian(lambda z: std(z))(x)", "hvp(norm, x, [1.0, 0.5, -1.0])", "jacfwd(jacrev(lambda z: std(z, ddof=1)))(x)",
                              "hessian(lambda z: norm(z) * s)(x)", "hvp(lambda z: huber(z, 0.5 * z), x, x)",
                              "jacfwd(grad(lambda z: huber(z, 0.5 * z, delta=0.1)))(x)"],
     "empty-jacobian": ["jacobian(x[0:0] * 2, x)", "jacobian(x[0:0] * s, s)", "jacobian(E * s, x)"],
+    # (a check of a Hessian compares its gradient, a third derivative: PyTorch's own were nan or wrong)
+    "third-derivative": ["hessian(lambda A: sum(solve(A, x) * x))(M)", "hessian(lambda z: sum(logcumsumexp(z) * [1, 2, 3]))(x)"],
 }
 # a documented difference (docs/engines.md: softmax with inf, gradcalc [1, 0], PyTorch nan): the verdict's message
 DIFFERENT_VALUES = "softmax(x[0:2] * [1.0, inf])"
@@ -753,7 +757,7 @@ DIFFERENT_VALUES = "softmax(x[0:2] * [1.0, inf])"
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     """Every check of CHECKED, and the documented difference, in one `gradcalc check --against torch --json`."""
-    lines = ["x = [0.3, 0.55, 0.7]", "s = 1.5", "E = zeros((0, 3)) + x"]
+    lines = ["x = [0.3, 0.55, 0.7]", "s = 1.5", "E = zeros((0, 3)) + x", "M = [[2.0, 0.5, 0.1], [0.3, 1.5, 0.2], [0.1, 0.4, 1.8]]"]
     where: dict[int, str] = {}
     for kind, checks in [*CHECKED.items(), ("values", [DIFFERENT_VALUES])]:
         for check in checks:
@@ -772,6 +776,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
     "constant",
     "forward-over-reverse",
     "empty-jacobian",
+    "third-derivative",
 ])
 @pytest.mark.slow
 def test_what_crashes_on_torch_checks_on_gradcalcs_engine(checked, kind: str) -> None:

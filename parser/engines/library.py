@@ -288,13 +288,36 @@ class TorchLibrary(Library):
     def transform(self, kind: str, f: Callable[..., Any], option: Any) -> Callable[..., Any]:
         func = self.torch.func
         if kind == "vmap":
-            in_axes, out_axes = option
-            return func.vmap(f, in_dims=in_axes, out_dims=out_axes)  # type: ignore[no-any-return]
+            return self._vmap(f, *option)
         if kind == "value_and_grad":  # (torch gives the gradient first)
             both = func.grad_and_value(f, argnums=option)
             return lambda *xs: tuple(reversed(both(*xs)))
         made = {"grad": func.grad, "jacrev": func.jacrev, "jacfwd": func.jacfwd, "hessian": func.hessian}[kind]
         return made(f, argnums=option)  # type: ignore[no-any-return]
+
+    def _vmap(self, f: Callable[..., Any], in_axes: Any, out_axes: Any) -> Callable[..., Any]:
+        """torch.func.vmap, and over a batch of no rows vmap's answer, f's results for none:
+        PyTorch's own raises an IndexError there. f runs on one row of zeros added to the
+        inputs (so that the empty result stays on their graph), and that row is cut off."""
+        torch = self.torch
+        mapped = torch.func.vmap(f, in_dims=in_axes, out_dims=out_axes)
+
+        def run(*args: Any) -> Any:
+            axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+            batched = {i: k % a.ndim for i, (a, k) in enumerate(zip(args, axes)) if k is not None and torch.is_tensor(a) and a.ndim}
+            if not batched or any(args[i].shape[k] for i, k in batched.items()):  # (rows, or sizes torch.func refuses itself)
+                return mapped(*args)
+            padded = list(args)
+            for i, k in batched.items():
+                a = args[i]
+                padded[i] = torch.cat([a, a.new_zeros(a.shape[:k] + (1,) + a.shape[k + 1:])], dim=k)
+            out = mapped(*padded)
+            outs = out if isinstance(out, tuple) else (out,)
+            where = out_axes if isinstance(out_axes, tuple) else (out_axes,) * len(outs)
+            cut = tuple(o.narrow(k, 0, 0) for o, k in zip(outs, where))
+            return cut if isinstance(out, tuple) else cut[0]
+
+        return run
 
     def jvp(self, f: Callable[..., Any], primals: list[Any], tangents: list[Any]) -> tuple[Any, Any]:
         found = self.torch.func.jvp(f, tuple(primals), tuple(tangents))

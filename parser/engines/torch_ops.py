@@ -408,7 +408,41 @@ def op_slogdet(a: Any) -> Any:
 
 def op_solve(a: Any, b: Any) -> Any:
     _solvable(tuple(a.shape), b.ndim)
-    return torch.linalg.solve(a, b)
+    if b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1]):  # (PyTorch's vectors: a column each)
+        return _Solve.apply(a, b.unsqueeze(-1)).squeeze(-1)
+    return _Solve.apply(a, b)
+
+
+class _Solve(torch.autograd.Function):
+    """torch.linalg.solve of matrices with rules that differentiate again: torch.func's
+    third derivative of PyTorch's own solve (forward over reverse, then reverse) was not
+    the tensor engine's. These are the tensor engine's rules (autodiff/ops/linalg.py), each
+    a solve of its own and a product: a x = b gives gb = solve(a^T, g), ga = -gb x^T, and
+    a dx = db - da x."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(a: Any, b: Any) -> Any:
+        return torch.linalg.solve(a, b)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
+        ctx.save_for_backward(inputs[0], output)
+        ctx.save_for_forward(inputs[0], output)
+        ctx.shapes = (inputs[0].shape, inputs[1].shape)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> Any:
+        a, x = ctx.saved_tensors
+        gb = _Solve.apply(a.mT, g)
+        return (-gb @ x.mT).sum_to_size(ctx.shapes[0]), gb.sum_to_size(ctx.shapes[1])
+
+    @staticmethod
+    def jvp(ctx: Any, da: Any, db: Any) -> Any:
+        a, x = ctx.saved_tensors
+        rhs = -(da @ x) if db is None else db if da is None else db - da @ x
+        return _Solve.apply(a, rhs)
 
 
 def op_cross_entropy(logits: Any, target: Any, label_smoothing: float = 0.0, reduction: str = "mean") -> Any:
