@@ -251,11 +251,10 @@ def forward_over_reverse(library: Any, op: Any, inputs: list[np.ndarray], params
 # each shape took 3 minutes of CI here (run by hand on 2026-12-05, all 100 ops agreed).
 # Found by this test and not yet fixed (each shows in the report of `gradcalc eval
 # 'hessian(lambda A: det(A))(A)' 'A=[[1,2],[0.5,3]]' --engine torch`, whose "grad of sum A"
-# is a third derivative by torch.func's forward over reverse; solve's was too, and its
-# adapter has rules of its own now):
+# is a third derivative by torch.func's forward over reverse; solve's and slogdet's were
+# too, and their adapters have rules of their own now):
 OPEN = {
     "det": "torch.func's third derivative of det (forward over reverse, then reverse) is not 0, det of a 2 x 2 being quadratic",
-    "slogdet": "torch.func's third derivative of slogdet (forward over reverse, then reverse) is not the tensor engine's",
 }
 
 

@@ -25,8 +25,8 @@ derivative at a kink, a tie or an infinity, it is no finding; neither is torch's
 
 - refusals of what the tensor engine computes: grad of a whole number on jax (JAX's own
   message);
-- a silent wrong answer on torch: the third derivatives of det and slogdet by
-  torch.func, forward over reverse and then reverse (pinned in tests/test_engine_table.py);
+- a silent wrong answer on torch: the third derivative of det by torch.func, forward
+  over reverse and then reverse (pinned in tests/test_engine_table.py);
 - the engines split: grad inside `with no_grad:` of a derivative that came out constant;
   reports that list names the value does not depend on (torch, jax) or a named constant
   derivative as a variable (jax);
@@ -45,7 +45,8 @@ export, a rebound variable and a range loop's gradient on torch; on torch, the t
 derivative of logcumsumexp (nan, not 0: a silent wrong answer) and a derivative of abs
 differentiated again (refused: PyTorch's zero tensor, which has no storage, was unread);
 internal errors on torch for hessian(f), hvp and jacfwd(jacrev(f)) of std and norm; the
-third derivative of solve on torch by torch.func; vmap over an empty batch on torch.
+third derivatives of solve and slogdet on torch by torch.func; vmap over an empty batch on
+torch.
 """
 from __future__ import annotations
 
@@ -748,7 +749,8 @@ CHECKED = {  # class -> checks (after x = [0.3, 0.55, 0.7], s = 1.5, E = zeros((
                              "jacfwd(grad(lambda z: huber(z, 0.5 * z, delta=0.1)))(x)"],
     "empty-jacobian": ["jacobian(x[0:0] * 2, x)", "jacobian(x[0:0] * s, s)", "jacobian(E * s, x)"],
     # (a check of a Hessian compares its gradient, a third derivative: PyTorch's own were nan or wrong)
-    "third-derivative": ["hessian(lambda A: sum(solve(A, x) * x))(M)", "hessian(lambda z: sum(logcumsumexp(z) * [1, 2, 3]))(x)"],
+    "third-derivative": ["hessian(lambda A: sum(solve(A, x) * x))(M)", "hessian(lambda z: sum(logcumsumexp(z) * [1, 2, 3]))(x)",
+                         "hessian(lambda A: slogdet(A)[1])(M)"],
 }
 # a documented difference (docs/engines.md: softmax with inf, gradcalc [1, 0], PyTorch nan): the verdict's message
 DIFFERENT_VALUES = "softmax(x[0:2] * [1.0, inf])"

@@ -403,7 +403,41 @@ def op_tril(x: Any, k: int = 0) -> Any:
 
 
 def op_slogdet(a: Any) -> Any:
-    return tuple(torch.linalg.slogdet(a))
+    return torch.linalg.slogdet(a.detach())[0], _LogAbsDet.apply(a)  # (the sign is piecewise constant: no gradient)
+
+
+class _LogAbsDet(torch.autograd.Function):
+    """log|det a| with rules that differentiate again: torch.func's third derivative of
+    PyTorch's own slogdet (forward over reverse, then reverse) was not the tensor engine's.
+    These are the tensor engine's: the gradient inv(a)^T, the tangent trace(inv(a) da),
+    and nan for a singular matrix, where log|det| = -inf has no derivative."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(a: Any) -> Any:
+        return torch.linalg.slogdet(a)[1]
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> Any:
+        (a,) = ctx.saved_tensors
+        return g[..., None, None] * _inverse_transpose(a)
+
+    @staticmethod
+    def jvp(ctx: Any, da: Any) -> Any:
+        (a,) = ctx.saved_tensors
+        return (_inverse_transpose(a) * da).sum((-2, -1))
+
+
+def _inverse_transpose(a: Any) -> Any:
+    """inv(a)^T, nan for a singular matrix (inv_ex: a singular matrix is no error)."""
+    inverse, info = torch.linalg.inv_ex(a)
+    return torch.where((info == 0)[..., None, None], inverse.mT, torch.nan)
 
 
 def op_solve(a: Any, b: Any) -> Any:
