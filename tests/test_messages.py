@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -135,3 +136,27 @@ def test_no_call_of_any_op_answers_in_python_s_or_numpy_s_words(call):
         except LanguageError as err:
             assert not INTERNAL.search(err.message), f"{call}: {err.message}"
             assert err.line is not None, call  # placed
+
+
+EMPTY = ["[]", "zeros(0, 0)", "zeros(2, 0)"]
+
+
+@pytest.mark.parametrize("name", sorted(public_ops()))
+def test_no_op_warns_of_an_empty_tensor(name):
+    """An op on empty tensors answers (nan for a mean of nothing, as NumPy) or refuses in
+    gradcalc's words; it never lets NumPy's Python warnings through ("Mean of empty
+    slice" from the losses' mean reduction and from var and std, which a user of the
+    engine from Python saw; the command filters them). Floating-point errors are NumPy's
+    errstate, not these, and are ignored here."""
+    others = [*EMPTY, "[[1, 2], [3, 4]]", "[1, 2, 3]"]
+    calls = [[e] for e in EMPTY] + [[e, o] for e in EMPTY for o in others] + [[o, e] for e in EMPTY for o in others]
+    for args in calls:
+        source = f"{name}({', '.join(args)})"
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("error", RuntimeWarning)
+            try:
+                Session().run_source(source)
+            except LanguageError:
+                pass
+            except RuntimeWarning as warning:
+                pytest.fail(f"{source}: {warning}")

@@ -17,7 +17,7 @@ from ..registry import Check, Edge, Torch, defop
 from ..shapes import broadcast_shapes
 from . import refusals, torch_calls
 from .arithmetic import guarded, masked
-from .reductions import Axis, checked_axis, expand_reduced, kept_shape
+from .reductions import Axis, _mean, checked_axis, expand_reduced, kept_shape
 from .refusals import REDUCTIONS
 
 NN = "softmax and losses"
@@ -305,7 +305,8 @@ mse = defop(
 def reduce_loss(per_item: Any, reduction: str) -> Any:
     if refusals.reduction(reduction) == "none":
         return per_item
-    return np.sum(per_item) if reduction == "sum" else np.mean(per_item)
+    # (the mean op's forward: the mean of no items is nan, without NumPy's "Mean of empty slice")
+    return np.sum(per_item) if reduction == "sum" else _mean(per_item)
 
 
 def item_gradient(m: Any, g: Any, reduction: str, count: int, per_row: bool = False) -> Any:

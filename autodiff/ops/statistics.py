@@ -14,7 +14,7 @@ from ..forward import OVER_AXIS
 from ..registry import Check, Edge, Torch, defop
 from . import torch_calls
 from .arithmetic import masked
-from .reductions import Axis, expand_reduced, normalize_axes
+from .reductions import Axis, _mean, expand_reduced, normalize_axes
 
 RED = "reduction"
 
@@ -28,7 +28,7 @@ def _divisor(shape: tuple[int, ...], axis: Axis, ddof: float) -> float:
 def _var(x: Any, axis: Axis = None, keepdims: bool = False, ddof: float = 0) -> Any:
     # Written as sum((x - mean)**2) / (N - ddof), which extends analytically to complex
     # numbers (np.var takes |x - mean|**2 there), so complex step applies.
-    d = x - np.mean(x, axis=axis, keepdims=True)
+    d = x - _mean(x, axis=axis, keepdims=True)  # (of no elements: nan, without NumPy's warning)
     return np.sum(d * d, axis=axis, keepdims=keepdims) / _divisor(np.shape(x), axis, ddof)
 
 
