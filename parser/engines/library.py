@@ -261,14 +261,14 @@ class TorchLibrary(Library):
             return value.detach().cpu().numpy()  # type: ignore[no-any-return]
         except RuntimeError:  # a tensor torch.func is transforming, or one of PyTorch's zero tensors
             pass
+        kind = getattr(np, str(value.dtype).removeprefix("torch."), None)  # (an empty list keeps its dtype and shape)
         if value._is_zerotensor():  # (a derivative PyTorch knows is 0, sign's: a tensor without storage)
-            return np.zeros(tuple(value.shape), dtype=getattr(np, str(value.dtype).removeprefix("torch."), None))
+            return np.zeros(tuple(value.shape), dtype=kind)
         # Inside torch.func.grad every op's result is wrapped, a constant's too (z[-1], z[n - 1]),
         # and has no storage to copy; its numbers are known all the same, as they are to the
         # tensor engine's grad(f), which runs f define-by-run. Inside vmap they differ by row:
         # PyTorch refuses them, and so do we.
         try:
-            kind = getattr(np, str(value.dtype).removeprefix("torch."), None)  # (an empty list keeps its dtype and shape)
             return np.asarray(value.detach().cpu().tolist(), dtype=kind).reshape(tuple(value.shape))
         except RuntimeError as err:
             raise ValueDependent("torch") from err

@@ -174,16 +174,17 @@ class _LogCumSumExp(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, g: Any) -> Any:
         (x,) = ctx.saved_tensors
-        column = g.movedim(ctx.dim, -1).unsqueeze(-1)  # [..., i, 1]
-        terms = torch.where(column == 0, 0.0, column * _prefix_softmax(x, ctx.dim))
-        return terms.sum(-2).movedim(-1, ctx.dim), None
+        return _weighted(_prefix_softmax(x, ctx.dim), g.movedim(ctx.dim, -1).unsqueeze(-1), -2).movedim(-1, ctx.dim), None  # g as [..., i, 1]
 
     @staticmethod
     def jvp(ctx: Any, t: Any, _: Any) -> Any:
         (x,) = ctx.saved_tensors
-        row = t.movedim(ctx.dim, -1).unsqueeze(-2)  # [..., 1, j]
-        terms = torch.where(row == 0, 0.0, row * _prefix_softmax(x, ctx.dim))
-        return terms.sum(-1).movedim(-1, ctx.dim)
+        return _weighted(_prefix_softmax(x, ctx.dim), t.movedim(ctx.dim, -1).unsqueeze(-2), -1).movedim(-1, ctx.dim)  # t as [..., 1, j]
+
+
+def _weighted(weights: Any, values: Any, dim: int) -> Any:
+    """The sum over dim of values * weights, a zero value adding exactly 0 (beside a nan weight too)."""
+    return torch.where(values == 0, 0.0, values * weights).sum(dim)
 
 
 def _prefix_softmax(x: Any, dim: int) -> Any:
@@ -464,13 +465,13 @@ class _Solve(torch.autograd.Function):
     def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
         ctx.save_for_backward(inputs[0], output)
         ctx.save_for_forward(inputs[0], output)
-        ctx.shapes = (inputs[0].shape, inputs[1].shape)
+        ctx.b_shape = inputs[1].shape  # (b is not kept: its gradient is summed back to its shape)
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> Any:
         a, x = ctx.saved_tensors
         gb = _Solve.apply(a.mT, g)
-        return (-gb @ x.mT).sum_to_size(ctx.shapes[0]), gb.sum_to_size(ctx.shapes[1])
+        return (-gb @ x.mT).sum_to_size(a.shape), gb.sum_to_size(ctx.b_shape)
 
     @staticmethod
     def jvp(ctx: Any, da: Any, db: Any) -> Any:
@@ -510,7 +511,7 @@ def op_huber(pred: Any, target: Any, delta: float = 1.0, reduction: str = "mean"
     _positive_delta(delta)
     # c (d - c / 2), c the error clipped to [-delta, delta]: d^2 / 2 within delta, delta (|d| -
     # delta / 2) beyond, to the last bit. Not F.huber_loss, whose backward has no forward-mode
-    # rule in PyTorch: hessian(f) of it was refused.
+    # rule in PyTorch: hvp and jacfwd(grad(f)) of it were internal errors.
     d = pred - target
     c = d.clamp(-delta, delta)
     return _reduce(c * (d - 0.5 * c), reduction)
